@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs hvbench on Debian 12 as root: the Debian packages it drives (scripts/debian-packages.txt),
+# a virtualenv in .venv and the package itself. `--dev` adds what the tests need.
+# Safe to run again: every step is idempotent.
+set -euo pipefail
+cd "$(dirname "$0")"
+
+extras=""
+[ "${1:-}" = "--dev" ] && extras="[dev]"
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "setup.sh: run as root (hvbench makes namespaces, taps and loop devices)" >&2
+  exit 2
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+packages=$(sed -e 's/#.*//' scripts/debian-packages.txt | xargs)
+apt-get update -q
+# shellcheck disable=SC2086
+apt-get install -y -q --no-install-recommends $packages
+
+[ -x .venv/bin/python ] || /usr/bin/python3 -m venv .venv
+.venv/bin/pip install -q --disable-pip-version-check -e ".${extras}"
+echo "setup.sh: hvbench $(.venv/bin/hvbench version) is ready in $(pwd)/.venv"

@@ -1,0 +1,137 @@
+"""The command line: parse arguments, print progress, call the layers below.
+
+Errors meant for the user (HvbenchError and its kin) end in one line on stderr and exit code 2;
+a run with failed cells exits 1.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from hvbench import __version__, doctor
+from hvbench.cli import run as run_cmd
+from hvbench.errors import HvbenchError
+from hvbench.host.resources import orphan_ledgers
+from hvbench.store import Store
+from hvbench.study import load_study
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Measure what a virtualization platform costs, against the same host running natively.",
+)
+study_app = typer.Typer(no_args_is_help=True, help="Check and show study files.")
+app.add_typer(study_app, name="study")
+app.command("run")(run_cmd.run)
+
+out = Console()
+err = Console(stderr=True)
+
+DbOption = Annotated[
+    str | None, typer.Option("--db", help="SQLAlchemy URL of the store (default: SQLite)")
+]
+
+
+@app.command()
+def version() -> None:
+    """Print hvbench's version."""
+    out.print(__version__)
+
+
+@app.command()
+def runs(db: DbOption = None, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """List the runs in the store."""
+    rows = Store(db).runs()
+    if as_json:
+        data = [
+            {
+                "id": r.id,
+                "study": r.study_name,
+                "status": r.status,
+                "created_at": r.created_at.isoformat(),
+                "finished_at": r.finished_at.isoformat() if r.finished_at else None,
+                "hvbench_version": r.hvbench_version,
+            }
+            for r in rows
+        ]
+        print(json.dumps(data, indent=2))
+        return
+    table = Table("run", "study", "status", "started", "host")
+    for r in rows:
+        table.add_row(
+            r.id, r.study_name, r.status, f"{r.created_at:%Y-%m-%d %H:%M}", r.inventory["hostname"]
+        )
+    out.print(table)
+
+
+@study_app.command("check")
+def study_check(files: Annotated[list[Path], typer.Argument(help="study files")]) -> None:
+    """Validate study files without running them."""
+    for file in files:
+        study = load_study(file)
+        out.print(f"{file}: ok ({len(study.cells())} cells × {study.repetitions} repetitions)")
+
+
+@study_app.command("show")
+def study_show(
+    file: Path, quick: Annotated[bool, typer.Option(help="estimate for --quick")] = False
+) -> None:
+    """Print the expanded matrix of cells and an estimate of the study's duration."""
+    study = load_study(file)
+    table = Table("platform", "driver", "workload", "instances", "est. s/sample", title=study.name)
+    for cell in study.cells():
+        est = study.workload(cell.workload_index).estimate_seconds(quick)
+        driver = study.platforms[cell.platform].driver
+        table.add_row(cell.platform, driver, cell.workload, str(cell.instances), f"{est:.0f}")
+    out.print(table)
+    total = study.estimate_seconds(quick)
+    out.print(
+        f"{len(study.cells())} cells × {study.repetitions} repetitions; "
+        f"estimated {total / 60:.1f} min{' (quick)' if quick else ''}, baseline: {study.baseline}"
+    )
+
+
+@app.command("doctor")
+def doctor_cmd(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """What this host can run: every driver and tool, and how to fix what is missing."""
+    findings = doctor.examine()
+    if as_json:
+        print(json.dumps(doctor.as_json(findings), indent=2))
+        return
+    table = Table("kind", "name", "", "detail", "fix")
+    for f in findings:
+        mark = "[green]ok[/]" if f.ok else "[red]no[/]"
+        table.add_row(f.kind, f.name, mark, f.detail, f.fix)
+    out.print(table)
+
+
+@app.command()
+def cleanup() -> None:
+    """Remove what runs killed by SIGKILL or power loss left behind (from their ledgers)."""
+    ledgers = orphan_ledgers()
+    for ledger in ledgers:
+        names = ", ".join(f"{r.kind} {r.name}" for r in ledger.live) or "nothing"
+        ledger.release_all()
+        out.print(f"run {ledger.run_id}: removed {names}")
+    if not ledgers:
+        out.print("nothing to clean up")
+
+
+def main() -> None:
+    """Console entry point: one line per user error, never a traceback."""
+    try:
+        app()
+    except HvbenchError as e:
+        err.print(f"hvbench: {e}", markup=False, highlight=False, soft_wrap=True)
+        sys.exit(e.exit_code)
+    except KeyboardInterrupt:
+        err.print("hvbench: interrupted")
+        sys.exit(130)

@@ -1,0 +1,77 @@
+"""``hvbench run``: run a study (or resume a run) with a live progress display."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+from hvbench import doctor
+from hvbench.errors import HvbenchError
+from hvbench.runner import Progress as RunProgress
+from hvbench.runner import Runner
+from hvbench.store import Store
+from hvbench.study import default_study, load_study
+
+err = Console(stderr=True)
+
+
+def run(
+    study_file: Annotated[
+        Path | None, typer.Argument(metavar="[STUDY]", help="study file (default: built in)")
+    ] = None,
+    quick: Annotated[bool, typer.Option(help="shorten every workload")] = False,
+    db: Annotated[str | None, typer.Option("--db", help="SQLAlchemy URL of the store")] = None,
+    resume: Annotated[
+        str | None, typer.Option(metavar="RUN_ID", help="continue an interrupted run")
+    ] = None,
+) -> None:
+    """Run a study; prints `run <RUN_ID>` first, the % of native table last."""
+    store = Store(db)
+    if resume:
+        if study_file is not None:
+            raise HvbenchError("--resume takes the study stored with the run; give no STUDY")
+        runner_factory = lambda **kw: Runner.resume(store, resume, **kw)  # noqa: E731
+    else:
+        if study_file is not None:
+            study = load_study(study_file)
+        else:
+            study = default_study(doctor.available_drivers(doctor.examine()))
+        runner_factory = lambda **kw: Runner.create(study, store, quick, **kw)  # noqa: E731
+
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("ETA {task.fields[eta]}"),
+        console=err,
+        transient=False,
+    ) as bar:
+        task = bar.add_task("starting", total=None, eta="?")
+
+        def on_progress(p: RunProgress) -> None:
+            mark = "" if p.status == "ok" else f"  [red]failed: {p.error}[/]"
+            bar.console.print(
+                f"rep {p.repetition} {p.cell.platform} × {p.cell.instances} {p.cell.workload}: "
+                f"{p.status}{mark}",
+                markup=True,
+                highlight=False,
+            )
+            bar.update(
+                task,
+                total=p.total,
+                completed=p.done,
+                description=f"{p.cell.platform} {p.cell.workload}",
+                eta=f"{p.eta_s / 60:.1f} min",
+            )
+
+        runner = runner_factory(on_progress=on_progress)
+        print(f"run {runner.run_id}", flush=True)
+        status = runner.run()
+    print(f"run {runner.run_id}: {status}, {runner.failed} failed sample(s)")
+    if status == "failed":
+        sys.exit(1)

@@ -1,0 +1,166 @@
+"""The contract every driver keeps, so that every workload and report works on every platform.
+
+A driver makes instances of a platform. An instance reads as a lifecycle (after Firecracker's
+test framework): the driver ``start``s N of them, workloads ``exec`` commands inside them through a
+control channel that is never the device under test, and the driver ``stop``s them.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt
+
+from hvbench.errors import InstanceError
+from hvbench.host.process import ExecResult
+
+if TYPE_CHECKING:
+    from hvbench.host.network import RunNetwork
+    from hvbench.host.resources import Ledger
+
+
+class PlatformSettings(BaseModel):
+    """Settings common to every platform; each driver extends this with its own fields."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    driver: str
+    instances: list[PositiveInt] | None = Field(
+        default=None, description="instance counts for this platform (default: the study's)"
+    )
+
+
+@dataclass
+class DataDisk:
+    """The disk that disk workloads measure, as seen from inside the instance."""
+
+    device: str
+    """Block device inside the instance (``/dev/vdb``, a loop device for native)."""
+    mountpoint: str
+    """Where the freshly formatted filesystem of that device is mounted inside the instance."""
+    description: str
+    """What backs it on the host (file, partition, LV), for the report's provenance."""
+
+
+@dataclass
+class Instance(ABC):
+    """One running guest, or the host itself for ``native``."""
+
+    platform: str
+    index: int
+    vcpus: int
+    memory_mib: int
+    address: str | None = None
+    """IPv4 address in the run's network namespace, or None without a NIC."""
+    data_disk: DataDisk | None = None
+    boot: dict[str, float] = field(default_factory=dict)
+    """Boot phases in seconds since the process started: kernel, init, ready."""
+
+    @property
+    def name(self) -> str:
+        return f"{self.platform}-{self.index}"
+
+    @abstractmethod
+    def exec(self, argv: Sequence[str], timeout: float, stdin: bytes | None = None) -> ExecResult:
+        """Run argv inside the instance (no shell); raise CommandTimeout past timeout."""
+
+    @abstractmethod
+    def host_pids(self) -> list[int]:
+        """Host processes that make up this instance, for its share of host CPU."""
+
+    @abstractmethod
+    def alive(self) -> bool:
+        """False once the instance crashed or was killed."""
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What the study's workloads need from every instance, so a driver builds no more."""
+
+    tools: frozenset[str] = frozenset()
+    """Programs that must be runnable inside the instance."""
+    data_disk: bool = False
+    """A separate disk, formatted and mounted, for disk workloads."""
+    userland: bool = False
+    """A full root filesystem (compiler, make) rather than a small initramfs."""
+
+
+class Driver(ABC):
+    """Makes instances of one platform."""
+
+    name: ClassVar[str]
+    settings_model: ClassVar[type[PlatformSettings]]
+    default_instances: ClassVar[Sequence[int] | None] = None
+    """Counts to use when the platform sets none; None means the study's list."""
+    kind: ClassVar[Literal["native", "vm", "container", "paravirt"]] = "vm"
+
+    def __init__(
+        self,
+        platform: str,
+        settings: PlatformSettings,
+        needs: Needs,
+        ledger: Ledger,
+        network: RunNetwork,
+        workdir: Path,
+    ) -> None:
+        self.platform = platform
+        self.settings = settings
+        self.needs = needs
+        self.ledger = ledger
+        self.network = network
+        self.workdir = workdir
+        """A directory of this run's own for files the driver makes (removed with the run)."""
+
+    @classmethod
+    @abstractmethod
+    def check(cls) -> Availability:
+        """Whether this host can run the driver at all (for doctor and the default study)."""
+
+    @abstractmethod
+    def start(self, count: int, deadline: float) -> list[Instance]:
+        """Start ``count`` instances in parallel and return them once all are ready; raise
+        InstanceError past ``deadline`` (a ``time.monotonic()`` value)."""
+
+    @abstractmethod
+    def stop(self, instances: list[Instance]) -> None:
+        """Stop the instances and release everything they held."""
+
+    def describe(self) -> dict:
+        """Full settings and what was resolved from them (accel chosen, image hash, ...)."""
+        return self.settings.model_dump(mode="json")
+
+
+@dataclass
+class Availability:
+    """Doctor's verdict on a driver or tool."""
+
+    ok: bool
+    detail: str
+    fix: str = ""
+
+
+DATA_MOUNT = "/mnt/hvbench-data"
+
+
+def format_data_disk(
+    instance: Instance, device: str, description: str, mountpoint: str = DATA_MOUNT
+) -> None:
+    """Format the data disk inside the instance and mount it, the same way on every platform.
+
+    Inode tables and journal are initialised now, not lazily: ext4's background initialisation
+    would otherwise write to the disk while a workload measures it.
+    """
+    steps = (
+        ["mkfs.ext4", "-F", "-q", "-E", "lazy_itable_init=0,lazy_journal_init=0", device],
+        ["mkdir", "-p", mountpoint],
+        ["mount", device, mountpoint],
+    )
+    for argv in steps:
+        result = instance.exec(argv, timeout=600)
+        if not result.ok:
+            raise InstanceError(f"{instance.name}: data disk {device}: {result.describe_failure()}")
+    instance.data_disk = DataDisk(device, mountpoint, description)

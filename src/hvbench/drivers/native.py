@@ -1,0 +1,148 @@
+"""The host itself, run under the same harness code path as every guest.
+
+Commands run on the host in a network namespace of their own, joined to the run's bridge by a
+veth pair, so the peer is reached the same way as from a guest. The data disk is a loop device
+(direct I/O, so the host page cache does not hide the medium) or a block device the user names.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar, Literal
+
+import psutil
+from pydantic import BaseModel, ConfigDict
+
+from hvbench.drivers.base import (
+    Availability,
+    Driver,
+    Instance,
+    PlatformSettings,
+    format_data_disk,
+)
+from hvbench.errors import HvbenchError
+from hvbench.host.process import ExecResult, run_bounded
+from hvbench.host.resources import Resource
+from hvbench.units import Size
+
+
+class NativeDisk(BaseModel):
+    """Where native disk workloads write: a loop device over a file, or a block device."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    backing: Literal["file", "block"] = "file"
+    path: str | None = None
+    """For ``file``: the directory that holds the image (default: the run's work directory).
+    For ``block``: the partition or LV to format, which is erased."""
+    size: Size = 8 << 30
+
+
+class NativeSettings(PlatformSettings):
+    driver: Literal["native"]
+    disk: NativeDisk = NativeDisk()
+
+
+@dataclass
+class NativeInstance(Instance):
+    netns: str = ""
+    _running: set[int] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def exec(self, argv: Sequence[str], timeout: float, stdin: bytes | None = None) -> ExecResult:
+        wrapped = ["nsenter", f"--net=/run/netns/{self.netns}", "--", *argv]
+        result = run_bounded(wrapped, timeout, stdin, on_start=self._started, on_exit=self._exited)
+        result.argv = list(argv)
+        return result
+
+    def _started(self, pid: int) -> None:
+        with self._lock:
+            self._running.add(pid)
+
+    def _exited(self, pid: int) -> None:
+        with self._lock:
+            self._running.discard(pid)
+
+    def host_pids(self) -> list[int]:
+        with self._lock:
+            return sorted(self._running)
+
+    def alive(self) -> bool:
+        return True
+
+    def kill_running(self) -> None:
+        """End commands still running (a hung tool, an interrupted run)."""
+        for pid in self.host_pids():
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+
+
+class NativeDriver(Driver):
+    name: ClassVar[str] = "native"
+    settings_model = NativeSettings
+    default_instances: ClassVar[Sequence[int] | None] = (1,)
+    kind = "native"
+
+    @classmethod
+    def check(cls) -> Availability:
+        return Availability(True, "the host itself")
+
+    def start(self, count: int, deadline: float) -> list[Instance]:
+        settings: NativeSettings = self.settings  # type: ignore[assignment]
+        instances = []
+        self._made: list[Resource] = []
+        for index in range(count):
+            netns = self.network.add_host_netns(index)
+            self._made.append(netns)
+            inst = NativeInstance(
+                platform=self.platform,
+                index=index,
+                vcpus=os.cpu_count() or 1,
+                memory_mib=psutil.virtual_memory().total >> 20,
+                address=self.network.address(index),
+                netns=netns.name,
+            )
+            if self.needs.data_disk:
+                self._made += self._attach_disk(inst, settings.disk)
+            instances.append(inst)
+        return instances
+
+    def _attach_disk(self, inst: NativeInstance, disk: NativeDisk) -> list[Resource]:
+        made: list[Resource] = []
+        if disk.backing == "block":
+            if not disk.path:
+                raise HvbenchError("native disk: backing 'block' needs a path (a partition or LV)")
+            device, description = disk.path, f"block device {disk.path}"
+        else:
+            image = os.path.join(disk.path or str(self.workdir), f"native-{inst.index}.img")
+            made.append(self.ledger.add("path", image))
+            with open(image, "wb") as f:
+                f.truncate(disk.size)
+            device = subprocess.run(
+                ["losetup", "--find", "--show", "--direct-io=on", image],
+                capture_output=True,
+                text=True,
+                check=False,
+            ).stdout.strip()
+            if not device:
+                raise HvbenchError(f"native disk: losetup could not attach {image} (needs root)")
+            made.append(self.ledger.add("loop", device))
+            description = f"loop device (direct I/O) over a sparse file {image}"
+        # native shares the host's mount namespace: each instance mounts in the run's directory
+        mountpoint = str(self.workdir / f"data-{inst.index}")
+        made.append(self.ledger.add("mount", mountpoint))
+        format_data_disk(inst, device, description, mountpoint)
+        return made
+
+    def stop(self, instances: list[Instance]) -> None:
+        for inst in instances:
+            if isinstance(inst, NativeInstance):
+                inst.kill_running()
+        while self._made:
+            self.ledger.release(self._made.pop())

@@ -1,0 +1,23 @@
+"""Errors that end in one clear line for the user, never a traceback."""
+
+
+class HvbenchError(Exception):
+    """An error whose message is meant for the user as it is; exit code 2 unless said otherwise."""
+
+    exit_code = 2
+
+
+class StudyError(HvbenchError):
+    """A study file that cannot be run: the message names file, line, field, expected and found."""
+
+
+class ToolMissing(HvbenchError):
+    """A program hvbench needs is not on this host; the message says how to install it."""
+
+
+class InstanceError(Exception):
+    """An instance failed (crashed, hung, answered garbage). Fails the current cell, not the run."""
+
+
+class CommandTimeout(InstanceError):
+    """A command inside an instance ran past its timeout and was stopped."""

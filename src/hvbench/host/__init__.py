@@ -1,0 +1,2 @@
+"""The host: inventory, CPU monitor, the run's network, processes, and the ledger of what a run
+made."""

@@ -1,0 +1,114 @@
+"""What the host is, stored with every run: numbers without it cannot be compared."""
+
+from __future__ import annotations
+
+import platform
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A program hvbench runs, the Debian package that has it, and how it tells its version."""
+
+    package: str
+    version_args: tuple[str, ...] = ("--version",)
+
+
+TOOLS: dict[str, Tool] = {
+    "qemu-system-x86_64": Tool("qemu-system-x86"),
+    "fio": Tool("fio"),
+    "iperf3": Tool("iperf3"),
+    "iperf": Tool("iperf"),
+    "bonnie++": Tool("bonnie++", ()),
+    "dbench": Tool("dbench", ()),
+    "sysbench": Tool("sysbench"),
+    "stress-ng": Tool("stress-ng"),
+    "7z": Tool("p7zip-full", ()),
+    "openssl": Tool("openssl", ("version",)),
+    "sockperf": Tool("sockperf"),
+    "gcc": Tool("gcc"),
+    "make": Tool("make"),
+    "nsenter": Tool("util-linux"),
+    "losetup": Tool("util-linux"),
+    "ip": Tool("iproute2", ("-V",)),
+    "mkfs.ext4": Tool("e2fsprogs", ("-V",)),
+}
+"""Programs a run may need; their versions are recorded with every run."""
+
+
+def tool_version(tool: str) -> str | None:
+    """The tool's version line, or None when it is not installed."""
+    path = shutil.which(tool)
+    if path is None:
+        return None
+    try:
+        proc = subprocess.run(
+            [path, *(TOOLS[tool].version_args if tool in TOOLS else ("--version",))],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    for line in (proc.stdout + proc.stderr).splitlines():
+        if re.search(r"\d+\.\d+", line):
+            return line.strip()[:200]
+    return "unknown"
+
+
+def _os_release() -> str:
+    try:
+        text = Path("/etc/os-release").read_text()
+    except OSError:
+        return "unknown"
+    m = re.search(r'^PRETTY_NAME="?([^"\n]*)', text, re.MULTILINE)
+    return m.group(1) if m else "unknown"
+
+
+def _cpuinfo() -> dict:
+    model, flags = "unknown", []
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and model == "unknown":
+                model = value.strip()
+            elif key.strip() == "flags" and not flags:
+                flags = value.split()
+    except OSError:
+        pass
+    return {"model": model, "flags": flags}
+
+
+def _virtualization() -> str:
+    try:
+        out = subprocess.run(
+            ["systemd-detect-virt"], capture_output=True, text=True, timeout=5, check=False
+        )
+        return out.stdout.strip() or "none"
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+
+
+def collect() -> dict:
+    """The host inventory: CPU, cores, memory, kernel, distribution, virtualization, tools."""
+    cpu = _cpuinfo()
+    return {
+        "hostname": platform.node(),
+        "cpu_model": cpu["model"],
+        "cpu_flags": cpu["flags"],
+        "cores_logical": psutil.cpu_count() or 0,
+        "cores_physical": psutil.cpu_count(logical=False) or 0,
+        "memory_bytes": psutil.virtual_memory().total,
+        "kernel": platform.release(),
+        "distribution": _os_release(),
+        "virtualization": _virtualization(),
+        "python": platform.python_version(),
+        "tools": {tool: tool_version(tool) for tool in TOOLS},
+    }

@@ -1,0 +1,130 @@
+"""The network of a run: a namespace of its own with a bridge and the peer endpoint.
+
+Every instance, the native one included, reaches the peer through the same bridge, so that
+"inbound" (peer -> instance) and "outbound" (instance -> peer) mean the same on every platform.
+Nothing here touches the root namespace's addresses, routes or firewall. Addresses come from
+198.18.0.0/15, the range RFC 2544 sets aside for benchmarking network devices.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+import psutil
+
+from hvbench.errors import HvbenchError
+from hvbench.host.resources import Ledger, Resource
+
+PEER_ADDRESS = "198.18.0.1"
+PREFIX = 24
+BRIDGE = "hvbr0"
+
+
+def _ip(*args: str) -> None:
+    proc = subprocess.run(["ip", *args], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise HvbenchError(
+            f"ip {' '.join(args)} failed: {proc.stderr.strip()} "
+            "(hvbench needs root and iproute2 to make the run's network namespace)"
+        )
+
+
+class RunNetwork:
+    """The run's namespace: bridge + peer address; hands out instance addresses and ports."""
+
+    def __init__(self, run_id: str, ledger: Ledger) -> None:
+        self.run_id = run_id
+        self.ledger = ledger
+        self.netns = f"hvb-{run_id[-8:]}"
+        self._made = False
+
+    # lifecycle ---------------------------------------------------------------------------
+
+    def up(self) -> None:
+        """Make the namespace and its bridge (idempotent)."""
+        if self._made:
+            return
+        self.ledger.add("netns", self.netns)
+        _ip("netns", "add", self.netns)
+        _ip("-n", self.netns, "link", "set", "lo", "up")
+        _ip("-n", self.netns, "link", "add", BRIDGE, "type", "bridge")
+        _ip("-n", self.netns, "addr", "add", f"{PEER_ADDRESS}/{PREFIX}", "dev", BRIDGE)
+        _ip("-n", self.netns, "link", "set", BRIDGE, "up")
+        self._made = True
+
+    @staticmethod
+    def address(index: int) -> str:
+        """The address of instance ``index`` of the group being run."""
+        return f"198.18.0.{10 + index}"
+
+    @property
+    def netns_path(self) -> str:
+        return f"/run/netns/{self.netns}"
+
+    # ways in -----------------------------------------------------------------------------
+
+    def add_tap(self, name: str) -> Resource:
+        """A tap on the bridge, for a guest whose VMM runs inside the namespace; release the
+        returned resource through the ledger to remove it."""
+        self.up()
+        res = self.ledger.add("link", name, netns=self.netns)
+        _ip("-n", self.netns, "tuntap", "add", "dev", name, "mode", "tap")
+        _ip("-n", self.netns, "link", "set", name, "master", BRIDGE, "up")
+        return res
+
+    def add_host_netns(self, index: int) -> Resource:
+        """A namespace of its own for a host-side instance (native, containers), on the bridge
+        through a veth pair; the resource's name is the namespace's."""
+        self.up()
+        ns = f"{self.netns}-i{index}"
+        outer, inner = f"hvv{index}", "eth0"
+        res = self.ledger.add("netns", ns)
+        _ip("netns", "add", ns)
+        _ip("-n", ns, "link", "set", "lo", "up")
+        _ip(
+            "-n",
+            self.netns,
+            "link",
+            "add",
+            outer,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            inner,
+            "netns",
+            ns,
+        )
+        _ip("-n", self.netns, "link", "set", outer, "master", BRIDGE, "up")
+        _ip("-n", ns, "addr", "add", f"{self.address(index)}/{PREFIX}", "dev", inner)
+        _ip("-n", ns, "link", "set", inner, "up")
+        return res
+
+    # the peer ----------------------------------------------------------------------------
+
+    def peer_argv(self, argv: Sequence[str]) -> list[str]:
+        """argv run as the peer, inside the run's namespace."""
+        return ["nsenter", f"--net={self.netns_path}", "--", *argv]
+
+    def peer_run(self, argv: Sequence[str], timeout: float) -> subprocess.CompletedProcess:
+        """Run a command on the peer and wait for it."""
+        self.up()
+        return subprocess.run(
+            self.peer_argv(argv), capture_output=True, timeout=timeout, check=False
+        )
+
+    def peer_start(self, argv: Sequence[str], log: Path) -> subprocess.Popen:
+        """Start a long-lived peer process (a server), recorded in the ledger."""
+        self.up()
+        with log.open("wb") as out:
+            proc = subprocess.Popen(
+                self.peer_argv(argv),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+        self.ledger.add_process(psutil.Process(proc.pid))
+        return proc

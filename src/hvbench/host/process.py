@@ -1,0 +1,120 @@
+"""Running a host process with a timeout and bounded output capture."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import IO
+
+from hvbench.errors import CommandTimeout
+
+OUTPUT_LIMIT = 64 * 1024 * 1024
+"""Bytes of a command's stdout kept at most; guest output is untrusted and bounded."""
+STDERR_LIMIT = 1024 * 1024
+
+
+@dataclass
+class ExecResult:
+    """What a command inside an instance did."""
+
+    argv: list[str]
+    exit_code: int
+    stdout: bytes
+    stderr: bytes
+    seconds: float
+    truncated: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0
+
+    def text(self) -> str:
+        """stdout decoded leniently: guest output is untrusted bytes."""
+        return self.stdout.decode("utf-8", errors="replace")
+
+    def describe_failure(self) -> str:
+        tail = self.stderr.decode("utf-8", errors="replace").strip().splitlines()[-3:]
+        last = " | ".join(tail) if tail else "(no stderr)"
+        return f"{self.argv[0]} exited with {self.exit_code}: {last}"
+
+
+class _Capture(threading.Thread):
+    """Drains a pipe, keeping at most ``limit`` bytes, so a chatty tool can neither block on a
+    full pipe nor exhaust our memory."""
+
+    def __init__(self, pipe: IO[bytes], limit: int) -> None:
+        super().__init__(daemon=True)
+        self.pipe, self.limit = pipe, limit
+        self.chunks: list[bytes] = []
+        self.size = 0
+        self.truncated = False
+
+    def run(self) -> None:
+        while chunk := self.pipe.read(65536):
+            keep = max(0, min(len(chunk), self.limit - self.size))
+            if keep:
+                self.chunks.append(chunk[:keep])
+                self.size += keep
+            if keep < len(chunk):
+                self.truncated = True
+
+    def data(self) -> bytes:
+        return b"".join(self.chunks)
+
+
+def run_bounded(
+    argv: Sequence[str],
+    timeout: float,
+    stdin: bytes | None = None,
+    limit: int = OUTPUT_LIMIT,
+    on_start: Callable[[int], None] | None = None,
+    on_exit: Callable[[int], None] | None = None,
+) -> ExecResult:
+    """Run argv (no shell) in a session of its own; kill the whole session past ``timeout``."""
+    start = time.monotonic()
+    proc = subprocess.Popen(
+        list(argv),
+        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    if on_start:
+        on_start(proc.pid)
+    out, err = _Capture(proc.stdout, limit), _Capture(proc.stderr, STDERR_LIMIT)
+    out.start()
+    err.start()
+    if stdin is not None:
+        threading.Thread(target=_feed, args=(proc.stdin, stdin), daemon=True).start()
+    try:
+        code = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise CommandTimeout(f"{argv[0]} still running after {timeout:.0f} s; stopped") from None
+    finally:
+        if on_exit:
+            on_exit(proc.pid)
+    out.join(5)
+    err.join(5)
+    return ExecResult(
+        argv=list(argv),
+        exit_code=code,
+        stdout=out.data(),
+        stderr=err.data(),
+        seconds=time.monotonic() - start,
+        truncated=out.truncated,
+    )
+
+
+def _feed(pipe: IO[bytes], data: bytes) -> None:
+    with contextlib.suppress(BrokenPipeError, OSError):
+        pipe.write(data)
+        pipe.close()

@@ -1,0 +1,358 @@
+"""The runner: order the cells, repeat them, persist each sample at once, resume.
+
+Order is interleaved: repetition 1 of every platform, then repetition 2 of every platform, so
+that drift of a noisy host spreads over all platforms instead of biasing one. Instances of a
+platform are started once per (repetition, platform, instance count) and every workload of the
+study runs in them before they are stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import threading
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from hvbench import __version__
+from hvbench.drivers import DRIVERS
+from hvbench.drivers.base import Driver, Instance, Needs
+from hvbench.errors import HvbenchError, InstanceError
+from hvbench.host import inventory
+from hvbench.host.monitor import CpuMonitor
+from hvbench.host.network import RunNetwork
+from hvbench.host.resources import Ledger
+from hvbench.store import MetricRecord, RawRecord, SampleRecord, Store
+from hvbench.store.schema import CellRow, Run
+from hvbench.study import Cell, Study, parse_study
+from hvbench.workloads.base import Context, Outcome, Workload
+
+WORK_ROOT = Path("/var/tmp/hvbench")
+"""Disk images and logs of a run; on disk, not tmpfs, so disk workloads measure a disk."""
+START_TIMEOUT_S = 300.0
+RAW_LIMIT = 8 * 1024 * 1024
+"""Characters of one raw output kept in the store."""
+
+
+@dataclass
+class Progress:
+    """What the runner tells its caller after each sample (the CLI draws it)."""
+
+    cell: Cell
+    repetition: int
+    done: int
+    total: int
+    status: str
+    error: str | None
+    eta_s: float
+
+
+def new_run_id() -> str:
+    return f"{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+
+
+def _git_commit() -> str | None:
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(Path(__file__).parent), "rev-parse", "HEAD"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
+        )
+    except OSError:
+        return None
+    return out.stdout.strip() or None
+
+
+def needs_of(study: Study) -> Needs:
+    workloads = [study.workload(i) for i in range(len(study.workloads))]
+    return Needs(
+        tools=frozenset(t for w in workloads for t in w.tools()),
+        data_disk=any(w.needs_data_disk for w in workloads),
+        userland=any(w.needs_userland for w in workloads),
+    )
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM ends a run as Ctrl-C does: through ``finally`` blocks that clean up."""
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+class Runner:
+    """Runs one study into one run of the store."""
+
+    def __init__(
+        self,
+        study: Study,
+        store: Store,
+        run_id: str,
+        quick: bool,
+        on_progress: Callable[[Progress], None] = lambda p: None,
+    ) -> None:
+        self.study = study
+        self.store = store
+        self.run_id = run_id
+        self.quick = quick
+        self.on_progress = on_progress
+        self.failed = 0
+
+    # entry points ----------------------------------------------------------------------
+
+    @classmethod
+    def create(cls, study: Study, store: Store, quick: bool, **kw) -> Runner:
+        """A new run: stored with its study and the host inventory before anything starts."""
+        run_id = new_run_id()
+        store.create_run(
+            Run(
+                id=run_id,
+                study_name=study.name,
+                study_text=study.text,
+                study_source=study.source,
+                status="running",
+                created_at=datetime.now(UTC),
+                hvbench_version=__version__,
+                git_commit=_git_commit(),
+                options={"quick": quick},
+                inventory=inventory.collect(),
+            )
+        )
+        return cls(study, store, run_id, quick, **kw)
+
+    @classmethod
+    def resume(cls, store: Store, run_id: str, **kw) -> Runner:
+        """Continue a run: its study and options come from the store, not from a file.
+        Failed samples are forgotten so that they are measured again."""
+        run = store.run(run_id)
+        study = parse_study(run.study_text, f"{run.study_source} (stored with run {run.id})")
+        store.delete_failed(run.id)
+        store.set_run_status(run.id, "running")
+        return cls(study, store, run.id, bool(run.options.get("quick")), **kw)
+
+    def run(self) -> str:
+        """Measure every sample not yet in the store; return the run's final status."""
+        ledger = Ledger(self.run_id)
+        ledger.claim()
+        workdir = WORK_ROOT / self.run_id
+        ledger.add("path", str(workdir))
+        workdir.mkdir(parents=True, exist_ok=True)
+        self._network = RunNetwork(self.run_id, ledger)
+        status = "interrupted"
+        try:
+            with _sigterm_as_interrupt():
+                self._run_all(needs_of(self.study), ledger, workdir)
+            status = "failed" if self.failed else "finished"
+        finally:
+            ledger.release_all()
+            self.store.set_run_status(self.run_id, status, finished=status != "interrupted")
+        return status
+
+    # the plan --------------------------------------------------------------------------
+
+    def _groups(self) -> list[tuple[int, str, int, list[Cell]]]:
+        """(repetition, platform, count, cells still to measure), in interleaved order."""
+        done = self.store.done(self.run_id)
+        cells = self.study.cells()
+        groups = []
+        for rep in range(1, self.study.repetitions + 1):
+            for platform in self.study.platforms:
+                for count in self.study.counts(platform):
+                    todo = [
+                        c
+                        for c in cells
+                        if c.platform == platform
+                        and c.instances == count
+                        and (c.key, rep) not in done
+                    ]
+                    if todo:
+                        groups.append((rep, platform, count, todo))
+        return groups
+
+    def _run_all(self, needs: Needs, ledger: Ledger, workdir: Path) -> None:
+        groups = self._groups()
+        total = sum(len(cells) for *_, cells in groups)
+        estimates = {
+            c.key: self.study.workload(c.workload_index).estimate_seconds(self.quick)
+            for *_, cells in groups
+            for c in cells
+        }
+        remaining = sum(estimates[c.key] for *_, cells in groups for c in cells)
+        done = 0
+        for rep, platform, count, cells in groups:
+            settings = self.study.platforms[platform]
+            driver = DRIVERS[settings.driver](
+                platform, settings, needs, ledger, self._network, workdir / platform
+            )
+            (workdir / platform).mkdir(exist_ok=True)
+            for cell, record in self._group(driver, count, rep, cells):
+                self.store.add_sample(self._cell_id(cell, driver), record)
+                if record.status != "ok":
+                    self.failed += 1
+                done += 1
+                remaining -= estimates[cell.key]
+                self.on_progress(
+                    Progress(cell, rep, done, total, record.status, record.error, remaining)
+                )
+
+    def _cell_id(self, cell: Cell, driver: Driver) -> int:
+        settings = self.study.workloads[cell.workload_index]
+        return self.store.cell_id(
+            self.run_id,
+            CellRow(
+                key=cell.key,
+                platform=cell.platform,
+                driver=driver.name,
+                workload=cell.workload,
+                workload_name=settings.name,
+                instances=cell.instances,
+                platform_settings=driver.describe(),
+                workload_settings=settings.model_dump(mode="json"),
+            ),
+        )
+
+    def _group(
+        self, driver: Driver, count: int, rep: int, cells: list[Cell]
+    ) -> Iterator[tuple[Cell, SampleRecord]]:
+        """Start the instances once, sample every cell in them, stop them; a cell whose sample
+        killed an instance is followed by a fresh start."""
+        instances: list[Instance] | None = None
+        try:
+            for cell in cells:
+                started = datetime.now(UTC)
+                t0 = time.monotonic()
+                try:
+                    if instances is None:
+                        instances = driver.start(count, time.monotonic() + START_TIMEOUT_S)
+                except (InstanceError, HvbenchError) as e:
+                    yield cell, self._failed(rep, started, t0, f"start: {e}")
+                    continue
+                record = self._sample(self.study.workload(cell.workload_index), instances, rep)
+                yield cell, record
+                if not all(i.alive() for i in instances):
+                    driver.stop(instances)
+                    instances = None
+        finally:
+            if instances is not None:
+                driver.stop(instances)
+
+    @staticmethod
+    def _failed(rep: int, started: datetime, t0: float, error: str) -> SampleRecord:
+        return SampleRecord(
+            repetition=rep,
+            status="failed",
+            error=error,
+            started_at=started,
+            seconds=time.monotonic() - t0,
+            platform_state={},
+            host_cpu={},
+            metrics=[],
+            raw=[],
+        )
+
+    # one sample ------------------------------------------------------------------------
+
+    def _sample(self, workload: Workload, instances: list[Instance], rep: int) -> SampleRecord:
+        """prepare on every instance, a barrier, measure on all at once, cleanup."""
+        started = datetime.now(UTC)
+        t0 = time.monotonic()
+        monitor = CpuMonitor([i.host_pids() for i in instances])
+        timeout = workload.timeout(self.quick)
+        barrier = threading.Barrier(len(instances), action=monitor.start, timeout=timeout)
+        ctx = Context(
+            network=self._network,
+            quick=self.quick,
+            instance_count=len(instances),
+            barrier=barrier.wait,
+        )
+
+        def one(inst: Instance) -> Outcome:
+            try:
+                workload.prepare(inst, ctx)
+                return workload.measure(inst, ctx)
+            except BaseException:
+                barrier.abort()  # the others must not wait for an instance that failed
+                raise
+            finally:
+                workload.cleanup(inst, ctx)
+
+        pool = ThreadPoolExecutor(max_workers=len(instances), thread_name_prefix="instance")
+        futures = [pool.submit(one, inst) for inst in instances]
+        outcomes: list[Outcome] = []
+        error = None
+        try:
+            for inst, fut in zip(instances, futures, strict=True):
+                left = max(1.0, timeout - (time.monotonic() - t0))
+                try:
+                    outcomes.append(fut.result(timeout=left))
+                except FutureTimeout:
+                    error = error or f"{inst.name}: no result after {timeout:.0f} s"
+                except threading.BrokenBarrierError:
+                    continue  # another instance failed first; its error is the one reported
+                except Exception as e:  # a failed cell is recorded, the run goes on
+                    error = error or f"{inst.name}: {_one_line(e)}"
+        finally:
+            # never wait here for a hung instance: stopping the group ends its commands
+            pool.shutdown(wait=False, cancel_futures=True)
+        if error is None and len(outcomes) != len(instances):
+            error = "an instance did not reach the barrier"
+        host_cpu = monitor.stop() if error is None else {}
+        state = {"instances": [i.name for i in instances], **_overcommit(instances)}
+        if error is not None:
+            record = self._failed(rep, started, t0, error)
+            record.platform_state = state
+            return record
+        return SampleRecord(
+            repetition=rep,
+            status="ok",
+            error=None,
+            started_at=started,
+            seconds=time.monotonic() - t0,
+            platform_state=state,
+            host_cpu=host_cpu,
+            metrics=[
+                MetricRecord(idx, m.name, m.value, m.unit, m.higher_is_better, m.text)
+                for idx, o in enumerate(outcomes)
+                for m in o.metrics
+            ],
+            raw=[
+                RawRecord(idx, r.tool, list(r.command), r.content[:RAW_LIMIT])
+                for idx, o in enumerate(outcomes)
+                for r in o.raw
+            ],
+        )
+
+
+def _overcommit(instances: list[Instance]) -> dict:
+    vcpus = sum(i.vcpus for i in instances)
+    cores = os.cpu_count() or 1
+    return {"vcpus_total": vcpus, "host_cores": cores, "overcommit": vcpus > cores}
+
+
+def _one_line(e: BaseException) -> str:
+    text = str(e).strip().replace("\n", " | ") or type(e).__name__
+    if not isinstance(e, (HvbenchError, InstanceError, ValueError)):
+        where = traceback.extract_tb(e.__traceback__)[-1:]
+        loc = f" at {where[0].filename.rsplit('/', 1)[-1]}:{where[0].lineno}" if where else ""
+        text = f"{type(e).__name__}: {text}{loc}"
+    return text[:2000]

@@ -1,0 +1,258 @@
+"""The result store: SQLite by default, any SQLAlchemy URL (PostgreSQL included) by ``--db``.
+
+Every sample is committed in a transaction of its own the moment it is measured, so a run
+killed at any point loses at most the sample in flight.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import platformdirs
+from sqlalchemy import create_engine, delete, event, select
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
+from sqlalchemy.orm import Session
+
+from hvbench.errors import HvbenchError
+from hvbench.store.schema import Artifact, CellRow, MetricRow, RawOutputRow, Run, SampleRow
+from hvbench.store.upgrade import upgrade
+
+__all__ = ["MetricRecord", "SampleRecord", "Store", "default_url"]
+
+
+def default_url() -> str:
+    """``$HVBENCH_DB``, else SQLite in the XDG data dir (~/.local/share/hvbench/results.db)."""
+    if url := os.environ.get("HVBENCH_DB"):
+        return url
+    return f"sqlite:///{platformdirs.user_data_path('hvbench') / 'results.db'}"
+
+
+def _sqlite_pragmas(dbapi_conn, _record) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=FULL")  # a committed sample survives power loss
+    cur.close()
+
+
+@dataclass
+class MetricRecord:
+    """A metric as measured by one instance, ready to store."""
+
+    instance: int
+    name: str
+    value: float | None
+    unit: str
+    higher_is_better: bool
+    text: str | None = None
+
+
+@dataclass
+class RawRecord:
+    instance: int
+    tool: str
+    command: list[str]
+    content: str
+
+
+@dataclass
+class SampleRecord:
+    """One repetition of a cell with everything it measured."""
+
+    repetition: int
+    status: str
+    error: str | None
+    started_at: datetime
+    seconds: float
+    platform_state: dict
+    host_cpu: dict
+    metrics: list[MetricRecord]
+    raw: list[RawRecord]
+
+
+class Store:
+    """Opens (and creates or upgrades) a store; all writes are short transactions."""
+
+    def __init__(self, url: str | None = None) -> None:
+        self.url = url or default_url()
+        self.engine = self._connect(self.url)
+
+    @staticmethod
+    def _connect(url: str) -> Engine:
+        try:
+            if url.startswith("sqlite:///"):
+                Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+            engine = create_engine(url)
+            if engine.dialect.name == "sqlite":
+                event.listen(engine, "connect", _sqlite_pragmas)
+            upgrade(engine)
+        except ArgumentError:
+            raise HvbenchError(
+                f"--db {url!r} is not a database URL; use e.g. sqlite:///results.db or "
+                "postgresql+psycopg://user@host/db"
+            ) from None
+        except ModuleNotFoundError as e:
+            raise HvbenchError(
+                f"--db {url!r} needs the Python module {e.name}; install hvbench[postgresql]"
+            ) from None
+        except OperationalError as e:
+            raise HvbenchError(f"cannot open the store {url!r}: {e.orig}") from None
+        return engine
+
+    # writing -----------------------------------------------------------------------------
+
+    def create_run(self, run: Run) -> None:
+        with Session(self.engine) as s, s.begin():
+            s.add(run)
+
+    def set_run_status(self, run_id: str, status: str, finished: bool = False) -> None:
+        with Session(self.engine) as s, s.begin():
+            run = s.get(Run, run_id)
+            run.status = status
+            run.finished_at = datetime.now(UTC) if finished else None
+
+    def add_artifact(self, run_id: str, name: str, content: dict) -> None:
+        """Keep a document once per run (a second call with the same name is a no-op)."""
+        with Session(self.engine) as s, s.begin():
+            exists = s.scalar(select(Artifact.id).filter_by(run_id=run_id, name=name))
+            if exists is None:
+                s.add(Artifact(run_id=run_id, name=name, content=content))
+
+    def cell_id(self, run_id: str, cell: CellRow) -> int:
+        """The id of a run's cell, made on first use (so a resumed run finds its cells)."""
+        with Session(self.engine, expire_on_commit=False) as s, s.begin():
+            found = s.scalar(select(CellRow.id).filter_by(run_id=run_id, key=cell.key))
+            if found is not None:
+                return found
+            cell.run_id = run_id
+            s.add(cell)
+            s.flush()
+            return cell.id
+
+    def add_sample(self, cell_id: int, sample: SampleRecord) -> None:
+        """Commit one sample with its metrics and raw outputs in a single transaction."""
+        try:
+            with Session(self.engine) as s, s.begin():
+                row = SampleRow(
+                    cell_id=cell_id,
+                    repetition=sample.repetition,
+                    status=sample.status,
+                    error=sample.error,
+                    started_at=sample.started_at,
+                    seconds=sample.seconds,
+                    platform_state=sample.platform_state,
+                    host_cpu=sample.host_cpu,
+                )
+                s.add(row)
+                s.flush()
+                s.add_all(MetricRow(sample_id=row.id, **vars(m)) for m in sample.metrics)
+                s.add_all(RawOutputRow(sample_id=row.id, **vars(r)) for r in sample.raw)
+        except SQLAlchemyError as e:
+            raise HvbenchError(
+                f"cannot store a sample in {self.url}: {getattr(e, 'orig', e)} "
+                "(is the disk full? what was measured before is kept)"
+            ) from None
+
+    def delete_failed(self, run_id: str) -> int:
+        """Forget a run's failed samples so that a resume measures them again."""
+        with Session(self.engine) as s, s.begin():
+            cells = select(CellRow.id).filter_by(run_id=run_id)
+            result = s.execute(
+                delete(SampleRow).where(SampleRow.cell_id.in_(cells), SampleRow.status == "failed")
+            )
+            return result.rowcount
+
+    # reading -----------------------------------------------------------------------------
+
+    def run(self, run_id: str) -> Run:
+        """A run by id, or the newest one for ``latest``."""
+        with Session(self.engine, expire_on_commit=False) as s:
+            if run_id == "latest":
+                run = s.scalar(select(Run).order_by(Run.created_at.desc()).limit(1))
+                if run is None:
+                    raise HvbenchError(f"no runs in {self.url} yet; start one with 'hvbench run'")
+            else:
+                run = s.get(Run, run_id)
+                if run is None:
+                    raise HvbenchError(
+                        f"no run {run_id!r} in {self.url}; 'hvbench runs' lists them"
+                    )
+            s.expunge(run)
+            return run
+
+    def runs(self) -> list[Run]:
+        with Session(self.engine, expire_on_commit=False) as s:
+            rows = list(s.scalars(select(Run).order_by(Run.created_at)))
+            s.expunge_all()
+            return rows
+
+    def done(self, run_id: str) -> set[tuple[str, int]]:
+        """(cell key, repetition) of every sample already committed for the run."""
+        with Session(self.engine) as s:
+            q = (
+                select(CellRow.key, SampleRow.repetition)
+                .join(SampleRow, SampleRow.cell_id == CellRow.id)
+                .where(CellRow.run_id == run_id)
+            )
+            return {(k, r) for k, r in s.execute(q)}
+
+    def cells(self, run_id: str) -> list[CellRow]:
+        with Session(self.engine, expire_on_commit=False) as s:
+            rows = list(s.scalars(select(CellRow).filter_by(run_id=run_id).order_by(CellRow.id)))
+            s.expunge_all()
+            return rows
+
+    def samples(self, run_id: str) -> list[SampleRow]:
+        with Session(self.engine, expire_on_commit=False) as s:
+            q = (
+                select(SampleRow)
+                .join(CellRow, SampleRow.cell_id == CellRow.id)
+                .where(CellRow.run_id == run_id)
+                .order_by(SampleRow.id)
+            )
+            rows = list(s.scalars(q))
+            s.expunge_all()
+            return rows
+
+    def metric_rows(self, run_id: str) -> Iterable[tuple]:
+        """Every metric of a run as plain tuples (fast for 100,000s of rows):
+        (cell_id, repetition, instance, name, value, text, unit, higher_is_better)."""
+        with Session(self.engine) as s:
+            q = (
+                select(
+                    SampleRow.cell_id,
+                    SampleRow.repetition,
+                    MetricRow.instance,
+                    MetricRow.name,
+                    MetricRow.value,
+                    MetricRow.text,
+                    MetricRow.unit,
+                    MetricRow.higher_is_better,
+                )
+                .join(SampleRow, MetricRow.sample_id == SampleRow.id)
+                .join(CellRow, SampleRow.cell_id == CellRow.id)
+                .where(CellRow.run_id == run_id, SampleRow.status == "ok")
+            )
+            return [tuple(r) for r in s.execute(q)]
+
+    def raw_outputs(self, run_id: str) -> list[RawOutputRow]:
+        with Session(self.engine, expire_on_commit=False) as s:
+            q = (
+                select(RawOutputRow)
+                .join(SampleRow, RawOutputRow.sample_id == SampleRow.id)
+                .join(CellRow, SampleRow.cell_id == CellRow.id)
+                .where(CellRow.run_id == run_id)
+            )
+            rows = list(s.scalars(q))
+            s.expunge_all()
+            return rows
+
+    def artifacts(self, run_id: str) -> dict[str, dict]:
+        with Session(self.engine) as s:
+            q = select(Artifact.name, Artifact.content).filter_by(run_id=run_id)
+            return {name: content for name, content in s.execute(q)}

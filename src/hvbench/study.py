@@ -1,0 +1,295 @@
+"""Study files: load and validate the YAML, and expand it into the matrix of cells.
+
+Every error names the file, the line, the field, what was expected and what was found, in one
+line, because a study is written by hand and a traceback helps nobody.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, TypeAdapter, ValidationError
+
+from hvbench.drivers import DRIVERS
+from hvbench.drivers.base import PlatformSettings
+from hvbench.errors import StudyError
+from hvbench.workloads import WORKLOADS, workload_class
+from hvbench.workloads.base import Workload, WorkloadSettings
+
+PLATFORM_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
+BOOT_ESTIMATE_S = 15.0
+"""Rough cost of starting a group of guests under TCG, for estimates only."""
+
+
+class StudyModel(BaseModel):
+    """The top level of a study file; platforms and workloads are checked by their own models."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=100)
+    description: str = ""
+    baseline: str | None = None
+    platforms: dict[str, Any] = Field(min_length=1)
+    workloads: list[Any] = Field(min_length=1)
+    instances: list[PositiveInt] = Field(default=[1], min_length=1)
+    repetitions: PositiveInt = 3
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One (platform, workload, instance count) point of the matrix."""
+
+    platform: str
+    workload_index: int
+    workload: str
+    instances: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.platform}|{self.workload}|{self.instances}"
+
+
+@dataclass
+class Study:
+    """A validated study: typed platform and workload settings, ready to expand."""
+
+    name: str
+    description: str
+    baseline: str | None
+    platforms: dict[str, PlatformSettings]
+    workloads: list[WorkloadSettings]
+    instances: list[int]
+    repetitions: int
+    text: str
+    source: str
+
+    def workload(self, index: int) -> Workload:
+        settings = self.workloads[index]
+        return workload_class(settings.name, getattr(settings, "tool", None))(settings)
+
+    def counts(self, platform: str) -> list[int]:
+        settings = self.platforms[platform]
+        if settings.instances:
+            return list(settings.instances)
+        default = DRIVERS[settings.driver].default_instances
+        return list(default) if default is not None else list(self.instances)
+
+    def cells(self) -> list[Cell]:
+        """Every cell, grouped as the runner boots them: platform, then count, then workload."""
+        return [
+            Cell(p, i, w.label(), n)
+            for p in self.platforms
+            for n in self.counts(p)
+            for i, w in enumerate(self.workloads)
+        ]
+
+    def estimate_seconds(self, quick: bool) -> float:
+        groups = sum(len(self.counts(p)) for p in self.platforms)
+        work = sum(self.workload(c.workload_index).estimate_seconds(quick) for c in self.cells())
+        return self.repetitions * (work + groups * BOOT_ESTIMATE_S)
+
+
+# --- loading -------------------------------------------------------------------------------
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate keys instead of silently keeping the last one."""
+
+
+def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False):
+    seen: dict[Any, yaml.Node] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise _DuplicateKey(key, key_node.start_mark.line + 1)
+        seen[key] = key_node
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key: Any, line: int) -> None:
+        self.key, self.line = key, line
+
+
+def _line_index(node: yaml.Node | None, path: tuple = (), out: dict | None = None) -> dict:
+    """Map each path in the document (keys and list indexes) to its 1-based line."""
+    out = {} if out is None else out
+    if node is None:
+        return out
+    out[path] = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            key = k.value if isinstance(k, yaml.ScalarNode) else str(k)
+            out[(*path, key)] = k.start_mark.line + 1
+            _line_index(v, (*path, key), out)
+            out[(*path, key)] = k.start_mark.line + 1
+    elif isinstance(node, yaml.SequenceNode):
+        for i, v in enumerate(node.value):
+            _line_index(v, (*path, i), out)
+    return out
+
+
+class _Located:
+    """Formats errors as ``file:line: field: expected ..., found ...``."""
+
+    def __init__(self, source: str, lines: dict) -> None:
+        self.source, self.lines = source, lines
+
+    def line(self, path: tuple) -> int:
+        for n in range(len(path), -1, -1):
+            if path[:n] in self.lines:
+                return self.lines[path[:n]]
+        return 1
+
+    def error(self, path: tuple, message: str) -> StudyError:
+        field = ".".join(str(p) for p in path) or "(top level)"
+        return StudyError(f"{self.source}:{self.line(path)}: {field}: {message}")
+
+    def from_validation(
+        self, exc: ValidationError, prefix: tuple = (), model: type[BaseModel] | None = None
+    ) -> StudyError:
+        err = exc.errors(include_url=False)[0]
+        loc = tuple(p for p in err["loc"] if not str(p).startswith("function-"))
+        message = _describe(err)
+        if err["type"] == "extra_forbidden" and len(loc) == 1 and isinstance(model, type):
+            message += f"; known settings: {', '.join(model.model_fields)}"
+        return self.error((*prefix, *loc), message)
+
+
+def _describe(err: dict) -> str:
+    kind, found = err["type"], err.get("input")
+    ctx = err.get("ctx") or {}
+    if kind == "extra_forbidden":
+        return f"unknown setting; found {found!r} (remove it or check its spelling)"
+    if kind == "missing":
+        return "required setting is missing"
+    if kind == "literal_error":
+        return f"expected one of {ctx.get('expected')}, found {found!r}"
+    if kind in ("greater_than", "greater_than_equal"):
+        bound = ctx.get("gt", ctx.get("ge"))
+        sign = ">" if kind == "greater_than" else ">="
+        return f"expected a number {sign} {bound}, found {found!r}"
+    if kind == "string_too_short":
+        return f"expected a non-empty text, found {found!r}"
+    if kind == "too_short":
+        return f"expected at least {ctx.get('min_length')} item(s), found {found!r}"
+    if kind == "value_error":
+        return f"expected {ctx.get('error', err['msg'])}, found {found!r}"
+    expected = err["msg"].removeprefix("Input should be ").removeprefix("Value error, ")
+    return f"expected {expected}, found {found!r}"
+
+
+def load_study(path: str | Path) -> Study:
+    """Read and validate a study file; raise StudyError with one clear line."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise StudyError(f"{path}: cannot read the study: {e.strerror}") from None
+    return parse_study(text, str(path))
+
+
+def parse_study(text: str, source: str) -> Study:
+    """Validate study text (from a file, the package or the store)."""
+    try:
+        node = yaml.compose(text, Loader=_UniqueKeyLoader)
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass
+    except _DuplicateKey as e:
+        raise StudyError(f"{source}:{e.line}: {e.key}: duplicate key; each key once") from None
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        line = mark.line + 1 if mark else 1
+        problem = getattr(e, "problem", None) or str(e)
+        raise StudyError(f"{source}:{line}: YAML syntax: {problem}") from None
+    loc = _Located(source, _line_index(node))
+    if not isinstance(data, dict):
+        raise loc.error((), f"expected a mapping with name, platforms, workloads; found {data!r}")
+    try:
+        top = StudyModel.model_validate(data)
+    except ValidationError as e:
+        raise loc.from_validation(e, model=StudyModel) from None
+
+    platforms = {name: _platform(loc, name, raw) for name, raw in top.platforms.items()}
+    workloads = [_workload(loc, i, raw) for i, raw in enumerate(top.workloads)]
+    labels = [w.label() for w in workloads]
+    for i, label in enumerate(labels):
+        if label in labels[:i]:
+            raise loc.error(("workloads", i), f"duplicate workload {label!r}; list each once")
+    if len(set(top.instances)) != len(top.instances):
+        raise loc.error(("instances",), f"duplicate instance counts, found {top.instances}")
+    if top.baseline is not None and top.baseline not in platforms:
+        raise loc.error(
+            ("baseline",),
+            f"expected one of the platforms {list(platforms)}, found {top.baseline!r}",
+        )
+    return Study(
+        name=top.name,
+        description=top.description,
+        baseline=top.baseline,
+        platforms=platforms,
+        workloads=workloads,
+        instances=list(top.instances),
+        repetitions=top.repetitions,
+        text=text,
+        source=source,
+    )
+
+
+def _platform(loc: _Located, name: Any, raw: Any) -> PlatformSettings:
+    path = ("platforms", name)
+    if not isinstance(name, str) or not PLATFORM_NAME.match(name):
+        raise loc.error(path, f"expected a name of a-z, 0-9, '-', '_' (at most 32), found {name!r}")
+    if not isinstance(raw, dict):
+        raise loc.error(path, f"expected a mapping with a driver, found {raw!r}")
+    driver = raw.get("driver")
+    if driver not in DRIVERS:
+        raise loc.error((*path, "driver"), f"expected one of {sorted(DRIVERS)}, found {driver!r}")
+    try:
+        settings = DRIVERS[driver].settings_model.model_validate(raw)
+    except ValidationError as e:
+        raise loc.from_validation(e, path, DRIVERS[driver].settings_model) from None
+    if settings.instances is not None and len(set(settings.instances)) != len(settings.instances):
+        raise loc.error((*path, "instances"), f"duplicate counts, found {settings.instances}")
+    return settings
+
+
+def _workload(loc: _Located, index: int, raw: Any) -> WorkloadSettings:
+    path = ("workloads", index)
+    if not isinstance(raw, dict):
+        raise loc.error(path, f"expected a mapping such as {{name: cpu}}, found {raw!r}")
+    name = raw.get("name")
+    if name not in WORKLOADS:
+        raise loc.error((*path, "name"), f"expected one of {sorted(WORKLOADS)}, found {name!r}")
+    tools = WORKLOADS[name]
+    tool = raw.get("tool")
+    if tool is not None and tool not in tools:
+        choices = sorted(t for t in tools if t)
+        raise loc.error((*path, "tool"), f"expected one of {choices}, found {tool!r}")
+    cls = workload_class(name, tool)
+    try:
+        return TypeAdapter(cls.settings_model).validate_python(raw)
+    except ValidationError as e:
+        raise loc.from_validation(e, path, cls.settings_model) from None
+
+
+def default_study_text() -> str:
+    return resources.files("hvbench").joinpath("default_study.yaml").read_text()
+
+
+def default_study(available_drivers: set[str]) -> Study:
+    """The packaged default study, keeping the platforms whose driver this host can run."""
+    data = yaml.safe_load(default_study_text())
+    data["platforms"] = {
+        name: spec
+        for name, spec in data["platforms"].items()
+        if spec.get("driver") in available_drivers
+    }
+    return parse_study(yaml.safe_dump(data, sort_keys=False), "default study")

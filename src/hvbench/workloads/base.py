@@ -1,0 +1,118 @@
+"""The contract of a workload: what to run inside an instance and how to read its output.
+
+A workload never knows which platform it runs on: the same ``prepare`` and ``measure`` code runs
+on ``native`` and inside every guest, through ``Instance.exec``. That is what makes
+"% of native" compare like with like.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+if TYPE_CHECKING:
+    from hvbench.drivers.base import Instance
+    from hvbench.host.network import RunNetwork
+
+
+class WorkloadSettings(BaseModel):
+    """Settings common to every workload; each workload extends this with its own fields."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+
+    def label(self) -> str:
+        """Short, stable text that tells this workload's cells apart in tables."""
+        return self.name
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One measured quantity. ``value`` is None when the tool printed no number (``text`` says
+    what it printed instead, e.g. bonnie++'s "+++++" for "too fast to measure")."""
+
+    name: str
+    value: float | None
+    unit: str
+    higher_is_better: bool
+    text: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.value is not None and not math.isfinite(self.value):
+            raise ValueError(f"metric {self.name}: non-finite value {self.value}")
+
+
+@dataclass
+class RawOutput:
+    """A tool's output as it printed it, kept for provenance (fio JSON, bonnie++ CSV, ...)."""
+
+    tool: str
+    command: list[str]
+    content: str
+
+
+@dataclass
+class Outcome:
+    """What one instance measured in one sample."""
+
+    metrics: list[Metric] = field(default_factory=list)
+    raw: list[RawOutput] = field(default_factory=list)
+
+
+@dataclass
+class Context:
+    """What a workload may use besides its instance."""
+
+    network: RunNetwork
+    quick: bool
+    instance_count: int
+    barrier: Callable[[], None] = lambda: None
+    """Call right before the measured part; returns when every instance of the cell is there."""
+
+
+class ParseError(ValueError):
+    """A tool's output could not be read; fails the cell with this message."""
+
+
+class Workload(ABC):
+    """A benchmark with parameters."""
+
+    name: ClassVar[str]
+    tool: ClassVar[str | None] = None
+    """The ``tool:`` value that picks this class; None for a workload without a choice."""
+    settings_model: ClassVar[type[WorkloadSettings]]
+    needs_data_disk: ClassVar[bool] = False
+    """True if the instance must have a separate, formatted data disk (disk workloads)."""
+    needs_userland: ClassVar[bool] = False
+    """True if the instance needs a full root filesystem (a compiler, make), not an initramfs."""
+
+    def __init__(self, settings: WorkloadSettings) -> None:
+        self.settings = settings
+
+    @abstractmethod
+    def tools(self) -> list[str]:
+        """Programs this workload needs inside the instance (guest images include them)."""
+
+    def prepare(self, instance: Instance, ctx: Context) -> None:  # noqa: B027 (optional hook)
+        """Untimed set-up inside the instance (format a disk, start a peer server)."""
+
+    @abstractmethod
+    def measure(self, instance: Instance, ctx: Context) -> Outcome:
+        """The measured part; calls ``ctx.barrier()`` right before starting the tool."""
+
+    def cleanup(self, instance: Instance, ctx: Context) -> None:  # noqa: B027 (optional hook)
+        """Undo ``prepare``; runs even when ``measure`` failed."""
+
+    @abstractmethod
+    def estimate_seconds(self, quick: bool) -> float:
+        """Expected wall time of one sample, for ETAs and for the command timeout."""
+
+    def timeout(self, quick: bool) -> float:
+        """Past this a sample is a hang: generous, since guests under TCG are slow."""
+        return 120 + 10 * self.estimate_seconds(quick)

@@ -1,0 +1,104 @@
+"""Helpers every workload shares: running a tool inside an instance, keeping its output, reading
+numbers out of it. Only ``Instance.exec`` is used, so the same code runs on every platform."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from hvbench.errors import InstanceError
+from hvbench.host.process import ExecResult
+from hvbench.workloads.base import Context, ParseError, RawOutput, Workload, WorkloadSettings
+
+if TYPE_CHECKING:
+    from hvbench.drivers.base import Instance
+
+RAW_LIMIT = 256 * 1024
+"""Characters of one tool output kept in the store; the head and the tail survive, because the
+head says what ran and the tail holds the summary or the error."""
+
+
+def keep(tool: str, argv: Sequence[str], content: str) -> RawOutput:
+    """A RawOutput bounded to RAW_LIMIT characters."""
+    if len(content) > RAW_LIMIT:
+        half = RAW_LIMIT // 2
+        cut = len(content) - 2 * half
+        content = f"{content[:half]}\n[... {cut} characters left out ...]\n{content[-half:]}"
+    return RawOutput(tool=tool, command=list(argv), content=content)
+
+
+def run(instance: Instance, argv: Sequence[str], timeout: float) -> ExecResult:
+    """Run argv inside the instance; a non-zero exit fails the cell with the tool's last words."""
+    result = instance.exec(list(argv), timeout)
+    if not result.ok:
+        raise InstanceError(f"{instance.name}: {result.describe_failure()}")
+    return result
+
+
+def combined(result: ExecResult) -> str:
+    """stdout then stderr, as a user would have seen them on a terminal."""
+    err = result.stderr.decode("utf-8", errors="replace")
+    return result.text() + (f"\n[stderr]\n{err}" if err.strip() else "")
+
+
+def scratch_dir(instance: Instance, parent: str | None = None) -> str:
+    """A fresh directory inside the instance (under ``parent`` or the instance's /tmp)."""
+    argv = ["mktemp", "-d", f"{parent or '/tmp'}/hvbench.XXXXXX"]
+    path = run(instance, argv, timeout=60).text().strip()
+    if not path.startswith("/") or "\n" in path:
+        raise InstanceError(f"{instance.name}: mktemp -d printed {path[:80]!r}, not a path")
+    return path
+
+
+def remove(instance: Instance, path: str) -> None:
+    """Remove a scratch path inside the instance; a failure here must not hide the measurement."""
+    with contextlib.suppress(InstanceError):
+        instance.exec(["rm", "-rf", "--", path], timeout=600)
+
+
+def number(text: str, what: str) -> float:
+    """A finite float from a tool's field, or ParseError naming the field."""
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        raise ParseError(f"{what}: expected a number, found {str(text)[:40]!r}") from None
+    if not math.isfinite(value):
+        raise ParseError(f"{what}: expected a finite number, found {text!r}")
+    return value
+
+
+def search(pattern: str, text: str, what: str, flags: int = re.MULTILINE) -> re.Match[str]:
+    """The first match of pattern in a tool's output, or ParseError saying what was missing."""
+    m = re.search(pattern, text, flags)
+    if m is None:
+        tail = " | ".join(text.strip().splitlines()[-2:])[:160]
+        raise ParseError(f"{what} not found in the output (ends with: {tail or '(nothing)'})")
+    return m
+
+
+class ScratchWorkload(Workload):
+    """A workload that works in a fresh directory of its own inside each instance, made in
+    ``prepare`` and removed in ``cleanup`` (with whatever a killed tool left behind)."""
+
+    def __init__(self, settings: WorkloadSettings) -> None:
+        super().__init__(settings)
+        self._scratch: dict[str, str] = {}
+        """Per instance name: one Workload object serves every instance of a cell."""
+
+    def scratch_parent(self, instance: Instance) -> str:
+        """Where the scratch directory goes (the instance's /tmp unless overridden)."""
+        return "/tmp"
+
+    def scratch(self, instance: Instance) -> str:
+        return self._scratch[instance.name]
+
+    def prepare(self, instance: Instance, ctx: Context) -> None:
+        self._scratch[instance.name] = scratch_dir(instance, self.scratch_parent(instance))
+
+    def cleanup(self, instance: Instance, ctx: Context) -> None:
+        path = self._scratch.pop(instance.name, None)
+        if path:
+            remove(instance, path)

@@ -1,0 +1,148 @@
+"""The runner on the native platform with a real (short) cpu workload: order, failures,
+interruption and resumption, and cleanup of everything a run made."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from hvbench.host.resources import STATE_ROOT
+from hvbench.runner import Runner
+from hvbench.store import Store
+from hvbench.study import parse_study
+
+CPU = (
+    "{name: cpu, integer: {duration: 1}, float: {duration: 1}, memory: {duration: 1},"
+    " branchy: {duration: 1}}"
+)
+STUDY = f"""\
+name: runner-test
+baseline: native
+platforms:
+  native: {{driver: native}}
+  again: {{driver: native}}
+workloads:
+  - {CPU}
+repetitions: 3
+"""
+
+
+def leftovers(run_id: str) -> list[str]:
+    """Namespaces, loop devices, ledgers and work directories a run left behind."""
+    found = []
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    found += [line for line in netns.splitlines() if run_id[-8:] in line]
+    loops = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
+    found += [line for line in loops.splitlines() if run_id in line]
+    found += [
+        str(p) for p in (STATE_ROOT / run_id, f"/var/tmp/hvbench/{run_id}") if os.path.exists(p)
+    ]
+    return found
+
+
+def test_samples_are_interleaved_across_platforms_and_cleaned_up():
+    store = Store()
+    runner = Runner.create(
+        parse_study(STUDY.replace("repetitions: 3", "repetitions: 2"), "t"), store, quick=False
+    )
+    assert runner.run() == "finished"
+    cells = {c.id: c.platform for c in store.cells(runner.run_id)}
+    order = [(s.repetition, cells[s.cell_id]) for s in store.samples(runner.run_id)]
+    assert order == [(1, "native"), (1, "again"), (2, "native"), (2, "again")]
+    names = {r[3] for r in store.metric_rows(runner.run_id)}
+    assert "cpu.branchy.primes_events_per_s" in names
+    sample = store.samples(runner.run_id)[0]
+    assert sample.host_cpu["busy_s"] > 0 and sample.host_cpu["wall_s"] >= 3
+    assert leftovers(runner.run_id) == []
+
+
+def test_a_failing_cell_is_recorded_and_the_run_goes_on():
+    study = (
+        STUDY.replace("repetitions: 3", "repetitions: 1")
+        .replace(
+            "again: {driver: native}",
+            "broken: {driver: native, disk: {backing: block, path: /dev/hvbench-no-such-disk}}",
+        )
+        .replace(f"  - {CPU}", f"  - {CPU}\n  - {{name: disk, tool: dd, size: 16M}}")
+    )
+    store = Store()
+    runner = Runner.create(parse_study(study, "t"), store, quick=True)
+    assert runner.run() == "failed"
+    by_platform = {}
+    cells = {c.id: c.platform for c in store.cells(runner.run_id)}
+    for s in store.samples(runner.run_id):
+        by_platform.setdefault(cells[s.cell_id], []).append(s)
+    assert [s.status for s in by_platform["native"]] == ["ok", "ok"]
+    assert [s.status for s in by_platform["broken"]] == ["failed", "failed"]
+    assert "hvbench-no-such-disk" in by_platform["broken"][0].error
+    assert store.run(runner.run_id).status == "failed"
+    assert leftovers(runner.run_id) == []
+
+
+def _hvbench(*args: str, **kw) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "hvbench", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kw,
+    )
+
+
+def _wait_for_samples(store: Store, run_id: str, count: int, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    while len(store.samples(run_id)) < count:
+        assert time.monotonic() < deadline, "the run made no progress"
+        time.sleep(0.2)
+
+
+def test_sigkill_mid_cell_then_cleanup_and_resume_gives_every_sample_once(tmp_path):
+    study = tmp_path / "study.yaml"
+    study.write_text(STUDY)
+    proc = _hvbench("run", str(study))
+    run_id = proc.stdout.readline().split()[1]
+    store = Store()
+    _wait_for_samples(store, run_id, 2)
+    time.sleep(1.5)  # inside the third sample's measurement
+    proc.kill()
+    proc.wait()
+    assert store.run(run_id).status == "running"  # nobody could mark it
+    assert leftovers(run_id) != []  # the namespace of the killed run is still there
+
+    cleanup = subprocess.run(
+        [sys.executable, "-m", "hvbench", "cleanup"], capture_output=True, text=True, check=True
+    )
+    assert run_id in cleanup.stdout
+    assert leftovers(run_id) == []
+
+    resumed = _hvbench("run", "--resume", run_id)
+    out, errors = resumed.communicate(timeout=300)
+    assert resumed.returncode == 0, errors
+    assert out.splitlines()[0] == f"run {run_id}"
+    samples = store.samples(run_id)
+    keys = [(s.cell_id, s.repetition) for s in samples]
+    assert len(keys) == 2 * 3 and len(set(keys)) == len(keys)
+    assert all(s.status == "ok" for s in samples)
+    assert store.run(run_id).status == "finished"
+    assert leftovers(run_id) == []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_cleans_up_and_marks_the_run(tmp_path, sig):
+    study = tmp_path / "study.yaml"
+    study.write_text(STUDY)
+    proc = _hvbench("run", str(study))
+    run_id = proc.stdout.readline().split()[1]
+    store = Store()
+    _wait_for_samples(store, run_id, 1)
+    proc.send_signal(sig)
+    _, errors = proc.communicate(timeout=60)
+    assert proc.returncode == 130, errors
+    assert "Traceback" not in errors
+    assert store.run(run_id).status == "interrupted"
+    assert leftovers(run_id) == []

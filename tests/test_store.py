@@ -1,0 +1,195 @@
+"""The store: versioned schema, one transaction per sample, the same on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from sqlalchemy import text
+
+from hvbench.errors import HvbenchError
+from hvbench.store import MetricRecord, RawRecord, SampleRecord, Store
+from hvbench.store.schema import CellRow, Run
+from hvbench.store.upgrade import head
+
+
+def _run(run_id: str) -> Run:
+    return Run(
+        id=run_id,
+        study_name="s",
+        study_text="name: s",
+        study_source="s.yaml",
+        status="running",
+        created_at=datetime.now(UTC),
+        hvbench_version="test",
+        git_commit=None,
+        options={"quick": True},
+        inventory={"hostname": "h"},
+    )
+
+
+def _sample(rep: int, value: float | None, text_value: str | None = None) -> SampleRecord:
+    return SampleRecord(
+        repetition=rep,
+        status="ok",
+        error=None,
+        started_at=datetime.now(UTC),
+        seconds=1.5,
+        platform_state={"accel": "tcg"},
+        host_cpu={"busy_s": 1.0},
+        metrics=[
+            MetricRecord(0, "disk.bonnie.seq_output_char_kbps", value, "KB/s", True, text_value)
+        ],
+        raw=[RawRecord(0, "bonnie++", ["bonnie++", "-q"], "raw,csv,line")],
+    )
+
+
+def exercise(store: Store) -> None:
+    """The same round trip on any backend."""
+    store.create_run(_run("r1"))
+    cell = CellRow(
+        key="native|disk|1",
+        platform="native",
+        driver="native",
+        workload="disk",
+        workload_name="disk",
+        instances=1,
+        platform_settings={"driver": "native"},
+        workload_settings={"name": "disk"},
+    )
+    cell_id = store.cell_id("r1", cell)
+    again = CellRow(
+        **{
+            c: getattr(cell, c)
+            for c in (
+                "key",
+                "platform",
+                "driver",
+                "workload",
+                "workload_name",
+                "instances",
+                "platform_settings",
+                "workload_settings",
+            )
+        }
+    )
+    assert store.cell_id("r1", again) == cell_id  # a resumed run finds its cell
+    store.add_sample(cell_id, _sample(1, 123.5))
+    store.add_sample(cell_id, _sample(2, None, "+++++"))
+    with pytest.raises(HvbenchError, match="cannot store a sample"):
+        store.add_sample(cell_id, _sample(2, 1.0))  # the same repetition twice is refused
+    assert store.done("r1") == {("native|disk|1", 1), ("native|disk|1", 2)}
+    rows = sorted(store.metric_rows("r1"), key=lambda r: r[1])
+    assert rows[0][4] == 123.5 and rows[1][4] is None and rows[1][5] == "+++++"
+    assert store.raw_outputs("r1")[0].command == ["bonnie++", "-q"]
+    store.add_artifact("r1", "image", {"sha256": "ab"})
+    store.add_artifact("r1", "image", {"sha256": "cd"})
+    assert store.artifacts("r1") == {"image": {"sha256": "ab"}}
+    store.set_run_status("r1", "finished", finished=True)
+    assert store.run("latest").status == "finished"
+    with pytest.raises(HvbenchError, match="no run 'nope'"):
+        store.run("nope")
+
+
+def test_sqlite_round_trip(tmp_path):
+    store = Store(f"sqlite:///{tmp_path / 'a.db'}")
+    exercise(store)
+    with store.engine.connect() as conn:
+        assert conn.execute(text("select version_num from alembic_version")).scalar() == head()
+
+
+def test_reopening_keeps_data_and_does_not_migrate_twice(tmp_path):
+    url = f"sqlite:///{tmp_path / 'a.db'}"
+    exercise(Store(url))
+    assert Store(url).run("r1").status == "finished"
+
+
+def test_store_from_a_newer_hvbench_is_refused(tmp_path):
+    url = f"sqlite:///{tmp_path / 'a.db'}"
+    store = Store(url)
+    with store.engine.begin() as conn:
+        conn.execute(text("update alembic_version set version_num = '9999'"))
+    with pytest.raises(HvbenchError, match="newer than this hvbench"):
+        Store(url)
+
+
+def test_bad_url_is_one_line():
+    with pytest.raises(HvbenchError, match="not a database URL"):
+        Store("not a url")
+
+
+# --- PostgreSQL, against a real server the suite starts -------------------------------------
+
+
+def _pg_bin() -> Path | None:
+    for base in sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True):
+        if (base / "initdb").exists():
+            return base
+    return None
+
+
+@pytest.fixture(scope="module")
+def postgres_url():
+    """A throw-away PostgreSQL cluster on a unix socket, run as the postgres user (who cannot
+    enter pytest's private tmp directories, hence a directory of its own)."""
+    bindir = _pg_bin()
+    if bindir is None or shutil.which("runuser") is None:
+        pytest.fail("PostgreSQL is not installed: run ./setup.sh --dev (package postgresql)")
+    root = Path(tempfile.mkdtemp(prefix="hvbench-pg-"))
+    os.chmod(root, 0o777)
+    data, sock = root / "data", root / "sock"
+    sock.mkdir()
+    os.chmod(sock, 0o777)
+    as_pg = ["runuser", "-u", "postgres", "--"]
+    subprocess.run(
+        [*as_pg, str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "hv"],
+        check=True,
+        capture_output=True,
+    )
+    opts = f"-k {sock} -c listen_addresses='' -c fsync=off"
+    subprocess.run(
+        [
+            *as_pg,
+            str(bindir / "pg_ctl"),
+            "-D",
+            str(data),
+            "-o",
+            opts,
+            "-w",
+            "-l",
+            str(root / "log"),
+            "start",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while not list(sock.glob(".s.PGSQL.*")) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        subprocess.run(
+            [*as_pg, str(bindir / "createdb"), "-h", str(sock), "-U", "hv", "hvbench"],
+            check=True,
+            capture_output=True,
+        )
+        yield f"postgresql+psycopg://hv@/hvbench?host={sock}"
+    finally:
+        subprocess.run(
+            [*as_pg, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
+            check=False,
+            capture_output=True,
+        )
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.mark.postgres
+def test_postgresql_round_trip(postgres_url):
+    store = Store(postgres_url)
+    assert store.engine.dialect.name == "postgresql"
+    exercise(store)

@@ -1,0 +1,135 @@
+"""Study files: valid ones expand into the right matrix; malformed ones get one clear line."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hvbench.errors import StudyError
+from hvbench.study import default_study, load_study, parse_study
+
+VALID = """\
+name: demo
+baseline: native
+platforms:
+  native: {driver: native}
+  other: {driver: native, instances: [1, 2]}
+workloads:
+  - {name: cpu}
+instances: [1, 2, 4]
+repetitions: 2
+"""
+
+
+def test_valid_study_expands_platform_by_count_by_workload():
+    study = parse_study(VALID, "demo.yaml")
+    cells = study.cells()
+    # native defaults to a single instance; `other` lists its own counts
+    assert [(c.platform, c.instances) for c in cells] == [("native", 1), ("other", 1), ("other", 2)]
+    assert study.repetitions == 2
+    assert study.estimate_seconds(quick=True) < study.estimate_seconds(quick=False)
+
+
+def test_every_example_passes_check():
+    examples = sorted((Path(__file__).parent.parent / "examples").glob("*.yaml"))
+    for path in examples:
+        load_study(path)
+
+
+def test_default_study_keeps_only_available_drivers():
+    study = default_study({"native"})
+    assert {s.driver for s in study.platforms.values()} == {"native"}
+    assert study.baseline == "native"
+
+
+# (study text, line, words the message must contain)
+MALFORMED = [
+    ("name: x\nplatforms: {a: {driver: native}\nworkloads: []\n", 3, ["YAML syntax"]),
+    ("- just\n- a list\n", 1, ["expected a mapping"]),
+    ("", 1, ["expected a mapping"]),
+    (VALID.replace("baseline: native", "baseline: native\ncolour: red"), 3, ["colour", "unknown"]),
+    (VALID.replace("name: demo\n", ""), 1, ["name", "missing"]),
+    (VALID.replace("name: demo", "name: ''"), 1, ["name"]),
+    (VALID.replace("repetitions: 2", "repetitions: 0"), 9, ["repetitions", "> 0", "0"]),
+    (VALID.replace("repetitions: 2", "repetitions: -3"), 9, ["repetitions", "-3"]),
+    (VALID.replace("repetitions: 2", "repetitions: three"), 9, ["repetitions", "three"]),
+    (VALID.replace("instances: [1, 2, 4]", "instances: [1, 0]"), 8, ["instances.1", "0"]),
+    (VALID.replace("instances: [1, 2, 4]", "instances: []"), 8, ["instances", "at least"]),
+    (VALID.replace("instances: [1, 2, 4]", "instances: [2, 2]"), 8, ["instances", "duplicate"]),
+    (VALID.replace("instances: [1, 2, 4]", "instances: 4"), 8, ["instances", "4"]),
+    (VALID.replace("baseline: native", "baseline: xen"), 2, ["baseline", "xen", "native"]),
+    (VALID.replace("{driver: native}", "{driver: vmware}", 1), 4, ["driver", "vmware"]),
+    (VALID.replace("{driver: native}", "{}", 1), 4, ["driver", "None"]),
+    (VALID.replace("{driver: native}", "{driver: native, nic: e1000}", 1), 4, ["nic", "unknown"]),
+    (VALID.replace("{driver: native}", "native", 1), 4, ["platforms.native", "mapping"]),
+    (VALID.replace("  native: {driver: native}", "  Native X: {driver: native}"), 4, ["name"]),
+    (VALID.replace("instances: [1, 2]}", "instances: [1, 1]}"), 5, ["duplicate"]),
+    (VALID.replace("instances: [1, 2]}", "instances: [-1]}"), 5, ["other.instances.0", "-1"]),
+    (VALID.replace("  other:", "  native:"), 5, ["native", "duplicate key"]),
+    (
+        VALID.replace(
+            "platforms:\n  native: {driver: native}\n  other: {driver: native, instances: [1, 2]}\n",
+            "platforms: {}\n",
+        ),
+        3,
+        ["platforms", "at least"],
+    ),
+    (VALID.replace("  - {name: cpu}", "  - {name: spec2006}"), 7, ["workloads.0.name", "spec2006"]),
+    (VALID.replace("  - {name: cpu}", "  - cpu"), 7, ["workloads.0", "mapping"]),
+    (
+        VALID.replace("  - {name: cpu}", "  - {name: cpu}\n  - {name: cpu}"),
+        8,
+        ["duplicate workload"],
+    ),
+    (VALID.replace("  - {name: cpu}", "  - {tool: fio}"), 7, ["workloads.0.name", "None"]),
+    (VALID.replace("  - {name: cpu}", "  - {name: cpu, speed: 11}"), 7, ["speed", "unknown"]),
+    (
+        VALID.replace("{driver: native}", "{driver: native, disk: {size: huge}}", 1),
+        4,
+        ["disk.size", "huge"],
+    ),
+    (
+        VALID.replace("{driver: native}", "{driver: native, disk: {backing: nfs}}", 1),
+        4,
+        ["backing", "nfs"],
+    ),
+    (
+        "name: x\nplatforms:\n  a: {driver: native}\nworkloads: [{name: cpu}]\nworkloads: []\n",
+        5,
+        ["duplicate key"],
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "line", "words"), MALFORMED)
+def test_malformed_study_gets_one_clear_line(text, line, words):
+    with pytest.raises(StudyError) as exc:
+        parse_study(text, "bad.yaml")
+    message = str(exc.value)
+    assert "\n" not in message
+    assert message.startswith(f"bad.yaml:{line}: "), message
+    for word in words:
+        assert word in message, message
+
+
+def test_malformed_study_on_the_command_line_exits_2_without_traceback(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(VALID.replace("repetitions: 2", "repetitions: 0"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "hvbench", "study", "check", str(bad)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert f"{bad}:9: repetitions" in proc.stderr
+
+
+def test_missing_study_file_is_one_line(tmp_path):
+    with pytest.raises(StudyError, match="cannot read the study"):
+        load_study(tmp_path / "nope.yaml")

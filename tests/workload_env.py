@@ -1,0 +1,60 @@
+"""Run a workload end to end on real instances without the runner: the same calls, in the same
+order (prepare, barrier, measure, cleanup), that the runner makes."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+from hvbench.drivers.base import Instance, Needs
+from hvbench.drivers.native import NativeDriver, NativeSettings
+from hvbench.host.network import RunNetwork
+from hvbench.host.resources import Ledger
+from hvbench.workloads.base import Context, Outcome, Workload
+
+
+@contextlib.contextmanager
+def native_instances(
+    count: int = 1, data_disk: bool = False, disk_size: str = "1G"
+) -> Iterator[tuple[list[Instance], RunNetwork]]:
+    """``count`` native instances in a run network of their own; everything released after."""
+    root = Path(tempfile.mkdtemp(prefix="hvbench-wl-"))
+    run_id = f"test-{uuid.uuid4().hex[:12]}"
+    ledger = Ledger(run_id, root / "state")
+    ledger.claim()
+    network = RunNetwork(run_id, ledger)
+    settings = NativeSettings(driver="native", disk={"size": disk_size})
+    driver = NativeDriver("native", settings, Needs(data_disk=data_disk), ledger, network, root)
+    try:
+        instances = driver.start(count, time.monotonic() + 120)
+        try:
+            yield instances, network
+        finally:
+            driver.stop(instances)
+    finally:
+        ledger.release_all()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def run_workload(
+    workload: Workload, instances: list[Instance], network: RunNetwork, quick: bool = True
+) -> list[Outcome]:
+    """prepare on all, measure on all (in threads, with a real barrier), cleanup on all."""
+    from concurrent.futures import ThreadPoolExecutor
+    from threading import Barrier
+
+    barrier = Barrier(len(instances))
+    ctx = Context(network=network, quick=quick, instance_count=len(instances), barrier=barrier.wait)
+    try:
+        for inst in instances:
+            workload.prepare(inst, ctx)
+        with ThreadPoolExecutor(len(instances)) as pool:
+            return list(pool.map(lambda i: workload.measure(i, ctx), instances))
+    finally:
+        for inst in instances:
+            workload.cleanup(inst, ctx)
