@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
 # Installs hvbench on Debian 12 as root: the Debian packages it drives (scripts/debian-packages.txt),
-# a virtualenv in .venv and the package itself. `--dev` adds what the tests need.
+# a virtualenv in .venv and the package itself. `--dev` adds what the tests need (and gVisor's
+# runsc, which the tests boot); `--with-gvisor` builds runsc for `driver: gvisor` alone.
 # Safe to run again: every step is idempotent.
 set -euo pipefail
 cd "$(dirname "$0")"
 
 extras=""
-[ "${1:-}" = "--dev" ] && extras="[dev]"
+with_gvisor=0
+for arg in "$@"; do
+  case "$arg" in
+    --dev) extras="[dev]"; with_gvisor=1 ;;
+    --with-gvisor) with_gvisor=1 ;;
+    *) echo "setup.sh: unknown option $arg (known: --dev, --with-gvisor)" >&2; exit 2 ;;
+  esac
+done
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "setup.sh: run as root (hvbench makes namespaces, taps and loop devices)" >&2
@@ -21,4 +29,7 @@ apt-get install -y -q --no-install-recommends $packages
 
 [ -x .venv/bin/python ] || /usr/bin/python3 -m venv .venv
 .venv/bin/pip install -q --disable-pip-version-check -e ".${extras}"
+if [ "$with_gvisor" = 1 ] && [ ! -x .venv/bin/runsc ]; then
+  scripts/build-runsc.sh .venv/bin
+fi
 echo "setup.sh: hvbench $(.venv/bin/hvbench version) is ready in $(pwd)/.venv"

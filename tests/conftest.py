@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from guest_fixtures import guest_image, guest_run  # noqa: F401 (shared booted-guest fixtures)
 
 
 @pytest.fixture(autouse=True)

@@ -146,3 +146,22 @@ def test_interrupt_cleans_up_and_marks_the_run(tmp_path, sig):
     assert "Traceback" not in errors
     assert store.run(run_id).status == "interrupted"
     assert leftovers(run_id) == []
+
+
+@pytest.mark.parametrize(
+    ("adaptive", "expected"),
+    [
+        ("{ci_target: 0.000001, max_repetitions: 4}", 4),  # never precise enough: stops at max
+        ("{ci_target: 100, max_repetitions: 4}", 3),  # precise at once: the minimum of three
+        ("{ci_target: 0.000001, max_repetitions: 4, budget_minutes: 0.0001}", 2),  # no time
+    ],
+)
+def test_adaptive_repetitions_are_bounded(adaptive, expected):
+    text = STUDY.replace("  again: {driver: native}\n", "").replace(
+        "repetitions: 3", f"repetitions: 2\nadaptive: {adaptive}"
+    )
+    store = Store()
+    runner = Runner.create(parse_study(text, "t"), store, quick=False)
+    assert runner.run() == "finished"
+    reps = [s.repetition for s in store.samples(runner.run_id)]
+    assert reps == list(range(1, expected + 1))

@@ -70,10 +70,7 @@ MALFORMED = [
     (VALID.replace("instances: [1, 2]}", "instances: [-1]}"), 5, ["other.instances.0", "-1"]),
     (VALID.replace("  other:", "  native:"), 5, ["native", "duplicate key"]),
     (
-        VALID.replace(
-            "platforms:\n  native: {driver: native}\n  other: {driver: native, instances: [1, 2]}\n",
-            "platforms: {}\n",
-        ),
+        VALID.split("platforms:")[0] + "platforms: {}\nworkloads: [{name: cpu}]\n",
         3,
         ["platforms", "at least"],
     ),
@@ -133,3 +130,20 @@ def test_malformed_study_on_the_command_line_exits_2_without_traceback(tmp_path)
 def test_missing_study_file_is_one_line(tmp_path):
     with pytest.raises(StudyError, match="cannot read the study"):
         load_study(tmp_path / "nope.yaml")
+
+
+def test_workload_instances_override_the_study_but_not_native():
+    text = VALID.replace("  - {name: cpu}", "  - {name: cpu}\n  - {name: boot, instances: [1, 8]}")
+    text = text.replace("  other: {driver: native, instances: [1, 2]}\n", "")
+    text = text.replace("platforms:\n", "platforms:\n  vm: {driver: qemu}\n")
+    study = parse_study(text, "t")
+    got = [(c.platform, c.workload, c.instances) for c in study.cells()]
+    assert got == [
+        ("vm", "cpu", 1),
+        ("vm", "boot", 1),
+        ("vm", "cpu", 2),
+        ("vm", "cpu", 4),
+        ("vm", "boot", 8),
+        ("native", "cpu", 1),
+        ("native", "boot", 1),
+    ]

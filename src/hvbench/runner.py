@@ -24,6 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from hvbench import __version__
+from hvbench.analysis.stats import needs_more
 from hvbench.drivers import DRIVERS
 from hvbench.drivers.base import Driver, Instance, Needs
 from hvbench.errors import HvbenchError, InstanceError
@@ -170,12 +171,15 @@ class Runner:
 
     # the plan --------------------------------------------------------------------------
 
-    def _groups(self) -> list[tuple[int, str, int, list[Cell]]]:
-        """(repetition, platform, count, cells still to measure), in interleaved order."""
+    def _groups(
+        self, reps: range, wanted: set[str] | None = None
+    ) -> list[tuple[int, str, int, list[Cell]]]:
+        """(repetition, platform, count, cells still to measure), in interleaved order;
+        ``wanted`` restricts to those cell keys."""
         done = self.store.done(self.run_id)
-        cells = self.study.cells()
+        cells = [c for c in self.study.cells() if wanted is None or c.key in wanted]
         groups = []
-        for rep in range(1, self.study.repetitions + 1):
+        for rep in reps:
             for platform in self.study.platforms:
                 for count in self.study.counts(platform):
                     todo = [
@@ -190,7 +194,46 @@ class Runner:
         return groups
 
     def _run_all(self, needs: Needs, ledger: Ledger, workdir: Path) -> None:
-        groups = self._groups()
+        self._run_groups(self._groups(range(1, self.study.repetitions + 1)), needs, ledger, workdir)
+        adaptive = self.study.adaptive
+        if adaptive is None:
+            return
+        t0 = time.monotonic()
+        budget = adaptive.budget_minutes * 60
+        for rep in range(self.study.repetitions + 1, adaptive.max_repetitions + 1):
+            wanted = self._imprecise_cells(adaptive.ci_target)
+            spent = time.monotonic() - t0
+            if not wanted or spent > budget:
+                return
+            groups = self._groups(range(rep, rep + 1), wanted)
+            self._run_groups(groups, needs, ledger, workdir, deadline=t0 + budget)
+
+    def _imprecise_cells(self, ci_target: float) -> set[str]:
+        """Keys of cells where some metric's CI (over repetitions, instances averaged) is still
+        wider than the target."""
+        keys = {c.id: c.key for c in self.store.cells(self.run_id)}
+        series: dict[tuple[str, str], dict[int, list[float]]] = {}
+        for cell_id, rep, _inst, name, value, *_ in self.store.metric_rows(self.run_id):
+            if value is not None:
+                series.setdefault((keys[cell_id], name), {}).setdefault(rep, []).append(value)
+        return {
+            key
+            for (key, _), by_rep in series.items()
+            if needs_more(
+                [sum(v) / len(v) for v in by_rep.values()],
+                ci_target,
+                max_count=self.study.adaptive.max_repetitions,
+            )
+        }
+
+    def _run_groups(
+        self,
+        groups: list[tuple[int, str, int, list[Cell]]],
+        needs: Needs,
+        ledger: Ledger,
+        workdir: Path,
+        deadline: float = float("inf"),
+    ) -> None:
         total = sum(len(cells) for *_, cells in groups)
         estimates = {
             c.key: self.study.workload(c.workload_index).estimate_seconds(self.quick)
@@ -200,6 +243,8 @@ class Runner:
         remaining = sum(estimates[c.key] for *_, cells in groups for c in cells)
         done = 0
         for rep, platform, count, cells in groups:
+            if time.monotonic() + sum(estimates[c.key] for c in cells) > deadline:
+                return  # the next group would not fit the time budget
             settings = self.study.platforms[platform]
             driver = DRIVERS[settings.driver](
                 platform, settings, needs, ledger, self._network, workdir / platform

@@ -13,7 +13,15 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, TypeAdapter, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveFloat,
+    PositiveInt,
+    TypeAdapter,
+    ValidationError,
+)
 
 from hvbench.drivers import DRIVERS
 from hvbench.drivers.base import PlatformSettings
@@ -24,6 +32,18 @@ from hvbench.workloads.base import Workload, WorkloadSettings
 PLATFORM_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 BOOT_ESTIMATE_S = 15.0
 """Rough cost of starting a group of guests under TCG, for estimates only."""
+
+
+class Adaptive(BaseModel):
+    """Repeat a cell past ``repetitions`` while its 95% CI is wider than ``ci_target``, within
+    ``max_repetitions`` and ``budget_minutes`` of extra time: never unbounded."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    ci_target: PositiveFloat = 0.03
+    """Half-width of the CI relative to the mean: 0.03 means ±3%."""
+    max_repetitions: PositiveInt = 10
+    budget_minutes: PositiveFloat = 30.0
 
 
 class StudyModel(BaseModel):
@@ -38,6 +58,7 @@ class StudyModel(BaseModel):
     workloads: list[Any] = Field(min_length=1)
     instances: list[PositiveInt] = Field(default=[1], min_length=1)
     repetitions: PositiveInt = 3
+    adaptive: Adaptive | None = None
 
 
 @dataclass(frozen=True)
@@ -65,6 +86,7 @@ class Study:
     workloads: list[WorkloadSettings]
     instances: list[int]
     repetitions: int
+    adaptive: Adaptive | None
     text: str
     source: str
 
@@ -72,12 +94,19 @@ class Study:
         settings = self.workloads[index]
         return workload_class(settings.name, getattr(settings, "tool", None))(settings)
 
-    def counts(self, platform: str) -> list[int]:
+    def counts(self, platform: str, workload: WorkloadSettings | None = None) -> list[int]:
+        """Instance counts of a platform (for one workload, or all of its workloads). The
+        platform's own list wins, then its driver's default (native runs once), then the
+        workload's list, then the study's."""
         settings = self.platforms[platform]
         if settings.instances:
             return list(settings.instances)
         default = DRIVERS[settings.driver].default_instances
-        return list(default) if default is not None else list(self.instances)
+        if default is not None:
+            return list(default)
+        if workload is None:
+            return sorted({n for w in self.workloads for n in self.counts(platform, w)})
+        return list(workload.instances or self.instances)
 
     def cells(self) -> list[Cell]:
         """Every cell, grouped as the runner boots them: platform, then count, then workload."""
@@ -86,6 +115,7 @@ class Study:
             for p in self.platforms
             for n in self.counts(p)
             for i, w in enumerate(self.workloads)
+            if n in self.counts(p, w)
         ]
 
     def estimate_seconds(self, quick: bool) -> float:
@@ -225,6 +255,15 @@ def parse_study(text: str, source: str) -> Study:
             raise loc.error(("workloads", i), f"duplicate workload {label!r}; list each once")
     if len(set(top.instances)) != len(top.instances):
         raise loc.error(("instances",), f"duplicate instance counts, found {top.instances}")
+    for i, w in enumerate(workloads):
+        if w.instances is not None and len(set(w.instances)) != len(w.instances):
+            raise loc.error(("workloads", i, "instances"), f"duplicate counts, found {w.instances}")
+    if top.adaptive is not None and top.adaptive.max_repetitions < top.repetitions:
+        raise loc.error(
+            ("adaptive", "max_repetitions"),
+            f"expected at least repetitions ({top.repetitions}), "
+            f"found {top.adaptive.max_repetitions}",
+        )
     if top.baseline is not None and top.baseline not in platforms:
         raise loc.error(
             ("baseline",),
@@ -238,6 +277,7 @@ def parse_study(text: str, source: str) -> Study:
         workloads=workloads,
         instances=list(top.instances),
         repetitions=top.repetitions,
+        adaptive=top.adaptive,
         text=text,
         source=source,
     )

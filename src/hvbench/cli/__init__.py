@@ -16,6 +16,8 @@ from rich.console import Console
 from rich.table import Table
 
 from hvbench import __version__, doctor
+from hvbench.cli import image as image_cmd
+from hvbench.cli import reporting
 from hvbench.cli import run as run_cmd
 from hvbench.errors import HvbenchError
 from hvbench.host.resources import orphan_ledgers
@@ -30,7 +32,10 @@ app = typer.Typer(
 )
 study_app = typer.Typer(no_args_is_help=True, help="Check and show study files.")
 app.add_typer(study_app, name="study")
+app.add_typer(image_cmd.app, name="image", help="Build, list and prune guest images.")
 app.command("run")(run_cmd.run)
+app.command("report")(reporting.report)
+app.command("compare")(reporting.compare)
 
 out = Console()
 err = Console(stderr=True)

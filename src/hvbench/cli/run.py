@@ -6,18 +6,24 @@ import sys
 from pathlib import Path
 from typing import Annotated
 
+import platformdirs
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from hvbench import doctor
+from hvbench.analysis import analyse
 from hvbench.errors import HvbenchError
+from hvbench.report import write_report
+from hvbench.report.markdown import render_summary
 from hvbench.runner import Progress as RunProgress
 from hvbench.runner import Runner
 from hvbench.store import Store
 from hvbench.study import default_study, load_study
 
 err = Console(stderr=True)
+REPORTS = platformdirs.user_data_path("hvbench") / "reports"
+"""Where the HTML report of every run is written, next to the default store."""
 
 
 def run(
@@ -72,6 +78,9 @@ def run(
         runner = runner_factory(on_progress=on_progress)
         print(f"run {runner.run_id}", flush=True)
         status = runner.run()
-    print(f"run {runner.run_id}: {status}, {runner.failed} failed sample(s)")
+    analysis = analyse(store, runner.run_id)
+    print(render_summary(analysis))
+    path = write_report(store, runner.run_id, REPORTS / f"{runner.run_id}.html", analysis=analysis)
+    print(f"run {runner.run_id}: {status}, {runner.failed} failed sample(s); report: {path}")
     if status == "failed":
         sys.exit(1)

@@ -144,18 +144,18 @@ class Availability:
 
 
 DATA_MOUNT = "/mnt/hvbench-data"
+MKFS = ("mkfs.ext4", "-F", "-q", "-E", "lazy_itable_init=0,lazy_journal_init=0")
+"""How every data disk is formatted. Inode tables and journal are initialised now, not lazily:
+ext4's background initialisation would otherwise write to the disk while a workload measures it."""
 
 
 def format_data_disk(
     instance: Instance, device: str, description: str, mountpoint: str = DATA_MOUNT
 ) -> None:
-    """Format the data disk inside the instance and mount it, the same way on every platform.
-
-    Inode tables and journal are initialised now, not lazily: ext4's background initialisation
-    would otherwise write to the disk while a workload measures it.
-    """
+    """Format the data disk inside the instance (with MKFS) and mount it, the same way on every
+    platform that has a kernel of its own."""
     steps = (
-        ["mkfs.ext4", "-F", "-q", "-E", "lazy_itable_init=0,lazy_journal_init=0", device],
+        [*MKFS, device],
         ["mkdir", "-p", mountpoint],
         ["mount", device, mountpoint],
     )

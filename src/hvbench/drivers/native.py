@@ -10,10 +10,10 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import ClassVar, Literal
 
 import psutil
@@ -29,6 +29,7 @@ from hvbench.drivers.base import (
 from hvbench.errors import HvbenchError
 from hvbench.host.process import ExecResult, run_bounded
 from hvbench.host.resources import Resource
+from hvbench.host.storage import loop_device
 from hvbench.units import Size
 
 
@@ -109,36 +110,26 @@ class NativeDriver(Driver):
                 netns=netns.name,
             )
             if self.needs.data_disk:
-                self._made += self._attach_disk(inst, settings.disk)
+                self._attach_disk(inst, settings.disk)
             instances.append(inst)
         return instances
 
-    def _attach_disk(self, inst: NativeInstance, disk: NativeDisk) -> list[Resource]:
-        made: list[Resource] = []
+    def _attach_disk(self, inst: NativeInstance, disk: NativeDisk) -> None:
+        """Attach, format and mount the data disk; what is made goes to ``_made`` at once, so
+        that ``stop`` removes it even when formatting fails."""
         if disk.backing == "block":
             if not disk.path:
                 raise HvbenchError("native disk: backing 'block' needs a path (a partition or LV)")
             device, description = disk.path, f"block device {disk.path}"
         else:
-            image = os.path.join(disk.path or str(self.workdir), f"native-{inst.index}.img")
-            made.append(self.ledger.add("path", image))
-            with open(image, "wb") as f:
-                f.truncate(disk.size)
-            device = subprocess.run(
-                ["losetup", "--find", "--show", "--direct-io=on", image],
-                capture_output=True,
-                text=True,
-                check=False,
-            ).stdout.strip()
-            if not device:
-                raise HvbenchError(f"native disk: losetup could not attach {image} (needs root)")
-            made.append(self.ledger.add("loop", device))
+            image = Path(disk.path or self.workdir) / f"native-{inst.index}.img"
+            self._made += loop_device(self.ledger, image, disk.size)
+            device = self._made[-1].name
             description = f"loop device (direct I/O) over a sparse file {image}"
         # native shares the host's mount namespace: each instance mounts in the run's directory
         mountpoint = str(self.workdir / f"data-{inst.index}")
-        made.append(self.ledger.add("mount", mountpoint))
+        self._made.append(self.ledger.add("mount", mountpoint))
         format_data_disk(inst, device, description, mountpoint)
-        return made
 
     def stop(self, instances: list[Instance]) -> None:
         for inst in instances:

@@ -74,6 +74,16 @@ class RunNetwork:
         _ip("-n", self.netns, "link", "set", name, "master", BRIDGE, "up")
         return res
 
+    def adopt_tap(self, name: str) -> Resource:
+        """Move a tap that a VMM outside the namespace has just opened in the root namespace
+        (libvirtd's QEMU) onto the bridge: the VMM keeps its file descriptor, the root
+        namespace keeps nothing. Release the returned resource to remove the tap."""
+        self.up()
+        res = self.ledger.add("link", name, netns=self.netns)
+        _ip("link", "set", name, "netns", self.netns)
+        _ip("-n", self.netns, "link", "set", name, "master", BRIDGE, "up")
+        return res
+
     def add_host_netns(self, index: int) -> Resource:
         """A namespace of its own for a host-side instance (native, containers), on the bridge
         through a veth pair; the resource's name is the namespace's."""

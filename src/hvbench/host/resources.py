@@ -79,6 +79,20 @@ def _unmount(res: Resource) -> None:
         _run_quiet(["umount", "-l", res.name])
 
 
+def _delete_container(res: Resource) -> None:
+    """An OCI container (runc, runsc): its runtime kills its processes, removes its cgroups and
+    its state; ``extra["runtime"]`` is the runtime's argv up to the subcommand."""
+    _run_quiet([*res.extra["runtime"], "delete", "--force", res.name])
+
+
+def _destroy_domain(res: Resource) -> None:
+    """A libvirt domain: stopped and its definition removed (a transient one has none);
+    ``extra["uri"]`` is the connection it lives on."""
+    uri = str(res.extra["uri"])
+    _run_quiet(["virsh", "-c", uri, "destroy", res.name])
+    _run_quiet(["virsh", "-c", uri, "undefine", res.name])
+
+
 def _remove_path(res: Resource) -> None:
     path = Path(res.name)
     if path.is_dir() and not path.is_symlink():
@@ -94,6 +108,8 @@ UNDO: dict[str, Callable[[Resource], None]] = {
     "loop": _detach_loop,
     "mount": _unmount,
     "path": _remove_path,
+    "container": _delete_container,
+    "domain": _destroy_domain,
 }
 
 

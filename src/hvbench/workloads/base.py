@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, PositiveInt
 
 if TYPE_CHECKING:
     from hvbench.drivers.base import Instance
@@ -26,6 +26,9 @@ class WorkloadSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str
+    instances: list[PositiveInt] | None = None
+    """Instance counts for this workload (the paper ran bonnie++ with 1 and 8 guests but the CPU
+    benchmark with 1 to 8); default: the platform's or the study's."""
 
     def label(self) -> str:
         """Short, stable text that tells this workload's cells apart in tables."""

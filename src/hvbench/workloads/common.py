@@ -16,7 +16,7 @@ from hvbench.workloads.base import Context, ParseError, RawOutput, Workload, Wor
 if TYPE_CHECKING:
     from hvbench.drivers.base import Instance
 
-RAW_LIMIT = 256 * 1024
+RAW_LIMIT = 4 * 1024 * 1024
 """Characters of one tool output kept in the store; the head and the tail survive, because the
 head says what ran and the tail holds the summary or the error."""
 

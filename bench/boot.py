@@ -1,0 +1,85 @@
+"""Boot-to-agent-ready per machine type and kernel form, next to the kernel's own boot-to-init.
+
+Not a test: it prints figures. For each (machine, kernel form) it boots a guest a few times under
+the accelerator ``accel: auto`` picks, and reports, in seconds since the QEMU process started:
+kernel (the kernel's clock started), init (its init printed the first line), ready (the agent
+answered), and the kernel's own boot-to-init from its log ("Run /init as init process"). The
+target is ready <= 1.1 x the kernel's boot-to-init, both counted from process start.
+
+    .venv/bin/python bench/boot.py [--repeat 3] [--kernel amd64|cloud-amd64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from hvbench.drivers.base import Needs
+from hvbench.drivers.qemu import QemuDriver, QemuSettings
+from hvbench.host.network import RunNetwork
+from hvbench.host.resources import Ledger
+
+_RUN_INIT = re.compile(r"^\[\s*(\d+\.\d+)\] Run /init as init process", re.MULTILINE)
+
+
+def boot_once(machine: str, form: str, kernel: str) -> dict[str, float]:
+    run_id = f"bench-boot-{time.time_ns()}"
+    ledger = Ledger(run_id)
+    ledger.claim()
+    try:
+        with tempfile.TemporaryDirectory(dir="/var/tmp") as tmp:
+            settings = QemuSettings(
+                driver="qemu", machine=machine, kernel_form=form, kernel=kernel, nic="none",
+                memory="256M",
+            )  # fmt: skip
+            net = RunNetwork(run_id, ledger)
+            driver = QemuDriver("boot", settings, Needs(), ledger, net, Path(tmp))
+            [inst] = driver.start(1, time.monotonic() + 300)
+            dmesg = inst.exec(["dmesg"], 60).text()
+            driver.stop([inst])
+            phases = dict(inst.boot)
+            found = _RUN_INIT.search(dmesg)
+            if found:
+                phases["kernel_init"] = phases["kernel"] + float(found.group(1))
+            phases["accel"] = driver.describe()["resolved"]["accel"]
+            return phases
+    finally:
+        ledger.release_all()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--kernel", default="amd64", choices=["amd64", "cloud-amd64"])
+    parser.add_argument("--machines", default="pc,q35,microvm")
+    parser.add_argument("--forms", default="vmlinux,bzimage")
+    args = parser.parse_args()
+    header = (
+        f"{'machine':8} {'form':8} {'accel':5} {'kernel':>7} {'k->init':>8} {'init':>6} "
+        f"{'ready':>6} {'ready/k->init':>14}"
+    )
+    print(f"kernel flavour {args.kernel}, median of {args.repeat} boots, seconds since QEMU start")
+    print(header)
+    for machine in args.machines.split(","):
+        for form in args.forms.split(","):
+            runs = [boot_once(machine, form, args.kernel) for _ in range(args.repeat)]
+
+            def med(key: str, runs=runs) -> float:
+                values = [r[key] for r in runs if key in r]
+                return statistics.median(values) if values else float("nan")
+
+            ratio = med("ready") / med("kernel_init")
+            print(
+                f"{machine:8} {form:8} {runs[0]['accel']:5} {med('kernel'):7.2f} "
+                f"{med('kernel_init'):8.2f} {med('init'):6.2f} {med('ready'):6.2f} "
+                f"{ratio:13.2f}x",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Builds gVisor's runsc from the Go module proxy for `driver: gvisor` and installs it into
+# hvbench's virtualenv (.venv/bin/runsc), where the driver looks first: nothing outside the
+# checkout changes. setup.sh calls this for `./setup.sh --with-gvisor`.
+#
+# CGO_ENABLED=0: the default (dynamic, cgo) build dies at start with
+# "fork/exec /proc/self/exe"; the static build runs with --platform=systrap and ptrace.
+# RUNSC_VERSION picks the module version (default: latest, the newest commit of gVisor's `go`
+# branch, the one that builds with plain `go install`). runsc built this way prints no version
+# of its own, so the module version and Go toolchain go to runsc.version next to the binary,
+# for the driver's provenance.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+dest="${1:-.venv/bin}"
+version="${RUNSC_VERSION:-latest}"
+
+PATH="$PATH:/usr/local/go/bin"
+if ! command -v go >/dev/null; then
+  echo "build-runsc.sh: Go 1.21 or later is needed (it fetches the toolchain gVisor asks for)" >&2
+  exit 2
+fi
+mkdir -p "$dest"
+dest="$(cd "$dest" && pwd)"
+build="$(mktemp -d)"
+trap 'rm -rf "$build"' EXIT
+
+echo "build-runsc.sh: building gvisor.dev/gvisor/runsc@${version} (a few minutes)"
+CGO_ENABLED=0 GOBIN="$build" go install -trimpath "gvisor.dev/gvisor/runsc@${version}"
+install -m 0755 "$build/runsc" "$dest/runsc"
+go version -m "$dest/runsc" | awk -v go="$(go env GOVERSION)" \
+  '$1 == "mod" { print $2 " " $3 " (" go ", CGO_ENABLED=0)" }' | tee "$dest/runsc.version"
+"$dest/runsc" --version >/dev/null
+echo "build-runsc.sh: installed $dest/runsc"

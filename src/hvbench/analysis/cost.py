@@ -1,0 +1,62 @@
+"""Host CPU cost of the work: the host's CPU split during a cell and throughput per busy core.
+
+The readings come from ``hvbench.host.monitor.CpuMonitor`` (two reads of /proc/stat and of the
+instances' process times per sample, well under a millisecond).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+
+NOISY_STEAL = 0.05
+"""Steal time above this share of the host's CPU makes a cell's host noisy."""
+HOST_STATES = ("user", "nice", "system", "iowait", "irq", "softirq", "steal", "guest")
+
+
+@dataclass
+class HostCpu:
+    """Host CPU during a cell's samples, as shares of the host's capacity (0..1), averaged."""
+
+    n: int
+    busy: float
+    states: dict[str, float]
+    busy_cores: dict[int, float]
+    """Per repetition, host cores kept busy (busy seconds / wall seconds)."""
+    instance_cores: float | None
+    """Cores used by the instances' own processes (psutil), mean over samples."""
+
+    @property
+    def virtualization_overhead(self) -> float | None:
+        """Busy time besides guest time, relative to guest time (the consolidation post's 55%)."""
+        guest = self.states.get("guest", 0.0)
+        return (self.busy - guest) / guest if guest > 0 else None
+
+
+def host_cpu_of(samples: list[tuple[int, dict]]) -> HostCpu | None:
+    """Average the monitor's readings of a cell's samples (those with a usable wall time)."""
+    good = [(r, h) for r, h in samples if h and h.get("wall_s", 0) > 0 and h.get("cores")]
+    if not good:
+        return None
+    shares: dict[str, list[float]] = defaultdict(list)
+    busy, inst = [], []
+    cores_busy: dict[int, float] = {}
+    for rep, h in good:
+        capacity = h["wall_s"] * h["cores"]
+        states = h.get("states_s") or {}
+        for s in HOST_STATES:
+            shares[s].append(float(states.get(s, 0.0)) / capacity)
+        busy.append(float(h.get("busy_s", 0.0)) / capacity)
+        cores_busy[rep] = float(h.get("busy_s", 0.0)) / h["wall_s"]
+        per = [x for x in h.get("instances_s") or [] if x is not None]
+        if per:
+            inst.append(sum(per) / h["wall_s"])
+    return HostCpu(
+        n=len(good),
+        busy=float(np.mean(busy)),
+        states={s: float(np.mean(v)) for s, v in shares.items()},
+        busy_cores=cores_busy,
+        instance_cores=float(np.mean(inst)) if inst else None,
+    )

@@ -1,0 +1,487 @@
+"""A run, analysed: every figure the report shows, computed once from the store.
+
+Rules the tables rely on (also in the report's footnotes):
+
+- **single** is the per-instance figure: per repetition, the mean over the cell's instances;
+  **aggregate** is their sum, for throughput metrics only (higher is better, not a percentage).
+- A cell is compared with the **baseline** platform's cell of the same workload at the same
+  instance count; if the baseline was not run at that count, with its highest count below it
+  (native usually runs once, with the whole host), else its lowest.
+- The **cpu composite** (``cpu.composite.score``) is, per repetition and instance, the
+  geometric mean of every higher-is-better metric of a ``cpu`` workload, each divided by the
+  baseline's single-instance mean of that metric (sub-scores the baseline lacks are left out;
+  without a baseline, the geometric mean of the raw values).
+- **Scaling efficiency** at N instances is aggregate(N) / (N/m · aggregate(m)) with m the
+  platform's smallest count: 100% means every added instance adds as much as the first.
+- **Per host core** is the aggregate divided by the host cores busy during the sample
+  (busy CPU seconds / wall seconds, from /proc/stat); the CPU a sample measures is that of the
+  whole sample, so all metrics of one workload share it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import numpy as np
+import yaml
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from hvbench.analysis.aggregate import is_throughput, overcommit, scaling, series
+from hvbench.analysis.cost import NOISY_STEAL, HostCpu, host_cpu_of
+from hvbench.analysis.normalize import Normalized, normalize
+from hvbench.analysis.stats import ALPHA, Summary, geometric_mean, summarize_many, welch
+from hvbench.errors import HvbenchError
+from hvbench.store import Store
+from hvbench.store.schema import CellRow, RawOutputRow, SampleRow
+
+COMPOSITE = "cpu.composite.score"
+CPU_WORKLOAD = "cpu"
+ASYMMETRY = 0.15
+"""Directions whose means differ by more than this (relative to the larger) are asymmetric."""
+
+
+@dataclass(frozen=True)
+class CellInfo:
+    id: int
+    platform: str
+    driver: str
+    workload: str
+    workload_name: str
+    instances: int
+    platform_settings: dict
+    workload_settings: dict
+
+
+@dataclass
+class MetricResult:
+    """One metric of one cell, with every derived figure."""
+
+    cell: CellInfo
+    name: str
+    unit: str
+    higher_is_better: bool
+    throughput: bool
+    repetitions: np.ndarray
+    single_values: np.ndarray
+    aggregate_values: np.ndarray | None
+    per_instance: np.ndarray
+    """Mean over repetitions of each instance's value (the spread across instances)."""
+    single: Summary
+    aggregate: Summary | None
+    vs_baseline: Normalized | None = None
+    aggregate_vs_baseline: Normalized | None = None
+    efficiency: float | None = None
+    overcommit: bool | None = None
+    per_core_values: np.ndarray | None = None
+    per_core: Summary | None = None
+    cost_vs_baseline: float | None = None
+    """Host CPU this platform spends for one unit of the work, relative to the baseline."""
+
+
+@dataclass
+class Symmetry:
+    """Inbound and outbound of one cell side by side."""
+
+    cell: CellInfo
+    inbound: MetricResult
+    outbound: MetricResult
+    ratio: float
+    """outbound / inbound (means of the single figures)."""
+    gap: float
+    """1 − smaller/larger: how much the weaker direction loses."""
+    p_value: float
+
+    @property
+    def asymmetric(self) -> bool:
+        tested_equal = math.isfinite(self.p_value) and self.p_value >= ALPHA
+        return self.gap > ASYMMETRY and not tested_equal
+
+    @property
+    def weaker(self) -> str:
+        return "outbound" if self.ratio < 1 else "inbound"
+
+
+@dataclass
+class RunAnalysis:
+    """Everything exporters show, for one run."""
+
+    run_id: str
+    study_name: str
+    status: str
+    created_at: datetime
+    finished_at: datetime | None
+    hvbench_version: str
+    git_commit: str | None
+    options: dict
+    inventory: dict
+    artifacts: dict
+    study_text: str
+    baseline: str | None
+    cells: list[CellInfo]
+    platforms: list[str]
+    results: list[MetricResult]
+    host_cpu: dict[int, HostCpu]
+    symmetry: list[Symmetry]
+    failed: list[tuple[CellInfo, int, str]]
+    """(cell, repetition, error) of failed samples."""
+    commands: list[tuple[str, list[str]]] = field(default_factory=list)
+    """(tool, argv) of each distinct command the run used."""
+    text_only: dict[tuple[str, str, str, int], str] = field(default_factory=dict)
+    """(platform, workload, metric, count) -> what the tool printed instead of a number, for
+    metrics that never had one there (bonnie++'s "+++++": too fast to measure)."""
+    rows: list[tuple] = field(default_factory=list)
+    """The store's metric rows of the ok samples (``Store.metric_rows``), for sample exports."""
+    started: dict[tuple[int, int], datetime] = field(default_factory=dict)
+    """When each (cell id, repetition) started."""
+    warnings: list[str] = field(default_factory=list)
+
+    def workloads(self) -> list[str]:
+        return list(dict.fromkeys(c.workload for c in self.cells))
+
+    def counts(self, workload: str) -> list[int]:
+        return sorted({c.instances for c in self.cells if c.workload == workload})
+
+    def metric_names(self, workload: str) -> list[str]:
+        numeric = [r.name for r in self.results if r.cell.workload == workload]
+        texts = [k[2] for k in self.text_only if k[1] == workload]
+        return list(dict.fromkeys(numeric + texts))
+
+    def result(self, platform: str, workload: str, name: str, count: int) -> MetricResult | None:
+        return self._index.get((platform, workload, name, count))
+
+    def __post_init__(self) -> None:
+        self._index = {
+            (r.cell.platform, r.cell.workload, r.name, r.cell.instances): r for r in self.results
+        }
+
+
+# --- building ------------------------------------------------------------------------------
+
+
+def baseline_of(study_text: str, drivers: dict[str, str]) -> str | None:
+    """The study's baseline, else the platform driven by ``native``, else None.
+
+    Only the ``baseline`` key is read (the study was validated when the run started, and an
+    old run must stay reportable after workloads or drivers have changed).
+    """
+    try:
+        doc = yaml.safe_load(study_text)
+    except yaml.YAMLError:
+        doc = None
+    named = doc.get("baseline") if isinstance(doc, dict) else None
+    if isinstance(named, str) and named in drivers:
+        return named
+    return next((p for p, d in drivers.items() if d == "native"), None)
+
+
+def pick_baseline_cell(cells: list[CellInfo], workload: str, count: int) -> CellInfo | None:
+    """The baseline's cell for a workload: same count, else highest below, else lowest."""
+    same = [c for c in cells if c.workload == workload]
+    if not same:
+        return None
+    exact = [c for c in same if c.instances == count]
+    if exact:
+        return exact[0]
+    below = [c for c in same if c.instances < count]
+    return max(below, key=lambda c: c.instances) if below else min(same, key=lambda c: c.instances)
+
+
+class _Grouped:
+    """Metric rows grouped per (cell, metric): arrays of repetition, instance, value."""
+
+    def __init__(self, rows: list[tuple]) -> None:
+        values: dict[tuple[int, str], list[tuple[int, int, float]]] = defaultdict(list)
+        texts: dict[tuple[int, str], set[str]] = defaultdict(set)
+        meta: dict[tuple[int, str], tuple[str, bool]] = {}
+        for cell_id, rep, inst, name, value, text, unit, hib in rows:
+            key = (cell_id, name)
+            meta.setdefault(key, (unit, bool(hib)))
+            if value is None:
+                if text:
+                    texts[key].add(text)
+            else:
+                values[key].append((rep, inst, value))
+        self.meta = meta
+        self.texts = texts
+        self.values = {k: np.array(v, dtype=float).reshape(-1, 3) for k, v in values.items()}
+
+
+def _composite_rows(
+    grouped: _Grouped, cells: dict[int, CellInfo], baseline_means: dict[tuple[str, str], float]
+) -> None:
+    """Add ``cpu.composite.score`` to every cpu cell: geometric mean of normalized sub-scores.
+
+    Sub-scores the baseline did not measure are left out (they have nothing to be normalized
+    by); without any baseline figures for the workload, the raw sub-scores are used.
+    """
+    by_cell: dict[int, list[str]] = defaultdict(list)
+    for (cell_id, name), (_unit, hib) in grouped.meta.items():
+        if cells[cell_id].workload_name == CPU_WORKLOAD and hib and name != COMPOSITE:
+            by_cell[cell_id].append(name)
+    for cell_id, names in by_cell.items():
+        workload = cells[cell_id].workload
+        base = {n: m for (w, n), m in baseline_means.items() if w == workload and m > 0}
+        if base:
+            names = [n for n in names if n in base]
+        table: dict[tuple[int, int], list[float]] = defaultdict(list)
+        for name in names:
+            scale = base.get(name, 1.0)
+            for rep, inst, value in grouped.values.get((cell_id, name), np.empty((0, 3))):
+                table[(int(rep), int(inst))].append(value / scale)
+        rows = [
+            (rep, inst, geometric_mean(v))
+            for (rep, inst), v in sorted(table.items())
+            if len(v) == len(names)
+        ]
+        rows = [r for r in rows if math.isfinite(r[2])]
+        if rows:
+            grouped.values[(cell_id, COMPOSITE)] = np.array(rows, dtype=float)
+            grouped.meta[(cell_id, COMPOSITE)] = ("×native" if base else "score", True)
+
+
+def analyse(store: Store, run_id: str) -> RunAnalysis:
+    """Read a run from the store and compute every figure of its report."""
+    run = store.run(run_id)
+    cell_rows = store.cells(run.id)
+    if not cell_rows:
+        raise HvbenchError(f"run {run.id} has no cells yet; nothing to report")
+    cells = {
+        c.id: CellInfo(
+            c.id,
+            c.platform,
+            c.driver,
+            c.workload,
+            c.workload_name,
+            c.instances,
+            dict(c.platform_settings or {}),
+            dict(c.workload_settings or {}),
+        )
+        for c in cell_rows
+    }
+    platforms = list(dict.fromkeys(c.platform for c in cells.values()))
+    drivers = {c.platform: c.driver for c in cells.values()}
+    baseline = baseline_of(run.study_text, drivers)
+    inventory = dict(run.inventory or {})
+    host_cores = int(inventory.get("cores_logical") or 0)
+
+    states: dict[int, list[dict]] = defaultdict(list)
+    cpu_samples: dict[int, list[tuple[int, dict]]] = defaultdict(list)
+    failed = []
+    started = {}
+    for cell_id, rep, status, error, when, state, cpu in _samples(store, run.id):
+        started[(cell_id, rep)] = when
+        if status != "ok":
+            failed.append((cells[cell_id], rep, error or "failed"))
+            continue
+        states[cell_id].append(dict(state or {}))
+        cpu_samples[cell_id].append((rep, dict(cpu or {})))
+    host_cpu = {cid: h for cid, v in cpu_samples.items() if (h := host_cpu_of(v)) is not None}
+
+    rows = store.metric_rows(run.id)
+    grouped = _Grouped(rows)
+    baseline_means: dict[tuple[str, str], float] = {}
+    if baseline is not None:
+        base_cells = [c for c in cells.values() if c.platform == baseline]
+        for c in base_cells:
+            if c.workload_name != CPU_WORKLOAD:
+                continue
+            pick = pick_baseline_cell(base_cells, c.workload, 1)
+            if pick is not c:
+                continue
+            for (cid, name), triples in grouped.values.items():
+                if cid == c.id and grouped.meta[(cid, name)][1]:
+                    baseline_means[(c.workload, name)] = float(np.mean(triples[:, 2]))
+    _composite_rows(grouped, cells, baseline_means)
+
+    # first every series, then all their summaries at once (bootstraps are batched)
+    specs = []
+    for (cid, name), (unit, hib) in grouped.meta.items():
+        triples = grouped.values.get((cid, name))
+        if triples is None or len(triples) == 0:
+            continue
+        ser = series(triples, cells[cid].instances)
+        throughput = is_throughput(unit, hib) and len(ser.aggregate) > 0
+        cores = host_cpu[cid].busy_cores if cid in host_cpu else {}
+        per_core = (
+            np.array(
+                [
+                    x / cores[int(r)]
+                    for x, r in zip(ser.aggregate, ser.aggregate_reps, strict=True)
+                    if cores.get(int(r), 0) > 0
+                ]
+            )
+            if throughput
+            else np.empty(0)
+        )
+        specs.append((cid, name, unit, hib, ser, throughput, per_core))
+    arrays = []
+    for *_, ser, throughput, per_core in specs:
+        arrays += [ser.single, *([ser.aggregate] if throughput else []), per_core]
+    summaries = iter(summarize_many([x for x in arrays if len(x)]))
+    results = []
+    for cid, name, unit, hib, ser, throughput, per_core in specs:
+        results.append(
+            MetricResult(
+                cell=cells[cid],
+                name=name,
+                unit=unit,
+                higher_is_better=hib,
+                throughput=throughput,
+                repetitions=ser.reps,
+                single_values=ser.single,
+                aggregate_values=ser.aggregate if throughput else None,
+                per_instance=ser.per_instance,
+                single=next(summaries),
+                aggregate=next(summaries) if throughput else None,
+                overcommit=overcommit(cells[cid], states[cid], host_cores),
+                per_core_values=per_core if len(per_core) else None,
+                per_core=next(summaries) if len(per_core) else None,
+            )
+        )
+    results.sort(key=lambda r: (r.cell.id, r.name != COMPOSITE))  # stable: tool order
+
+    _compare_to_baseline(results, list(cells.values()), baseline)
+    scaling(results)
+    symmetry = _symmetry(results)
+    analysis = RunAnalysis(
+        run_id=run.id,
+        study_name=run.study_name,
+        status=run.status,
+        created_at=run.created_at,
+        finished_at=run.finished_at,
+        hvbench_version=run.hvbench_version,
+        git_commit=run.git_commit,
+        options=dict(run.options or {}),
+        inventory=inventory,
+        artifacts=store.artifacts(run.id),
+        study_text=run.study_text,
+        baseline=baseline,
+        cells=list(cells.values()),
+        platforms=platforms,
+        results=results,
+        host_cpu=host_cpu,
+        symmetry=symmetry,
+        failed=failed,
+        commands=_commands(store, run.id),
+        text_only={
+            (cells[cid].platform, cells[cid].workload, name, cells[cid].instances): " ".join(t)
+            for (cid, name), texts in grouped.texts.items()
+            if (cid, name) not in grouped.values and (t := sorted(texts))
+        },
+        rows=rows,
+        started=started,
+    )
+    analysis.warnings = _warnings(analysis)
+    return analysis
+
+
+def _samples(store: Store, run_id: str) -> list[tuple]:
+    """(cell id, repetition, status, error, started, platform state, host CPU) of each sample:
+    plain rows, not ORM objects, which cost a third of the analysis of a large run."""
+    q = (
+        select(
+            SampleRow.cell_id,
+            SampleRow.repetition,
+            SampleRow.status,
+            SampleRow.error,
+            SampleRow.started_at,
+            SampleRow.platform_state,
+            SampleRow.host_cpu,
+        )
+        .join(CellRow, SampleRow.cell_id == CellRow.id)
+        .where(CellRow.run_id == run_id)
+        .order_by(SampleRow.id)
+    )
+    with Session(store.engine) as session:
+        return [tuple(r) for r in session.execute(q)]
+
+
+def _commands(store: Store, run_id: str) -> list[tuple[str, list[str]]]:
+    """Each distinct (tool, argv) the run used, in order; reads only those two columns, since
+    the raw outputs themselves can be megabytes per sample."""
+    q = (
+        select(RawOutputRow.tool, RawOutputRow.command)
+        .join(SampleRow, RawOutputRow.sample_id == SampleRow.id)
+        .join(CellRow, SampleRow.cell_id == CellRow.id)
+        .where(CellRow.run_id == run_id)
+        .order_by(RawOutputRow.id)
+    )
+    seen: dict[str, tuple[str, list[str]]] = {}
+    with Session(store.engine) as session:
+        for tool, command in session.execute(q):
+            argv = [str(a) for a in command or []]
+            seen.setdefault(" ".join(argv), (tool, argv))
+    return list(seen.values())
+
+
+def _compare_to_baseline(
+    results: list[MetricResult], cells: list[CellInfo], baseline: str | None
+) -> None:
+    if baseline is None:
+        return
+    base_cells = [c for c in cells if c.platform == baseline]
+    index = {(r.cell.id, r.name): r for r in results}
+    for r in results:
+        pick = pick_baseline_cell(base_cells, r.cell.workload, r.cell.instances)
+        base = index.get((pick.id, r.name)) if pick else None
+        if base is None:
+            continue
+        r.vs_baseline = normalize(r.single_values, base.single_values, r.higher_is_better)
+        if r.aggregate_values is not None and base.aggregate_values is not None:
+            r.aggregate_vs_baseline = normalize(
+                r.aggregate_values, base.aggregate_values, r.higher_is_better
+            )
+        if r.per_core is not None and base.per_core is not None and r.per_core.mean > 0:
+            r.cost_vs_baseline = base.per_core.mean / r.per_core.mean
+
+
+_INBOUND = re.compile(r"(?<![a-z])inbound(?![a-z])")
+
+
+def _symmetry(results: list[MetricResult]) -> list[Symmetry]:
+    """Pair throughput metrics whose names differ only by the word ``inbound``/``outbound``, per
+    cell."""
+    index = {(r.cell.id, r.name): r for r in results}
+    out = []
+    for r in results:
+        other = _INBOUND.sub("outbound", r.name)
+        if other == r.name or not r.throughput:  # retransmits, %CPU: not a direction's speed
+            continue
+        o = index.get((r.cell.id, other))
+        if o is None or r.single.mean <= 0 or o.single.mean <= 0:
+            continue
+        ratio = o.single.mean / r.single.mean
+        p = welch(r.single_values, o.single_values).p_value
+        gap = 1 - min(ratio, 1 / ratio)
+        out.append(Symmetry(r.cell, r, o, ratio, gap, p))
+    return out
+
+
+def _warnings(a: RunAnalysis) -> list[str]:
+    """Noisy cells (high CV, steal time) and outliers, one line each."""
+    out = []
+    for r in a.results:
+        where = f"{r.cell.platform} / {r.cell.workload} / {r.cell.instances} inst. / {r.name}"
+        if r.single.noisy:
+            out.append(f"{where}: noisy, CV {100 * r.single.cv:.1f}% over {r.single.n} repetitions")
+        if r.single.outliers:
+            vals = ", ".join(f"{r.single_values[i]:.4g}" for i in r.single.outliers)
+            out.append(f"{where}: outlier repetition(s) by MAD: {vals}")
+    for cid, h in a.host_cpu.items():
+        if h.states.get("steal", 0.0) > NOISY_STEAL:
+            c = next(c for c in a.cells if c.id == cid)
+            out.append(
+                f"{c.platform} / {c.workload} / {c.instances} inst.: host noisy, steal time "
+                f"{100 * h.states['steal']:.1f}% of the host's CPU"
+            )
+    for cell, rep, error in a.failed:
+        out.append(
+            f"{cell.platform} / {cell.workload} / {cell.instances} inst.: repetition "
+            f"{rep} failed: {error}"
+        )
+    return out

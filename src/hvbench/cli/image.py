@@ -1,0 +1,90 @@
+"""``hvbench image list|show|build|prune``: the guest images in the cache."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from hvbench.guest import image as guest_image
+from hvbench.guest.kernel import FLAVOURS
+
+app = typer.Typer(no_args_is_help=True, help="Guest images built from Debian packages.")
+out = Console()
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1 << 20):.1f} MiB"
+
+
+@app.command("list")
+def list_images() -> None:
+    """Images in the cache, newest first."""
+    table = Table("key", "form", "tools", "built", "size")
+    for img in guest_image.images():
+        m = img.manifest
+        if "kernel" in m:
+            form = f"initramfs, {m['kernel']['package']} {m['kernel']['version']}"
+        else:
+            form = f"{m.get('form', 'rootfs')}, Debian {m.get('suite', '?')}"
+        table.add_row(img.key, form, " ".join(m["tools"]) or "-", m["built"], _mib(img.size))
+    out.print(table)
+    out.print(f"cache: {guest_image.cache_root()}")
+
+
+@app.command()
+def show(
+    key: Annotated[str, typer.Argument(help="the image's key or its first characters")],
+    files: Annotated[bool, typer.Option(help="list every file with its sha256")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print the whole manifest")] = False,
+) -> None:
+    """An image's manifest: kernel, packages and versions, files."""
+    img = guest_image.find(key)
+    m = img.manifest
+    if as_json:
+        print(json.dumps(m, indent=1))
+        return
+    if "kernel" in m:
+        out.print(f"image {m['key']} (format {m['format']}, built {m['built']}) in {img.dir}")
+        k = m["kernel"]
+        form = "vmlinux (ELF, PVH entry)" if img.vmlinux else "bzImage"
+        out.print(f"kernel: {k['package']} {k['version']} ({k['release']}), boots as {form}")
+    else:
+        out.print(f"image {m['key']} ({m.get('form')}, Debian {m.get('suite')}) in {img.dir}")
+    out.print(f"tools: {' '.join(m['tools']) or '-'}")
+    table = Table("package", "version")
+    for name, version in m["packages"].items():
+        table.add_row(name, version)
+    out.print(table)
+    if files:
+        listing = Table("path", "size", "sha256", "package")
+        for path, f in m["files"].items():
+            listing.add_row(path, str(f["size"]), f["sha256"], f.get("package") or "")
+        out.print(listing)
+    else:
+        out.print(f"{len(m['files'])} files (--files lists them with their sha256)")
+
+
+@app.command()
+def build(
+    tools: Annotated[
+        list[str] | None, typer.Argument(help="programs the guest needs (e.g. fio iperf3)")
+    ] = None,
+    kernel: Annotated[str, typer.Option(help=f"kernel flavour: {', '.join(FLAVOURS)}")] = "amd64",
+    force: Annotated[bool, typer.Option(help="rebuild even if cached")] = False,
+) -> None:
+    """Build (or find in the cache) the image for these tools; prints its key."""
+    img = guest_image.build(tools or [], kernel, force=force)
+    out.print(f"{img.key} {img.dir} ({_mib(img.size)})")
+
+
+@app.command()
+def prune(
+    keep: Annotated[int, typer.Option(min=0, help="how many of the newest images to keep")] = 0,
+) -> None:
+    """Remove cached images (kernel packages stay cached)."""
+    removed = guest_image.prune(keep)
+    out.print(f"removed {len(removed)} image(s): {' '.join(i.key for i in removed) or '-'}")

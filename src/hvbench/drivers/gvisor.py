@@ -1,0 +1,99 @@
+"""gVisor sandboxes (``driver: gvisor``): the container platform's OCI bundle run by runsc, whose
+Sentry kernel (in Go) serves the guest's system calls, trapped by ``systrap`` or ``ptrace``.
+
+runsc comes from ``scripts/build-runsc.sh`` (``./setup.sh --with-gvisor``), a static
+``CGO_ENABLED=0`` build: the default cgo build dies here with "fork/exec /proc/self/exe".
+
+Network: the spec names the instance's own network namespace (a veth on the run's bridge), and
+runsc's ``sandbox`` mode moves that veth's address into gVisor's netstack, so packets go through
+gVisor's TCP/IP stack and nothing of the host's network (iptables, ip_forward, links) is
+touched; ``host`` passes sockets through to the host kernel, still inside that namespace.
+
+Disk: ``--overlay2=none``. By default (``root:self``) runsc lays an overlay over the root whose
+upper layer is a memory file system of the sandbox (backed by a host file), so what a tool
+writes there measures gVisor's memory, not a disk. Here the root is read-only, /tmp is a tmpfs
+as in the guests, and the data disk is a bind mount of an ext4 filesystem on a host loop device
+with direct I/O, served through the gofer (directfs): disk workloads measure that disk. One
+difference stays: the Sentry opens those files on the host without O_DIRECT (seen in the
+sandbox's /proc/PID/fdinfo here; google/gvisor#3626), so a tool's direct I/O goes through the
+host's page cache (reading back what was just written comes from memory); fsync does reach the
+disk.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from typing import ClassVar, Literal
+
+from hvbench.drivers.base import Availability
+from hvbench.drivers.oslevel import OciDriver, OciInstance, OsLevelSettings, which
+
+BUILD_HINT = "./setup.sh --with-gvisor (runs scripts/build-runsc.sh: a static build into .venv)"
+
+
+class GvisorSettings(OsLevelSettings):
+    driver: Literal["gvisor"]
+    platform: Literal["systrap", "ptrace"] = "systrap"
+    """How the Sentry intercepts system calls (KVM is not offered: it needs a usable /dev/kvm)."""
+    network: Literal["sandbox", "host"] = "sandbox"
+    """sandbox: gVisor's own netstack; host: the host kernel's, from inside the instance's
+    namespace."""
+
+
+class GvisorInstance(OciInstance):
+    def kill_pids(self, pids: list[int]) -> None:
+        """Processes of a sandbox are not host processes: runsc kills them by sandbox pid."""
+        for pid in pids:
+            if pid != 1:
+                subprocess.run(
+                    [*self.runtime, "kill", "--pid", str(pid), self.container_id, "KILL"],
+                    capture_output=True,
+                    timeout=30,
+                    check=False,
+                )
+
+
+class GvisorDriver(OciDriver):
+    name: ClassVar[str] = "gvisor"
+    settings_model = GvisorSettings
+    runtime_name: ClassVar[str] = "runsc"
+    instance_class = GvisorInstance
+    state_mounts = ("null-netns",)
+    """runsc bind-mounts an empty network namespace there (for its gofer) and never unmounts it."""
+
+    @property
+    def gsettings(self) -> GvisorSettings:
+        return self.settings  # type: ignore[return-value]
+
+    @classmethod
+    def runtime_binary(cls) -> str | None:
+        return which("runsc")
+
+    @classmethod
+    def check(cls) -> Availability:
+        binary = cls.runtime_binary()
+        if binary is None:
+            return Availability(False, "runsc is not installed", BUILD_HINT)
+        ldd = subprocess.run(["ldd", binary], capture_output=True, text=True, check=False)
+        if ldd.returncode == 0:
+            return Availability(
+                False,
+                f"{binary} is a dynamic (cgo) build, which dies with 'fork/exec /proc/self/exe'",
+                BUILD_HINT,
+            )
+        return Availability(True, f"{binary}: platforms systrap and ptrace")
+
+    def global_flags(self) -> list[str]:
+        s = self.gsettings
+        return [f"--platform={s.platform}", f"--network={s.network}", "--overlay2=none"]
+
+    def resolved(self) -> dict:
+        s = self.gsettings
+        return {
+            "platform": s.platform,
+            "network": f"{s.network} mode inside the instance's own network namespace",
+            "overlay": "none: disk workloads measure the bind-mounted data disk, not memory",
+            "direct_io": "the Sentry opens the data disk's files on the host without O_DIRECT, "
+            "so direct I/O inside the sandbox goes through the host's page cache; fsync reaches "
+            "the disk",
+        }

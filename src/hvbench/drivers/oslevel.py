@@ -1,0 +1,499 @@
+"""What the OS-level drivers share: one OCI bundle, run by runc (``container``) or runsc
+(``gvisor``), so that the two differ only in the runtime that executes the same spec.
+
+Each instance is an OCI container whose root is the very tree a QEMU guest boots (the guest
+image's initramfs, unpacked once per platform and mounted read-only), with
+
+- the network namespace that ``RunNetwork.add_host_netns`` made for it (a veth on the run's
+  bridge), named in the spec, so the runtime never touches the host's network;
+- cgroup limits equal to the platform's ``vcpus`` (CFS quota of that many CPUs, or a cpuset when
+  pinned) and ``memory`` (swap included, as a VM has none), so that a container compares fairly
+  with a VM of the same size;
+- the data disk: a sparse file on the host behind a loop device with direct I/O (so the host's
+  page cache of the file does not hide the medium), formatted and mounted *on the host* with the
+  same mkfs options every platform uses, and bind-mounted into the container at DATA_MOUNT. A
+  container has no kernel of its own to mount it with (gVisor has no block devices at all).
+
+Commands run through the runtime's ``exec`` (no guest agent: the runtime is the control
+channel, and ``exec`` puts the command in the container's namespaces *and* cgroup, which
+nsenter would not).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sysconfig
+import threading
+import time
+from abc import abstractmethod
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar, Literal
+
+import psutil
+from pydantic import BaseModel, ConfigDict, PositiveInt
+
+from hvbench.drivers.base import (
+    DATA_MOUNT,
+    MKFS,
+    DataDisk,
+    Driver,
+    Instance,
+    PlatformSettings,
+)
+from hvbench.errors import CommandTimeout, HvbenchError, InstanceError
+from hvbench.guest import image as guest_image
+from hvbench.guest import rootfs
+from hvbench.host.process import ExecResult, run_bounded
+from hvbench.host.resources import Resource
+from hvbench.host.storage import loop_device
+from hvbench.units import Size
+
+PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+CFS_PERIOD_US = 100_000
+STOP_TIMEOUT_S = 30.0
+WORKDIR = "/tmp"
+"""Where commands start: the root is read-only, and tools that write to their working directory
+(stress-ng) write to memory there, as they do in a guest whose root is its initramfs."""
+INIT = ["/bin/sh", "-c", "while :; do sleep 3600 & wait; done"]
+"""The container's PID 1: holds its namespaces while commands come and go through ``exec``, and
+reaps what a killed command orphaned (ash's ``wait`` reaps any child)."""
+CAPABILITIES = [
+    "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP_MKNOD", "CAP_NET_RAW",
+    "CAP_SETGID", "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP", "CAP_NET_BIND_SERVICE",
+    "CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE",
+]  # fmt: skip
+"""The capabilities a container engine grants by default (Docker's set): what a workload in an
+ordinary container has."""
+
+
+class OsLevelDisk(BaseModel):
+    """The data disk: an ext4 filesystem on the host, bind-mounted into the container."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    backing: Literal["file", "block"] = "file"
+    path: str | None = None
+    """For ``file``: the directory that holds the image (default: the run's work directory).
+    For ``block``: the partition or LV to format, which is erased."""
+    size: Size = 2 << 30
+
+
+class OsLevelSettings(PlatformSettings):
+    """What a container platform shares with a VM of the same size."""
+
+    vcpus: PositiveInt = 1
+    memory: Size = 512 << 20
+    pin: bool = False
+    """Limit each instance to ``vcpus`` host cores of its own (a cpuset, round robin) rather
+    than to a CFS quota of ``vcpus`` CPUs anywhere."""
+    disk: OsLevelDisk = OsLevelDisk()
+
+
+def cgroup_version() -> Literal[1, 2]:
+    """2 on a unified hierarchy, 1 on a legacy or hybrid one (where runc and runsc use v1)."""
+    return 2 if Path("/sys/fs/cgroup/cgroup.controllers").exists() else 1
+
+
+def _fs_type(path: str) -> str:
+    out = subprocess.run(["stat", "-fc", "%T", path], capture_output=True, text=True, check=False)
+    return out.stdout.strip()
+
+
+def cgroup_procs(cgroups_path: str) -> list[int]:
+    """Host pids in the container's cgroup (v1: the cpuacct hierarchy)."""
+    base = Path("/sys/fs/cgroup") if cgroup_version() == 2 else Path("/sys/fs/cgroup/cpuacct")
+    try:
+        text = (base / cgroups_path.lstrip("/") / "cgroup.procs").read_text()
+    except OSError:
+        return []
+    return [int(p) for p in text.split()]
+
+
+@dataclass
+class OciInstance(Instance):
+    """One container, run by the driver's runtime."""
+
+    runtime: list[str] = field(default_factory=list)
+    """The runtime's argv up to the subcommand (binary, --root and global flags)."""
+    container_id: str = ""
+    cgroups_path: str = ""
+    init: psutil.Process | None = None
+    resources: list[Resource] = field(default_factory=list)
+    _running: set[int] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def exec(self, argv: Sequence[str], timeout: float, stdin: bytes | None = None) -> ExecResult:
+        if not self.alive():
+            raise InstanceError(f"{self.name}: the container is not running any more")
+        wrapped = [*self.runtime, "exec", "--cwd", WORKDIR, self.container_id, *argv]
+        try:
+            result = run_bounded(
+                wrapped, timeout, stdin, on_start=self._started, on_exit=self._exited
+            )
+        except CommandTimeout:
+            self.kill_commands()
+            raise
+        result.argv = list(argv)
+        return result
+
+    def _started(self, pid: int) -> None:
+        with self._lock:
+            self._running.add(pid)
+
+    def _exited(self, pid: int) -> None:
+        with self._lock:
+            self._running.discard(pid)
+
+    def kill_commands(self) -> None:
+        """End every process of the container but its init: what a timed-out command left
+        running inside (its children included), which killing ``exec`` does not reach."""
+        ps = subprocess.run(
+            [*self.runtime, "ps", "--format", "json", self.container_id],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        with contextlib.suppress(ValueError):
+            listed = json.loads(ps.stdout or "null") or []
+            self.kill_pids([p for p in listed if isinstance(p, int)])
+
+    def kill_pids(self, pids: list[int]) -> None:
+        """Kill what ``runtime ps`` listed, but the init. runc lists host pids; runsc, whose
+        processes live in its sandbox, overrides this."""
+        init = self.init.pid if self.init else None
+        for pid in pids:
+            if pid != init:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+
+    def host_pids(self) -> list[int]:
+        """The container's processes on the host (its cgroup) and the runtime's running exec
+        processes, which collect the CPU time of the commands they ran."""
+        with self._lock:
+            running = set(self._running)
+        return sorted(running | set(cgroup_procs(self.cgroups_path)))
+
+    def alive(self) -> bool:
+        return self.init is not None and self.init.is_running()
+
+
+class OciDriver(Driver):
+    """A driver that runs each instance as an OCI container of the guest image's tree."""
+
+    kind = "container"
+    runtime_name: ClassVar[str]
+    instance_class: ClassVar[type[OciInstance]] = OciInstance
+    state_mounts: ClassVar[tuple[str, ...]] = ()
+    """Mounts the runtime makes in its state directory and leaves there."""
+
+    @property
+    def osettings(self) -> OsLevelSettings:
+        return self.settings  # type: ignore[return-value]
+
+    # what a runtime differs in ---------------------------------------------------------------
+
+    @classmethod
+    @abstractmethod
+    def runtime_binary(cls) -> str | None:
+        """Path of the runtime, or None if it is not installed."""
+
+    def global_flags(self) -> list[str]:
+        """Flags before the subcommand, besides --root."""
+        return []
+
+    def resolved(self) -> dict:
+        """What describe() adds for this runtime."""
+        return {}
+
+    # the common part ---------------------------------------------------------------------------
+
+    def _resolve(self) -> None:
+        """Build (or take from the cache) the guest image and unpack its tree, once per driver."""
+        if getattr(self, "_root", None):
+            return
+        binary = self.runtime_binary()
+        if binary is None:
+            verdict = self.check()
+            raise HvbenchError(f"platform {self.platform}: {verdict.detail}; {verdict.fix}")
+        if self.needs.userland:
+            raise HvbenchError(
+                f"platform {self.platform}: workloads needing a full userland (kernbench) are "
+                f"not supported by the {self.name} driver yet"
+            )
+        self._image = guest_image.build(self.needs.tools)
+        root = rootfs.unpack(self._image, self.workdir / f"rootfs-{self._image.key}", self.ledger)
+        (root / DATA_MOUNT.lstrip("/")).mkdir(parents=True, exist_ok=True)
+        self._root = root
+        state = self.workdir / "state"
+        if not state.is_dir():  # the first group of instances of this platform in this run
+            self.ledger.add("path", str(state))
+            state.mkdir()
+            for name in self.state_mounts:
+                self.ledger.add("mount", str(state / name))
+        self._runtime = [binary, "--root", str(state), *self.global_flags()]
+        self._cgroup_version = cgroup_version()
+
+    def start(self, count: int, deadline: float) -> list[Instance]:
+        self._resolve()
+        s = self.osettings
+        instances = [
+            self.instance_class(self.platform, i, s.vcpus, s.memory >> 20) for i in range(count)
+        ]
+        self.network.up()  # once, before the instances add their veths in parallel
+        with ThreadPoolExecutor(max_workers=count) as pool:
+            futures = [pool.submit(self._start_one, inst, deadline) for inst in instances]
+            errors = [f.exception() for f in futures]
+        failed = [e for e in errors if e is not None]
+        if failed:
+            self.stop(list(instances))
+            first = failed[0]
+            if isinstance(first, InstanceError | HvbenchError):
+                raise first
+            raise InstanceError(f"{self.platform}: start failed: {first}") from first
+        return list(instances)
+
+    def _start_one(self, inst: OciInstance, deadline: float) -> None:
+        made = inst.resources
+        netns = self.network.add_host_netns(inst.index)
+        made.append(netns)
+        inst.address = self.network.address(inst.index)
+        bundle = self.workdir / inst.name
+        made.append(self.ledger.add("path", str(bundle)))
+        bundle.mkdir()
+        data_source = None
+        if self.needs.data_disk:
+            data_source = self._data_disk(inst, bundle, made)
+        inst.runtime = self._runtime
+        inst.container_id = f"hvb-{self.ledger.run_id[-8:]}-{inst.name}-{os.getpid()}"
+        # a cgroup of its own at the top, which the runtime's delete removes (a common parent
+        # would be left behind)
+        inst.cgroups_path = f"/{inst.container_id}"
+        spec = self.spec(inst, netns.name, data_source)
+        (bundle / "config.json").write_text(json.dumps(spec, indent=1))
+        made.append(self.ledger.add("container", inst.container_id, runtime=self._runtime))
+        log = bundle / "runtime.log"
+        t0 = time.monotonic()  # boot is the runtime's start to the first command's answer
+        with log.open("wb") as out:
+            proc = subprocess.run(
+                [*self._runtime, "run", "--detach", "--bundle", str(bundle), inst.container_id],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                timeout=max(1.0, deadline - time.monotonic()),
+                check=False,
+            )
+        if proc.returncode != 0:
+            raise InstanceError(f"{inst.name}: {self.runtime_name} run failed: {_tail(log)}")
+        inst.init = self._init_process(inst)
+        probe = inst.exec(["true"], timeout=max(1.0, deadline - time.monotonic()))
+        if not probe.ok:
+            raise InstanceError(f"{inst.name}: first command failed: {probe.describe_failure()}")
+        inst.boot = {"ready": round(time.monotonic() - t0, 3)}
+
+    def _init_process(self, inst: OciInstance) -> psutil.Process:
+        """The container's init on the host (runsc: its sandbox), from the runtime's state."""
+        state = subprocess.run(
+            [*self._runtime, "state", inst.container_id],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        try:
+            return psutil.Process(int(json.loads(state.stdout)["pid"]))
+        except (ValueError, KeyError, TypeError, psutil.Error):
+            raise InstanceError(
+                f"{inst.name}: {self.runtime_name} state gave no running init: "
+                f"{(state.stdout or state.stderr).strip()[-200:]}"
+            ) from None
+
+    def _data_disk(self, inst: OciInstance, bundle: Path, made: list[Resource]) -> str:
+        """Make, format and mount the data disk on the host; return the mounted directory."""
+        disk = self.osettings.disk
+        if disk.backing == "block":
+            if not disk.path or not Path(disk.path).exists():
+                raise HvbenchError(
+                    f"platform {self.platform}: disk backing 'block' needs the path of an "
+                    f"existing partition or LV (got {disk.path!r})"
+                )
+            device, what = disk.path, f"block device {disk.path}"
+        else:
+            directory = Path(disk.path) if disk.path else self.workdir
+            backing = directory / f"{inst.name}.img"
+            made.extend(loop_device(self.ledger, backing, disk.size))
+            device = made[-1].name
+            what = (
+                f"loop device (direct I/O) over a sparse file {backing} "
+                f"on {_fs_type(str(directory))}"
+            )
+        mkfs = subprocess.run([*MKFS, device], capture_output=True, text=True, check=False)
+        if mkfs.returncode != 0:
+            raise InstanceError(f"{inst.name}: mkfs.ext4 {device}: {mkfs.stderr.strip()[-200:]}")
+        mountpoint = bundle / "data"
+        made.append(self.ledger.add("path", str(mountpoint)))
+        mountpoint.mkdir()
+        made.append(self.ledger.add("mount", str(mountpoint)))
+        mount = subprocess.run(
+            ["mount", device, str(mountpoint)], capture_output=True, text=True, check=False
+        )
+        if mount.returncode != 0:
+            raise InstanceError(f"{inst.name}: mount {device}: {mount.stderr.strip()[-200:]}")
+        inst.data_disk = DataDisk(
+            device,
+            DATA_MOUNT,
+            f"ext4 on {what}, formatted and mounted on the host, bind-mounted into the "
+            f"container at {DATA_MOUNT}",
+        )
+        return str(mountpoint)
+
+    def spec(self, inst: OciInstance, netns: str, data_source: str | None) -> dict:
+        """The OCI runtime spec of one instance."""
+        s = self.osettings
+        cpu: dict = {"quota": s.vcpus * CFS_PERIOD_US, "period": CFS_PERIOD_US}
+        if s.pin:
+            cores = os.cpu_count() or 1
+            first = inst.index * s.vcpus
+            cpu["cpus"] = ",".join(str((first + k) % cores) for k in range(s.vcpus))
+        mounts = [
+            {"destination": "/proc", "type": "proc", "source": "proc"},
+            _tmpfs("/dev", "mode=755", "size=65536k", "strictatime"),
+            {
+                "destination": "/dev/pts",
+                "type": "devpts",
+                "source": "devpts",
+                "options": ["nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"],
+            },
+            _tmpfs("/dev/shm", "mode=1777", "nodev", "noexec"),
+            {
+                "destination": "/sys",
+                "type": "sysfs",
+                "source": "sysfs",
+                "options": ["nosuid", "noexec", "nodev", "ro"],
+            },
+            # as in the guests, where rc mounts tmpfs there: scratch space lives in memory
+            _tmpfs("/tmp", "mode=1777", "nodev"),
+            _tmpfs("/run", "mode=755", "nodev"),
+        ]
+        if data_source:
+            mounts.append(
+                {
+                    "destination": DATA_MOUNT,
+                    "type": "bind",
+                    "source": data_source,
+                    "options": ["rbind", "rw"],
+                }
+            )
+        return {
+            "ociVersion": "1.0.2",
+            "process": {
+                "terminal": False,
+                "user": {"uid": 0, "gid": 0},
+                "args": INIT,
+                "env": [f"PATH={PATH}", "HOME=/root"],
+                "cwd": WORKDIR,
+                "capabilities": {k: CAPABILITIES for k in ("bounding", "effective", "permitted")},
+                "noNewPrivileges": True,
+            },
+            "root": {"path": str(self._root), "readonly": True},
+            "hostname": inst.name,
+            "mounts": mounts,
+            "linux": {
+                "namespaces": [
+                    {"type": "pid"},
+                    {"type": "ipc"},
+                    {"type": "uts"},
+                    {"type": "mount"},
+                    {"type": "network", "path": f"/run/netns/{netns}"},
+                ],
+                "cgroupsPath": inst.cgroups_path,
+                "resources": {
+                    "cpu": cpu,
+                    # swap equal to memory: no swap, as in a VM
+                    "memory": {"limit": s.memory, "swap": s.memory},
+                },
+                "maskedPaths": ["/proc/kcore", "/proc/keys", "/proc/timer_list", "/sys/firmware"],
+                "readonlyPaths": ["/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys"],
+            },
+        }
+
+    def stop(self, instances: list[Instance]) -> None:
+        for inst in instances:
+            assert isinstance(inst, OciInstance)
+            while inst.resources:
+                res = inst.resources.pop()
+                self.ledger.release(res)
+                if res.kind == "container" and inst.init is not None:
+                    # the runtime's delete returns before its processes are gone, and they hold
+                    # the data disk's mount and files in the state directory until then
+                    with contextlib.suppress(psutil.Error):
+                        inst.init.wait(STOP_TIMEOUT_S)
+            inst.init = None
+
+    def describe(self) -> dict:
+        info = super().describe()
+        image = getattr(self, "_image", None)
+        if image is None:
+            return info
+        s = self.osettings
+        info["resolved"] = {
+            "runtime": self.runtime_name,
+            "runtime_version": runtime_version(self._runtime[0]),
+            "root": "the guest image's tree, unpacked, read-only; commands start in /tmp, a tmpfs",
+            "control": f"{self.runtime_name} exec (the container's namespaces and cgroup)",
+            "network": "veth into the run's bridge from a network namespace of its own",
+            "cgroup": {
+                "version": self._cgroup_version,
+                "cpu": f"CFS quota {s.vcpus * CFS_PERIOD_US} us per {CFS_PERIOD_US} us"
+                + (" and a cpuset of as many cores" if s.pin else ""),
+                "memory": f"{s.memory} bytes, no swap",
+            },
+            "data_disk": "ext4 formatted and mounted on the host (loop device with direct I/O "
+            "over a sparse file, or the block device given), bind-mounted at " + DATA_MOUNT,
+            **self.resolved(),
+        }
+        info["image"] = image.manifest
+        return info
+
+
+def _tmpfs(destination: str, *options: str) -> dict:
+    return {
+        "destination": destination,
+        "type": "tmpfs",
+        "source": "tmpfs",
+        "options": ["nosuid", *options],
+    }
+
+
+def _tail(path: Path) -> str:
+    try:
+        lines = path.read_bytes()[-2000:].decode(errors="replace").strip().splitlines()
+    except OSError:
+        return "(no output)"
+    return " | ".join(lines[-3:]) or "(no output)"
+
+
+def runtime_version(binary: str) -> str:
+    """What ``--version`` prints, or for a runsc built by scripts/build-runsc.sh (which prints
+    none) the module version the script kept next to it."""
+    kept = Path(f"{binary}.version")
+    with contextlib.suppress(OSError):
+        return kept.read_text().strip()
+    out = subprocess.run([binary, "--version"], capture_output=True, text=True, check=False)
+    return " ".join(out.stdout.split("\n")[:2]).strip() or "unknown"
+
+
+def which(name: str) -> str | None:
+    """A program from hvbench's own virtualenv first (where setup installs runsc), then PATH."""
+    local = Path(sysconfig.get_path("scripts")) / name
+    if local.is_file() and os.access(local, os.X_OK):
+        return str(local)
+    return shutil.which(name)

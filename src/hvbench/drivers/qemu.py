@@ -1,0 +1,655 @@
+"""QEMU guests (``driver: qemu``): KVM where it can run a stock guest, TCG otherwise.
+
+Each instance is one QEMU process started inside the run's network namespace (so it can open its
+tap on the run's bridge), booting a Debian kernel with an initramfs built from the host's own
+tool binaries (hvbench.guest.image). Commands go through qemu-guest-agent on a virtio-serial
+port, never through the NIC under test. The kernel console is QEMU's stdout, read by a thread
+that timestamps the boot phases.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import itertools
+import json
+import os
+import re
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from shutil import which
+from typing import ClassVar, Literal
+
+import psutil
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
+from qemu.qmp.legacy import QEMUMonitorProtocol
+
+from hvbench.drivers.base import (
+    Availability,
+    Driver,
+    Instance,
+    PlatformSettings,
+    format_data_disk,
+)
+from hvbench.drivers.qemu_devices import (
+    Aio,
+    Boot,
+    Bus,
+    Cache,
+    Disk,
+    Machine,
+    MachineType,
+    Nic,
+    NicModel,
+)
+from hvbench.errors import CommandTimeout, HvbenchError, InstanceError
+from hvbench.guest import image as guest_image
+from hvbench.guest import userland
+from hvbench.guest.agent import AgentSilent, GuestAgent
+from hvbench.guest.files import DISK_LIST
+from hvbench.host.process import ExecResult
+from hvbench.host.resources import Ledger, Resource
+from hvbench.units import Size
+
+QEMU = "qemu-system-x86_64"
+CONSOLE_LIMIT = 16 << 20
+"""Bytes of a guest's console kept in its log file; the rest is dropped."""
+PROBE_SECONDS = 25.0
+"""How long a stock guest gets to reach its init under KVM before KVM is judged unusable."""
+DATA_SERIAL = "hvbench-data"
+
+
+# settings ---------------------------------------------------------------------------------
+
+
+class QemuDisk(BaseModel):
+    """The data disk that disk workloads measure."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    bus: Bus = "virtio-blk"
+    format: Literal["raw", "qcow2"] = "raw"
+    backing: Literal["file", "block"] = "file"
+    path: str | None = None
+    """For ``file``: the directory that holds the image (default: the run's work directory).
+    For ``block``: the partition, LV or loop device to use, which is erased."""
+    cache: Cache = "none"
+    aio: Aio = "threads"
+    size: Size = 2 << 30
+    """Size of a ``file`` image (sparse)."""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> QemuDisk:
+        if self.aio == "native" and self.cache not in ("none", "directsync"):
+            raise ValueError("aio: native needs cache: none or directsync (O_DIRECT)")
+        if self.backing == "block" and not self.path:
+            raise ValueError("backing: block needs a path (a partition, LV or loop device)")
+        if self.backing == "block" and self.format != "raw":
+            raise ValueError("backing: block takes format: raw (the device itself is the disk)")
+        return self
+
+
+class QemuSettings(PlatformSettings):
+    driver: Literal["qemu"]
+    accel: Literal["kvm", "tcg", "auto"] = "auto"
+    machine: MachineType = "pc"
+    cpu: str | None = Field(default=None, description="default: host under KVM, max under TCG")
+    vcpus: PositiveInt = 1
+    memory: Size = 512 << 20
+    pin: bool = False
+    """Pin each vCPU thread to a host core (round robin over the instances' vCPUs)."""
+    nic: NicModel | Literal["none"] = "virtio-net"
+    disk: QemuDisk = QemuDisk()
+    kernel: Literal["amd64", "cloud-amd64"] = "amd64"
+    kernel_form: Literal["auto", "vmlinux", "bzimage"] = "auto"
+    """auto: the uncompressed ELF vmlinux where it could be extracted (boots seconds faster)."""
+    tsc_early_khz: PositiveInt | None = None
+    """microvm under TCG: the TSC rate to trust (default: the host's), as calibration hangs."""
+    kernel_args: str = ""
+    boot_timeout: float = Field(default=300, gt=0)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> QemuSettings:
+        if self.machine == "microvm":
+            if self.nic not in ("virtio-net", "none"):
+                raise ValueError("machine: microvm has no PCI bus; use nic: virtio-net or none")
+            if self.disk.bus not in ("virtio-blk", "virtio-scsi"):
+                raise ValueError(
+                    "machine: microvm has no PCI bus; use disk bus virtio-blk or virtio-scsi"
+                )
+        if self.kernel == "cloud-amd64" and self.nic in ("e1000", "rtl8139"):
+            raise ValueError(f"kernel: cloud-amd64 has no {self.nic} driver; use kernel: amd64")
+        if self.memory < 128 << 20:
+            raise ValueError("memory: at least 128M (the initramfs lives in guest memory)")
+        return self
+
+
+# the KVM probe ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AccelVerdict:
+    accel: Literal["kvm", "tcg"]
+    reason: str
+
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return "unknown"
+
+
+def kvm_verdict(cache: Path | None = None, probe: bool = True) -> AccelVerdict | None:
+    """Whether KVM can run a stock guest here, decided by a bounded boot probe and remembered
+    until the host reboots. None if unknown and ``probe`` is False."""
+    path = (cache or guest_image.cache_root()) / "kvm-probe.json"
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        saved = json.loads(path.read_text())
+        if saved["boot_id"] == _boot_id():
+            return AccelVerdict(saved["accel"], saved["reason"])
+    if not probe:
+        return None
+    verdict = _probe_kvm(cache)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    record = {"boot_id": _boot_id(), "accel": verdict.accel, "reason": verdict.reason}
+    path.write_text(json.dumps(record))
+    return verdict
+
+
+def _probe_kvm(cache: Path | None) -> AccelVerdict:
+    if not os.path.exists("/dev/kvm"):
+        return AccelVerdict("tcg", "no /dev/kvm on this host")
+    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        return AccelVerdict("tcg", "/dev/kvm is not accessible to this user")
+    img = guest_image.build(cache=cache)
+    with _scratch_ledger() as (ledger, workdir):
+        machine = Machine(
+            type="pc",
+            accel="kvm",
+            cpu="host",
+            vcpus=1,
+            memory_mib=256,
+            boot=_boot(img, "auto", ""),
+            agent_socket=str(workdir / "agent.sock"),
+            qmp_socket=str(workdir / "qmp.sock"),
+            name="hvbench-kvm-probe",
+        )
+        start = time.monotonic()
+        guest = Guest.launch(machine, workdir / "probe", ledger, netns=None)
+        try:
+            reached = guest.console.wait_for("init", start + PROBE_SECONDS, guest.alive)
+        finally:
+            guest.kill()
+        last_words = _first_error(guest.stderr)
+    if reached:
+        return AccelVerdict("kvm", f"a stock guest reached init under KVM in {reached:.1f} s")
+    hint = ""
+    if Path("/sys/module/kvm_pvm").exists():
+        hint = "; /dev/kvm is kvm_pvm, which runs only PVM-enabled guest kernels"
+    why = (
+        f"did not reach init in {PROBE_SECONDS:.0f} s"
+        if guest.proc.returncode == -9
+        else f"made QEMU fail ({last_words})"
+    )
+    return AccelVerdict("tcg", f"/dev/kvm is present but a stock guest {why}{hint}")
+
+
+@contextlib.contextmanager
+def _scratch_ledger():
+    """A ledger and directory of their own for work outside a run (the probe)."""
+    with tempfile.TemporaryDirectory(prefix="hvbench-qemu-") as tmp:
+        ledger = Ledger(f"qemu-{os.getpid()}-{time.time_ns()}")
+        ledger.claim()
+        try:
+            yield ledger, Path(tmp)
+        finally:
+            ledger.release_all()
+
+
+# one QEMU process -------------------------------------------------------------------------
+
+
+class Console(threading.Thread):
+    """Drains QEMU's stdout (the guest's serial console) into a bounded log and timestamps the
+    boot phases, in seconds since the process started."""
+
+    MARKERS: ClassVar[dict[str, bytes]] = {"init": b"hvbench: init", "agent": b"hvbench: agent"}
+    _STAMP = re.compile(rb"^\[\s*(\d+\.\d+)\]")
+
+    def __init__(self, pipe, log: Path, started: float) -> None:
+        super().__init__(daemon=True)
+        self.pipe, self.log, self.started = pipe, log, started
+        self.phases: dict[str, float] = {}
+        self.kernel_clock: dict[str, float] = {}
+        self._cond = threading.Condition()
+
+    def run(self) -> None:
+        kept = 0
+        partial = b""
+        with self.log.open("wb") as out:
+            while chunk := self.pipe.read1(65536):
+                now = time.monotonic() - self.started
+                if kept < CONSOLE_LIMIT:
+                    out.write(chunk[: CONSOLE_LIMIT - kept])
+                    out.flush()
+                    kept += len(chunk)
+                lines = (partial + chunk).split(b"\n")
+                partial = lines.pop()[-4096:]
+                for line in [*lines, partial]:
+                    self._note(line.strip(b"\r"), now)
+        with self._cond:
+            self._cond.notify_all()
+
+    def _note(self, line: bytes, now: float) -> None:
+        stamp = self._STAMP.match(line)
+        if stamp:
+            # the kernel started at (arrival - its own clock) at the latest; the earliest
+            # such estimate over all lines is the closest
+            start = now - float(stamp.group(1))
+            self.phases["kernel"] = min(self.phases.get("kernel", start), max(0.0, start))
+            if b"Run /init as init process" in line:
+                self.kernel_clock["init"] = float(stamp.group(1))
+        for phase, marker in self.MARKERS.items():
+            if phase not in self.phases and line.startswith(marker):
+                with self._cond:
+                    self.phases[phase] = now
+                    self._cond.notify_all()
+
+    def wait_for(self, phase: str, deadline: float, alive: Callable[[], bool]) -> float | None:
+        """Seconds since start at which the phase was reached, or None by the deadline."""
+        with self._cond:
+            while phase not in self.phases:
+                left = deadline - time.monotonic()
+                if left <= 0 or not alive():
+                    return None
+                self._cond.wait(min(left, 0.5))
+            return self.phases[phase]
+
+
+@dataclass
+class Guest:
+    """A running QEMU process with its console reader and agent connection."""
+
+    machine: Machine
+    proc: subprocess.Popen
+    process: Resource
+    console: Console
+    agent: GuestAgent
+    started: float
+    stderr: Path
+
+    @classmethod
+    def launch(cls, machine: Machine, prefix: Path, ledger: Ledger, netns: str | None) -> Guest:
+        """Start QEMU (inside ``netns`` if given) and record it in the ledger."""
+        argv = machine.argv()
+        if netns:
+            argv = ["nsenter", f"--net=/run/netns/{netns}", "--", *argv]
+        stderr = prefix.with_suffix(".stderr")
+        started = time.monotonic()
+        with stderr.open("wb") as err:
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                start_new_session=True,
+            )
+        try:
+            process = ledger.add_process(proc.pid)
+        except psutil.Error as e:
+            raise InstanceError(f"{machine.name}: QEMU exited at once: {_tail(stderr)}") from e
+        console = Console(proc.stdout, prefix.with_suffix(".console.log"), started)
+        console.start()
+        agent = GuestAgent(machine.agent_socket, machine.name)
+        return cls(machine, proc, process, console, agent, started, stderr)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def wait_ready(self, deadline: float) -> None:
+        """Wait for the agent; raise InstanceError with QEMU's last words if it died."""
+        try:
+            self.agent.wait_ready(deadline, self.alive)
+        except InstanceError as e:
+            if not self.alive():
+                raise InstanceError(
+                    f"{self.machine.name}: QEMU exited: {_tail(self.stderr)}"
+                ) from e
+            raise
+        self.console.phases["ready"] = time.monotonic() - self.started
+
+    def kill(self) -> None:
+        self.agent.close()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, 9)
+        self.proc.wait()
+        self.console.join(5)
+
+    def vcpu_threads(self) -> list[int]:
+        """Host thread ids of the vCPUs, from QMP."""
+        qmp = QEMUMonitorProtocol(self.machine.qmp_socket)
+        try:
+            qmp.connect()
+            cpus = qmp.cmd("query-cpus-fast")
+        except Exception as e:  # the qmp library raises several kinds
+            raise InstanceError(f"{self.machine.name}: QMP query-cpus-fast failed: {e}") from e
+        finally:
+            qmp.close()
+        return [int(c["thread-id"]) for c in cpus if isinstance(c, dict) and "thread-id" in c]
+
+
+def _tail(path: Path) -> str:
+    try:
+        lines = path.read_bytes()[-2000:].decode(errors="replace").strip().splitlines()
+    except OSError:
+        return "(no stderr)"
+    return " | ".join(lines[-3:]) or "(no stderr)"
+
+
+def _first_error(path: Path) -> str:
+    """QEMU's first error line, without its program name: the cause, not the consequences."""
+    with contextlib.suppress(OSError):
+        lines = path.read_bytes()[:4000].decode(errors="replace").splitlines()
+        errors = [line for line in lines if "error" in line.lower()] or lines
+        if errors:
+            return errors[0].removeprefix(f"{QEMU}: ")[:160]
+    return "no message"
+
+
+def _boot(img: guest_image.GuestImage, form: str, append: str) -> Boot:
+    if form == "vmlinux" and img.vmlinux is None:
+        raise HvbenchError("kernel_form: vmlinux could not be extracted from this kernel; use auto")
+    kernel = img.vmlinux if form in ("auto", "vmlinux") and img.vmlinux else img.bzimage
+    args = f"console=ttyS0 loglevel=6 panic=-1 {append}".strip()
+    return Boot(str(kernel), str(img.initrd), args)
+
+
+def host_tsc_khz() -> int:
+    """The host's TSC rate in kHz, for microvm guests under TCG."""
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("cpu MHz"):
+                return int(float(line.split(":")[1]) * 1000)
+    return 2_000_000
+
+
+# instances and the driver -----------------------------------------------------------------
+
+
+@dataclass
+class QemuInstance(Instance):
+    guest: Guest | None = None
+    resources: list[Resource] = field(default_factory=list)
+
+    def exec(self, argv: Sequence[str], timeout: float, stdin: bytes | None = None) -> ExecResult:
+        assert self.guest is not None
+        if not self.guest.alive():
+            raise InstanceError(f"{self.name}: QEMU is not running any more")
+        try:
+            return self.guest.agent.exec(argv, timeout, stdin)
+        except AgentSilent as e:
+            self.guest.kill()  # a hung guest is not reused: the next cell gets a fresh one
+            raise CommandTimeout(f"{self.name}: the guest hangs ({e}); QEMU killed") from e
+        except CommandTimeout:
+            raise
+        except InstanceError as e:
+            if not self.guest.alive():
+                raise InstanceError(f"{self.name}: QEMU died during {argv[0]}") from e
+            raise
+
+    def host_pids(self) -> list[int]:
+        return [self.guest.proc.pid] if self.guest and self.guest.alive() else []
+
+    def alive(self) -> bool:
+        return self.guest is not None and self.guest.alive()
+
+
+_taps = itertools.count()
+_IMAGES: dict[tuple[frozenset[str], str], guest_image.GuestImage] = {}
+"""Images this process already built or found: the runner makes a driver per group of cells."""
+
+
+class QemuDriver(Driver):
+    name: ClassVar[str] = "qemu"
+    settings_model = QemuSettings
+
+    @classmethod
+    def check(cls) -> Availability:
+        if not which(QEMU):
+            return Availability(False, f"{QEMU} not found", "apt-get install qemu-system-x86")
+        if not which("qemu-ga"):
+            return Availability(False, "qemu-ga not found", "apt-get install qemu-guest-agent")
+        try:
+            verdict = kvm_verdict()
+        except HvbenchError as e:
+            return Availability(True, f"TCG (KVM probe could not run: {e})")
+        assert verdict is not None
+        return Availability(True, f"accel auto -> {verdict.accel}: {verdict.reason}")
+
+    @property
+    def qsettings(self) -> QemuSettings:
+        return self.settings  # type: ignore[return-value]
+
+    def resolve(self) -> None:
+        """Decide accelerator and image once per driver (cached across runs)."""
+        if getattr(self, "_image", None):
+            return
+        s = self.qsettings
+        tools = set(self.needs.tools)
+        key = (frozenset(tools), s.kernel)
+        cached = _IMAGES.get(key)
+        if cached is None or not cached.initrd.exists():
+            _IMAGES[key] = cached = guest_image.build(tools, s.kernel)
+        self._image = cached
+        self._rootfs = userland.build(tools, cached) if self.needs.userland else None
+        if s.accel == "auto":
+            verdict = kvm_verdict()
+            assert verdict is not None
+            self._accel = verdict
+        else:
+            self._accel = AccelVerdict(s.accel, "set in the study")
+        self._pins: dict[str, list[int]] = {}
+        self._overcommit = False
+
+    def machine(self, index: int, prefix: Path) -> Machine:
+        s = self.qsettings
+        accel = self._accel.accel
+        append = [f"hvbench.hostname={self.platform}-{index}", s.kernel_args]
+        if self._rootfs:
+            append.append(self._rootfs.boot_args("/dev/vda"))  # the first disk: see _start_one
+        if s.machine == "microvm" and accel == "tcg":
+            append.append(f"tsc_early_khz={s.tsc_early_khz or host_tsc_khz()}")
+        if s.nic != "none":
+            append.append(f"hvbench.ip={self.network.address(index)}/24")
+        return Machine(
+            type=s.machine,
+            accel=accel,
+            cpu=s.cpu or ("host" if accel == "kvm" else "max"),
+            vcpus=s.vcpus,
+            memory_mib=s.memory >> 20,
+            boot=_boot(self._image, s.kernel_form, " ".join(a for a in append if a)),
+            agent_socket=f"{prefix}.agent.sock",
+            qmp_socket=f"{prefix}.qmp.sock",
+            name=f"{self.platform}-{index}",
+        )
+
+    def start(self, count: int, deadline: float) -> list[Instance]:
+        self.resolve()
+        s = self.qsettings
+        cores = os.cpu_count() or 1
+        self._overcommit = self._overcommit or count * s.vcpus > cores
+        instances = [QemuInstance(self.platform, i, s.vcpus, s.memory >> 20) for i in range(count)]
+        if s.nic != "none":
+            self.network.up()  # once, before the instances' threads add their taps
+        with ThreadPoolExecutor(max_workers=count) as pool:
+            futures = [pool.submit(self._start_one, inst, deadline) for inst in instances]
+            errors = [f.exception() for f in futures]
+        failed = [e for e in errors if e is not None]
+        if failed:
+            self.stop(list(instances))
+            first = failed[0]
+            if isinstance(first, InstanceError | HvbenchError):
+                raise first
+            raise InstanceError(f"{self.platform}: start failed: {first}") from first
+        if s.pin:
+            self._pin(instances, cores)
+        return list(instances)
+
+    def _start_one(self, inst: QemuInstance, deadline: float) -> None:
+        s = self.qsettings
+        prefix = self.workdir / f"{self.platform}-{inst.index}"
+        machine = self.machine(inst.index, prefix)
+        made = inst.resources
+        for sock in (machine.agent_socket, machine.qmp_socket):
+            made.append(self.ledger.add("path", sock))
+        netns = None
+        if s.nic != "none":
+            tap = f"hvq{os.getpid() % 10000}t{next(_taps)}"
+            made.append(self.network.add_tap(tap))
+            mac = f"52:54:00:12:{inst.index >> 8 & 0xFF:02x}:{inst.index & 0xFF:02x}"
+            machine.nics.append(Nic(s.nic, tap, mac))
+            netns = self.network.netns
+            inst.address = self.network.address(inst.index)
+        if self._rootfs:
+            # a copy-on-write overlay: the cached root filesystem is never written
+            overlay = Path(f"{prefix}.root.qcow2")
+            made.append(self.ledger.add("path", str(overlay)))
+            make_image(overlay, "qcow2", 0, backing=self._rootfs.disk)
+            machine.disks.append(Disk("root", str(overlay), "virtio-blk", "qcow2", "writeback"))
+        if self.needs.data_disk:
+            path, description = self._data_disk(prefix, made)
+            machine.disks.append(
+                Disk("data", path, s.disk.bus, s.disk.format, s.disk.cache, s.disk.aio, DATA_SERIAL)
+            )
+        guest = Guest.launch(machine, prefix, self.ledger, netns)
+        made.append(guest.process)
+        inst.guest = guest
+        boot_deadline = min(deadline, time.monotonic() + s.boot_timeout)
+        try:
+            guest.wait_ready(boot_deadline)
+        except CommandTimeout as e:
+            raise InstanceError(f"{inst.name}: not ready in time ({e})") from e
+        inst.boot = {k: round(v, 3) for k, v in guest.console.phases.items() if k != "agent"}
+        if self.needs.data_disk:
+            device = find_disk(inst, DATA_SERIAL)
+            format_data_disk(inst, device, description)
+
+    def _data_disk(self, prefix: Path, made: list[Resource]) -> tuple[str, str]:
+        disk = self.qsettings.disk
+        if disk.backing == "block":
+            assert disk.path
+            if not Path(disk.path).exists():
+                raise HvbenchError(
+                    f"platform {self.platform}: disk path {disk.path} does not exist"
+                )
+            return disk.path, f"block device {disk.path} on {disk.bus}, cache={disk.cache}"
+        directory = Path(disk.path) if disk.path else self.workdir
+        path = directory / f"{prefix.name}.{disk.format}"
+        made.append(self.ledger.add("path", str(path)))
+        make_image(path, disk.format, disk.size)
+        return str(path), (
+            f"{disk.format} image file {path} on {disk.bus}, cache={disk.cache}, aio={disk.aio}"
+        )
+
+    def _pin(self, instances: list[QemuInstance], cores: int) -> None:
+        slot = 0
+        for inst in instances:
+            assert inst.guest is not None
+            threads = inst.guest.vcpu_threads()
+            self._pins[inst.name] = []
+            for tid in threads:
+                core = slot % cores
+                with contextlib.suppress(OSError):
+                    os.sched_setaffinity(tid, {core})
+                    self._pins[inst.name].append(core)
+                slot += 1
+
+    def stop(self, instances: list[Instance]) -> None:
+        for inst in instances:
+            assert isinstance(inst, QemuInstance)
+            if inst.guest:
+                inst.guest.agent.close()
+            while inst.resources:
+                self.ledger.release(inst.resources.pop())
+            if inst.guest:
+                inst.guest.console.join(5)
+
+    def describe(self) -> dict:
+        info = super().describe()
+        image = getattr(self, "_image", None)
+        accel = getattr(self, "_accel", None)
+        if accel:
+            info["resolved"] = {
+                "accel": accel.accel,
+                "accel_reason": accel.reason,
+                "kernel_form": "vmlinux" if image and image.vmlinux else "bzimage",
+                "pinning": self._pins,
+                "overcommit": self._overcommit,
+                "host_cores": os.cpu_count(),
+                "qemu": _qemu_version(),
+            }
+        if image:
+            info["image"] = image.manifest
+        rootfs = getattr(self, "_rootfs", None)
+        if rootfs:
+            manifest = rootfs.manifest
+            listing = "".join(f"{p} {f['sha256']}\n" for p, f in sorted(manifest["files"].items()))
+            info["rootfs"] = {
+                **{k: v for k, v in manifest.items() if k != "files"},
+                "files": len(manifest["files"]),
+                "files_sha256": hashlib.sha256(listing.encode()).hexdigest(),
+            }
+        return info
+
+
+def guest_disks(inst: Instance) -> dict[str, str]:
+    """Serial -> device node of the guest's disks (guest output parsed defensively)."""
+    result = inst.exec([DISK_LIST], timeout=60)
+    disks: dict[str, str] = {}
+    for line in result.text().splitlines()[:256]:
+        parts = line.split()
+        if len(parts) >= 3 and re.fullmatch(r"[a-z0-9]{1,32}", parts[0]):
+            disks[parts[2]] = f"/dev/{parts[0]}"
+    return disks
+
+
+def find_disk(inst: Instance, serial: str, timeout: float = 30) -> str:
+    """The device node of the disk with this serial, waiting a little: disks behind a
+    controller are probed asynchronously."""
+    deadline = time.monotonic() + timeout
+    while (device := guest_disks(inst).get(serial)) is None:
+        if time.monotonic() > deadline:
+            raise InstanceError(f"{inst.name}: no disk with serial {serial} in the guest")
+        time.sleep(0.5)
+    return device
+
+
+def make_image(path: Path, fmt: str, size: int, backing: Path | None = None) -> None:
+    """A sparse raw file, an empty qcow2 image, or a qcow2 overlay of a raw ``backing`` file."""
+    if fmt == "raw" and backing is None:
+        with path.open("wb") as f:
+            f.truncate(size)
+        return
+    argv = ["qemu-img", "create", "-q", "-f", fmt]
+    if backing is not None:
+        argv += ["-F", "raw", "-b", str(backing)]
+    proc = subprocess.run(
+        [*argv, str(path), *([str(size)] if backing is None else [])],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise HvbenchError(f"qemu-img create {path}: {proc.stderr.strip()}")
+
+
+def _qemu_version() -> str:
+    out = subprocess.run([QEMU, "--version"], capture_output=True, text=True, check=False).stdout
+    return out.splitlines()[0] if out else "unknown"

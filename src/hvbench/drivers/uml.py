@@ -1,0 +1,675 @@
+"""User-mode Linux guests (``driver: uml``): Debian's ``linux.uml`` kernel as a host process.
+
+Each instance is one UML kernel started inside the run's network namespace. Its root is the
+guest image's tree as an ext4 file made once per image (``mkfs.ext4 -d``, no mount) and shared
+read-only, each instance writing to a copy-on-write file of its own (UML's ``ubd0=cow,base``);
+or, with ``root: hostfs``, the tree unpacked into the run's directory and mounted from the host.
+The data disk is a second ubd backed by a file or block device; the NIC is the vector driver on a
+fresh tap of the run's bridge with ``gro=1`` (without it inbound TCP collapses to kbit/s).
+
+Control channel: qemu-guest-agent in the guest, on UML's second serial line (``ssl1``), which the
+image's agent script opens as ``/dev/ttyS1`` when there is no virtio port. UML can bind a line to
+a host file descriptor but not to a listening socket, so the line is one end of a socketpair and
+a relay thread serves the other end on a unix socket: the host side is then the same GuestAgent
+as for QEMU, reconnects included.
+
+Hosts whose XSAVE area is larger than UML expects (AMX) refuse UML's ptrace write of the FP
+registers; a bounded probe boot detects that and an LD_PRELOAD shim (uml_xstate.c, built with
+the system compiler into the cache) makes it work.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import itertools
+import json
+import os
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import ClassVar, Literal
+
+import psutil
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from hvbench.drivers.base import Availability, Driver, Instance, PlatformSettings, format_data_disk
+from hvbench.drivers.qemu import Console
+from hvbench.errors import CommandTimeout, HvbenchError, InstanceError
+from hvbench.guest import image as guest_image
+from hvbench.guest import rootfs
+from hvbench.guest.agent import GuestAgent
+from hvbench.host.process import ExecResult, run_bounded
+from hvbench.host.resources import Ledger, Resource
+from hvbench.units import Size
+
+UML = "linux.uml"
+FP_FAILURE = b"ptrace set fp regs failed"
+PROBE_SECONDS = 30.0
+DATA_DEVICE = "/dev/ubdb"
+"""The data disk is always the second ubd, also when the root is on hostfs."""
+
+
+def cache_dir() -> Path:
+    """Cached UML artifacts (root filesystems, the shim, the probe's verdict), beside the images."""
+    return guest_image.cache_root() / "uml"
+
+
+@contextlib.contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    """One builder at a time per cache directory, across processes."""
+    directory.mkdir(parents=True, exist_ok=True)
+    with (directory / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return "unknown"
+
+
+def uml_version() -> str:
+    out = subprocess.run([UML, "--version"], capture_output=True, text=True, check=False).stdout
+    return out.strip() or "unknown"
+
+
+# the XSAVE shim ---------------------------------------------------------------------------
+
+
+def _shim_source() -> bytes:
+    return resources.files("hvbench.drivers").joinpath("uml_xstate.c").read_bytes()
+
+
+def shim_path(cache: Path | None = None) -> Path:
+    """Where the shim built from this source lives (named by the source's hash)."""
+    key = hashlib.sha256(_shim_source()).hexdigest()[:16]
+    return (cache or cache_dir()) / f"uml-xstate-{key}.so"
+
+
+def build_shim(cache: Path | None = None) -> Path:
+    """Compile the shim with the system compiler once; a cached artifact, not a run's."""
+    out = shim_path(cache)
+    if out.exists():
+        return out
+    if not shutil.which("gcc"):
+        raise HvbenchError(
+            "uml: this host needs the XSAVE shim, which is built with gcc: apt-get install gcc"
+        )
+    with _locked(out.parent):
+        if out.exists():
+            return out
+        with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
+            src, lib = Path(tmp) / "uml_xstate.c", Path(tmp) / "shim.so"
+            src.write_bytes(_shim_source())
+            proc = subprocess.run(
+                ["gcc", "-shared", "-fPIC", "-O2", "-Wall", "-o", str(lib), str(src), "-ldl"],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
+            if proc.returncode != 0:
+                last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+                raise HvbenchError(f"uml: building the XSAVE shim failed: {last}")
+            os.rename(lib, out)
+    return out
+
+
+@dataclass(frozen=True)
+class XstateVerdict:
+    """Whether UML runs on this host, and whether it needs the shim to."""
+
+    usable: bool
+    shim: bool
+    reason: str
+
+
+def probe_boot(env: dict[str, str]) -> tuple[bytes, bool]:
+    """Boot UML with the host's root read-only over hostfs and ``/bin/true`` as init: it reaches
+    user space (where the FP registers are first written) and then panics, so it ends by itself
+    in about a second. Returns the console output and whether init ran."""
+    with tempfile.TemporaryDirectory(prefix="hvbench-uml-") as tmp:
+        ledger = Ledger(f"uml-probe-{os.getpid()}-{time.time_ns()}")
+        ledger.claim()
+        ledger.add("path", tmp)  # UML's own directory (pid file, mconsole socket) is in it
+        pids: list[int] = []
+
+        def started(pid: int) -> None:
+            pids.append(pid)
+            with contextlib.suppress(psutil.Error):
+                ledger.add_process(pid)
+
+        argv = [
+            UML,
+            "mem=64M",
+            "root=/dev/root",
+            "rootfstype=hostfs",
+            "rootflags=/",
+            "ro",
+            "init=/bin/true",
+            "con=null",
+            "ssl=null",
+            "con0=null,fd:1",
+            "umid=probe",
+            f"uml_dir={tmp}",
+        ]
+        try:
+            result = run_bounded(["env", *_env_args(env), *argv], PROBE_SECONDS, on_start=started)
+            output = result.stdout + result.stderr
+        except CommandTimeout:
+            output = b"(timed out)"
+        finally:
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signal.SIGKILL)
+            ledger.release_all()
+    return output, b"Attempted to kill init" in output
+
+
+def _env_args(env: dict[str, str]) -> list[str]:
+    return [f"{k}={v}" for k, v in sorted(env.items())]
+
+
+def _last_words(output: bytes) -> str:
+    lines = [ln.strip() for ln in output.decode(errors="replace").splitlines() if ln.strip()]
+    return " | ".join(lines[-2:]) or "(no output)"
+
+
+def xstate_verdict(cache: Path | None = None, probe: bool = True) -> XstateVerdict | None:
+    """Decided by bounded probe boots (without, then with the shim) and remembered until the
+    host reboots or UML changes. None if unknown and ``probe`` is False."""
+    cache = cache or cache_dir()
+    path = cache / "xstate-probe.json"
+    stamp = {"boot_id": _boot_id(), "uml": uml_version(), "shim": shim_path(cache).name}
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        saved = json.loads(path.read_text())
+        if saved["stamp"] == stamp:
+            return XstateVerdict(saved["usable"], saved["shim"], saved["reason"])
+    if not probe:
+        return None
+    output, ok = probe_boot({})
+    if ok:
+        verdict = XstateVerdict(True, False, "reaches user space unaided (no XSAVE shim needed)")
+    elif FP_FAILURE in output:
+        shim = build_shim(cache)
+        output, ok = probe_boot({"LD_PRELOAD": str(shim)})
+        verdict = XstateVerdict(
+            ok,
+            True,
+            f"the host's XSAVE area is larger than UML writes ({FP_FAILURE.decode()}); "
+            + (
+                f"UML runs with the LD_PRELOAD shim {shim}"
+                if ok
+                else f"even the shim does not help: {_last_words(output)}"
+            ),
+        )
+    else:
+        verdict = XstateVerdict(False, False, f"UML probe boot failed: {_last_words(output)}")
+    cache.mkdir(parents=True, exist_ok=True)
+    record = {"stamp": stamp, "usable": verdict.usable, "shim": verdict.shim}
+    path.write_text(json.dumps({**record, "reason": verdict.reason}))
+    return verdict
+
+
+# the root filesystem ----------------------------------------------------------------------
+
+
+def root_image(img: guest_image.GuestImage, ledger: Ledger, scratch: Path) -> Path:
+    """The image's tree as an ext4 file, made once per image key with ``mkfs.ext4 -d`` from the
+    tree unpacked in ``scratch`` (a directory of the run) and removed right after."""
+    out = cache_dir() / f"root-{img.key}.ext4"
+    if out.exists():
+        return out
+    with _locked(out.parent):
+        if out.exists():
+            return out
+        tree = rootfs.unpack(img, scratch / f"uml-root-{img.key}", ledger)
+        try:
+            used = sum(p.lstat().st_size for p in tree.rglob("*"))
+            size_mib = max(64, used * 13 // 10 >> 20) + 64  # room for what the guest writes
+            tmp = out.with_name(f".{out.name}.{os.getpid()}")
+            proc = subprocess.run(
+                ["mkfs.ext4", "-q", "-F", "-d", str(tree), str(tmp), f"{size_mib}M"],
+                capture_output=True,
+                text=True,
+            )
+            if proc.returncode != 0:
+                tmp.unlink(missing_ok=True)
+                raise HvbenchError(f"uml: mkfs.ext4 -d failed: {proc.stderr.strip()[-200:]}")
+            os.rename(tmp, out)
+        finally:
+            shutil.rmtree(tree, ignore_errors=True)  # its ledger entry is then a no-op
+    return out
+
+
+# the agent's serial line ------------------------------------------------------------------
+
+
+class LineRelay(threading.Thread):
+    """Serves one end of a socketpair (the guest's serial line) on a unix socket, one client at a
+    time, as QEMU's chardev socket does; what the guest sends while no client is connected is
+    dropped, and GuestAgent resynchronises the stream anyway.
+
+    The relay never blocks on the guest: bytes for it are queued and written as UML takes them,
+    so the listener is always served and a client's connect never waits on a full backlog."""
+
+    QUEUE_LIMIT = 1 << 20
+    """Bytes queued for a guest that does not read; a client sending more is dropped."""
+    SEND_TIMEOUT = 30.0
+    """Seconds a client may leave the guest's answer unread before it is dropped."""
+
+    def __init__(self, line: socket.socket, path: str) -> None:
+        super().__init__(daemon=True)
+        self.line = line
+        self.line.setblocking(False)
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.listener.bind(path)
+        self.listener.listen(8)
+        self._wake_r, self._wake_w = os.pipe()
+        self._client: socket.socket | None = None
+        self._to_guest = bytearray()
+
+    def run(self) -> None:
+        try:
+            while self._step():
+                pass
+        except OSError:
+            return
+        finally:
+            self._drop_client()
+            self.listener.close()
+            self.line.close()
+            os.close(self._wake_r)
+
+    def _step(self) -> bool:
+        """One round of the loop; False once the relay or the guest is gone."""
+        readers: list = [self.listener, self.line, self._wake_r]
+        if self._client:
+            readers.append(self._client)
+        writers = [self.line] if self._to_guest else []
+        ready, writable, _ = select.select(readers, writers, [])
+        if self._wake_r in ready:
+            return False
+        if self.listener in ready:
+            conn, _ = self.listener.accept()
+            conn.settimeout(self.SEND_TIMEOUT)
+            self._drop_client()
+            self._client = conn
+        if writable:
+            with contextlib.suppress(BlockingIOError):
+                del self._to_guest[: self.line.send(self._to_guest)]
+        if self.line in ready:
+            try:
+                data = self.line.recv(1 << 16)
+            except BlockingIOError:
+                data = None
+            if data == b"":
+                return False  # the guest is gone
+            if data and self._client:
+                try:
+                    self._client.sendall(data)
+                except OSError:
+                    self._drop_client()
+        if self._client and self._client in ready:
+            try:
+                data = self._client.recv(1 << 16)
+            except OSError:
+                data = b""  # reset by the client
+            if data and len(self._to_guest) + len(data) <= self.QUEUE_LIMIT:
+                self._to_guest += data
+            else:
+                self._drop_client()
+        return True
+
+    def _drop_client(self) -> None:
+        """Forget the client and what it still had queued for the guest: a new session starts
+        with a resynchronisation."""
+        if self._client:
+            self._client.close()
+        self._client = None
+        self._to_guest.clear()
+
+    def stop(self) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self._wake_w, b"x")
+        self.join(5)
+        with contextlib.suppress(OSError):
+            os.close(self._wake_w)
+
+
+# settings ---------------------------------------------------------------------------------
+
+
+class UmlDisk(BaseModel):
+    """The data disk that disk workloads measure: a second ubd device."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    backing: Literal["file", "block"] = "file"
+    path: str | None = None
+    """For ``file``: the directory that holds the image (default: the run's work directory).
+    For ``block``: the partition, LV or loop device to use, which is erased."""
+    size: Size = 2 << 30
+    sync: bool = False
+    """Open the backing file O_SYNC (UML's ``ubdNs``); otherwise writes go through the host's
+    page cache, as UML has no O_DIRECT mode."""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> UmlDisk:
+        if self.backing == "block" and not self.path:
+            raise ValueError("backing: block needs a path (a partition, LV or loop device)")
+        return self
+
+
+class UmlSettings(PlatformSettings):
+    driver: Literal["uml"]
+    memory: Size = 512 << 20
+    root: Literal["ubd", "hostfs"] = "ubd"
+    """ubd: a copy-on-write block device over the image's ext4 (shared, built once); hostfs:
+    the image's tree unpacked in the run's directory, a host directory the guest mounts."""
+    nic: Literal["vector", "none"] = "vector"
+    """The vector driver on a tap of the run's bridge (UML's fastest transport)."""
+    gro: bool = True
+    """Generic receive offload on the vector transport; without it inbound TCP collapses."""
+    disk: UmlDisk = UmlDisk()
+    kernel_args: str = ""
+    boot_timeout: float = Field(default=120, gt=0)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> UmlSettings:
+        if self.memory < 64 << 20:
+            raise ValueError("memory: at least 64M")
+        return self
+
+
+# instances and the driver -----------------------------------------------------------------
+
+
+def _safe(path: str) -> str:
+    """A path as one word of UML's command line: its options are split at whitespace and
+    commas, so a path holding either would become options of its own."""
+    if any(c.isspace() or c == "," for c in path):
+        raise HvbenchError(f"uml: the path {path!r} holds a space or comma, which UML cannot take")
+    return path
+
+
+@dataclass
+class UmlInstance(Instance):
+    proc: subprocess.Popen | None = None
+    agent: GuestAgent | None = None
+    relay: LineRelay | None = None
+    console: Console | None = None
+    resources: list[Resource] = field(default_factory=list)
+
+    def exec(self, argv: Sequence[str], timeout: float, stdin: bytes | None = None) -> ExecResult:
+        if self.agent is None or not self.alive():
+            raise InstanceError(f"{self.name}: UML is not running any more")
+        try:
+            return self.agent.exec(argv, timeout, stdin)
+        except CommandTimeout:
+            raise
+        except InstanceError as e:
+            if not self.alive():
+                raise InstanceError(f"{self.name}: UML died during {argv[0]}") from e
+            raise
+
+    def host_pids(self) -> list[int]:
+        """The UML kernel and every process it made (one per guest address space, helpers)."""
+        if not self.alive():
+            return []
+        assert self.proc is not None
+        try:
+            children = psutil.Process(self.proc.pid).children(recursive=True)
+        except psutil.Error:
+            return []
+        return [self.proc.pid, *(c.pid for c in children)]
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        if self.agent:
+            self.agent.close()
+        if self.proc:
+            # SIGTERM first: UML then kills and reaps the host processes of its guest itself,
+            # where a SIGKILL would leave them for init to reap
+            self.proc.terminate()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(5)
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        if self.relay:
+            self.relay.stop()
+        if self.console:
+            self.console.join(5)
+
+
+_taps = itertools.count()
+
+
+class UmlDriver(Driver):
+    name: ClassVar[str] = "uml"
+    settings_model = UmlSettings
+    kind = "paravirt"
+
+    @classmethod
+    def check(cls) -> Availability:
+        if not shutil.which(UML):
+            return Availability(False, f"{UML} not found", "apt-get install user-mode-linux")
+        if not shutil.which("qemu-ga"):
+            return Availability(
+                False, "qemu-ga not found (the guest's agent)", "apt-get install qemu-guest-agent"
+            )
+        try:
+            verdict = xstate_verdict()
+        except HvbenchError as e:
+            return Availability(False, str(e), "apt-get install gcc")
+        assert verdict is not None
+        version = f"UML {uml_version()}"
+        if not verdict.usable:
+            return Availability(False, f"{version}: {verdict.reason}", "see the UML console above")
+        return Availability(True, f"{version}: {verdict.reason}")
+
+    @property
+    def usettings(self) -> UmlSettings:
+        return self.settings  # type: ignore[return-value]
+
+    def _resolve(self) -> None:
+        """Image, root filesystem and shim decision, once per driver."""
+        if getattr(self, "_image", None):
+            return
+        s = self.usettings
+        if self.needs.userland:
+            raise HvbenchError(
+                f"platform {self.platform}: workloads needing a full userland (kernbench) "
+                "are not supported by the uml driver yet"
+            )
+        if not shutil.which(UML):
+            raise HvbenchError(
+                f"platform {self.platform}: {UML} not found (apt-get install user-mode-linux)"
+            )
+        verdict = xstate_verdict()
+        assert verdict is not None
+        if not verdict.usable:
+            raise HvbenchError(f"platform {self.platform}: UML cannot run here: {verdict.reason}")
+        self._verdict = verdict
+        self._env = {"LD_PRELOAD": str(build_shim())} if verdict.shim else {}
+        self._image = guest_image.build(set(self.needs.tools))
+        self._root = root_image(self._image, self.ledger, self.workdir) if s.root == "ubd" else None
+
+    def start(self, count: int, deadline: float) -> list[Instance]:
+        self._resolve()
+        s = self.usettings
+        instances = [UmlInstance(self.platform, i, 1, s.memory >> 20) for i in range(count)]
+        if s.nic != "none":
+            self.network.up()  # once, before the threads that add their taps
+        with ThreadPoolExecutor(max_workers=count) as pool:
+            futures = [pool.submit(self._start_one, inst, deadline) for inst in instances]
+            failed = [e for e in (f.exception() for f in futures) if e is not None]
+        if failed:
+            self.stop(list(instances))
+            first = failed[0]
+            if isinstance(first, InstanceError | HvbenchError):
+                raise first
+            raise InstanceError(f"{self.platform}: start failed: {first}") from first
+        return list(instances)
+
+    def _argv(self, inst: UmlInstance, prefix: Path, line_fd: int) -> list[str]:
+        s = self.usettings
+        made = inst.resources
+        uml_dir = self.ledger.add("path", f"{prefix}.uml")
+        made.append(uml_dir)
+        argv = [UML, f"mem={s.memory >> 20}M", *self._root_args(prefix, made)]
+        argv += [
+            "init=/init",
+            "con=null",
+            "ssl=null",
+            "con0=null,fd:1",
+            f"ssl1=fd:{line_fd}",
+            f"umid={inst.name}",
+            f"uml_dir={_safe(uml_dir.name)}",
+            "printk.time=1",
+            f"hvbench.hostname={inst.name}",
+        ]
+        if s.nic == "vector":
+            tap = f"hvu{os.getpid() % 10000}t{next(_taps)}"
+            made.append(self.network.add_tap(tap))
+            mac = f"52:54:00:13:{inst.index >> 8 & 0xFF:02x}:{inst.index & 0xFF:02x}"
+            argv.append(f"vec0:transport=tap,ifname={tap},gro={int(s.gro)},mac={mac}")
+            argv = ["nsenter", f"--net={self.network.netns_path}", "--", *argv]
+        if self.needs.data_disk:
+            disk = _safe(self._data_disk(prefix, made))
+            argv.append(f"ubd1{'s' if s.disk.sync else ''}={disk}")
+        if s.kernel_args:
+            argv += s.kernel_args.split()
+        return argv
+
+    def _root_args(self, prefix: Path, made: list[Resource]) -> list[str]:
+        if self._root is not None:
+            cow = self.ledger.add("path", f"{prefix}.cow")
+            made.append(cow)
+            return [f"ubd0={_safe(cow.name)},{_safe(str(self._root))}", "root=/dev/ubda", "rw"]
+        tree = rootfs.unpack(self._image, Path(f"{prefix}.root"), self.ledger)
+        made.append(self.ledger.add("path", str(tree)))  # each instance boots a fresh tree
+        return ["root=/dev/root", "rootfstype=hostfs", f"rootflags={_safe(str(tree))}", "rw"]
+
+    def _data_disk(self, prefix: Path, made: list[Resource]) -> str:
+        disk = self.usettings.disk
+        if disk.backing == "block":
+            assert disk.path
+            if not Path(disk.path).exists():
+                raise HvbenchError(
+                    f"platform {self.platform}: disk path {disk.path} does not exist"
+                )
+            return disk.path
+        directory = Path(disk.path) if disk.path else self.workdir
+        path = directory / f"{prefix.name}.data.raw"
+        made.append(self.ledger.add("path", str(path)))
+        with path.open("wb") as f:
+            f.truncate(disk.size)
+        return str(path)
+
+    def _disk_description(self) -> str:
+        disk = self.usettings.disk
+        what = f"block device {disk.path}" if disk.backing == "block" else "sparse raw file"
+        mode = "O_SYNC" if disk.sync else "through the host page cache"
+        return f"{what} on UML ubd, {mode}"
+
+    def _start_one(self, inst: UmlInstance, deadline: float) -> None:
+        s = self.usettings
+        prefix = self.workdir / inst.name
+        sock = self.ledger.add("path", f"{prefix}.agent.sock")
+        inst.resources.append(sock)
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        inst.relay = LineRelay(ours, sock.name)
+        inst.relay.start()
+        try:
+            argv = self._argv(inst, prefix, theirs.fileno())
+            started = time.monotonic()
+            inst.proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                pass_fds=(theirs.fileno(),),
+                env={**os.environ, **self._env},
+                start_new_session=True,
+            )
+        finally:
+            theirs.close()
+        try:
+            inst.resources.append(self.ledger.add_process(inst.proc.pid))
+        except psutil.Error as e:
+            raise InstanceError(f"{inst.name}: UML exited at once") from e
+        log = Path(f"{prefix}.console.log")
+        inst.console = Console(inst.proc.stdout, log, started)
+        inst.console.start()
+        inst.agent = GuestAgent(sock.name, inst.name)
+        try:
+            inst.agent.wait_ready(min(deadline, started + s.boot_timeout), inst.alive)
+        except InstanceError as e:
+            why = "exited" if not inst.alive() else "did not answer in time"
+            raise InstanceError(f"{inst.name}: UML {why}: {_tail(log)}") from e
+        inst.console.phases["ready"] = time.monotonic() - started
+        inst.boot = {k: round(v, 3) for k, v in inst.console.phases.items() if k != "agent"}
+        if s.nic == "vector":
+            self._configure_nic(inst)
+        if self.needs.data_disk:
+            format_data_disk(inst, DATA_DEVICE, self._disk_description())
+
+    def _configure_nic(self, inst: UmlInstance) -> None:
+        """UML names its vector NIC vec0, which the image's rc does not know: rename it to eth0,
+        as on every other platform, and give it the instance's address."""
+        address = self.network.address(inst.index)
+        for argv in (
+            ["ip", "link", "set", "vec0", "name", "eth0"],
+            ["ip", "addr", "add", f"{address}/24", "dev", "eth0"],
+            ["ip", "link", "set", "eth0", "up"],
+        ):
+            result = inst.exec(argv, timeout=30)
+            if not result.ok:
+                raise InstanceError(f"{inst.name}: NIC set-up: {result.describe_failure()}")
+        inst.address = address
+
+    def stop(self, instances: list[Instance]) -> None:
+        for inst in instances:
+            assert isinstance(inst, UmlInstance)
+            inst.kill()
+            while inst.resources:
+                self.ledger.release(inst.resources.pop())
+
+    def describe(self) -> dict:
+        info = super().describe()
+        verdict = getattr(self, "_verdict", None)
+        if verdict:
+            info["resolved"] = {
+                "uml": uml_version(),
+                "xstate_shim": verdict.shim,
+                "xstate_reason": verdict.reason,
+                "root": str(self._root or "hostfs: the image's tree in the run's directory"),
+                "host_cores": os.cpu_count(),
+            }
+            info["image"] = self._image.manifest
+        return info
+
+
+def _tail(path: Path) -> str:
+    try:
+        lines = path.read_bytes()[-3000:].decode(errors="replace").strip().splitlines()
+    except OSError:
+        return "(no console output)"
+    return " | ".join(ln.strip() for ln in lines[-3:]) or "(no console output)"

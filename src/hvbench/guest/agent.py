@@ -1,0 +1,321 @@
+"""The host side of the control channel: qemu-guest-agent over a virtio-serial port.
+
+Why qemu-ga and not an agent of our own: it is Debian's, versioned with QEMU, and its guest-exec
+and guest-file-* commands are all a benchmark harness needs. Its captured output is capped, so a
+command's stdout and stderr go to files in the guest (through a tiny exec wrapper that runs argv
+without a shell) and are read back in chunks of bounded size: tens of MB of fio JSON survive.
+
+Everything the guest sends is untrusted: every line read is bounded, every answer is checked for
+shape, and nothing from the guest reaches a shell. A wrong answer raises InstanceError, a late one
+CommandTimeout, and the stream is resynchronised (guest-sync-delimited) before the next command.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import itertools
+import json
+import os
+import random
+import socket
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from hvbench.errors import CommandTimeout, InstanceError
+from hvbench.guest.files import EXEC_WRAPPER
+from hvbench.host.process import OUTPUT_LIMIT, STDERR_LIMIT, ExecResult
+
+CHUNK = 4 << 20
+"""Bytes asked for per guest-file-read: its base64 answer stays well under LINE_LIMIT."""
+LINE_LIMIT = 8 << 20
+"""Longest answer line accepted from the guest."""
+POLL = 0.1
+"""Seconds between attempts to reach an agent that is still booting."""
+ANSWER_WITHIN = 30.0
+"""Seconds the agent gets to answer one request (a command's short timeout shortens it)."""
+SENTINEL = b"\xff"
+"""What qemu-ga writes before the answer to guest-sync-delimited."""
+
+_counter = itertools.count(1)
+
+
+class AgentSilent(CommandTimeout):
+    """The agent itself stopped answering: the guest hangs (a command's own timeout is a plain
+    CommandTimeout, after which the guest is still fine)."""
+
+
+class GuestAgent:
+    """A connection to one guest's qemu-ga, safe to share between threads."""
+
+    def __init__(self, socket_path: str, name: str) -> None:
+        self.path = socket_path
+        self.name = name
+        self._sock: socket.socket | None = None
+        self._buf = b""
+        self._lock = threading.RLock()
+        self._synced = False
+
+    # transport -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        with self._lock:
+            if self._sock:
+                self._sock.close()
+            self._sock, self._buf, self._synced = None, b"", False
+
+    def _connect(self) -> socket.socket:
+        if self._sock is None:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                sock.connect(self.path)
+            except OSError as e:
+                sock.close()
+                raise InstanceError(f"{self.name}: agent socket {self.path}: {e.strerror}") from e
+            self._sock = sock
+        return self._sock
+
+    def _send(self, message: dict) -> None:
+        try:
+            self._connect().sendall(json.dumps(message).encode() + b"\n")
+        except OSError as e:
+            self.close()
+            raise InstanceError(f"{self.name}: agent connection lost ({e.strerror})") from e
+
+    def _fill(self, deadline: float) -> None:
+        sock = self._connect()
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise AgentSilent(f"{self.name}: no answer from the guest agent in time")
+        sock.settimeout(left)
+        try:
+            data = sock.recv(1 << 20)
+        except TimeoutError:
+            raise AgentSilent(f"{self.name}: no answer from the guest agent in time") from None
+        except OSError as e:
+            self.close()
+            raise InstanceError(f"{self.name}: agent connection lost ({e.strerror})") from e
+        if not data:
+            self.close()
+            raise InstanceError(f"{self.name}: the guest agent closed its channel (guest died?)")
+        self._buf += data
+
+    def _line(self, deadline: float) -> bytes:
+        while b"\n" not in self._buf:
+            if len(self._buf) > LINE_LIMIT:
+                self.close()
+                raise InstanceError(f"{self.name}: guest agent sent an over-long line; dropped")
+            self._fill(deadline)
+        line, _, self._buf = self._buf.partition(b"\n")
+        return line
+
+    # protocol --------------------------------------------------------------------------
+
+    def sync(self, timeout: float) -> None:
+        """Resynchronise the stream: drop whatever is pending, up to the answer to a fresh id."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            token = random.randrange(1, 1 << 31) ^ next(_counter)
+            self._send({"execute": "guest-sync-delimited", "arguments": {"id": token}})
+            while True:
+                while SENTINEL not in self._buf:
+                    self._buf = b""
+                    self._fill(deadline)
+                self._buf = self._buf[self._buf.index(SENTINEL) + 1 :]
+                try:
+                    answer = json.loads(self._line(deadline))
+                except ValueError:
+                    continue
+                if isinstance(answer, dict) and answer.get("return") == token:
+                    self._synced = True
+                    return
+
+    def wait_ready(self, deadline: float, alive: Any = None) -> None:
+        """Poll until the agent answers (the guest is booted), or raise past ``deadline``.
+
+        A sync sent before qemu-ga opened its port may be lost, so it is resent every
+        ``POLL`` seconds on the same connection; a late answer to an older one is skipped."""
+        while True:
+            if alive is not None and not alive():
+                raise InstanceError(f"{self.name}: the guest exited while booting")
+            try:
+                self.sync(min(POLL, max(0.01, deadline - time.monotonic())))
+                return
+            except CommandTimeout:
+                pass
+            except InstanceError:
+                self.close()  # not listening yet, or reset: connect again
+                time.sleep(POLL)
+            if time.monotonic() >= deadline:
+                raise CommandTimeout(
+                    f"{self.name}: the guest agent did not answer before the deadline"
+                )
+
+    def call(self, command: str, timeout: float, **arguments: Any) -> Any:
+        """Run one agent command and return its ``return`` value."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            if not self._synced:
+                self.sync(timeout)
+            message: dict[str, Any] = {"execute": command}
+            if arguments:
+                message["arguments"] = arguments
+            self._send(message)
+            try:
+                line = self._line(deadline)
+            except CommandTimeout:
+                self._synced = False
+                raise
+            try:
+                answer = json.loads(line)
+            except ValueError:
+                self._synced = False
+                raise InstanceError(
+                    f"{self.name}: {command}: the agent answered non-JSON"
+                ) from None
+            if not isinstance(answer, dict):
+                self._synced = False
+                raise InstanceError(f"{self.name}: {command}: unexpected answer from the agent")
+            if "error" in answer:
+                error = answer["error"] if isinstance(answer["error"], dict) else {}
+                desc = str(error.get("desc", "unknown error"))[:300]
+                raise InstanceError(f"{self.name}: {command}: {desc}")
+            if "return" not in answer:
+                self._synced = False
+                raise InstanceError(f"{self.name}: {command}: unexpected answer from the agent")
+            return answer["return"]
+
+    # what instances use ----------------------------------------------------------------
+
+    def spawn(
+        self,
+        argv: Sequence[str],
+        stdin: bytes | None = None,
+        capture: bool = True,
+        answer_within: float = ANSWER_WITHIN,
+    ) -> int:
+        """Start argv in the guest; with ``capture`` qemu-ga keeps its (capped) output."""
+        args: dict[str, Any] = {"path": argv[0], "arg": list(argv[1:]), "capture-output": capture}
+        if stdin is not None:
+            args["input-data"] = base64.b64encode(stdin).decode()
+        answer = self.call("guest-exec", answer_within, **args)
+        pid = answer.get("pid") if isinstance(answer, dict) else None
+        if not isinstance(pid, int):
+            raise InstanceError(f"{self.name}: guest-exec gave no pid")
+        return pid
+
+    def status(self, pid: int, answer_within: float = ANSWER_WITHIN) -> dict:
+        answer = self.call("guest-exec-status", answer_within, pid=pid)
+        if not isinstance(answer, dict) or not isinstance(answer.get("exited"), bool):
+            raise InstanceError(f"{self.name}: guest-exec-status: unexpected answer")
+        return answer
+
+    def run(self, argv: Sequence[str], timeout: float) -> ExecResult:
+        """A short helper command whose small output qemu-ga captures itself."""
+        start = time.monotonic()
+        pid = self.spawn(argv)
+        status = self._wait(pid, start + timeout, argv)
+        return ExecResult(
+            argv=list(argv),
+            exit_code=_exit_code(status),
+            stdout=_b64(status.get("out-data", ""), self.name)[:OUTPUT_LIMIT],
+            stderr=_b64(status.get("err-data", ""), self.name)[:STDERR_LIMIT],
+            seconds=time.monotonic() - start,
+            truncated=bool(status.get("out-truncated")),
+        )
+
+    def exec(self, argv: Sequence[str], timeout: float, stdin: bytes | None = None) -> ExecResult:
+        """Run argv in the guest with its output in guest files, then read them back, bounded."""
+        if not argv:
+            raise InstanceError(f"{self.name}: empty command")
+        tag = f"/tmp/.hvbench-{os.getpid()}-{next(_counter)}"
+        out, err = f"{tag}.out", f"{tag}.err"
+        start = time.monotonic()
+        # a guest that cannot even answer within the command's own timeout hangs
+        answer_within = min(ANSWER_WITHIN, max(2.0, timeout))
+        pid = self.spawn([EXEC_WRAPPER, out, err, *argv], stdin, False, answer_within)
+        try:
+            status = self._wait(pid, start + timeout, argv, answer_within)
+            seconds = time.monotonic() - start
+            stdout, truncated = self.read_file(out, OUTPUT_LIMIT, timeout=max(60, timeout))
+            stderr, _ = self.read_file(err, STDERR_LIMIT, timeout=60)
+        finally:
+            self._remove(out, err)
+        return ExecResult(list(argv), _exit_code(status), stdout, stderr, seconds, truncated)
+
+    def _wait(
+        self, pid: int, deadline: float, argv: Sequence[str], answer_within: float = ANSWER_WITHIN
+    ) -> dict:
+        pause = 0.01
+        while True:
+            status = self.status(pid, answer_within)
+            if status["exited"]:
+                return status
+            if time.monotonic() >= deadline:
+                self._kill(pid)
+                raise CommandTimeout(f"{self.name}: {argv[0]} still running at its timeout; killed")
+            time.sleep(pause)
+            pause = min(pause * 1.5, 0.25)
+
+    def _kill(self, pid: int) -> None:
+        """Kill a timed-out command and everything it started inside the guest (best effort):
+        the exec wrapper made it the leader of a process group of its own."""
+        try:
+            self.run(["/bin/kill", "-KILL", f"-{pid}"], 10)
+            self.status(pid)  # reap it, so qemu-ga forgets it
+        except InstanceError:
+            pass
+
+    def _remove(self, *paths: str) -> None:
+        with contextlib.suppress(InstanceError):  # else they go with the guest's tmpfs
+            self.run(["/bin/rm", "-f", *paths], 30)
+
+    def read_file(self, path: str, limit: int, timeout: float) -> tuple[bytes, bool]:
+        """Up to ``limit`` bytes of a guest file, read in chunks; True if there was more."""
+        deadline = time.monotonic() + timeout
+        handle = self.call("guest-file-open", 30, path=path, mode="r")
+        if not isinstance(handle, int):
+            raise InstanceError(f"{self.name}: guest-file-open gave no handle")
+        chunks: list[bytes] = []
+        size, truncated = 0, False
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise CommandTimeout(f"{self.name}: reading {path} took too long")
+                answer = self.call("guest-file-read", left, handle=handle, count=CHUNK)
+                if not isinstance(answer, dict):
+                    raise InstanceError(f"{self.name}: guest-file-read: unexpected answer")
+                data = _b64(answer.get("buf-b64", ""), self.name)
+                keep = data[: max(0, limit - size)]
+                chunks.append(keep)
+                size += len(keep)
+                if len(keep) < len(data):
+                    truncated = True
+                    break
+                if answer.get("eof") or not data:
+                    break
+        finally:
+            with contextlib.suppress(InstanceError):
+                self.call("guest-file-close", 30, handle=handle)
+        return b"".join(chunks), truncated
+
+
+def _b64(value: object, name: str) -> bytes:
+    if not isinstance(value, str):
+        raise InstanceError(f"{name}: guest agent sent data that is not base64 text")
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        raise InstanceError(f"{name}: guest agent sent invalid base64") from None
+
+
+def _exit_code(status: dict) -> int:
+    """The exit code, or 128+signal for a command killed by a signal, as a shell reports it."""
+    if isinstance(status.get("signal"), int):
+        return 128 + status["signal"]
+    code = status.get("exitcode")
+    return code if isinstance(code, int) else -1

@@ -1,0 +1,98 @@
+"""CSV: one row per figure (metric × cell × view) with every statistic, for spreadsheets.
+
+Views: ``single`` (per-instance value), ``aggregate`` (sum over instances), ``per_core``
+(aggregate per busy host core). Numbers are written at full precision; empty means "not
+applicable".
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+
+from hvbench.analysis.normalize import Normalized
+from hvbench.analysis.run import MetricResult, RunAnalysis
+from hvbench.analysis.stats import Summary
+
+COLUMNS = [
+    "run_id",
+    "study",
+    "platform",
+    "driver",
+    "workload",
+    "instances",
+    "metric",
+    "unit",
+    "higher_is_better",
+    "view",
+    "n",
+    "median",
+    "mean",
+    "std",
+    "cv",
+    "ci95_low",
+    "ci95_high",
+    "outliers",
+    "pct_of_baseline",
+    "pct_loss",
+    "ratio_to_baseline",
+    "p_value",
+    "significant",
+    "scaling_efficiency",
+    "overcommit",
+    "host_cpu_vs_baseline",
+]
+
+
+def _f(x: float | None) -> str:
+    return "" if x is None or (isinstance(x, float) and not math.isfinite(x)) else repr(float(x))
+
+
+def _views(r: MetricResult) -> list[tuple[str, Summary, Normalized | None]]:
+    views = [("single", r.single, r.vs_baseline)]
+    if r.aggregate is not None:
+        views.append(("aggregate", r.aggregate, r.aggregate_vs_baseline))
+    if r.per_core is not None:
+        views.append(("per_core", r.per_core, None))
+    return views
+
+
+def render(a: RunAnalysis) -> str:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(COLUMNS)
+    for r in a.results:
+        c = r.cell
+        for view, s, norm in _views(r):
+            w.writerow(
+                [
+                    a.run_id,
+                    a.study_name,
+                    c.platform,
+                    c.driver,
+                    c.workload,
+                    c.instances,
+                    r.name,
+                    f"{r.unit}/core" if view == "per_core" else r.unit,
+                    r.higher_is_better,
+                    view,
+                    s.n,
+                    _f(s.median),
+                    _f(s.mean),
+                    _f(s.std),
+                    _f(s.cv),
+                    _f(s.ci_low),
+                    _f(s.ci_high),
+                    len(s.outliers),
+                    _f(norm.pct_of_native) if norm else "",
+                    _f(norm.pct_loss) if norm else "",
+                    _f(norm.ratio) if norm else "",
+                    _f(norm.p_value) if norm else "",
+                    norm.significant if norm else "",
+                    _f(r.efficiency) if view == "aggregate" else "",
+                    "" if r.overcommit is None else r.overcommit,
+                    _f(r.cost_vs_baseline) if view == "per_core" else "",
+                ]
+            )
+    return buf.getvalue()

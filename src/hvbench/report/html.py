@@ -1,0 +1,93 @@
+"""HTML: one self-contained file (inline CSS, JavaScript and SVG) that opens with no network.
+
+Verdicts first, then per workload its plots and tables, then network symmetry and host CPU
+cost, then the provenance. Every string that came from a study, a host or a guest goes through
+Jinja2's autoescaping; only the SVG that matplotlib wrote (itself escaped) is inserted as is.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup
+
+from hvbench.analysis.compare import Comparison
+from hvbench.analysis.run import RunAnalysis
+from hvbench.analysis.verdict import headline, verdicts
+from hvbench.report.comparison import changes_table, summary_lines
+from hvbench.report.tables import (
+    NOT_SIGNIFICANT,
+    Table,
+    cost_table,
+    host_table,
+    provenance,
+    symmetry_table,
+    workload_tables,
+)
+
+_ENV = Environment(
+    loader=PackageLoader("hvbench", "report/templates"),
+    autoescape=select_autoescape(default=True, default_for_string=True),
+    trim_blocks=False,
+    lstrip_blocks=False,
+)
+
+
+@dataclass
+class _Section:
+    name: str
+    plots: list[Markup]
+    tables: list[Table]
+
+
+def _svg(text: str | None) -> list[Markup]:
+    return [] if text is None else [Markup(text)]
+
+
+def _pretty(data: object) -> str:
+    return json.dumps(data, indent=2, sort_keys=True, default=str, ensure_ascii=False)
+
+
+def render(a: RunAnalysis) -> str:
+    from hvbench.report import plots  # matplotlib: half a second to import, for HTML only
+
+    sections = []
+    for w in a.workloads():
+        # bars at the smallest count (the seeds' "1 VM" figures); other counts are in the
+        # scaling figure, so the file stays quick to make and to read
+        figs = _svg(plots.bars(a, w, min(a.counts(w))))
+        name = headline(a, w)
+        if name is not None:
+            figs += _svg(plots.scaling(a, w, name))
+        sections.append(_Section(w, figs, workload_tables(a, w)))
+    platforms = {c.platform: c.platform_settings for c in a.cells}
+    workloads = {c.workload: c.workload_settings for c in a.cells}
+    return _ENV.get_template("report.html.j2").render(
+        a=a,
+        title=f"hvbench report: {a.study_name}",
+        started=a.created_at.strftime("%Y-%m-%d %H:%M") if a.created_at else "",
+        hostname=str(a.inventory.get("hostname", "unknown host")),
+        verdicts=verdicts(a),
+        workloads=sections,
+        symmetry_table=symmetry_table(a),
+        symmetry_plot=next(iter(_svg(plots.symmetry(a))), None),
+        host_table=host_table(a),
+        cost_table=cost_table(a),
+        host_plot=next(iter(_svg(plots.host_cpu(a))), None),
+        provenance=provenance(a),
+        platforms=[(k, _pretty(v)) for k, v in platforms.items()],
+        workload_settings=[(k, _pretty(v)) for k, v in workloads.items()],
+        artifacts=[(k, _pretty(v)) for k, v in sorted(a.artifacts.items())],
+        ns_mark=NOT_SIGNIFICANT,
+    )
+
+
+def render_comparison(c: Comparison) -> str:
+    return _ENV.get_template("compare.html.j2").render(
+        c=c,
+        title=f"hvbench compare: {c.b.run_id} against {c.a.run_id}",
+        lines=summary_lines(c),
+        table=changes_table(c),
+    )

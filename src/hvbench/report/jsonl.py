@@ -1,0 +1,100 @@
+"""JSON lines: one sample per line (metric, value, unit, metadata), the shape of
+PerfKitBenchmarker's samples, so that dashboards that read those read hvbench's too.
+
+One line per metric of one instance in one repetition; derived figures (aggregates, % of
+native) are the CSV's business.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import UTC, datetime
+
+from hvbench.analysis.compare import Comparison
+from hvbench.analysis.run import RunAnalysis
+
+
+def _epoch(when: datetime | None) -> float | None:
+    """Seconds since the epoch; SQLite hands back naive datetimes, which the store wrote in UTC."""
+    if when is None:
+        return None
+    return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
+
+
+def render(a: RunAnalysis) -> str:
+    cells = {
+        c.id: {
+            "study": a.study_name,
+            "platform": c.platform,
+            "driver": c.driver,
+            "workload": c.workload,
+            "instances": c.instances,
+            "baseline": a.baseline,
+            "hvbench_version": a.hvbench_version,
+        }
+        for c in a.cells
+    }
+    names = {c.id: c.workload_name for c in a.cells}
+    lines = []
+    for cell_id, rep, inst, name, value, text, unit, hib in a.rows:
+        when = a.started.get((cell_id, rep))
+        meta = {**cells[cell_id], "repetition": rep, "instance": inst, "higher_is_better": hib}
+        if text is not None:
+            meta["text"] = text
+        lines.append(
+            json.dumps(
+                {
+                    "metric": name,
+                    "value": value,
+                    "unit": unit,
+                    "metadata": meta,
+                    "timestamp": _epoch(when),
+                    "run_uri": a.run_id,
+                    "test": names[cell_id],
+                    "product_name": "hvbench",
+                },
+                ensure_ascii=False,
+            )
+        )
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def render_comparison(c: Comparison) -> str:
+    """One line per shared metric: the change, its CI, p-value and verdict."""
+    lines = []
+    for ch in c.changes:
+        d = ch.diff
+        lines.append(
+            json.dumps(
+                {
+                    "metric": ch.name,
+                    "value": _finite(d.change),
+                    "unit": "relative change",
+                    "metadata": {
+                        "run_a": c.a.run_id,
+                        "run_b": c.b.run_id,
+                        "platform": ch.platform,
+                        "workload": ch.workload,
+                        "instances": ch.instances,
+                        "unit": ch.unit,
+                        "higher_is_better": ch.higher_is_better,
+                        "mean_a": ch.a.single.mean,
+                        "mean_b": ch.b.single.mean,
+                        "ci_low": _finite(d.ci_low),
+                        "ci_high": _finite(d.ci_high),
+                        "confidence": 1 - c.alpha,
+                        "p_value": _finite(d.p_value),
+                        "threshold": c.threshold,
+                        "verdict": ch.verdict,
+                    },
+                },
+                ensure_ascii=False,
+            )
+        )
+    return "\n".join(lines) + ("\n" if lines else "")
+
+
+def _finite(x: float) -> float | None:
+    """JSON has no NaN: not applicable is null."""
+    return x if math.isfinite(x) else None

@@ -1,0 +1,72 @@
+"""Markdown: the tables in the seeds' shape, to paste into a wiki page or a ticket."""
+
+from __future__ import annotations
+
+from hvbench.analysis.compare import Comparison
+from hvbench.analysis.run import RunAnalysis
+from hvbench.analysis.verdict import verdicts
+from hvbench.report.comparison import changes_table, summary_lines
+from hvbench.report.tables import (
+    Table,
+    all_tables,
+    fit,
+    pct_table,
+    provenance,
+    values_table,
+)
+
+
+def _cell(text: str) -> str:
+    """Table cells cannot hold a pipe or a line break."""
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def table_markdown(t: Table) -> str:
+    lines = [f"### {_cell(t.title)}", ""]
+    lines.append("| " + " | ".join(_cell(c) for c in t.columns) + " |")
+    lines.append("|" + "|".join("---" if i == 0 else "---:" for i in range(len(t.columns))) + "|")
+    lines.extend("| " + " | ".join(_cell(c) for c in row) + " |" for row in t.rows)
+    if t.notes:
+        lines.append("")
+        lines.extend(f"{_cell(n)}  " for n in t.notes)
+    return "\n".join(lines)
+
+
+def render(a: RunAnalysis) -> str:
+    out = [f"# hvbench report: {_cell(a.study_name)} (run {a.run_id})", ""]
+    if lines := verdicts(a):
+        out += ["## Verdict", "", *(f"- {_cell(v)}" for v in lines), ""]
+    out += ["## Tables", ""]
+    for t in all_tables(a):
+        out += [table_markdown(t), ""]
+    if a.warnings:
+        out += ["## Warnings", "", *(f"- {_cell(w)}" for w in a.warnings), ""]
+    out += ["## Provenance", "", "| | |", "|---|---|"]
+    out += [f"| {_cell(k)} | {_cell(v)} |" for k, v in provenance(a)]
+    if a.commands:
+        fence = "`" * 4  # longer than any ``` a command might hold
+        out += ["", "### Commands", "", fence]
+        out += [f"{tool}: {' '.join(argv)}".replace(fence, "'") for tool, argv in a.commands]
+        out += [fence]
+    return "\n".join(out) + "\n"
+
+
+def render_comparison(c: Comparison) -> str:
+    out = [f"# hvbench compare: {c.b.run_id} against {c.a.run_id}", ""]
+    out += ["## Verdict", "", *(f"- {_cell(line)}" for line in summary_lines(c)), ""]
+    out += [table_markdown(changes_table(c)), ""]
+    for title, items in (("Only in A", c.only_a), ("Only in B", c.only_b)):
+        if items:
+            out += [f"## {title}", "", *(f"- {_cell(i)}" for i in items), ""]
+    return "\n".join(out)
+
+
+def render_summary(a: RunAnalysis) -> str:
+    """What ``hvbench run`` prints last: the verdicts and the "% of native" tables (the values
+    tables where there is no baseline)."""
+    out = [*(f"- {_cell(v)}" for v in verdicts(a)), ""]
+    for w in a.workloads():
+        for count in a.counts(w):
+            t = pct_table(a, w, count) or values_table(a, w, count)
+            out += [table_markdown(fit(t)), ""]
+    return "\n".join(out).lstrip("\n")

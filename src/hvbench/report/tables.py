@@ -1,0 +1,481 @@
+"""The report's tables as plain rows of text, shaped like the seeds' tables, for every format.
+
+Markdown prints them as they are, HTML escapes and styles them: one place decides what a table
+holds, so that the wiki page and the HTML file never disagree.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from hvbench.analysis.cost import HOST_STATES
+from hvbench.analysis.run import COMPOSITE, CellInfo, MetricResult, RunAnalysis
+from hvbench.analysis.stats import Summary
+
+HOST_KEYS = (
+    "hostname",
+    "cpu_model",
+    "cores_logical",
+    "cores_physical",
+    "memory_bytes",
+    "kernel",
+    "distribution",
+    "virtualization",
+    "python",
+)
+NOT_SIGNIFICANT = "†"
+NS_NOTE = (
+    f"{NOT_SIGNIFICANT} no significant difference from the baseline (Welch's t test, p ≥ 0.05)"
+)
+
+
+@dataclass
+class Table:
+    """A titled grid of text; ``notes`` are printed under it."""
+
+    title: str
+    columns: list[str]
+    rows: list[list[str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    kind: str = ""
+    """What the table shows (values, pct, loss, ratio, scaling, symmetry, host, cost)."""
+
+
+WIDE = 8
+"""Tables with more metric columns than this are printed with metrics as rows instead."""
+
+
+def fit(t: Table) -> Table:
+    """Platforms as rows and metrics as columns, as in the seeds, unless there are too many
+    metrics to read across (kernbench's per-run figures): then the other way round."""
+    if len(t.columns) - 1 <= WIDE:
+        return t
+    rows = [[col, *(row[j] for row in t.rows)] for j, col in enumerate(t.columns) if j > 0]
+    return Table(t.title, ["", *(row[0] for row in t.rows)], rows, t.notes, t.kind)
+
+
+def num(x: float | None) -> str:
+    """About 4 significant digits, no exponent for the magnitudes benchmarks print."""
+    if x is None or not math.isfinite(x):
+        return "n/a"
+    ax = abs(x)
+    if ax >= 1000:
+        return f"{x:.0f}"
+    if ax >= 100:
+        return f"{x:.1f}"
+    if ax >= 10:
+        return f"{x:.2f}"
+    if ax >= 0.1:
+        return f"{x:.3f}"
+    return f"{x:.3g}"
+
+
+def with_ci(s: Summary) -> str:
+    """ "54.21 ±0.43": mean and the CI's half-width (alone when n = 1)."""
+    if s.n < 2 or not math.isfinite(s.ci_low):
+        return num(s.mean)
+    return f"{num(s.mean)} ±{num((s.ci_high - s.ci_low) / 2)}"
+
+
+def pct(x: float | None) -> str:
+    return "n/a" if x is None or not math.isfinite(x) else f"{x:.0f}"
+
+
+def _label(r: MetricResult) -> str:
+    arrow = "↑" if r.higher_is_better else "↓"
+    return f"{r.name} ({r.unit}) {arrow}"
+
+
+def _count_title(workload: str, count: int) -> str:
+    return f"{workload}, {count} instance{'s' if count > 1 else ''}"
+
+
+def _grid(
+    a: RunAnalysis, workload: str, count: int
+) -> tuple[list[str], list[str], list[list[MetricResult | None]]]:
+    """Metrics measured at this count (columns), platforms (rows), and their results."""
+
+    def measured(p: str, n: str) -> bool:
+        return a.result(p, workload, n, count) is not None or (p, workload, n, count) in a.text_only
+
+    names = [n for n in a.metric_names(workload) if any(measured(p, n) for p in a.platforms)]
+    platforms = [p for p in a.platforms if any(measured(p, n) for n in names)]
+    return names, platforms, [[a.result(p, workload, n, count) for n in names] for p in platforms]
+
+
+def values_table(a: RunAnalysis, workload: str, count: int) -> Table:
+    """Raw figures: mean ±95% CI of the per-instance value, and the repetitions."""
+    names, platforms, grid = _grid(a, workload, count)
+    labels = [
+        _label(next(r for r in col if r)) if any(col) else name
+        for name, col in zip(names, zip(*grid, strict=True), strict=True)
+    ]
+    t = Table(
+        f"{_count_title(workload, count)}: values",
+        ["platform", "n", *labels],
+        kind="values",
+        notes=[
+            "mean per instance ±half-width of its 95% confidence interval; n = repetitions; "
+            "↑ higher is better, ↓ lower is better"
+        ],
+    )
+    for p, row in zip(platforms, grid, strict=True):
+        n = max((r.single.n for r in row if r), default=0)
+        cells = [
+            with_ci(r.single) if r else a.text_only.get((p, workload, name, count), "")
+            for name, r in zip(names, row, strict=True)
+        ]
+        t.rows.append([p, str(n), *cells])
+    return t
+
+
+def _relative_table(
+    a: RunAnalysis, workload: str, count: int, kind: str, title: str, note: str, only_lower: bool
+) -> Table | None:
+    if a.baseline is None:
+        return None
+    _, platforms, grid = _grid(a, workload, count)
+    cols = [
+        i
+        for i, col in enumerate(zip(*grid, strict=True))
+        if any(r and r.vs_baseline for r in col)
+        and (not only_lower or not next(r for r in col if r).higher_is_better)
+    ]
+    if not cols:
+        return None
+    names = [next(r for r in (row[i] for row in grid) if r).name for i in cols]
+    t = Table(f"{_count_title(workload, count)}: {title}", ["platform", *names], kind=kind)
+    marked = False
+    for p, row in zip(platforms, grid, strict=True):
+        cells = []
+        for i in cols:
+            r = row[i]
+            if r is None or r.vs_baseline is None:
+                cells.append("")
+                continue
+            v = r.vs_baseline
+            text = {
+                "pct": pct(v.pct_of_native),
+                "loss": f"{v.pct_loss:.2f}" if math.isfinite(v.pct_loss) else "n/a",
+                "ratio": f"{v.ratio:.2f}",
+            }[kind]
+            if p != a.baseline and not v.significant:
+                text += NOT_SIGNIFICANT
+                marked = True
+            cells.append(text)
+        t.rows.append([p, *cells])
+    t.notes.append(note)
+    if marked:
+        t.notes.append(NS_NOTE)
+    return t
+
+
+def pct_table(a: RunAnalysis, workload: str, count: int) -> Table | None:
+    """The wiki's "comparison to native": 100 = native, less is worse, whatever the direction."""
+    return _relative_table(
+        a,
+        workload,
+        count,
+        "pct",
+        f"% of {a.baseline}",
+        f"normalised against {a.baseline} (= 100), rounded; for lower-is-better metrics "
+        f"{a.baseline}/value, so that less than 100 is always worse",
+        only_lower=False,
+    )
+
+
+def loss_table(a: RunAnalysis, workload: str, count: int) -> Table | None:
+    """The paper's Table 1: % loss from the baseline."""
+    return _relative_table(
+        a,
+        workload,
+        count,
+        "loss",
+        f"% loss from {a.baseline}",
+        f"100 − % of {a.baseline}; negative means better than {a.baseline}",
+        only_lower=False,
+    )
+
+
+def ratio_table(a: RunAnalysis, workload: str, count: int) -> Table | None:
+    """kernbench's "elapsed time / native", for the lower-is-better metrics."""
+    return _relative_table(
+        a,
+        workload,
+        count,
+        "ratio",
+        f"value / {a.baseline}",
+        f"mean / {a.baseline}'s mean: 1.56 takes 56% longer than {a.baseline}",
+        only_lower=True,
+    )
+
+
+def statistics_table(a: RunAnalysis, workload: str) -> Table:
+    """Every cell's statistics of the per-instance figure, one row per metric and cell."""
+    t = Table(
+        f"{workload}: statistics per cell",
+        [
+            "platform",
+            "instances",
+            "metric",
+            "n",
+            "median",
+            "mean",
+            "sd",
+            "CV",
+            "95% CI",
+            "outliers",
+        ],
+        kind="statistics",
+        notes=[
+            "per-instance figure over repetitions; CI of the mean (Student's t below 10 "
+            "repetitions, else BCa bootstrap widened for small n); outliers by median absolute "
+            "deviation (modified z > 3.5 and more than 2% off the median), from 5 repetitions"
+        ],
+    )
+    key = _cell_order(a)
+    metric_order = {n: i for i, n in enumerate(a.metric_names(workload))}
+    rows = [r for r in a.results if r.cell.workload == workload]
+    for r in sorted(rows, key=lambda r: (key(r.cell), metric_order[r.name])):
+        s = r.single
+        ci = f"{num(s.ci_low)} – {num(s.ci_high)}" if s.n > 1 else "n/a"
+        t.rows.append(
+            [
+                r.cell.platform,
+                str(r.cell.instances),
+                r.name,
+                str(s.n),
+                num(s.median),
+                num(s.mean),
+                num(s.std),
+                f"{100 * s.cv:.1f}%" if math.isfinite(s.cv) else "n/a",
+                ci,
+                ", ".join(num(r.single_values[i]) for i in s.outliers),
+            ]
+        )
+    return t
+
+
+def scaling_table(a: RunAnalysis, workload: str) -> Table | None:
+    """Single vs aggregate per instance count (the paper's figures 1–3 and 6–8)."""
+    rows = [r for r in a.results if r.cell.workload == workload and r.aggregate is not None]
+    if not rows or max(a.counts(workload)) < 2:
+        return None
+    t = Table(
+        f"{workload}: single vs aggregate",
+        [
+            "platform",
+            "metric",
+            "instances",
+            "per instance (mean)",
+            "spread across instances",
+            "aggregate",
+            f"aggregate % of {a.baseline}" if a.baseline else "aggregate % of baseline",
+            "scaling efficiency",
+            "overcommit",
+        ],
+        kind="scaling",
+        notes=[
+            "aggregate = sum over the instances, mean ±95% CI over repetitions; spread = "
+            "min–max of the instances' means; efficiency = aggregate / (N × aggregate per "
+            "instance at the smallest count); overcommit = more vCPUs than host cores"
+        ],
+    )
+    order = {p: i for i, p in enumerate(a.platforms)}
+    metric_order = {n: i for i, n in enumerate(a.metric_names(workload))}
+    for r in sorted(
+        rows, key=lambda r: (order[r.cell.platform], metric_order[r.name], r.cell.instances)
+    ):
+        agg = r.aggregate_vs_baseline
+        t.rows.append(
+            [
+                r.cell.platform,
+                r.name,
+                str(r.cell.instances),
+                with_ci(r.single),
+                f"{num(float(r.per_instance.min()))}–{num(float(r.per_instance.max()))}",
+                with_ci(r.aggregate),
+                pct(agg.pct_of_native) if agg else "",
+                pct(100 * r.efficiency) + "%" if r.efficiency is not None else "",
+                {True: "yes", False: "no", None: "?"}[r.overcommit],
+            ]
+        )
+    return t
+
+
+def symmetry_table(a: RunAnalysis) -> Table | None:
+    """Inbound and outbound side by side, with their ratio and the verdict."""
+    if not a.symmetry:
+        return None
+    t = Table(
+        "network: inbound vs outbound",
+        ["workload", "platform", "instances", "metric", "inbound", "outbound", "out/in", "verdict"],
+        kind="symmetry",
+        notes=[
+            "per instance, mean ±95% CI; asymmetric when the weaker direction is more than 15% "
+            "below the stronger and the difference is significant (Welch, p < 0.05)"
+        ],
+    )
+    for s in a.symmetry:
+        if s.asymmetric:
+            verdict = f"asymmetric: {s.weaker} {100 * s.gap:.0f}% lower"
+        elif s.gap > 0.15:
+            verdict = "no significant difference"
+        else:
+            verdict = "symmetric"
+        t.rows.append(
+            [
+                s.cell.workload,
+                s.cell.platform,
+                str(s.cell.instances),
+                s.inbound.name.replace("inbound", "{in,out}bound"),
+                with_ci(s.inbound.single),
+                with_ci(s.outbound.single),
+                f"{s.ratio:.2f}",
+                verdict,
+            ]
+        )
+    return t
+
+
+def _cell_order(a: RunAnalysis) -> Callable[[CellInfo], tuple[int, int, int]]:
+    """Cells grouped by workload, then platform (the study's order), then instance count."""
+    workloads = {w: i for i, w in enumerate(a.workloads())}
+    platforms = {p: i for i, p in enumerate(a.platforms)}
+    return lambda c: (workloads[c.workload], platforms[c.platform], c.instances)
+
+
+def host_table(a: RunAnalysis) -> Table | None:
+    """Host CPU split during each cell (the consolidation post's breakdown), % of the host."""
+    if not a.host_cpu:
+        return None
+    t = Table(
+        "host CPU during the measurement (% of all host cores)",
+        [
+            "workload",
+            "platform",
+            "instances",
+            "total",
+            *HOST_STATES,
+            "instances' processes (cores)",
+            "non-guest / guest",
+        ],
+        kind="host",
+        notes=[
+            "from /proc/stat before and after each sample; user and nice exclude guest time; "
+            "non-guest / guest is the virtualization overhead the consolidation post computes"
+        ],
+    )
+    for c in sorted(a.cells, key=_cell_order(a)):
+        h = a.host_cpu.get(c.id)
+        if h is None:
+            continue
+        over = h.virtualization_overhead
+        t.rows.append(
+            [
+                c.workload,
+                c.platform,
+                str(c.instances),
+                f"{100 * h.busy:.2f}",
+                *(f"{100 * h.states.get(s, 0.0):.2f}" for s in HOST_STATES),
+                num(h.instance_cores) if h.instance_cores is not None else "",
+                f"{100 * over:.0f}%" if over is not None else "",
+            ]
+        )
+    return t
+
+
+def cost_table(a: RunAnalysis) -> Table | None:
+    """Throughput per busy host core and the host CPU the same work needs."""
+    key = _cell_order(a)
+    rows = sorted((r for r in a.results if r.per_core is not None), key=lambda r: key(r.cell))
+    if not rows:
+        return None
+    base = a.baseline or "baseline"
+    t = Table(
+        "host CPU cost of the work",
+        [
+            "workload",
+            "metric",
+            "platform",
+            "instances",
+            "per busy host core",
+            f"host CPU for the same work (× {base})",
+        ],
+        kind="cost",
+        notes=[
+            "aggregate throughput / host cores busy during the sample, mean ±95% CI; "
+            f"× {base}: how much more host CPU the platform spends than {base} for one unit of work"
+        ],
+    )
+    for r in rows:
+        t.rows.append(
+            [
+                r.cell.workload,
+                r.name,
+                r.cell.platform,
+                str(r.cell.instances),
+                f"{with_ci(r.per_core)} {r.unit}/core",
+                f"{r.cost_vs_baseline:.2f}×" if r.cost_vs_baseline is not None else "",
+            ]
+        )
+    return t
+
+
+def workload_tables(a: RunAnalysis, workload: str) -> list[Table]:
+    """Per instance count: values, % of native, % loss, value/native; then scaling and the
+    statistics of every cell."""
+    out: list[Table] = []
+    for count in a.counts(workload):
+        values = values_table(a, workload, count)
+        if any(c.startswith(COMPOSITE) for c in values.columns):
+            base = a.baseline or "nothing (no baseline: raw values)"
+            values.notes.append(
+                f"{COMPOSITE}: per repetition and instance, the geometric mean of the workload's "
+                f"higher-is-better metrics, each divided by {base}'s single-instance mean"
+            )
+        out.append(fit(values))
+        out.extend(
+            fit(t)
+            for t in (
+                pct_table(a, workload, count),
+                loss_table(a, workload, count),
+                ratio_table(a, workload, count),
+            )
+            if t is not None
+        )
+    if (t := scaling_table(a, workload)) is not None:
+        out.append(t)
+    out.append(statistics_table(a, workload))
+    return out
+
+
+def all_tables(a: RunAnalysis) -> list[Table]:
+    tables = [t for w in a.workloads() for t in workload_tables(a, w)]
+    tables.extend(t for t in (symmetry_table(a), host_table(a), cost_table(a)) if t is not None)
+    return tables
+
+
+def provenance(a: RunAnalysis) -> list[tuple[str, str]]:
+    """(label, text) pairs: where the numbers come from."""
+    inv = a.inventory
+    items = [
+        ("run", a.run_id),
+        ("study", a.study_name),
+        ("status", a.status),
+        ("started", a.created_at.isoformat() if a.created_at else ""),
+        ("finished", a.finished_at.isoformat() if a.finished_at else ""),
+        ("hvbench", f"{a.hvbench_version}" + (f" ({a.git_commit})" if a.git_commit else "")),
+        ("baseline", a.baseline or "none (no normalization)"),
+    ]
+    for key in HOST_KEYS:
+        if key in inv:
+            items.append((f"host {key}", str(inv[key])))
+    tools = inv.get("tools")
+    if isinstance(tools, dict):
+        items.extend((f"tool {k}", str(v)) for k, v in sorted(tools.items()))
+    if a.options:
+        items.append(("options", ", ".join(f"{k}={v}" for k, v in sorted(a.options.items()))))
+    return items

@@ -1,0 +1,82 @@
+"""disk with dd: the virtio article's quick test, a sequential write then a sequential read of
+one file in 1 MiB blocks with direct I/O (``oflag=direct conv=fsync``, ``iflag=direct``), so the
+page cache hides neither.
+
+GNU dd is used on every platform (guest images carry the host's /usr/bin/dd): busybox's dd
+prints no transfer time. The rate is computed from the bytes and seconds dd reports, in MB/s
+(10^6 bytes) as dd prints it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, ClassVar, Literal
+
+from hvbench.units import Size
+from hvbench.workloads.base import Context, Metric, Outcome, ParseError
+from hvbench.workloads.common import combined, keep, number, run, search
+from hvbench.workloads.disk import DiskSettings, DiskWorkload
+
+if TYPE_CHECKING:
+    from hvbench.drivers.base import Instance
+
+DD = "/usr/bin/dd"
+DEFAULT_SIZE = 1 << 30
+QUICK_SIZE = 64 << 20
+_COPIED = r"^(\d+) bytes .*copied, ([0-9.e+-]+) s"
+
+
+class DdSettings(DiskSettings):
+    tool: Literal["dd"] = "dd"
+    block: Size = 1 << 20
+    """dd's bs: bytes per read and write call."""
+
+
+def parse_dd(text: str, what: str) -> float:
+    """MB/s (10^6 bytes per second) from dd's summary line on stderr."""
+    m = search(_COPIED, text, f"dd {what} summary ('N bytes ... copied, T s')", re.MULTILINE)
+    size = number(m.group(1), f"dd {what} bytes")
+    secs = number(m.group(2), f"dd {what} seconds")
+    if size <= 0 or secs <= 0:
+        raise ParseError(f"dd {what}: copied {size:.0f} bytes in {secs} s; nothing to rate")
+    return size / secs / 1e6
+
+
+class Dd(DiskWorkload):
+    tool: ClassVar[str] = "dd"
+    settings_model = DdSettings
+    settings: DdSettings
+
+    def tools(self) -> list[str]:
+        return ["dd"]
+
+    def _size(self, quick: bool) -> int:
+        size = self.settings.size or DEFAULT_SIZE
+        return min(size, QUICK_SIZE) if quick else size
+
+    def prepare(self, instance: Instance, ctx: Context) -> None:
+        super().prepare(instance, ctx)
+        self.check_space(instance, self._size(ctx.quick))
+
+    def measure(self, instance: Instance, ctx: Context) -> Outcome:
+        target = f"{self.scratch(instance)}/dd.dat"
+        block = self.settings.block
+        count = max(1, self._size(ctx.quick) // block)
+        passes = {
+            "write": [DD, "if=/dev/zero", f"of={target}", f"bs={block}", f"count={count}",
+                      "oflag=direct", "conv=fsync"],
+            "read": [DD, f"if={target}", "of=/dev/null", f"bs={block}", "iflag=direct"],
+        }  # fmt: skip
+        outcome = Outcome()
+        for what, argv in passes.items():
+            ctx.barrier()
+            result = run(instance, argv, timeout=self.timeout(ctx.quick))
+            text = result.stderr.decode("utf-8", errors="replace")
+            outcome.raw.append(keep("dd", argv, combined(result)))
+            outcome.metrics.append(
+                Metric(f"disk.dd.{what}_mbps", parse_dd(text, what), "MB/s", True)
+            )
+        return outcome
+
+    def estimate_seconds(self, quick: bool) -> float:
+        return 1 + 2 * self._size(quick) / (100 << 20)

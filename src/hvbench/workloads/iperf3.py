@@ -1,0 +1,92 @@
+"""net with iperf3: bulk TCP throughput in each direction, from iperf3's JSON.
+
+Per direction: the throughput the receiver counted, the sender's TCP retransmits, and the
+sender's and receiver's CPU utilisation as iperf3 reports them (the instance's side and the
+peer's side). iperf3 reports a failure (no server, refused, ...) as JSON with an ``error`` field
+and may still exit 0: that field fails the cell.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, ClassVar, Literal
+
+from hvbench.host.network import PEER_ADDRESS
+from hvbench.workloads.base import Context, Metric, Outcome, ParseError
+from hvbench.workloads.common import combined, keep, number
+from hvbench.workloads.net import DIRECTIONS, PeerWorkload, ThroughputSettings
+
+if TYPE_CHECKING:
+    from hvbench.drivers.base import Instance
+
+
+class Iperf3Settings(ThroughputSettings):
+    tool: Literal["iperf3"] = "iperf3"
+
+
+def parse_iperf3_json(text: str, direction: str) -> list[Metric]:
+    """Metrics of one ``iperf3 -J`` client run; ``direction`` is "in" (run with -R) or "out"."""
+    start = text.find("{")
+    if start < 0:
+        raise ParseError("iperf3 printed no JSON (was it stopped before the end?)")
+    try:
+        doc = json.loads(text[start:])
+    except ValueError as e:
+        raise ParseError(f"iperf3 JSON output is cut short or invalid: {e}") from None
+    if not isinstance(doc, dict):
+        raise ParseError("iperf3 JSON output is not an object")
+    if doc.get("error"):
+        raise ParseError(f"iperf3: {str(doc['error'])[:200]}")
+    end = doc.get("end")
+    try:
+        sent, received = end["sum_sent"], end["sum_received"]
+        cpu = end["cpu_utilization_percent"]
+    except (TypeError, KeyError):
+        raise ParseError("iperf3 JSON has no end summary (sum_sent, sum_received, cpu)") from None
+    # the client runs in the instance ("host" in iperf3's terms); with -R the peer sends
+    sender, receiver = ("remote", "host") if direction == "in" else ("host", "remote")
+    stem = f"net.iperf3.{DIRECTIONS[direction]}"
+    bps = number(received.get("bits_per_second"), f"{stem} bits_per_second")
+    if bps <= 0:
+        raise ParseError(f"iperf3 {DIRECTIONS[direction]}: no data received")
+    return [
+        Metric(f"{stem}_gbps", bps / 1e9, "Gbit/s", True),
+        Metric(f"{stem}_retransmits", number(sent.get("retransmits", 0), stem), "count", False),
+        Metric(f"{stem}_sender_cpu_pct", number(cpu.get(f"{sender}_total"), stem), "%", False),
+        Metric(f"{stem}_receiver_cpu_pct", number(cpu.get(f"{receiver}_total"), stem), "%", False),
+    ]
+
+
+class Iperf3(PeerWorkload):
+    tool: ClassVar[str] = "iperf3"
+    base_port: ClassVar[int] = 5201
+    settings_model = Iperf3Settings
+    settings: Iperf3Settings
+
+    def tools(self) -> list[str]:
+        return ["iperf3"]
+
+    def server_argv(self, port: int) -> list[str]:
+        return ["iperf3", "--server", "--bind", PEER_ADDRESS, "--port", str(port)]
+
+    def client_argv(self, port: int, direction: str, quick: bool) -> list[str]:
+        s = self.settings
+        argv = ["iperf3", "--client", PEER_ADDRESS, "--port", str(port), "--json",
+                "--parallel", str(s.parallel), "--window", str(s.window),
+                "--time", f"{self.seconds(quick):g}"]  # fmt: skip
+        return [*argv, "--reverse"] if direction == "in" else argv
+
+    def measure(self, instance: Instance, ctx: Context) -> Outcome:
+        outcome = Outcome()
+        for direction in self.settings.directions:
+            argv = self.client_argv(self.port(instance), direction, ctx.quick)
+            ctx.barrier()
+            result = instance.exec(argv, timeout=self.timeout(ctx.quick))
+            outcome.raw.append(keep("iperf3", argv, combined(result)))
+            outcome.metrics += parse_iperf3_json(result.text(), direction)
+            if not result.ok:
+                raise ParseError(f"iperf3 {result.describe_failure()}")
+        return outcome
+
+    def estimate_seconds(self, quick: bool) -> float:
+        return len(self.settings.directions) * (self.seconds(quick) + 1.5)

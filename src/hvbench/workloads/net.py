@@ -1,0 +1,121 @@
+"""What every net workload shares: the peer's server and the ``{name: net}`` settings.
+
+The peer sits in the run's network namespace at PEER_ADDRESS, behind the same bridge on every
+platform. Each instance gets a server of its own on the peer (port = the tool's base port + the
+instance's index), started in ``prepare`` and stopped in ``cleanup``; the client always runs
+inside the instance. "outbound" is instance -> peer, "inbound" is peer -> instance: for inbound
+the client asks the peer to send (``-R``), so no server ever runs inside an instance (a guest's
+control channel runs commands to completion, it does not keep daemons) and both directions
+cross the same NIC, with the same TCP connection set-up, on every platform.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+import time
+from abc import abstractmethod
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar, Literal
+
+from pydantic import Field, PositiveFloat, PositiveInt
+
+from hvbench.errors import InstanceError
+from hvbench.units import Size, format_size
+from hvbench.workloads.base import Context, Workload, WorkloadSettings
+
+if TYPE_CHECKING:
+    from hvbench.drivers.base import Instance
+    from hvbench.host.network import RunNetwork
+    from hvbench.host.resources import Resource
+
+TOOLS = ("iperf3", "iperf", "latency")
+"""The ``tool:`` choices of ``{name: net}``; iperf3 is the default."""
+DIRECTIONS = {"out": "outbound", "in": "inbound"}
+QUICK_SECONDS = 3.0
+SERVER_READY_S = 15.0
+
+
+class NetSettings(WorkloadSettings):
+    name: Literal["net"]
+    seconds: PositiveFloat = 900.0
+    """Seconds each measurement runs (the paper: 900)."""
+
+    def label(self) -> str:
+        return f"net {getattr(self, 'tool', '')}"
+
+
+class ThroughputSettings(NetSettings):
+    """Bulk TCP throughput, as the paper ran iperf: ``-w256k -P 5 -t 900``, in and out."""
+
+    directions: list[Literal["in", "out"]] = Field(default=["in", "out"], min_length=1)
+    parallel: PositiveInt = 5
+    """Parallel TCP streams (-P)."""
+    window: Size = 256 << 10
+    """Socket buffer / TCP window (-w)."""
+
+    def label(self) -> str:
+        return f"{super().label()} -P{self.parallel} -w{format_size(self.window)}"
+
+
+class PeerWorkload(Workload):
+    """A client inside the instance against a server of its own on the peer."""
+
+    name: ClassVar[str] = "net"
+    base_port: ClassVar[int]
+    settings: NetSettings
+
+    def __init__(self, settings: WorkloadSettings) -> None:
+        super().__init__(settings)
+        self._servers: dict[str, tuple[subprocess.Popen, Resource]] = {}
+        """Per instance name: the peer server and its log directory."""
+
+    @abstractmethod
+    def server_argv(self, port: int) -> list[str]:
+        """The server command on the peer, listening on PEER_ADDRESS:port."""
+
+    def port(self, instance: Instance) -> int:
+        return self.base_port + instance.index
+
+    def seconds(self, quick: bool) -> float:
+        return min(self.settings.seconds, QUICK_SECONDS) if quick else self.settings.seconds
+
+    def prepare(self, instance: Instance, ctx: Context) -> None:
+        network = ctx.network
+        port = self.port(instance)
+        logdir = Path(tempfile.gettempdir()) / f"hvbench-peer-{network.run_id}-{self.tool}-{port}"
+        res = network.ledger.add("path", str(logdir))
+        logdir.mkdir(exist_ok=True)
+        log = logdir / "server.log"
+        proc = network.peer_start(self.server_argv(port), log)
+        self._servers[instance.name] = (proc, res)
+        _wait_listening(network, proc, port, log)
+
+    def cleanup(self, instance: Instance, ctx: Context) -> None:
+        entry = self._servers.pop(instance.name, None)
+        if entry is None:
+            return
+        proc, logdir = entry
+        ledger = ctx.network.ledger
+        for res in ledger.live:
+            if res.kind == "process" and res.name == str(proc.pid):
+                ledger.release(res)  # terminates, waits, kills if need be
+        proc.poll()
+        ledger.release(logdir)
+
+
+def _wait_listening(network: RunNetwork, proc: subprocess.Popen, port: int, log: Path) -> None:
+    """Return once the peer's server accepts connections on ``port``."""
+    deadline = time.monotonic() + SERVER_READY_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            said = log.read_text(errors="replace").strip().splitlines()[-1:] if log.exists() else []
+            raise InstanceError(
+                f"peer server on port {port} exited with {proc.returncode}: "
+                f"{said[0] if said else '(no output)'}"
+            )
+        ss = network.peer_run(["ss", "-Htln", f"sport = :{port}"], timeout=10)
+        if ss.stdout.strip():
+            return
+        time.sleep(0.1)
+    raise InstanceError(f"peer server on port {port} not listening after {SERVER_READY_S:.0f} s")

@@ -1,0 +1,367 @@
+"""Analysis arithmetic on hand-made runs written into a real SQLite store."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import numpy as np
+import pytest
+
+from hvbench.analysis import analyse, needs_more, summarize, welch
+from hvbench.analysis.run import COMPOSITE
+from hvbench.analysis.stats import confidence_interval, geometric_mean, mad_outliers
+from hvbench.store import MetricRecord, RawRecord, SampleRecord, Store
+from hvbench.store.schema import CellRow, Run
+
+STUDY = "name: hand-made\nbaseline: native\nplatforms: {}\nworkloads: []\n"
+
+
+@dataclass
+class RunBuilder:
+    """Writes a run with known values through the Store API (no mocks)."""
+
+    store: Store
+    run_id: str = "run-a"
+    study_text: str = STUDY
+    inventory: dict = field(default_factory=lambda: {"cores_logical": 2, "kernel": "6.1"})
+
+    def __post_init__(self) -> None:
+        self.store.create_run(
+            Run(
+                id=self.run_id,
+                study_name="hand-made",
+                study_text=self.study_text,
+                study_source="hand-made.yaml",
+                status="finished",
+                created_at=datetime.now(UTC),
+                finished_at=datetime.now(UTC),
+                hvbench_version="0.1.0",
+                git_commit=None,
+                options={},
+                inventory=self.inventory,
+            )
+        )
+
+    def cell(
+        self,
+        platform: str,
+        workload: str,
+        instances: int = 1,
+        driver: str | None = None,
+        platform_settings: dict | None = None,
+    ) -> int:
+        driver = driver or ("native" if platform == "native" else "qemu")
+        row = CellRow(
+            key=f"{platform}|{workload}|{instances}",
+            platform=platform,
+            driver=driver,
+            workload=workload,
+            workload_name=workload.split()[0],
+            instances=instances,
+            platform_settings={"driver": driver, **(platform_settings or {})},
+            workload_settings={"name": workload.split()[0]},
+        )
+        return self.store.cell_id(self.run_id, row)
+
+    def sample(
+        self,
+        cell_id: int,
+        repetition: int,
+        metrics: dict[str, list[float | None]],
+        unit: str = "MB/s",
+        higher_is_better: bool = True,
+        host_cpu: dict | None = None,
+        state: dict | None = None,
+        status: str = "ok",
+        kinds: dict[str, tuple[str, bool]] | None = None,
+    ) -> None:
+        """``metrics``: name -> one value per instance; ``kinds``: name -> (unit, higher is
+        better) where not ``unit``/``higher_is_better``."""
+        kinds = kinds or {}
+        records = [
+            MetricRecord(
+                i,
+                name,
+                v,
+                *kinds.get(name, (unit, higher_is_better)),
+                None if v is not None else "+++++",
+            )
+            for name, values in metrics.items()
+            for i, v in enumerate(values)
+        ]
+        self.store.add_sample(
+            cell_id,
+            SampleRecord(
+                repetition=repetition,
+                status=status,
+                error=None if status == "ok" else "guest crashed",
+                started_at=datetime.now(UTC),
+                seconds=1.0,
+                platform_state=state or {},
+                host_cpu=host_cpu or {},
+                metrics=records,
+                raw=[RawRecord(0, "tool", ["tool", "--flag", "<b>"], "output")],
+            ),
+        )
+
+    def series(
+        self, cell_id: int, name: str, values: list[float], unit: str = "MB/s", hib: bool = True
+    ) -> None:
+        """One single-instance value per repetition."""
+        for rep, v in enumerate(values):
+            self.sample(cell_id, rep, {name: [v]}, unit, hib)
+
+
+def host(wall: float, busy: float, guest: float = 0.0, steal: float = 0.0) -> dict:
+    """A CpuMonitor.stop()-shaped reading on a 2-core host."""
+    states = dict.fromkeys(
+        ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal", "guest"), 0.0
+    )
+    states.update(user=busy - guest - steal, guest=guest, steal=steal, idle=2 * wall - busy)
+    return {"wall_s": wall, "cores": 2, "states_s": states, "busy_s": busy, "instances_s": [busy]}
+
+
+@pytest.fixture
+def store(tmp_path) -> Store:
+    return Store(f"sqlite:///{tmp_path}/results.db")
+
+
+def test_normalization_respects_direction(store):
+    b = RunBuilder(store)
+    noise = [-1, 0, 1]
+    b.series(b.cell("native", "disk"), "disk.write_mbps", [100 + n for n in noise])
+    b.series(b.cell("kvm", "disk"), "disk.write_mbps", [80 + 0.8 * n for n in noise])
+    b.series(
+        b.cell("native", "kernbench"), "kernbench.elapsed_s", [50 + n for n in noise], "s", False
+    )
+    b.series(
+        b.cell("kvm", "kernbench"), "kernbench.elapsed_s", [100 + n for n in noise], "s", False
+    )
+    a = analyse(store, "latest")
+    assert a.baseline == "native"
+    disk = a.result("kvm", "disk", "disk.write_mbps", 1).vs_baseline
+    assert disk.pct_of_native == pytest.approx(80)
+    assert disk.pct_loss == pytest.approx(20)
+    assert disk.significant
+    kern = a.result("kvm", "kernbench", "kernbench.elapsed_s", 1).vs_baseline
+    assert kern.ratio == pytest.approx(2.0)  # kernbench's elapsed/native
+    assert kern.pct_of_native == pytest.approx(50)
+    assert kern.pct_loss == pytest.approx(50)
+    native = a.result("native", "disk", "disk.write_mbps", 1).vs_baseline
+    assert native.pct_of_native == pytest.approx(100) and not native.significant
+
+
+def test_no_significant_difference_within_noise(store):
+    b = RunBuilder(store)
+    b.series(b.cell("native", "disk"), "d.x", [100, 104, 96, 101, 99])
+    b.series(b.cell("kvm", "disk"), "d.x", [99, 103, 97, 100, 102])
+    r = analyse(store, "latest").result("kvm", "disk", "d.x", 1)
+    assert r.vs_baseline.p_value > 0.05 and not r.vs_baseline.significant
+
+
+def test_cpu_composite_is_geometric_mean_of_normalized_sub_scores(store):
+    b = RunBuilder(store)
+    native, kvm = b.cell("native", "cpu"), b.cell("kvm", "cpu")
+    for rep in range(3):
+        b.sample(native, rep, {"cpu.a.ops": [100.0], "cpu.b.ops": [400.0]})
+        b.sample(kvm, rep, {"cpu.a.ops": [50.0], "cpu.b.ops": [400.0]})
+    a = analyse(store, "latest")
+    comp = a.result("kvm", "cpu", COMPOSITE, 1)
+    assert comp.single.mean == pytest.approx(math.sqrt(0.5))
+    assert comp.vs_baseline.pct_of_native == pytest.approx(100 * math.sqrt(0.5))
+    assert a.result("native", "cpu", COMPOSITE, 1).single.mean == pytest.approx(1.0)
+    assert geometric_mean([2, 8]) == pytest.approx(4)
+    assert math.isnan(geometric_mean([0, 8]))
+
+
+def test_aggregate_spread_scaling_and_overcommit(store):
+    b = RunBuilder(store)
+    one, four = b.cell("kvm", "cpu", 1, platform_settings={"vcpus": 1}), b.cell("kvm", "cpu", 4)
+    for rep in range(3):
+        b.sample(one, rep, {"cpu.a.ops": [30.0]}, state={"vcpus_total": 1, "host_cores": 2})
+        b.sample(four, rep, {"cpu.a.ops": [10.0, 20.0, 30.0, 40.0]}, state={"overcommit": True})
+    a = analyse(store, "latest")
+    r = a.result("kvm", "cpu", "cpu.a.ops", 4)
+    assert r.single.mean == pytest.approx(25)
+    assert r.aggregate.mean == pytest.approx(100)
+    assert sorted(r.per_instance) == [10, 20, 30, 40]
+    assert r.efficiency == pytest.approx(100 / (4 * 30))
+    assert r.overcommit is True
+    assert a.result("kvm", "cpu", "cpu.a.ops", 1).overcommit is False
+    assert a.result("kvm", "cpu", "cpu.a.ops", 1).efficiency == pytest.approx(1.0)
+
+
+def test_aggregate_against_baseline_at_highest_count_below(store):
+    b = RunBuilder(store)
+    native, kvm = b.cell("native", "net"), b.cell("kvm", "net", 2)
+    for rep in range(3):
+        b.sample(native, rep, {"net.x.gbps": [10.0 + rep * 0.1]})
+        b.sample(kvm, rep, {"net.x.gbps": [4.0 + rep * 0.05, 4.0 + rep * 0.05]})
+    r = analyse(store, "latest").result("kvm", "net", "net.x.gbps", 2)
+    assert r.vs_baseline.pct_of_native == pytest.approx(100 * 4.05 / 10.1)
+    assert r.aggregate_vs_baseline.pct_of_native == pytest.approx(100 * 8.1 / 10.1)
+
+
+def test_network_symmetry_flags_gap_over_15_percent(store):
+    b = RunBuilder(store)
+    e1000, virtio = b.cell("kvm-e1000", "net"), b.cell("kvm-virtio", "net")
+    for rep, n in enumerate([-0.1, 0, 0.1]):
+        b.sample(
+            e1000, rep, {"net.iperf3.inbound_gbps": [10 + n], "net.iperf3.outbound_gbps": [7 + n]}
+        )
+        b.sample(
+            virtio,
+            rep,
+            {
+                "net.iperf3.inbound_gbps": [10 + n],
+                "net.iperf3.outbound_gbps": [9.5 + n],
+                "net.iperf3.inbound_sender_cpu_pct": [10 + n],
+                "net.iperf3.outbound_sender_cpu_pct": [50 + n],
+            },
+            kinds={
+                "net.iperf3.inbound_sender_cpu_pct": ("%", False),
+                "net.iperf3.outbound_sender_cpu_pct": ("%", False),
+            },
+        )
+    pairs = analyse(store, "latest").symmetry
+    assert {s.inbound.name for s in pairs} == {"net.iperf3.inbound_gbps"}  # not the %CPU pair
+    sym = {s.cell.platform: s for s in pairs}
+    assert sym["kvm-e1000"].ratio == pytest.approx(0.7)
+    assert sym["kvm-e1000"].gap == pytest.approx(0.3)
+    assert sym["kvm-e1000"].asymmetric and sym["kvm-e1000"].weaker == "outbound"
+    assert sym["kvm-virtio"].gap == pytest.approx(0.05)
+    assert not sym["kvm-virtio"].asymmetric
+
+
+def test_host_cpu_split_per_core_and_cost(store):
+    b = RunBuilder(store)
+    virtio, emulated = b.cell("native", "net"), b.cell("emulated", "net")
+    for rep, n in enumerate([-0.01, 0, 0.01]):
+        b.sample(virtio, rep, {"net.x.gbps": [5.0 + n]}, "Gbit/s", host_cpu=host(10, 10 + n))
+        b.sample(emulated, rep, {"net.x.gbps": [5.0]}, "Gbit/s", host_cpu=host(10, 20, guest=12))
+    a = analyse(store, "latest")
+    cpu = a.host_cpu[emulated]
+    assert cpu.busy == pytest.approx(1.0) and cpu.states["guest"] == pytest.approx(0.6)
+    assert cpu.virtualization_overhead == pytest.approx(8 / 12)
+    assert a.host_cpu[virtio].busy == pytest.approx(0.5, abs=0.001)
+    r = a.result("emulated", "net", "net.x.gbps", 1)
+    assert r.per_core.mean == pytest.approx(2.5)
+    assert r.cost_vs_baseline == pytest.approx(2.0, rel=0.01)
+    assert a.result("native", "net", "net.x.gbps", 1).per_core.mean == pytest.approx(5.0, rel=0.01)
+
+
+def test_failed_samples_texts_and_noise_become_warnings(store):
+    b = RunBuilder(store)
+    c = b.cell("kvm", "disk")
+    for rep, v in enumerate([100, 101, 99, 100, 160]):
+        b.sample(c, rep, {"disk.x": [v], "disk.create": [None]}, host_cpu=host(10, 5, steal=2))
+    b.sample(c, 9, {"disk.x": [1.0]}, status="failed")
+    a = analyse(store, "latest")
+    r = a.result("kvm", "disk", "disk.x", 1)
+    assert r.single.n == 5 and r.single.outliers == (4,)
+    assert a.result("kvm", "disk", "disk.create", 1) is None  # only text, no number
+    text = "\n".join(a.warnings)
+    assert "outlier" in text and "steal" in text and "noisy" in text and "failed" in text
+    assert a.baseline is None  # no native platform in this run
+
+
+def test_summary_arithmetic():
+    s = summarize([1.0, 2.0, 3.0, 4.0])
+    assert (s.median, s.mean) == (2.5, 2.5)
+    assert s.std == pytest.approx(np.std([1, 2, 3, 4], ddof=1))
+    assert s.cv == pytest.approx(s.std / 2.5)
+    assert s.ci_low < 2.5 < s.ci_high
+    one = summarize([7.0])
+    assert one.n == 1 and math.isnan(one.ci_low) and math.isnan(one.ci_half_width)
+    assert confidence_interval(np.array([5.0] * 12)) == (5.0, 5.0)
+    assert mad_outliers(np.array([10, 10.1, 9.9, 10, 50])) == (4,)
+    assert mad_outliers(np.array([10, 10.1, 9.9, 10.05, 10.02])) == ()
+
+
+@pytest.mark.parametrize(
+    ("n", "dist"), [(5, "normal"), (12, "lognormal"), (30, "normal"), (30, "lognormal")]
+)
+def test_ci_coverage_on_synthetic_samples(n, dist):
+    """The 95% interval holds the true mean in about 95% of repeated experiments."""
+    rng = np.random.default_rng(7)
+    trials, hits = 400, 0
+    true_mean = 100.0 if dist == "normal" else 100.0 * math.exp(0.3**2 / 2)
+    for _ in range(trials):
+        x = rng.normal(100, 5, n) if dist == "normal" else 100 * rng.lognormal(0, 0.3, n)
+        s = summarize(x)
+        hits += s.ci_low <= true_mean <= s.ci_high
+    assert 0.91 <= hits / trials <= 0.99
+
+
+def test_welch_change_and_ci():
+    a = [100.0, 101.0, 99.0, 100.5, 99.5]
+    b = [90.0, 91.0, 89.0, 90.5, 89.5]
+    d = welch(a, b)
+    assert d.change == pytest.approx(-0.10)
+    assert d.ci_low < -0.10 < d.ci_high
+    assert d.significant(0.01)
+    assert not welch([1.0], [2.0]).significant()
+
+
+def test_needs_more_is_bounded():
+    assert needs_more([], 0.03)
+    assert needs_more([100.0, 101.0], 0.03)  # below min_count
+    assert not needs_more([100.0, 100.1, 99.9], 0.03)  # CI already tight
+    wide = [100.0, 130.0, 80.0]
+    assert needs_more(wide, 0.03)
+    assert not needs_more(wide, 0.03, max_count=3)
+    assert not needs_more(wide, 0.03, elapsed_s=90, budget_s=100)  # a 4th would take 30 s more
+    assert needs_more(wide, 0.03, elapsed_s=60, budget_s=100)
+    assert not needs_more(wide * 20, 0.50)
+
+
+def test_unknown_run_is_a_clear_error(store):
+    from hvbench.errors import HvbenchError
+
+    with pytest.raises(HvbenchError, match="no run 'nope'"):
+        analyse(store, "nope")
+
+
+def test_welch_matches_scipy():
+    from scipy import stats
+
+    rng = np.random.default_rng(5)
+    a, b = rng.normal(100, 2, 7), rng.normal(97, 4, 5)
+    ref = stats.ttest_ind(b, a, equal_var=False)
+    ci = ref.confidence_interval(0.99)
+    d = welch(a, b, confidence=0.99)
+    assert d.p_value == pytest.approx(ref.pvalue)
+    assert d.ci_low * a.mean() == pytest.approx(ci.low)
+    assert d.ci_high * a.mean() == pytest.approx(ci.high)
+
+
+def test_batched_intervals_match_one_by_one():
+    rng = np.random.default_rng(9)
+    series = [rng.normal(50, 3, 15) for _ in range(4)] + [rng.normal(5, 1, 4), np.array([2.0])]
+    from hvbench.analysis.stats import confidence_intervals
+
+    together = confidence_intervals(series)
+    assert together[4] == confidence_interval(series[4])
+    assert math.isnan(together[5][0])
+    for x, (low, high) in zip(series[:4], together[:4], strict=True):
+        alone_low, alone_high = confidence_interval(x)
+        assert low < x.mean() < high
+        assert low == pytest.approx(alone_low, rel=0.01) and high == pytest.approx(
+            alone_high, rel=0.01
+        )
+
+
+def test_composite_uses_only_sub_scores_the_baseline_has(store):
+    b = RunBuilder(store)
+    native, kvm = b.cell("native", "cpu"), b.cell("kvm", "cpu")
+    other_native = b.cell("native", "cpu copies=2")
+    for rep in range(3):
+        b.sample(native, rep, {"cpu.a.ops": [100.0]})
+        b.sample(other_native, rep, {"cpu.a.ops": [1000.0]})
+        b.sample(kvm, rep, {"cpu.a.ops": [80.0], "cpu.extra.ops": [5.0]})
+    a = analyse(store, "latest")
+    comp = a.result("kvm", "cpu", COMPOSITE, 1)
+    assert comp.unit == "×native"
+    assert comp.single.mean == pytest.approx(0.8)  # not diluted by cpu.extra or cpu copies=2

@@ -1,0 +1,97 @@
+"""The container driver (runc) for real: limits, control channel, clean-up, and a cpu, disk and
+net study through the runner."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from guest_fixtures import GuestRun, guest_image, guest_run  # noqa: F401 (fixtures)
+from oslevel_checks import (
+    EXPECTED,
+    container_leftovers,
+    failures,
+    killed_run_is_cleaned_up,
+    metric_values,
+    run_study,
+)
+
+from hvbench.drivers import DRIVERS
+from hvbench.drivers.base import DATA_MOUNT, Needs
+from hvbench.drivers.container import ContainerDriver, ContainerSettings
+from hvbench.errors import CommandTimeout
+
+needs_runc = pytest.mark.skipif(not ContainerDriver.check().ok, reason="runc is not installed")
+
+
+def test_registered_and_doctor_says_how_to_fix(monkeypatch):
+    assert DRIVERS["container"] is ContainerDriver
+    monkeypatch.setattr(ContainerDriver, "runtime_binary", classmethod(lambda cls: None))
+    verdict = ContainerDriver.check()
+    assert not verdict.ok and verdict.fix == "apt-get install runc"
+
+
+@needs_runc
+@pytest.mark.guest
+def test_limits_channel_and_disk(guest_run: GuestRun):  # noqa: F811 (fixture)
+    settings = ContainerSettings(driver="container", vcpus=1, memory="192M", pin=True)
+    needs = Needs(tools=frozenset({"iperf3"}), data_disk=True)
+    d = ContainerDriver(
+        "c", settings, needs, guest_run.ledger, guest_run.network, guest_run.workdir
+    )
+    insts = d.start(2, time.monotonic() + 120)
+    try:
+        assert [i.address for i in insts] == ["198.18.0.10", "198.18.0.11"]
+        for inst in insts:
+            group = inst.cgroups_path.lstrip("/")
+            cpu = Path("/sys/fs/cgroup/cpu") / group
+            mem = Path("/sys/fs/cgroup/memory") / group
+            if cpu.exists():  # cgroup v1, as on this host
+                assert (cpu / "cpu.cfs_quota_us").read_text().strip() == "100000"
+                assert int((mem / "memory.limit_in_bytes").read_text()) == 192 << 20
+            # the command runs inside the limits, on its own core, in its own namespace
+            assert inst.exec(["nproc"], 30).text().strip() == "1"
+            cgroup = inst.exec(["cat", "/proc/self/cgroup"], 30).text()
+            assert inst.container_id in cgroup
+            addr = inst.exec(["ip", "-4", "-o", "addr", "show", "eth0"], 30).text()
+            assert f"{inst.address}/24" in addr
+            assert inst.exec(["ping", "-c", "1", "-W", "5", "198.18.0.1"], 30).ok
+            assert inst.data_disk is not None and inst.data_disk.mountpoint == DATA_MOUNT
+            df = inst.exec(["df", "-P", DATA_MOUNT], 30).text().splitlines()[-1].split()
+            assert df[0].startswith("/dev/loop") and int(df[1]) > 1_500_000
+            assert inst.host_pids() and inst.alive()
+        # a command past its timeout is killed with what it started, and the container lives on
+        with pytest.raises(CommandTimeout):
+            insts[0].exec(["sh", "-c", "sleep 300 & sleep 301"], timeout=2)
+        time.sleep(0.5)
+        left = insts[0].exec(["ps", "-o", "args"], 30).text()
+        assert "sleep 30" not in left
+        resolved = d.describe()["resolved"]
+        assert resolved["runtime"] == "runc"
+        assert resolved["cgroup"]["memory"] == f"{192 << 20} bytes, no swap"
+    finally:
+        d.stop(insts)
+    assert not any(i.alive() for i in insts)
+
+
+@needs_runc
+@pytest.mark.guest
+def test_cpu_disk_net_study_and_nothing_left():
+    # two groups (1 then 2 instances) of one platform share the unpacked tree of the run
+    store, run_id = run_study("  c: {driver: container, vcpus: 1, memory: 256M}\n", "1, 2")
+    assert failures(store, run_id) == []
+    values = metric_values(store, run_id)
+    for name in EXPECTED:
+        assert len(values[name]) == 3 and all(v > 0 for v in values[name]), name
+    cell = store.cells(run_id)[0]
+    assert cell.platform_settings["resolved"]["runtime"] == "runc"
+    assert "bind-mounted" in json.dumps(cell.platform_settings)
+    assert container_leftovers(run_id) == []
+
+
+@needs_runc
+@pytest.mark.guest
+def test_sigkilled_run_is_cleaned_up(tmp_path):
+    killed_run_is_cleaned_up("{driver: container, memory: 256M}", tmp_path)

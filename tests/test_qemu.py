@@ -1,0 +1,365 @@
+"""The QEMU driver: settings, command line, and real guests under TCG (no mocks of QEMU)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import guest_fixtures
+import pytest
+from guest_fixtures import GUEST_TOOLS, GuestRun
+from pydantic import ValidationError
+from qemu.qmp.legacy import QEMUMonitorProtocol
+
+from hvbench.drivers import DRIVERS
+from hvbench.drivers.base import Needs
+from hvbench.drivers.qemu import (
+    Guest,
+    QemuDriver,
+    QemuInstance,
+    QemuSettings,
+    find_disk,
+    guest_disks,
+    kvm_verdict,
+    make_image,
+)
+from hvbench.drivers.qemu_devices import Disk, opts
+from hvbench.errors import CommandTimeout, InstanceError
+
+guest_image = guest_fixtures.guest_image  # fixtures, until conftest imports guest_fixtures
+guest_run = guest_fixtures.guest_run
+
+CACHES = ("none", "writeback", "writethrough", "directsync", "unsafe")
+FORMATS = ("raw", "qcow2")
+NIC_DRIVERS = {"virtio-net": {"virtio_net"}, "e1000": {"e1000"}, "rtl8139": {"8139cp", "8139too"}}
+"""The guest driver that must be bound to eth0 for each NIC model."""
+WRITE_READ = (
+    'for dev in "$@"; do dd if=/tmp/pattern of="$dev" bs=65536 conv=fsync 2>/dev/null'
+    ' && blockdev --flushbufs "$dev" && dd if="$dev" bs=65536 count=1 2>/dev/null | sha256sum;'
+    " done"
+)
+"""Guest side of the disk check: write the pattern, drop the guest's buffers, read it back."""
+
+
+def settings(**kw) -> QemuSettings:
+    return QemuSettings(**{"driver": "qemu", "memory": "256M", **kw})
+
+
+def driver(run: GuestRun, needs: Needs | None = None, **kw) -> QemuDriver:
+    needs = needs or Needs(tools=GUEST_TOOLS)
+    return QemuDriver("q", settings(**kw), needs, run.ledger, run.network, run.workdir)
+
+
+def deadline(seconds: float = 240) -> float:
+    return time.monotonic() + seconds
+
+
+# settings and command line (no guest) ------------------------------------------------------
+
+
+def test_registered():
+    assert DRIVERS["qemu"] is QemuDriver
+
+
+@pytest.mark.parametrize(
+    ("fields", "complaint"),
+    [
+        ({"disk": {"aio": "native", "cache": "writeback"}}, "aio: native needs cache"),
+        ({"disk": {"backing": "block"}}, "needs a path"),
+        ({"disk": {"backing": "block", "path": "/dev/x", "format": "qcow2"}}, "format: raw"),
+        ({"machine": "microvm", "nic": "e1000"}, "no PCI bus"),
+        ({"machine": "microvm", "disk": {"bus": "ide"}}, "no PCI bus"),
+        ({"kernel": "cloud-amd64", "nic": "rtl8139"}, "no rtl8139 driver"),
+        ({"accel": "xen"}, "accel"),
+        ({"disk": {"bus": "floppy"}}, "bus"),
+        ({"memory": "64M"}, "at least 128M"),
+        ({"nic": "virtio-net", "bogus": 1}, "bogus"),
+    ],
+)
+def test_settings_rejected(fields, complaint):
+    with pytest.raises(ValidationError, match=complaint):
+        settings(**fields)
+
+
+def test_options_are_escaped_not_pasted():
+    assert (
+        opts("file", path="/a,b", server=True, wait=False) == "file,path=/a,,b,server=on,wait=off"
+    )
+    disk = Disk("d0", "/img,format=qcow2", bus="nvme", cache="unsafe", serial="s")
+    argv = disk.args("pc")
+    assert argv[1] == "if=none,id=d0,file=/img,,format=qcow2,format=raw,cache=unsafe,aio=threads"
+    assert argv[-1] == "nvme,drive=d0,serial=s"
+
+
+def test_accel_auto_verdict_on_this_host():
+    """Here /dev/kvm is PVM and cannot run a stock guest: the probe must say TCG and why."""
+    verdict = kvm_verdict()
+    assert verdict is not None
+    assert verdict.reason
+    if Path("/sys/module/kvm_pvm").exists():
+        assert verdict.accel == "tcg"
+        assert "kvm_pvm" in verdict.reason
+    assert QemuDriver.check().detail.startswith(f"accel auto -> {verdict.accel}")
+
+
+# real guests ------------------------------------------------------------------------------
+
+
+@pytest.mark.guest
+@pytest.mark.parametrize("nic", ["virtio-net", "e1000", "rtl8139"])
+def test_nic_passes_traffic(guest_run: GuestRun, nic: str):
+    """An iperf3 client in the guest sends to the peer through the NIC model under test."""
+    d = driver(guest_run, nic=nic)
+    server = guest_run.network.peer_start(
+        ["iperf3", "-s", "-1", "-B", "198.18.0.1"], guest_run.workdir / "iperf3.log"
+    )
+    try:
+        [inst] = d.start(1, deadline())
+        assert inst.boot["kernel"] < inst.boot["init"] < inst.boot["ready"]
+        out = inst.exec(["iperf3", "-c", "198.18.0.1", "-t", "1", "-J"], timeout=60)
+        assert out.ok, out.describe_failure()
+        received = json.loads(out.stdout)["end"]["sum_received"]["bytes"]
+        assert received > 100_000
+        link = inst.exec(["readlink", "/sys/class/net/eth0/device/driver"], 30).text()
+        assert link.strip().rsplit("/", 1)[-1] in NIC_DRIVERS[nic]
+        d.stop([inst])
+    finally:
+        server.kill()
+        server.wait()
+
+
+@pytest.mark.guest
+def test_no_nic_means_no_address(guest_run: GuestRun):
+    d = driver(guest_run, nic="none")
+    [inst] = d.start(1, deadline())
+    assert inst.address is None
+    links = inst.exec(["ip", "-o", "link"], 30).text()
+    assert "eth0" not in links
+    d.stop([inst])
+
+
+def _disk_matrix(bus: str) -> list[tuple[str, str, str]]:
+    return [(bus, fmt, cache) for fmt in FORMATS for cache in CACHES]
+
+
+def _attach_and_check(run: GuestRun, combos: list[tuple[str, str, str]], extra: list[Disk] = ()):
+    """One guest with one small data disk per combination; each gets a write and a read in the
+    guest, and the write is then found in the image on the host after QEMU quits."""
+    d = driver(run, nic="none")
+    d.resolve()
+    prefix = run.workdir / f"disks-{combos[0][0]}"
+    machine = d.machine(0, prefix)
+    disks = list(extra)
+    for i, (bus, fmt, cache) in enumerate(combos):
+        path = run.workdir / f"{bus}-{fmt}-{cache}.{fmt}"
+        run.ledger.add("path", str(path))
+        make_image(path, fmt, 16 << 20)
+        serial = f"{fmt[:2]}-{cache}"
+        disks.append(Disk(f"d{i}", str(path), bus, fmt, cache, "threads", serial, slot=i))
+    machine.disks.extend(disks)
+    for sock in (machine.agent_socket, machine.qmp_socket):
+        run.ledger.add("path", sock)
+    guest = Guest.launch(machine, prefix, run.ledger, netns=None)
+    inst = QemuInstance("q", 0, 1, 256, guest=guest)
+    pattern = os.urandom(65536)
+    try:
+        guest.wait_ready(deadline())
+        find_disk(inst, disks[-1].serial)  # the last one probed; then all are there
+        found = guest_disks(inst)
+        devices = [found[disk.serial] for disk in disks]
+        assert inst.exec(["dd", "of=/tmp/pattern"], 30, stdin=pattern).ok
+        check = inst.exec(["sh", "-c", WRITE_READ, "sh", *devices], 120)
+        assert check.ok, check.describe_failure()
+        want = hashlib.sha256(pattern).hexdigest()
+        read = [line.split()[0] for line in check.text().splitlines()]
+        assert read == [want] * len(disks), list(zip(disks, read, strict=False))
+    finally:
+        guest.kill()
+    for disk in disks:
+        data = _read_device(disk.path) if disk.path.startswith("/dev/") else _host_bytes(disk)
+        assert data == pattern, f"{disk}: the write did not reach the backing"
+
+
+def _read_device(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return f.read(65536)
+
+
+def _host_bytes(disk: Disk) -> bytes:
+    path = Path(disk.path)
+    if disk.format == "raw":
+        with path.open("rb") as f:
+            return f.read(65536)
+    raw = path.with_suffix(".check.raw")
+    subprocess.run(["qemu-img", "convert", "-O", "raw", str(path), str(raw)], check=True)
+    try:
+        with raw.open("rb") as f:
+            return f.read(65536)
+    finally:
+        raw.unlink()
+
+
+@pytest.mark.guest
+@pytest.mark.parametrize("bus", ["virtio-blk", "virtio-scsi", "ahci", "nvme"])
+def test_disk_bus_format_cache(guest_run: GuestRun, bus: str):
+    """Every format x cache combination on this bus accepts a write and a read (one guest, ten
+    disks)."""
+    extra: list[Disk] = []
+    if bus == "virtio-blk":
+        # the AIO engines and a block-device backing, on a loop device
+        for aio in ("native", "io_uring"):
+            path = guest_run.workdir / f"aio-{aio}.raw"
+            guest_run.ledger.add("path", str(path))
+            make_image(path, "raw", 16 << 20)
+            extra.append(Disk(f"a{aio[:2]}", str(path), bus, "raw", "none", aio, f"aio-{aio}"))
+        extra.append(_loop_disk(guest_run))
+    _attach_and_check(guest_run, _disk_matrix(bus), extra)
+
+
+@pytest.mark.guest
+@pytest.mark.parametrize("part", [0, 1, 2])
+def test_disk_ide_format_cache(guest_run: GuestRun, part: int):
+    """IDE on pc takes four disks per guest: the ten combinations over three guests."""
+    combos = _disk_matrix("ide")
+    _attach_and_check(guest_run, combos[part * 4 : part * 4 + 4])
+
+
+def _loop_disk(run: GuestRun) -> Disk:
+    backing = run.workdir / "loop-backing.img"
+    run.ledger.add("path", str(backing))
+    make_image(backing, "raw", 16 << 20)
+    device = subprocess.run(
+        ["losetup", "--find", "--show", str(backing)], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    run.ledger.add("loop", device)
+    return Disk("lp", device, "virtio-blk", "raw", "none", "native", "block-loop")
+
+
+@pytest.mark.guest
+def test_driver_data_disk_on_block_device(guest_run: GuestRun):
+    """``backing: block`` formats and mounts the named device through the driver's own path."""
+    loop = _loop_disk(guest_run)
+    needs = Needs(tools=GUEST_TOOLS, data_disk=True)
+    d = driver(
+        guest_run, needs, nic="none", disk={"backing": "block", "path": loop.path, "bus": "ahci"}
+    )
+    [inst] = d.start(1, deadline())
+    assert inst.data_disk is not None
+    assert loop.path in inst.data_disk.description
+    df = inst.exec(["df", inst.data_disk.mountpoint], 30)
+    assert df.ok and inst.data_disk.device in df.text()
+    d.stop([inst])
+
+
+@pytest.mark.guest
+def test_four_instances_pass_the_barrier_together(guest_run: GuestRun):
+    d = driver(guest_run, nic="virtio-net")
+    instances = d.start(4, deadline(400))
+    try:
+        assert [i.address for i in instances] == [f"198.18.0.{10 + i}" for i in range(4)]
+        barrier = threading.Barrier(4, timeout=60)
+        released: list[float] = []
+        results = []
+
+        def one(inst):
+            barrier.wait()
+            released.append(time.monotonic())
+            results.append(inst.exec(["ping", "-c", "1", "198.18.0.1"], 60))
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in instances]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert len(released) == 4 and max(released) - min(released) < 1.0
+        assert all(r.ok for r in results), [r.describe_failure() for r in results]
+        resolved = d.describe()["resolved"]
+        assert resolved["overcommit"] == ((os.cpu_count() or 1) < 4)
+        assert resolved["accel"] in ("tcg", "kvm") and resolved["accel_reason"]
+    finally:
+        d.stop(instances)
+
+
+@pytest.mark.guest
+def test_pinning_records_vcpu_threads(guest_run: GuestRun):
+    d = driver(guest_run, nic="none", vcpus=2, pin=True)
+    [inst] = d.start(1, deadline())
+    try:
+        pins = d.describe()["resolved"]["pinning"]["q-0"]
+        assert pins == [0, 1 % (os.cpu_count() or 1)]
+        threads = inst.guest.vcpu_threads()
+        assert [next(iter(os.sched_getaffinity(t))) for t in threads] == pins
+    finally:
+        d.stop([inst])
+
+
+@pytest.mark.guest
+def test_killed_qemu_fails_the_command_cleanly(guest_run: GuestRun):
+    d = driver(guest_run, nic="virtio-net")
+    [inst] = d.start(1, deadline())
+    errors: list[BaseException] = []
+
+    def workload():
+        try:
+            inst.exec(["sleep", "120"], timeout=300)
+        except BaseException as e:
+            errors.append(e)
+
+    t = threading.Thread(target=workload)
+    t.start()
+    time.sleep(1)
+    os.kill(inst.guest.proc.pid, signal.SIGKILL)
+    t.join(30)
+    assert not t.is_alive()
+    assert len(errors) == 1 and isinstance(errors[0], InstanceError)
+    assert "QEMU" in str(errors[0])
+    assert not inst.alive()
+    with pytest.raises(InstanceError, match="not running"):
+        inst.exec(["true"], 10)
+    d.stop([inst])
+
+
+@pytest.mark.guest
+def test_userland_root_filesystem_compiles(guest_run: GuestRun):
+    """``Needs.userland``: the guest boots a Debian root filesystem (debootstrap, mkfs.ext4 -d)
+    from a copy-on-write overlay, and its compiler builds and runs a program."""
+    needs = Needs(tools=frozenset({"make", "gcc"}), userland=True, data_disk=True)
+    d = driver(guest_run, needs, nic="none", memory="512M", disk={"size": "64M"})
+    [inst] = d.start(1, deadline(600))
+    try:
+        root = inst.exec(["findmnt", "-n", "-o", "SOURCE,FSTYPE", "/"], 30).text().split()
+        assert root == ["/dev/vda", "ext4"]
+        source = b'#include <stdio.h>\nint main(void) { puts("built in the guest"); }\n'
+        assert inst.exec(["tee", "/root/hello.c"], 30, stdin=source).ok
+        cc = inst.exec(["gcc", "-O2", "-o", "/root/hello", "/root/hello.c"], 300)
+        assert cc.ok, cc.describe_failure()
+        assert inst.exec(["/root/hello"], 30).text() == "built in the guest\n"
+        assert inst.data_disk is not None and inst.data_disk.device == "/dev/vdb"
+        rootfs = d.describe()["rootfs"]
+        assert "build-essential" in rootfs["packages"] and rootfs["files"] > 1000
+    finally:
+        d.stop([inst])
+
+
+@pytest.mark.guest
+def test_hung_guest_is_killed_at_the_command_timeout(guest_run: GuestRun):
+    """A guest whose vCPUs stop (QMP ``stop``) never answers: its command times out and QEMU is
+    killed, so the next cell starts a fresh guest."""
+    d = driver(guest_run, nic="none")
+    [inst] = d.start(1, deadline())
+    qmp = QEMUMonitorProtocol(inst.guest.machine.qmp_socket)
+    qmp.connect()
+    qmp.cmd("stop")
+    qmp.close()
+    start = time.monotonic()
+    with pytest.raises(CommandTimeout, match="hangs"):
+        inst.exec(["true"], timeout=3)
+    assert time.monotonic() - start < 15
+    assert not inst.alive()
+    d.stop([inst])

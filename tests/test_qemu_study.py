@@ -1,0 +1,118 @@
+"""QEMU platforms through the runner: a study next to native, and a QEMU killed mid-workload."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+
+import psutil
+import pytest
+
+from hvbench.runner import Runner
+from hvbench.store import Store
+from hvbench.study import parse_study
+
+STUDY = """\
+name: qemu-vs-native
+baseline: native
+platforms:
+  native: {driver: native, disk: {size: 128M}}
+  kvm-virtio:
+    {driver: qemu, accel: auto, memory: 384M, nic: virtio-net,
+     disk: {bus: virtio-blk, format: raw, cache: none, size: 160M}}
+  kvm-emulated:
+    {driver: qemu, accel: auto, memory: 384M, nic: e1000,
+     disk: {bus: ide, format: raw, cache: writeback, size: 160M}}
+workloads:
+  - {name: boot}
+  - {name: disk, tool: dd, size: 32M}
+  - {name: net, tool: iperf3, seconds: 2, parallel: 1, directions: [out]}
+repetitions: 1
+"""
+
+
+@pytest.mark.guest
+def test_study_with_kvm_platforms_falls_back_to_tcg_and_finishes():
+    store = Store()
+    runner = Runner.create(parse_study(STUDY, "qemu-vs-native.yaml"), store, quick=True)
+    assert runner.run() == "finished"
+    samples = store.samples(runner.run_id)
+    assert len(samples) == 9 and all(s.status == "ok" for s in samples)
+    cells = {c.platform: c for c in store.cells(runner.run_id)}
+    for platform in ("kvm-virtio", "kvm-emulated"):
+        settings = cells[platform].platform_settings
+        resolved = settings["resolved"]
+        assert resolved["accel"] in ("kvm", "tcg") and resolved["accel_reason"]
+        assert "qemu-guest-agent" in settings["image"]["packages"]
+        assert "/usr/bin/iperf3" in settings["image"]["files"]
+    names = {row[3] for row in store.metric_rows(runner.run_id)}
+    assert {"boot.ready_s", "disk.dd.write_mbps", "disk.dd.read_mbps"} <= names
+
+
+KILL_STUDY = """\
+name: qemu-killed
+platforms:
+  victim: {driver: qemu, accel: tcg, memory: 256M, nic: virtio-net}
+workloads:
+  - {name: net, tool: iperf3, seconds: 60, parallel: 1, directions: [out]}
+  - {name: boot}
+repetitions: 1
+"""
+
+
+def _qemu_of(run_id: str) -> psutil.Process | None:
+    for proc in psutil.process_iter(["cmdline"]):
+        argv = proc.info["cmdline"] or []
+        if argv and argv[0].endswith("qemu-system-x86_64") and run_id in " ".join(argv):
+            return proc
+    return None
+
+
+def _iperf3_server_running(run_id: str) -> bool:
+    """The net cell's server runs on the peer, in the run's own namespace."""
+    try:
+        netns = os.stat(f"/run/netns/hvb-{run_id[-8:]}").st_ino
+    except OSError:
+        return False
+    for proc in psutil.process_iter(["cmdline"]):
+        argv = proc.info["cmdline"] or []
+        if argv and os.path.basename(argv[0]) == "iperf3" and {"-s", "--server"} & set(argv):
+            with contextlib.suppress(OSError):
+                if os.stat(f"/proc/{proc.pid}/ns/net").st_ino == netns:
+                    return _qemu_of(run_id) is not None
+    return False
+
+
+@pytest.mark.guest
+def test_qemu_killed_mid_workload_fails_its_cell_and_the_run_goes_on():
+    store = Store()
+    runner = Runner.create(parse_study(KILL_STUDY, "qemu-killed.yaml"), store, quick=False)
+    killed: list[int] = []
+
+    def killer():
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and not _iperf3_server_running(runner.run_id):
+            time.sleep(0.5)
+        time.sleep(3)  # the client is sending now
+        victim = _qemu_of(runner.run_id)
+        if victim:
+            killed.append(victim.pid)
+            victim.kill()
+
+    thread = threading.Thread(target=killer, daemon=True)
+    thread.start()
+    start = time.monotonic()
+    status = runner.run()
+    thread.join(10)
+    assert killed, "the QEMU process was never found to kill"
+    assert time.monotonic() - start < 200  # not the 60 s workload plus its timeout
+    assert status == "failed"
+    samples = {s.cell_id: s for s in store.samples(runner.run_id)}
+    by_workload = {c.workload_name: samples[c.id] for c in store.cells(runner.run_id)}
+    assert by_workload["net"].status == "failed"
+    assert "QEMU" in by_workload["net"].error
+    assert by_workload["boot"].status == "ok"  # a fresh guest for the next cell
+    assert not psutil.pid_exists(killed[0]) or psutil.Process(killed[0]).status() == "zombie"
+    assert _qemu_of(runner.run_id) is None

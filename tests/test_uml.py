@@ -1,0 +1,217 @@
+"""User-mode Linux: the XSAVE shim against the real host kernel, doctor's verdict, and a real UML
+guest running cpu, disk and net workloads through the runner, with nothing left behind."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import socket
+import subprocess
+import time
+
+import guest_fixtures
+import pytest
+from guest_fixtures import GuestRun
+from pydantic import ValidationError
+from test_runner import leftovers
+
+from hvbench.drivers import DRIVERS
+from hvbench.drivers.base import Needs
+from hvbench.drivers.uml import (
+    LineRelay,
+    UmlDriver,
+    UmlSettings,
+    build_shim,
+    probe_boot,
+    xstate_verdict,
+)
+from hvbench.errors import InstanceError
+from hvbench.runner import Runner
+from hvbench.store import Store
+from hvbench.study import parse_study
+
+guest_image = guest_fixtures.guest_image  # fixtures, until conftest imports guest_fixtures
+guest_run = guest_fixtures.guest_run
+
+PTRACE_TRACEME, PTRACE_GETREGSET, PTRACE_SETREGSET = 0, 0x4204, 0x4205
+NT_X86_XSTATE = 0x202
+UML_XSTATE_BYTES = 832
+"""sizeof(struct _xstate): the buffer UML 6.1 knows (legacy area, header, AVX)."""
+XMM0 = 160
+"""Offset of XMM0 in the XSAVE legacy area."""
+
+
+class _Iovec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+
+def _ptrace(lib: ctypes.CDLL):
+    fn = lib.ptrace
+    fn.restype = ctypes.c_long
+    fn.argtypes = [ctypes.c_long, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
+    return fn
+
+
+def _xstate(ptrace, pid: int) -> bytes:
+    buf = ctypes.create_string_buffer(1 << 16)
+    iov = _Iovec(ctypes.cast(buf, ctypes.c_void_p), len(buf))
+    assert ptrace(PTRACE_GETREGSET, pid, NT_X86_XSTATE, ctypes.byref(iov)) == 0
+    return buf.raw[: iov.len]
+
+
+def test_shim_turns_a_short_xstate_write_into_a_full_one(tmp_path):
+    """The host kernel refuses a short NT_X86_XSTATE write (what kills UML on AMX hosts); through
+    the shim the same write succeeds and lands in the tracee's registers."""
+    libc = _ptrace(ctypes.CDLL(None, use_errno=True))
+    shim = _ptrace(ctypes.CDLL(str(build_shim(tmp_path)), use_errno=True))
+    pid = os.fork()
+    if pid == 0:  # the tracee: stop until the parent has written its registers
+        libc(PTRACE_TRACEME, 0, None, None)
+        os.kill(os.getpid(), signal.SIGSTOP)
+        os._exit(0)
+    try:
+        os.waitpid(pid, os.WUNTRACED)
+        full = _xstate(libc, pid)
+        assert len(full) > UML_XSTATE_BYTES
+        short = ctypes.create_string_buffer(full[:UML_XSTATE_BYTES], UML_XSTATE_BYTES)
+        short[XMM0 : XMM0 + 16] = b"hvbench-xstate!!"
+        iov = _Iovec(ctypes.cast(short, ctypes.c_void_p), UML_XSTATE_BYTES)
+        assert libc(PTRACE_SETREGSET, pid, NT_X86_XSTATE, ctypes.byref(iov)) == -1
+        assert ctypes.get_errno() == 14  # EFAULT, as UML reports it
+        assert shim(PTRACE_SETREGSET, pid, NT_X86_XSTATE, ctypes.byref(iov)) == 0
+        after = _xstate(libc, pid)
+        assert after[XMM0 : XMM0 + 16] == b"hvbench-xstate!!"
+        assert after[UML_XSTATE_BYTES:] == full[UML_XSTATE_BYTES:]
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+
+
+def test_uml_reaches_user_space_through_the_shim(tmp_path):
+    """Every FP register write of a real UML goes through the shim (which also reads the full
+    state first), and its guest still runs its init."""
+    output, ok = probe_boot({"LD_PRELOAD": str(build_shim(tmp_path))})
+    assert ok, output[-500:]
+
+
+def _connect_soon(path: str) -> socket.socket:
+    """A connection the relay accepts within seconds (a full backlog refuses at once)."""
+    deadline = time.monotonic() + 5
+    while True:
+        client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        client.settimeout(5)
+        try:
+            client.connect(path)
+            return client
+        except BlockingIOError:
+            client.close()
+            assert time.monotonic() < deadline, "the relay stopped accepting"
+            time.sleep(0.01)
+
+
+def test_relay_serves_clients_even_when_the_guest_reads_nothing(tmp_path):
+    """A guest that stops reading its serial line must not stall the host side: clients still
+    connect (none waits on a full backlog), and what the guest says reaches the newest one."""
+    guest, ours = socket.socketpair()
+    path = str(tmp_path / "agent.sock")
+    relay = LineRelay(ours, path)
+    relay.start()
+    try:
+        for _ in range(20):  # 2 MB in all: more than the socket buffers and the relay's queue
+            client = _connect_soon(path)
+            with contextlib.suppress(OSError):  # a client flooding a stuck guest is dropped
+                client.sendall(b"x" * 100_000)
+            client.close()
+        client = _connect_soon(path)
+        client.settimeout(0.2)
+        heard = b""
+        deadline = time.monotonic() + 5
+        while b"hello" not in heard and time.monotonic() < deadline:
+            guest.sendall(b"hello\n")  # until the relay has accepted this client
+            with contextlib.suppress(TimeoutError):
+                heard += client.recv(100)
+        assert b"hello" in heard
+        client.close()
+    finally:
+        relay.stop()
+        guest.close()
+    assert not relay.is_alive()
+
+
+def test_registered_and_settings_checked():
+    assert DRIVERS["uml"] is UmlDriver
+    with pytest.raises(ValidationError, match="at least 64M"):
+        UmlSettings(driver="uml", memory="32M")
+    with pytest.raises(ValidationError, match="needs a path"):
+        UmlSettings(driver="uml", disk={"backing": "block"})
+    with pytest.raises(ValidationError):
+        UmlSettings(driver="uml", vcpus=2)  # UML 6.1 is uniprocessor: no such field
+
+
+def test_doctor_says_whether_the_shim_is_needed():
+    verdict = xstate_verdict()
+    assert verdict is not None and verdict.usable
+    found = UmlDriver.check()
+    assert found.ok
+    assert "shim" in found.detail or "unaided" in found.detail
+    assert found.detail.startswith("UML 6.")
+
+
+STUDY = """\
+name: uml-test
+platforms:
+  uml: {driver: uml, memory: 256M, disk: {size: 256M}}
+workloads:
+  - {name: cpu, integer: {duration: 1}, float: {duration: 1}, memory: {duration: 1},
+     branchy: {duration: 1}}
+  - {name: disk, tool: dd, size: 16M}
+  - {name: net, tool: iperf3, directions: [in, out], parallel: 1, seconds: 2}
+instances: [1]
+repetitions: 1
+"""
+
+
+@pytest.mark.guest
+def test_cpu_disk_and_net_run_in_a_uml_guest_and_nothing_is_left():
+    store = Store()
+    runner = Runner.create(parse_study(STUDY, "t"), store, quick=True)
+    assert runner.run() == "finished", [s.error for s in store.samples(runner.run_id)]
+    names = {r[3] for r in store.metric_rows(runner.run_id)}
+    assert "cpu.branchy.primes_events_per_s" in names
+    assert any(n.startswith("disk.dd.") for n in names)
+    assert {"net.iperf3.inbound_gbps", "net.iperf3.outbound_gbps"} <= names
+    assert all(s.status == "ok" for s in store.samples(runner.run_id))
+    assert leftovers(runner.run_id) == []
+    uml = subprocess.run(["pgrep", "-a", "-x", "linux.uml"], capture_output=True, text=True)
+    assert runner.run_id not in uml.stdout
+
+
+@pytest.mark.guest
+def test_hostfs_root_data_disk_and_a_crash(guest_run: GuestRun):
+    """The other root (a host directory), the data disk as ubdb beside it, the NIC, and a UML
+    killed under the harness: dead, and commands fail with an InstanceError."""
+    settings = UmlSettings(driver="uml", memory="128M", root="hostfs", disk={"size": "64M"})
+    needs = Needs(tools=guest_fixtures.GUEST_TOOLS, data_disk=True)
+    driver = UmlDriver("h", settings, needs, guest_run.ledger, guest_run.network, guest_run.workdir)
+    (inst,) = driver.start(1, time.monotonic() + 120)
+    try:
+        mounts = inst.exec(["cat", "/proc/mounts"], timeout=30).text()
+        assert "root / hostfs" in mounts
+        assert "/dev/ubdb /mnt/hvbench-data ext4" in mounts
+        assert inst.exec(["ping", "-c", "1", "-W", "5", "198.18.0.1"], timeout=30).ok
+        pids = inst.host_pids()
+        assert len(pids) > 1  # the UML kernel and the host processes of its guest
+        os.kill(pids[0], signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while inst.alive() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not inst.alive()
+        with pytest.raises(InstanceError):
+            inst.exec(["true"], timeout=10)
+    finally:
+        driver.stop([inst])
+    assert (
+        subprocess.run(["pgrep", "-f", str(guest_run.workdir)], capture_output=True).stdout == b""
+    )

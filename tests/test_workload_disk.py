@@ -1,0 +1,110 @@
+"""disk fio / dd / dbench: parsers against real output (incl. a failed fio job and tools killed
+half-way) and quick runs on one native instance's data disk."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from workload_env import native_instances, run_workload
+
+from hvbench.errors import InstanceError
+from hvbench.workloads import workload_class
+from hvbench.workloads.base import ParseError
+from hvbench.workloads.dbench import Dbench, DbenchSettings, parse_dbench
+from hvbench.workloads.dd import Dd, DdSettings, parse_dd
+from hvbench.workloads.fio import Fio, FioSettings, parse_fio_json
+
+FIX = Path(__file__).parent / "fixtures"
+
+
+def by_name(metrics):
+    return {m.name: m for m in metrics}
+
+
+def test_fio_json():
+    m = by_name(parse_fio_json((FIX / "fio/two-jobs.json").read_text()))
+    assert m["disk.fio.rand_write_qd32_iops"].value == pytest.approx(33501.249375)
+    assert m["disk.fio.rand_write_qd32_mibps"].value == pytest.approx(134068 / 1024)
+    assert m["disk.fio.seq_read_qd1_clat_p99_us"].value > 0
+    assert not m["disk.fio.seq_read_qd1_clat_p999_us"].higher_is_better
+    assert m["disk.fio.seq_read_qd1_mibps"].unit == "MiB/s"
+
+
+def test_fio_failed_job_and_killed():
+    with pytest.raises(ParseError, match=r"fio job failed: bad \(error 2\)"):
+        parse_fio_json((FIX / "fio/failed-job.json").read_text())
+    with pytest.raises(ParseError, match="no JSON"):
+        parse_fio_json((FIX / "fio/killed.json").read_text())
+    text = (FIX / "fio/two-jobs.json").read_text()
+    with pytest.raises(ParseError, match="cut short"):
+        parse_fio_json(text[: len(text) // 2])
+
+
+def test_fio_profiles_on_the_command_line():
+    w = Fio(FioSettings(name="disk", tool="fio", depths=[1, 32]))
+    argv = w.argv("/d/fio.dat", quick=True)
+    assert sum(a.startswith("--name=") for a in argv) == 8
+    assert "--name=rand_read_qd32" in argv and "--runtime=2" in argv
+    assert w.estimate_seconds(True) < 40 < w.estimate_seconds(False)
+
+
+def test_dd_gnu_output():
+    assert parse_dd((FIX / "dd/gnu-write.txt").read_text(), "write") == pytest.approx(
+        67108864 / 0.147406 / 1e6
+    )
+    assert parse_dd((FIX / "dd/gnu-read.txt").read_text(), "read") > 0
+    with pytest.raises(ParseError, match="summary"):
+        parse_dd((FIX / "dd/gnu-killed.txt").read_text(), "write")
+
+
+def test_dbench_output():
+    assert parse_dbench((FIX / "dbench/run.txt").read_text(), 2) == (444.635, 22.891)
+    with pytest.raises(ParseError, match="expected 10"):
+        parse_dbench((FIX / "dbench/run.txt").read_text(), 10)
+    for bad in ("killed.txt", "failed.txt"):
+        with pytest.raises(ParseError, match="Throughput"):
+            parse_dbench((FIX / "dbench" / bad).read_text(), 2)
+
+
+def test_tool_choice():
+    assert workload_class("disk", "fio") is Fio
+    assert workload_class("disk", "dd") is Dd
+    assert workload_class("disk", "dbench") is Dbench
+    assert Dbench(DbenchSettings(name="disk", tool="dbench")).settings.label() == (
+        "disk dbench clients=10"
+    )
+
+
+@pytest.fixture(scope="module")
+def native_disk():
+    with native_instances(1, data_disk=True, disk_size="1G") as env:
+        yield env
+
+
+@pytest.mark.parametrize(
+    ("workload", "metric"),
+    [
+        (Fio(FioSettings(name="disk", tool="fio", depths=[1])), "disk.fio.rand_read_qd1_iops"),
+        (Dd(DdSettings(name="disk", tool="dd")), "disk.dd.read_mbps"),
+        (
+            Dbench(DbenchSettings(name="disk", tool="dbench", clients=2)),
+            "disk.dbench.throughput_mbps",
+        ),
+    ],
+    ids=["fio", "dd", "dbench"],
+)
+def test_quick_run_on_native(native_disk, workload, metric):
+    instances, network = native_disk
+    (outcome,) = run_workload(workload, instances, network)
+    assert by_name(outcome.metrics)[metric].value > 0
+    mount = instances[0].data_disk.mountpoint
+    assert instances[0].exec(["ls", mount], 10).text().split() == ["lost+found"]
+
+
+def test_no_data_disk_is_one_clear_error():
+    with (
+        native_instances(1) as (instances, network),
+        pytest.raises(InstanceError, match="data disk"),
+    ):
+        run_workload(Dd(DdSettings(name="disk", tool="dd")), instances, network)

@@ -1,0 +1,78 @@
+"""docs/metrics.md is the one table of metric names: every metric a parser makes from real
+output is in it, with the same unit and direction."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from hvbench.workloads.base import Context, Metric
+from hvbench.workloads.bonnie import parse_bonnie_csv
+from hvbench.workloads.boot import Boot, BootSettings
+from hvbench.workloads.cpu import PARTS
+from hvbench.workloads.dbench import parse_dbench
+from hvbench.workloads.dd import parse_dd
+from hvbench.workloads.fio import parse_fio_json
+from hvbench.workloads.iperf import parse_iperf_csv
+from hvbench.workloads.iperf3 import parse_iperf3_json
+from hvbench.workloads.kernbench import parse_time_line, summarise
+from hvbench.workloads.latency import parse_sockperf
+
+ROOT = Path(__file__).parent.parent
+FIX = Path(__file__).parent / "fixtures"
+ROW = re.compile(r"^\| `([^`]+)` \| ([^|]+) \| (↑|↓|as above) \|", re.MULTILINE)
+
+
+def doc_rows() -> list[tuple[re.Pattern, str, str]]:
+    rows = []
+    for name, unit, direction in ROW.findall((ROOT / "docs/metrics.md").read_text()):
+        regex = re.sub(r"<[a-z]+>", "[a-z0-9_]+", re.escape(name))
+        pattern = re.compile(f"^{regex}$")
+        rows.append((pattern, unit.strip(), direction))
+    return rows
+
+
+class _NoBoot:
+    name, boot = "native-0", {}
+
+
+def all_metrics() -> list[Metric]:
+    text = lambda p: (FIX / p).read_text()  # noqa: E731
+    time_line = parse_time_line(text("kernbench/subcmd.txt"))
+    ctx = Context(network=None, quick=True, instance_count=1)  # type: ignore[arg-type]
+    files = [
+        "stress-ng/zlib.yaml",
+        "stress-ng/matrix.yaml",
+        "sysbench/memory.txt",
+        "sysbench/cpu.txt",
+    ]
+    cpu = [
+        Metric(p.metric, p.parse(text(f)), p.unit, True) for p, f in zip(PARTS, files, strict=True)
+    ]
+    return [
+        *cpu,
+        *parse_bonnie_csv(text("bonnie++/ext4.csv")),
+        *parse_fio_json(text("fio/two-jobs.json")),
+        Metric("disk.dd.write_mbps", parse_dd(text("dd/gnu-write.txt"), "write"), "MB/s", True),
+        Metric(
+            "disk.dbench.throughput_mbps", parse_dbench(text("dbench/run.txt"), 2)[0], "MB/s", True
+        ),
+        *parse_iperf3_json(text("iperf3/in.json"), "in"),
+        *parse_iperf3_json(text("iperf3/out.json"), "out"),
+        parse_iperf_csv(text("iperf/out.csv"), "out", 5),
+        *parse_sockperf(text("sockperf/pp.txt")),
+        *summarise(time_line, [time_line, time_line]),
+        *Boot(BootSettings(name="boot")).measure(_NoBoot(), ctx).metrics,  # type: ignore[arg-type]
+    ]
+
+
+@pytest.mark.parametrize("metric", all_metrics(), ids=lambda m: m.name)
+def test_metric_is_documented(metric: Metric):
+    rows = [r for r in doc_rows() if r[0].match(metric.name)]
+    assert rows, f"{metric.name} is not in docs/metrics.md"
+    _, unit, direction = rows[0]
+    if direction != "as above":
+        assert unit == metric.unit, metric.name
+        assert direction == ("↑" if metric.higher_is_better else "↓"), metric.name
