@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import require
 from guest_fixtures import GuestRun, guest_image, guest_run  # noqa: F401 (fixtures)
 from oslevel_checks import (
     EXPECTED,
@@ -23,7 +24,12 @@ from hvbench.drivers.base import DATA_MOUNT, Needs
 from hvbench.drivers.container import ContainerDriver, ContainerSettings
 from hvbench.errors import CommandTimeout
 
-needs_runc = pytest.mark.skipif(not ContainerDriver.check().ok, reason="runc is not installed")
+needs_runc = pytest.mark.usefixtures("_runc")
+
+
+@pytest.fixture
+def _runc() -> None:
+    require(ContainerDriver.check().ok, "runc (apt-get install runc)")
 
 
 def test_registered_and_doctor_says_how_to_fix(monkeypatch):

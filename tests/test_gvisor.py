@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import require
 from guest_fixtures import GuestRun, guest_image, guest_run  # noqa: F401 (fixtures)
 from oslevel_checks import (
     EXPECTED,
@@ -26,9 +27,13 @@ from hvbench.drivers.base import DATA_MOUNT, Needs
 from hvbench.drivers.gvisor import GvisorDriver, GvisorSettings
 from hvbench.errors import CommandTimeout
 
-needs_runsc = pytest.mark.skipif(
-    not GvisorDriver.check().ok, reason=f"gVisor: {GvisorDriver.check().detail}"
-)
+needs_runsc = pytest.mark.usefixtures("_runsc")
+
+
+@pytest.fixture
+def _runsc() -> None:
+    verdict = GvisorDriver.check()
+    require(verdict.ok, f"gVisor's runsc: {verdict.detail}")
 
 
 def host_network() -> dict[str, str]:

@@ -12,7 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import guest_fixtures
+import libvirt
 import pytest
+from conftest import require
 from guest_fixtures import GuestRun
 from pydantic import ValidationError
 from test_runner import leftovers
@@ -26,7 +28,6 @@ from hvbench.runner import Runner
 from hvbench.store import Store
 from hvbench.study import parse_study
 
-libvirt = pytest.importorskip("libvirt", reason="the libvirt Python binding is not installed")
 guest_image = guest_fixtures.guest_image  # fixtures, until conftest imports guest_fixtures
 guest_run = guest_fixtures.guest_run
 
@@ -56,8 +57,7 @@ UNSHARE = ("unshare", "--mount", "--propagation", "private", "--")
 @pytest.fixture(scope="session")
 def libvirt_uri(tmp_path_factory) -> Iterator[str]:
     """A libvirtd (with its virtlogd) of the suite's own, without systemd; stopped after."""
-    if not Path("/usr/sbin/libvirtd").exists():
-        pytest.skip("libvirtd is not installed (apt-get install libvirt-daemon-driver-qemu)")
+    require(Path("/usr/sbin/libvirtd").exists(), "libvirtd (apt-get install libvirt-daemon)")
     sockets = tmp_path_factory.mktemp("libvirt")
     uri = f"qemu:///system?socket={sockets}/libvirt-sock"
     with (sockets / "daemons.log").open("wb") as log:

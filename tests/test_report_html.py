@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import require
 from PIL import Image
 from test_report import store  # noqa: F401 (the hand-made run, as a fixture)
 
@@ -18,10 +19,14 @@ from hvbench.host.process import run_bounded
 from hvbench.report import render, render_comparison
 from hvbench.report.plots import COLORS
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(shutil.which("chromium") is None, reason="apt-get install chromium"),
-]
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(autouse=True)
+def _chromium() -> None:
+    require(shutil.which("chromium") is not None, "chromium (apt-get install chromium)")
+
+
 CONSOLE = re.compile(r"CONSOLE|Uncaught|SyntaxError|TypeError|ReferenceError")
 
 

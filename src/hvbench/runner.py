@@ -279,27 +279,45 @@ class Runner:
     def _group(
         self, driver: Driver, count: int, rep: int, cells: list[Cell]
     ) -> Iterator[tuple[Cell, SampleRecord]]:
-        """Start the instances once, sample every cell in them, stop them; a cell whose sample
-        killed an instance is followed by a fresh start."""
+        """Start the instances once, sample every cell in them, stop them. A cell whose sample
+        killed an instance is followed by a fresh start; if starting fails, the group's
+        remaining cells fail with that error rather than waiting for a start each."""
         instances: list[Instance] | None = None
+        retried: str | None = None
         try:
-            for cell in cells:
-                started = datetime.now(UTC)
-                t0 = time.monotonic()
-                try:
-                    if instances is None:
-                        instances = driver.start(count, time.monotonic() + START_TIMEOUT_S)
-                except (InstanceError, HvbenchError) as e:
-                    yield cell, self._failed(rep, started, t0, f"start: {e}")
-                    continue
+            for i, cell in enumerate(cells):
+                if instances is None:
+                    started, t0 = datetime.now(UTC), time.monotonic()
+                    try:
+                        instances, retried = self._start(driver, count)
+                    except (InstanceError, HvbenchError) as e:
+                        for rest in cells[i:]:
+                            yield rest, self._failed(rep, started, t0, f"start: {_one_line(e)}")
+                        return
                 record = self._sample(self.study.workload(cell.workload_index), instances, rep)
+                if retried:
+                    record.platform_state["start_retried_after"] = retried
+                    retried = None
                 yield cell, record
-                if not all(i.alive() for i in instances):
+                if not all(inst.alive() for inst in instances):
                     driver.stop(instances)
                     instances = None
         finally:
             if instances is not None:
                 driver.stop(instances)
+
+    @staticmethod
+    def _start(driver: Driver, count: int) -> tuple[list[Instance], str | None]:
+        """Start the instances; a guest that did not come up is no measurement, so a failed
+        start is tried once more, and the first error is kept with the next sample."""
+        try:
+            return driver.start(count, time.monotonic() + START_TIMEOUT_S), None
+        except InstanceError as e:
+            first = _one_line(e)
+        try:
+            return driver.start(count, time.monotonic() + START_TIMEOUT_S), first
+        except (InstanceError, HvbenchError) as e:
+            raise InstanceError(f"{first}; tried again: {_one_line(e)}") from e
 
     @staticmethod
     def _failed(rep: int, started: datetime, t0: float, error: str) -> SampleRecord:

@@ -8,14 +8,15 @@ control channel that is never the device under test, and the driver ``stop``s th
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt
 
-from hvbench.errors import InstanceError
+from hvbench.errors import HvbenchError, InstanceError
 from hvbench.host.process import ExecResult
 
 if TYPE_CHECKING:
@@ -89,6 +90,9 @@ class Needs:
     """A full root filesystem (compiler, make) rather than a small initramfs."""
 
 
+I = TypeVar("I", bound=Instance)  # noqa: E741 (the usual name of a type variable)
+
+
 class Driver(ABC):
     """Makes instances of one platform."""
 
@@ -132,6 +136,22 @@ class Driver(ABC):
     def describe(self) -> dict:
         """Full settings and what was resolved from them (accel chosen, image hash, ...)."""
         return self.settings.model_dump(mode="json")
+
+    def start_parallel(
+        self, instances: list[I], start_one: Callable[[I, float], None], deadline: float
+    ) -> list[I]:
+        """Run ``start_one`` for every instance at once (N guests boot together, as they will
+        run); if any fails, stop them all and raise the first error."""
+        with ThreadPoolExecutor(max_workers=max(1, len(instances))) as pool:
+            futures = [pool.submit(start_one, inst, deadline) for inst in instances]
+            failed = [e for e in (f.exception() for f in futures) if e is not None]
+        if failed:
+            self.stop(list(instances))
+            first = failed[0]
+            if isinstance(first, InstanceError | HvbenchError):
+                raise first
+            raise InstanceError(f"{self.platform}: start failed: {first}") from first
+        return instances
 
 
 @dataclass

@@ -36,7 +36,6 @@ import socket
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -45,6 +44,7 @@ from urllib.parse import urlsplit
 import psutil
 from pydantic import model_validator
 
+from hvbench.drivers.agent_instance import AgentInstance
 from hvbench.drivers.base import Availability, Driver, Instance, format_data_disk
 from hvbench.drivers.qemu import (
     DATA_SERIAL,
@@ -54,9 +54,8 @@ from hvbench.drivers.qemu import (
     find_disk,
 )
 from hvbench.drivers.qemu_devices import AGENT_PORT, Disk, Machine, Nic
-from hvbench.errors import CommandTimeout, HvbenchError, InstanceError
+from hvbench.errors import HvbenchError, InstanceError
 from hvbench.guest.agent import GuestAgent
-from hvbench.host.process import ExecResult
 from hvbench.host.resources import Resource
 
 DEFAULT_URI = "qemu:///system"
@@ -211,7 +210,8 @@ def domain_xml(
 
 
 @dataclass
-class LibvirtInstance(Instance):
+class LibvirtInstance(AgentInstance):
+    vmm: ClassVar[str] = "the domain"
     domain: Any = None
     """The libvirt.virDomain."""
     agent: GuestAgent | None = None
@@ -220,17 +220,11 @@ class LibvirtInstance(Instance):
     qemu_pid: int | None = None
     resources: list[Resource] = field(default_factory=list)
 
-    def exec(self, argv: Sequence[str], timeout: float, stdin: bytes | None = None) -> ExecResult:
-        if self.agent is None or not self.alive():
-            raise InstanceError(f"{self.name}: the domain is not running any more")
-        try:
-            return self.agent.exec(argv, timeout, stdin)
-        except CommandTimeout:
-            raise
-        except InstanceError as e:
-            if not self.alive():
-                raise InstanceError(f"{self.name}: the domain died during {argv[0]}") from e
-            raise
+    def agent_channel(self) -> GuestAgent | None:
+        return self.agent
+
+    def kill(self) -> None:
+        self.close()
 
     def host_pids(self) -> list[int]:
         return [self.qemu_pid] if self.qemu_pid and self.alive() else []
@@ -335,16 +329,7 @@ class LibvirtDriver(Driver):
         instances = [
             LibvirtInstance(self.platform, i, s.vcpus, s.memory >> 20) for i in range(count)
         ]
-        with ThreadPoolExecutor(max_workers=count) as pool:
-            futures = [pool.submit(self._start_one, inst, deadline) for inst in instances]
-            failed = [e for e in (f.exception() for f in futures) if e is not None]
-        if failed:
-            self.stop(list(instances))
-            first = failed[0]
-            if isinstance(first, InstanceError | HvbenchError):
-                raise first
-            raise InstanceError(f"{self.platform}: start failed: {first}") from first
-        return list(instances)
+        return list(self.start_parallel(instances, self._start_one, deadline))
 
     def _pins(self, index: int) -> list[int]:
         s = self.lsettings

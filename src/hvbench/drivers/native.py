@@ -95,24 +95,25 @@ class NativeDriver(Driver):
         return Availability(True, "the host itself")
 
     def start(self, count: int, deadline: float) -> list[Instance]:
-        settings: NativeSettings = self.settings  # type: ignore[assignment]
-        instances = []
         self._made: list[Resource] = []
-        for index in range(count):
-            netns = self.network.add_host_netns(index)
-            self._made.append(netns)
-            inst = NativeInstance(
+        instances = [
+            NativeInstance(
                 platform=self.platform,
                 index=index,
                 vcpus=os.cpu_count() or 1,
                 memory_mib=psutil.virtual_memory().total >> 20,
                 address=self.network.address(index),
-                netns=netns.name,
             )
-            if self.needs.data_disk:
-                self._attach_disk(inst, settings.disk)
-            instances.append(inst)
-        return instances
+            for index in range(count)
+        ]
+        return list(self.start_parallel(instances, self._start_one, deadline))
+
+    def _start_one(self, inst: NativeInstance, deadline: float) -> None:
+        netns = self.network.add_host_netns(inst.index)
+        self._made.append(netns)
+        inst.netns = netns.name
+        if self.needs.data_disk:
+            self._attach_disk(inst, self.settings.disk)  # type: ignore[attr-defined]
 
     def _attach_disk(self, inst: NativeInstance, disk: NativeDisk) -> None:
         """Attach, format and mount the data disk; what is made goes to ``_made`` at once, so

@@ -32,7 +32,6 @@ import threading
 import time
 from abc import abstractmethod
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Literal
@@ -249,17 +248,7 @@ class OciDriver(Driver):
             self.instance_class(self.platform, i, s.vcpus, s.memory >> 20) for i in range(count)
         ]
         self.network.up()  # once, before the instances add their veths in parallel
-        with ThreadPoolExecutor(max_workers=count) as pool:
-            futures = [pool.submit(self._start_one, inst, deadline) for inst in instances]
-            errors = [f.exception() for f in futures]
-        failed = [e for e in errors if e is not None]
-        if failed:
-            self.stop(list(instances))
-            first = failed[0]
-            if isinstance(first, InstanceError | HvbenchError):
-                raise first
-            raise InstanceError(f"{self.platform}: start failed: {first}") from first
-        return list(instances)
+        return list(self.start_parallel(instances, self._start_one, deadline))
 
     def _start_one(self, inst: OciInstance, deadline: float) -> None:
         made = inst.resources

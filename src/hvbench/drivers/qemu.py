@@ -19,8 +19,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from shutil import which
@@ -30,6 +29,7 @@ import psutil
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 from qemu.qmp.legacy import QEMUMonitorProtocol
 
+from hvbench.drivers.agent_instance import AgentInstance
 from hvbench.drivers.base import (
     Availability,
     Driver,
@@ -51,9 +51,8 @@ from hvbench.drivers.qemu_devices import (
 from hvbench.errors import CommandTimeout, HvbenchError, InstanceError
 from hvbench.guest import image as guest_image
 from hvbench.guest import userland
-from hvbench.guest.agent import AgentSilent, GuestAgent
+from hvbench.guest.agent import GuestAgent
 from hvbench.guest.files import DISK_LIST
-from hvbench.host.process import ExecResult
 from hvbench.host.resources import Ledger, Resource
 from hvbench.units import Size
 
@@ -384,25 +383,17 @@ def host_tsc_khz() -> int:
 
 
 @dataclass
-class QemuInstance(Instance):
+class QemuInstance(AgentInstance):
+    vmm: ClassVar[str] = "QEMU"
     guest: Guest | None = None
     resources: list[Resource] = field(default_factory=list)
 
-    def exec(self, argv: Sequence[str], timeout: float, stdin: bytes | None = None) -> ExecResult:
-        assert self.guest is not None
-        if not self.guest.alive():
-            raise InstanceError(f"{self.name}: QEMU is not running any more")
-        try:
-            return self.guest.agent.exec(argv, timeout, stdin)
-        except AgentSilent as e:
-            self.guest.kill()  # a hung guest is not reused: the next cell gets a fresh one
-            raise CommandTimeout(f"{self.name}: the guest hangs ({e}); QEMU killed") from e
-        except CommandTimeout:
-            raise
-        except InstanceError as e:
-            if not self.guest.alive():
-                raise InstanceError(f"{self.name}: QEMU died during {argv[0]}") from e
-            raise
+    def agent_channel(self) -> GuestAgent | None:
+        return self.guest.agent if self.guest else None
+
+    def kill(self) -> None:
+        if self.guest:
+            self.guest.kill()
 
     def host_pids(self) -> list[int]:
         return [self.guest.proc.pid] if self.guest and self.guest.alive() else []
@@ -488,16 +479,7 @@ class QemuDriver(Driver):
         instances = [QemuInstance(self.platform, i, s.vcpus, s.memory >> 20) for i in range(count)]
         if s.nic != "none":
             self.network.up()  # once, before the instances' threads add their taps
-        with ThreadPoolExecutor(max_workers=count) as pool:
-            futures = [pool.submit(self._start_one, inst, deadline) for inst in instances]
-            errors = [f.exception() for f in futures]
-        failed = [e for e in errors if e is not None]
-        if failed:
-            self.stop(list(instances))
-            first = failed[0]
-            if isinstance(first, InstanceError | HvbenchError):
-                raise first
-            raise InstanceError(f"{self.platform}: start failed: {first}") from first
+        self.start_parallel(instances, self._start_one, deadline)
         if s.pin:
             self._pin(instances, cores)
         return list(instances)

@@ -34,8 +34,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -44,13 +43,14 @@ from typing import ClassVar, Literal
 import psutil
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from hvbench.drivers.agent_instance import AgentInstance
 from hvbench.drivers.base import Availability, Driver, Instance, PlatformSettings, format_data_disk
 from hvbench.drivers.qemu import Console
 from hvbench.errors import CommandTimeout, HvbenchError, InstanceError
 from hvbench.guest import image as guest_image
 from hvbench.guest import rootfs
 from hvbench.guest.agent import GuestAgent
-from hvbench.host.process import ExecResult, run_bounded
+from hvbench.host.process import run_bounded
 from hvbench.host.resources import Ledger, Resource
 from hvbench.units import Size
 
@@ -407,24 +407,16 @@ def _safe(path: str) -> str:
 
 
 @dataclass
-class UmlInstance(Instance):
+class UmlInstance(AgentInstance):
+    vmm: ClassVar[str] = "UML"
     proc: subprocess.Popen | None = None
     agent: GuestAgent | None = None
     relay: LineRelay | None = None
     console: Console | None = None
     resources: list[Resource] = field(default_factory=list)
 
-    def exec(self, argv: Sequence[str], timeout: float, stdin: bytes | None = None) -> ExecResult:
-        if self.agent is None or not self.alive():
-            raise InstanceError(f"{self.name}: UML is not running any more")
-        try:
-            return self.agent.exec(argv, timeout, stdin)
-        except CommandTimeout:
-            raise
-        except InstanceError as e:
-            if not self.alive():
-                raise InstanceError(f"{self.name}: UML died during {argv[0]}") from e
-            raise
+    def agent_channel(self) -> GuestAgent | None:
+        return self.agent
 
     def host_pids(self) -> list[int]:
         """The UML kernel and every process it made (one per guest address space, helpers)."""
@@ -517,16 +509,7 @@ class UmlDriver(Driver):
         instances = [UmlInstance(self.platform, i, 1, s.memory >> 20) for i in range(count)]
         if s.nic != "none":
             self.network.up()  # once, before the threads that add their taps
-        with ThreadPoolExecutor(max_workers=count) as pool:
-            futures = [pool.submit(self._start_one, inst, deadline) for inst in instances]
-            failed = [e for e in (f.exception() for f in futures) if e is not None]
-        if failed:
-            self.stop(list(instances))
-            first = failed[0]
-            if isinstance(first, InstanceError | HvbenchError):
-                raise first
-            raise InstanceError(f"{self.platform}: start failed: {first}") from first
-        return list(instances)
+        return list(self.start_parallel(instances, self._start_one, deadline))
 
     def _argv(self, inst: UmlInstance, prefix: Path, line_fd: int) -> list[str]:
         s = self.usettings

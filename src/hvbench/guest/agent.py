@@ -40,6 +40,7 @@ ANSWER_WITHIN = 30.0
 SENTINEL = b"\xff"
 """What qemu-ga writes before the answer to guest-sync-delimited."""
 
+CONNECT_TIMEOUT_S = 10.0
 _counter = itertools.count(1)
 
 
@@ -70,11 +71,20 @@ class GuestAgent:
     def _connect(self) -> socket.socket:
         if self._sock is None:
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            # a VMM whose listen queue is full would otherwise keep connect() waiting for ever
+            sock.settimeout(CONNECT_TIMEOUT_S)
             try:
                 sock.connect(self.path)
+            except TimeoutError:
+                sock.close()
+                raise InstanceError(
+                    f"{self.name}: agent socket {self.path}: no connection in "
+                    f"{CONNECT_TIMEOUT_S:.0f} s"
+                ) from None
             except OSError as e:
                 sock.close()
                 raise InstanceError(f"{self.name}: agent socket {self.path}: {e.strerror}") from e
+            sock.settimeout(None)
             self._sock = sock
         return self._sock
 

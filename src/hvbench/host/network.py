@@ -9,6 +9,7 @@ Nothing here touches the root namespace's addresses, routes or firewall. Address
 from __future__ import annotations
 
 import subprocess
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -39,20 +40,23 @@ class RunNetwork:
         self.ledger = ledger
         self.netns = f"hvb-{run_id[-8:]}"
         self._made = False
+        self._lock = threading.Lock()
 
     # lifecycle ---------------------------------------------------------------------------
 
     def up(self) -> None:
-        """Make the namespace and its bridge (idempotent)."""
-        if self._made:
-            return
-        self.ledger.add("netns", self.netns)
-        _ip("netns", "add", self.netns)
-        _ip("-n", self.netns, "link", "set", "lo", "up")
-        _ip("-n", self.netns, "link", "add", BRIDGE, "type", "bridge")
-        _ip("-n", self.netns, "addr", "add", f"{PEER_ADDRESS}/{PREFIX}", "dev", BRIDGE)
-        _ip("-n", self.netns, "link", "set", BRIDGE, "up")
-        self._made = True
+        """Make the namespace and its bridge (idempotent; instances starting in parallel all
+        call it)."""
+        with self._lock:
+            if self._made:
+                return
+            self.ledger.add("netns", self.netns)
+            _ip("netns", "add", self.netns)
+            _ip("-n", self.netns, "link", "set", "lo", "up")
+            _ip("-n", self.netns, "link", "add", BRIDGE, "type", "bridge")
+            _ip("-n", self.netns, "addr", "add", f"{PEER_ADDRESS}/{PREFIX}", "dev", BRIDGE)
+            _ip("-n", self.netns, "link", "set", BRIDGE, "up")
+            self._made = True
 
     @staticmethod
     def address(index: int) -> str:

@@ -1,0 +1,47 @@
+"""Instances reached through qemu-guest-agent (qemu, uml, libvirt): one exec path for all.
+
+The agent talks over a serial channel, never the NIC under test. A guest whose agent stops
+answering is stopped rather than reused, so that the next cell gets a fresh one.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+from hvbench.drivers.base import Instance
+from hvbench.errors import CommandTimeout, InstanceError
+from hvbench.guest.agent import AgentSilent, GuestAgent
+from hvbench.host.process import ExecResult
+
+
+@dataclass
+class AgentInstance(Instance):
+    vmm: ClassVar[str] = "the guest"
+    """What runs the guest, as error messages name it (QEMU, UML, the domain)."""
+
+    @abstractmethod
+    def agent_channel(self) -> GuestAgent | None:
+        """The guest's agent connection, or None before the guest started."""
+
+    @abstractmethod
+    def kill(self) -> None:
+        """Stop the guest now."""
+
+    def exec(self, argv: Sequence[str], timeout: float, stdin: bytes | None = None) -> ExecResult:
+        agent = self.agent_channel()
+        if agent is None or not self.alive():
+            raise InstanceError(f"{self.name}: {self.vmm} is not running any more")
+        try:
+            return agent.exec(argv, timeout, stdin)
+        except AgentSilent as e:
+            self.kill()
+            raise CommandTimeout(f"{self.name}: the guest hangs ({e}); {self.vmm} stopped") from e
+        except CommandTimeout:
+            raise
+        except InstanceError as e:
+            if not self.alive():
+                raise InstanceError(f"{self.name}: {self.vmm} died during {argv[0]}") from e
+            raise
