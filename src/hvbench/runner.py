@@ -194,9 +194,11 @@ class Runner:
         return groups
 
     def _run_all(self, needs: Needs, ledger: Ledger, workdir: Path) -> None:
-        self._run_groups(self._groups(range(1, self.study.repetitions + 1)), needs, ledger, workdir)
+        # --quick is a smoke run: shortened workloads, one repetition, no adaptive ones
+        reps = 1 if self.quick else self.study.repetitions
+        self._run_groups(self._groups(range(1, reps + 1)), needs, ledger, workdir)
         adaptive = self.study.adaptive
-        if adaptive is None:
+        if adaptive is None or self.quick:
             return
         t0 = time.monotonic()
         budget = adaptive.budget_minutes * 60

@@ -30,7 +30,9 @@ def run(
     study_file: Annotated[
         Path | None, typer.Argument(metavar="[STUDY]", help="study file (default: built in)")
     ] = None,
-    quick: Annotated[bool, typer.Option(help="shorten every workload")] = False,
+    quick: Annotated[
+        bool, typer.Option(help="a smoke run: every workload shortened, one repetition")
+    ] = False,
     db: Annotated[str | None, typer.Option("--db", help="SQLAlchemy URL of the store")] = None,
     resume: Annotated[
         str | None, typer.Option(metavar="RUN_ID", help="continue an interrupted run")

@@ -3,6 +3,7 @@
 from hvbench.workloads.base import Workload
 from hvbench.workloads.bonnie import Bonnie
 from hvbench.workloads.boot import Boot
+from hvbench.workloads.consolidation import Consolidation
 from hvbench.workloads.cpu import Cpu
 from hvbench.workloads.dbench import Dbench
 from hvbench.workloads.dd import Dd
@@ -23,6 +24,7 @@ _CLASSES: tuple[type[Workload], ...] = (
     Iperf,
     Latency,
     Boot,
+    Consolidation,
 )
 
 WORKLOADS: dict[str, dict[str | None, type[Workload]]] = {}
