@@ -375,7 +375,9 @@ class Runner:
                 except threading.BrokenBarrierError:
                     continue  # another instance failed first; its error is the one reported
                 except Exception as e:  # a failed cell is recorded, the run goes on
-                    error = error or f"{inst.name}: {_one_line(e)}"
+                    text = _one_line(e)
+                    prefix = "" if text.startswith(f"{inst.name}: ") else f"{inst.name}: "
+                    error = error or prefix + text
         finally:
             # never wait here for a hung instance: stopping the group ends its commands
             pool.shutdown(wait=False, cancel_futures=True)

@@ -6,6 +6,7 @@ answering is stopped rather than reused, so that the next cell gets a fresh one.
 
 from __future__ import annotations
 
+import time
 from abc import abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,6 +16,8 @@ from hvbench.drivers.base import Instance
 from hvbench.errors import CommandTimeout, InstanceError
 from hvbench.guest.agent import AgentSilent, GuestAgent
 from hvbench.host.process import ExecResult
+
+DEATH_GRACE_S = 2.0
 
 
 @dataclass
@@ -42,6 +45,16 @@ class AgentInstance(Instance):
         except CommandTimeout:
             raise
         except InstanceError as e:
-            if not self.alive():
+            if self._dies_within(DEATH_GRACE_S):
                 raise InstanceError(f"{self.name}: {self.vmm} died during {argv[0]}") from e
             raise
+
+    def _dies_within(self, seconds: float) -> bool:
+        """A VMM that was killed closes the agent's channel a moment before it can be seen to
+        have exited: look again for a short while before blaming the channel."""
+        deadline = time.monotonic() + seconds
+        while self.alive():
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+        return True
