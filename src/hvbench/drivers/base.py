@@ -18,10 +18,24 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt
 
 from hvbench.errors import HvbenchError, InstanceError
 from hvbench.host.process import ExecResult
+from hvbench.units import Size
 
 if TYPE_CHECKING:
     from hvbench.host.network import RunNetwork
     from hvbench.host.resources import Ledger
+
+
+class HostDisk(BaseModel):
+    """A data disk made on the host (native, containers): a loop device with direct I/O over a
+    sparse file, or a block device the user names."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    backing: Literal["file", "block"] = "file"
+    path: str | None = None
+    """For ``file``: the directory that holds the image (default: the run's work directory).
+    For ``block``: the partition or LV to format, which is erased."""
+    size: Size = 2 << 30
 
 
 class PlatformSettings(BaseModel):

@@ -17,11 +17,11 @@ from pathlib import Path
 from typing import ClassVar, Literal
 
 import psutil
-from pydantic import BaseModel, ConfigDict
 
 from hvbench.drivers.base import (
     Availability,
     Driver,
+    HostDisk,
     Instance,
     PlatformSettings,
     format_data_disk,
@@ -33,15 +33,9 @@ from hvbench.host.storage import loop_device
 from hvbench.units import Size
 
 
-class NativeDisk(BaseModel):
+class NativeDisk(HostDisk):
     """Where native disk workloads write: a loop device over a file, or a block device."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    backing: Literal["file", "block"] = "file"
-    path: str | None = None
-    """For ``file``: the directory that holds the image (default: the run's work directory).
-    For ``block``: the partition or LV to format, which is erased."""
     size: Size = 8 << 30
 
 

@@ -37,13 +37,14 @@ from pathlib import Path
 from typing import ClassVar, Literal
 
 import psutil
-from pydantic import BaseModel, ConfigDict, PositiveInt
+from pydantic import PositiveInt
 
 from hvbench.drivers.base import (
     DATA_MOUNT,
     MKFS,
     DataDisk,
     Driver,
+    HostDisk,
     Instance,
     PlatformSettings,
 )
@@ -73,18 +74,6 @@ CAPABILITIES = [
 ordinary container has."""
 
 
-class OsLevelDisk(BaseModel):
-    """The data disk: an ext4 filesystem on the host, bind-mounted into the container."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    backing: Literal["file", "block"] = "file"
-    path: str | None = None
-    """For ``file``: the directory that holds the image (default: the run's work directory).
-    For ``block``: the partition or LV to format, which is erased."""
-    size: Size = 2 << 30
-
-
 class OsLevelSettings(PlatformSettings):
     """What a container platform shares with a VM of the same size."""
 
@@ -93,7 +82,8 @@ class OsLevelSettings(PlatformSettings):
     pin: bool = False
     """Limit each instance to ``vcpus`` host cores of its own (a cpuset, round robin) rather
     than to a CFS quota of ``vcpus`` CPUs anywhere."""
-    disk: OsLevelDisk = OsLevelDisk()
+    disk: HostDisk = HostDisk()
+    """An ext4 filesystem on the host, bind-mounted into the container."""
 
 
 def cgroup_version() -> Literal[1, 2]:
