@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import json
 import os
 import signal
 import socket
@@ -19,8 +20,9 @@ from test_runner import leftovers
 
 from hvbench.drivers import DRIVERS
 from hvbench.drivers.base import Needs
+from hvbench.drivers.serial_relay import LineRelay
 from hvbench.drivers.uml import (
-    LineRelay,
+    MeteredLineRelay,
     UmlDriver,
     UmlSettings,
     build_shim,
@@ -116,7 +118,7 @@ def test_relay_serves_clients_even_when_the_guest_reads_nothing(tmp_path):
     connect (none waits on a full backlog), and what the guest says reaches the newest one."""
     guest, ours = socket.socketpair()
     path = str(tmp_path / "agent.sock")
-    relay = LineRelay(ours, path)
+    relay = LineRelay(ours.detach(), path, log=tmp_path / "console.log")
     relay.start()
     try:
         for _ in range(20):  # 2 MB in all: more than the socket buffers and the relay's queue
@@ -138,6 +140,47 @@ def test_relay_serves_clients_even_when_the_guest_reads_nothing(tmp_path):
         relay.stop()
         guest.close()
     assert not relay.is_alive()
+    assert relay.tail().endswith("hello")  # what the guest said is also in the console log
+
+
+def _sync(token: int) -> bytes:
+    return json.dumps({"execute": "guest-sync-delimited", "arguments": {"id": token}}).encode()
+
+
+def test_relay_meters_what_reaches_a_guest_that_is_not_reading(tmp_path):
+    """UML reads its line only when new bytes arrive, and goes deaf for good once ~4 KB reach
+    the guest's tty at once. So while the guest reads nothing (its agent not up yet), a client
+    resending its sync must not pile up: the guest then finds the first request and newlines
+    that wake UML, and once it has read those, the newest request alone; a long request comes
+    in chunks, each once the one before was read."""
+    guest, ours = socket.socketpair()
+    path = str(tmp_path / "agent.sock")
+    relay = MeteredLineRelay(ours.detach(), path)
+    relay.start()
+    try:
+        client = _connect_soon(path)
+        for token in range(30):  # 3 s of GuestAgent.wait_ready against a guest still booting
+            client.sendall(_sync(token) + b"\n")
+            time.sleep(0.1)
+        guest.settimeout(1)
+        pile = guest.recv(1 << 20)
+        assert pile.startswith(_sync(0) + b"\n") and len(pile) < 200
+        assert pile.count(b"\n") > 10  # the newlines
+        rest = guest.recv(1 << 20)
+        assert rest == _sync(29) + b"\n"
+
+        request = b'{"execute": "guest-exec", "arguments": {"input-data": "' + b"A" * 10_000
+        client.sendall(request + b'"}}\n')
+        time.sleep(0.2)
+        got = guest.recv(1 << 20)
+        assert len(got) == MeteredLineRelay.CHUNK  # the rest waits until the guest has read this
+        while not got.endswith(b"\n"):
+            got += guest.recv(1 << 20)
+        assert got == request + b'"}}\n'
+        client.close()
+    finally:
+        relay.stop()
+        guest.close()
 
 
 def test_registered_and_settings_checked():

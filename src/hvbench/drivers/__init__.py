@@ -7,8 +7,17 @@ from hvbench.drivers.libvirt import LibvirtDriver
 from hvbench.drivers.native import NativeDriver
 from hvbench.drivers.qemu import QemuDriver
 from hvbench.drivers.uml import UmlDriver
+from hvbench.drivers.xen import XenDriver
 
 DRIVERS: dict[str, type[Driver]] = {
     cls.name: cls
-    for cls in (NativeDriver, QemuDriver, ContainerDriver, GvisorDriver, UmlDriver, LibvirtDriver)
+    for cls in (
+        NativeDriver,
+        QemuDriver,
+        ContainerDriver,
+        GvisorDriver,
+        UmlDriver,
+        LibvirtDriver,
+        XenDriver,
+    )
 }

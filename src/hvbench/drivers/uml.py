@@ -20,19 +20,19 @@ the system compiler into the cache) makes it work.
 
 from __future__ import annotations
 
+import array
 import contextlib
 import fcntl
 import hashlib
 import itertools
 import json
 import os
-import select
 import shutil
 import signal
 import socket
 import subprocess
 import tempfile
-import threading
+import termios
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -46,6 +46,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from hvbench.drivers.agent_instance import AgentInstance
 from hvbench.drivers.base import Availability, Driver, Instance, PlatformSettings, format_data_disk
 from hvbench.drivers.qemu import Console
+from hvbench.drivers.serial_relay import LineRelay
 from hvbench.errors import CommandTimeout, HvbenchError, InstanceError
 from hvbench.guest import image as guest_image
 from hvbench.guest import rootfs
@@ -258,96 +259,69 @@ def root_image(img: guest_image.GuestImage, ledger: Ledger, scratch: Path) -> Pa
 # the agent's serial line ------------------------------------------------------------------
 
 
-class LineRelay(threading.Thread):
-    """Serves one end of a socketpair (the guest's serial line) on a unix socket, one client at a
-    time, as QEMU's chardev socket does; what the guest sends while no client is connected is
-    dropped, and GuestAgent resynchronises the stream anyway.
+class MeteredLineRelay(LineRelay):
+    """The serial-line relay, metered as UML 6.1's line driver needs.
 
-    The relay never blocks on the guest: bytes for it are queued and written as UML takes them,
-    so the listener is always served and a client's connect never waits on a full backlog."""
+    UML reads the line only when new bytes arrive (edge-triggered epoll), so requests sent while
+    the guest's agent had not opened its tty wait unread; and once its tty holds ~4 KB unread it
+    throttles the line, after which UML never reads it again (line_unthrottle does not re-arm
+    the input). A slow boot did both: GuestAgent's sync every 0.1 s piled up and then reached the
+    tty at once, and qemu-ga went deaf right after answering (or never heard the newest sync).
+    Hence: write at most CHUNK bytes, and only once UML has taken all earlier ones; while it has
+    not, a newer request from the client supersedes the queued ones, and a newline (whitespace
+    between requests, which qemu-ga skips) now and then makes UML read what waits."""
 
-    QUEUE_LIMIT = 1 << 20
-    """Bytes queued for a guest that does not read; a client sending more is dropped."""
-    SEND_TIMEOUT = 30.0
-    """Seconds a client may leave the guest's answer unread before it is dropped."""
+    CHUNK = 1024
+    """Bytes written to the line at a time: far below the ~4 KB that throttle the guest's tty."""
+    DRAIN_POLL = 0.005
+    """Seconds between looks at whether UML took a chunk of a request that is half written."""
+    NUDGE = 0.1
+    """Seconds before unread bytes get a newline, at first; then 1/20 of the time they waited,
+    which keeps the newlines few (~100 in two minutes) in the line's buffer."""
 
-    def __init__(self, line: socket.socket, path: str) -> None:
-        super().__init__(daemon=True)
-        self.line = line
-        self.line.setblocking(False)
-        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.listener.bind(path)
-        self.listener.listen(8)
-        self._wake_r, self._wake_w = os.pipe()
-        self._client: socket.socket | None = None
-        self._to_guest = bytearray()
+    def __init__(self, line: int, path: str) -> None:
+        super().__init__(line, path)
+        self._partial = False
+        """The last bytes written end inside a request."""
+        self._waiting_since = 0.0
+        self._last_write = 0.0
 
-    def run(self) -> None:
-        try:
-            while self._step():
-                pass
-        except OSError:
-            return
-        finally:
-            self._drop_client()
-            self.listener.close()
-            self.line.close()
-            os.close(self._wake_r)
+    def _timeout(self) -> float | None:
+        if not self._unread():
+            return None
+        if self._partial:
+            return self.DRAIN_POLL
+        if time.monotonic() >= self._nudge_due():
+            self._write(b"\n")
+        return max(0.0, self._nudge_due() - time.monotonic())
 
-    def _step(self) -> bool:
-        """One round of the loop; False once the relay or the guest is gone."""
-        readers: list = [self.listener, self.line, self._wake_r]
-        if self._client:
-            readers.append(self._client)
-        writers = [self.line] if self._to_guest else []
-        ready, writable, _ = select.select(readers, writers, [])
-        if self._wake_r in ready:
-            return False
-        if self.listener in ready:
-            conn, _ = self.listener.accept()
-            conn.settimeout(self.SEND_TIMEOUT)
-            self._drop_client()
-            self._client = conn
-        if writable:
-            with contextlib.suppress(BlockingIOError):
-                del self._to_guest[: self.line.send(self._to_guest)]
-        if self.line in ready:
-            try:
-                data = self.line.recv(1 << 16)
-            except BlockingIOError:
-                data = None
-            if data == b"":
-                return False  # the guest is gone
-            if data and self._client:
-                try:
-                    self._client.sendall(data)
-                except OSError:
-                    self._drop_client()
-        if self._client and self._client in ready:
-            try:
-                data = self._client.recv(1 << 16)
-            except OSError:
-                data = b""  # reset by the client
-            if data and len(self._to_guest) + len(data) <= self.QUEUE_LIMIT:
-                self._to_guest += data
-            else:
-                self._drop_client()
-        return True
+    def _may_write(self) -> bool:
+        return not self._unread()
 
-    def _drop_client(self) -> None:
-        """Forget the client and what it still had queued for the guest: a new session starts
-        with a resynchronisation."""
-        if self._client:
-            self._client.close()
-        self._client = None
-        self._to_guest.clear()
+    def _unread(self) -> bool:
+        """Whether UML has yet to read some of what was written to the line."""
+        queued = array.array("i", [0])
+        fcntl.ioctl(self.line, termios.TIOCOUTQ, queued)
+        return queued[0] > 0
 
-    def stop(self) -> None:
-        with contextlib.suppress(OSError):
-            os.write(self._wake_w, b"x")
-        self.join(5)
-        with contextlib.suppress(OSError):
-            os.close(self._wake_w)
+    def _write(self, data: bytes | bytearray) -> int:
+        waiting = self._unread()
+        self._last_write = time.monotonic()
+        if not waiting:
+            self._waiting_since = self._last_write
+        sent = super()._write(data[: self.CHUNK])
+        self._partial = not data[:sent].endswith(b"\n")
+        return sent
+
+    def _nudge_due(self) -> float:
+        return self._last_write + max(self.NUDGE, (self._last_write - self._waiting_since) / 20)
+
+    def _queued(self) -> None:
+        """Drop the queued requests (one a line) but the newest when the guest read none of
+        them: the client only sends another once it gave up on the one before (a new sync)."""
+        if not self._partial and self._unread():
+            end = self._to_guest.rfind(b"\n", 0, len(self._to_guest) - 1) + 1
+            del self._to_guest[:end]
 
 
 # settings ---------------------------------------------------------------------------------
@@ -411,7 +385,7 @@ class UmlInstance(AgentInstance):
     vmm: ClassVar[str] = "UML"
     proc: subprocess.Popen | None = None
     agent: GuestAgent | None = None
-    relay: LineRelay | None = None
+    relay: MeteredLineRelay | None = None
     console: Console | None = None
     resources: list[Resource] = field(default_factory=list)
 
@@ -578,7 +552,7 @@ class UmlDriver(Driver):
         sock = self.ledger.add("path", f"{prefix}.agent.sock")
         inst.resources.append(sock)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        inst.relay = LineRelay(ours, sock.name)
+        inst.relay = MeteredLineRelay(ours.detach(), sock.name)
         inst.relay.start()
         try:
             argv = self._argv(inst, prefix, theirs.fileno())

@@ -36,6 +36,8 @@ MODULES = (
     "ata_piix",
     "ahci",
     "nvme",
+    "xen_netfront",
+    "xen_blkfront",
     "ext4",
     "crc32c_generic",
 )

@@ -93,6 +93,11 @@ def _destroy_domain(res: Resource) -> None:
     _run_quiet(["virsh", "-c", uri, "undefine", res.name])
 
 
+def _destroy_xen_domain(res: Resource) -> None:
+    """A Xen domain, by name: xl tears down its backends and hotplug state with it."""
+    _run_quiet(["xl", "destroy", res.name])
+
+
 def _remove_path(res: Resource) -> None:
     path = Path(res.name)
     if path.is_dir() and not path.is_symlink():
@@ -110,6 +115,7 @@ UNDO: dict[str, Callable[[Resource], None]] = {
     "path": _remove_path,
     "container": _delete_container,
     "domain": _destroy_domain,
+    "xendomain": _destroy_xen_domain,
 }
 
 

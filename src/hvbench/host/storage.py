@@ -15,13 +15,15 @@ def loop_device(ledger: Ledger, backing: Path, size: int) -> list[Resource]:
     made = [ledger.add("path", str(backing))]
     with backing.open("wb") as f:
         f.truncate(size)
-    device = subprocess.run(
+    proc = subprocess.run(
         ["losetup", "--find", "--show", "--direct-io=on", str(backing)],
         capture_output=True,
         text=True,
         check=False,
-    ).stdout.strip()
+    )
+    device = proc.stdout.strip()
     if not device:
-        raise HvbenchError(f"losetup could not attach {backing} (needs root)")
+        why = proc.stderr.strip().splitlines()[-1:] or ["no output"]
+        raise HvbenchError(f"losetup could not attach {backing}: {why[0]} (needs root)")
     made.append(ledger.add("loop", device))
     return made

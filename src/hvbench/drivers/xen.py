@@ -1,0 +1,408 @@
+"""Xen domains (``driver: xen``, ``mode: pv | pvh | hvm``), started with xl from dom0.
+
+Each instance is one domain made from an xl configuration this driver writes: the guest image's
+kernel and initramfs booted directly, ``vcpus`` and ``memory``, the data disk on blkback (``phy:``,
+a loop device with direct I/O over a sparse file, or a block device the user names) or on QEMU's
+qdisk backend (``file:``), and one NIC: netfront in PV and PVH, netfront or an emulated e1000 or
+rtl8139 in HVM. ``xl create`` starts it and ``xl destroy`` ends it; the ledger destroys any domain
+a killed run left.
+
+Control channel: the domain's console, which xenconsoled (PV, PVH) or the device model (HVM's
+emulated serial port) exposes as a pty in dom0. qemu-guest-agent runs on the guest's end of that
+line (``hvbench.agent=`` on the kernel command line; the guest stops printing kernel messages there
+once booted), and a relay serves the pty on a unix socket, so the host side is the same GuestAgent
+as for QEMU and UML. The console's boot messages before that are kept in the instance's log.
+
+Network: the NIC's backend in dom0 (``vifD.0``, and ``vifD.0-emu`` for an emulated NIC) is made by
+xl with a hotplug script that only reports it connected; the driver then moves it into the run's
+namespace onto its bridge, as libvirt's taps are (RunNetwork.adopt_tap), so dom0's own network is
+never touched.
+
+Host CPU: a domain's vCPUs run on Xen, not in dom0's processes; the monitor sees dom0's share
+(backends, device model), and ``describe()`` says so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import termios
+import time
+import tty
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar, Literal
+
+from pydantic import model_validator
+
+from hvbench.drivers.agent_instance import AgentInstance
+from hvbench.drivers.base import (
+    Availability,
+    Driver,
+    HostDisk,
+    Instance,
+    PlatformSettings,
+    format_data_disk,
+)
+from hvbench.drivers.serial_relay import LineRelay
+from hvbench.errors import CommandTimeout, HvbenchError, InstanceError
+from hvbench.guest import image as guest_image
+from hvbench.guest.agent import GuestAgent
+from hvbench.host.process import ExecResult, run_bounded
+from hvbench.host.resources import Resource
+from hvbench.host.storage import loop_device
+from hvbench.units import Size
+
+CAPABILITIES = Path("/proc/xen/capabilities")
+XL_TIMEOUT = 300.0
+"""Seconds an xl command may take: domain building is slow under nested emulation."""
+ALIVE_EVERY = 2.0
+"""Seconds a liveness answer is reused: each asks xl, which is not free in dom0."""
+HOTPLUG = """#!/bin/sh
+# hvbench's hotplug script for its domains' devices. A NIC's backend is only reported connected:
+# hvbench itself moves it into its run's network namespace, so dom0's network stays as it was. A
+# disk's block device, which hvbench attached itself (a loop device with direct I/O, or the
+# user's), is handed to blkback as it is: Xen's block script would set up and check it again.
+case "$1/$XENBUS_TYPE" in
+online/vif)
+    xenstore-write "$XENBUS_PATH/hotplug-status" connected ;;
+add/vbd)
+    dev="$(xenstore-read "$XENBUS_PATH/params")"
+    xenstore-write "$XENBUS_PATH/physical-device" "$(stat -L -c %t:%T "$dev")" \\
+        "$XENBUS_PATH/physical-device-path" "$dev" "$XENBUS_PATH/hotplug-status" connected ;;
+esac
+exit 0
+"""
+GUEST_LINE = {"pv": "/dev/hvc0", "pvh": "/dev/hvc0", "hvm": "/dev/ttyS0"}
+"""The guest's end of the console line its agent uses."""
+CONSOLE_KEY = {"pv": "console/tty", "pvh": "console/tty", "hvm": "serial/0/tty"}
+"""Where xenstore names the dom0 pty of that line, under /local/domain/<domid>/."""
+DATA_DEVICE = "/dev/xvdb"
+
+
+class XenDisk(HostDisk):
+    """The data disk: blkback over a loop device or block device (``phy``), or QEMU's qdisk over
+    the file itself (``qdisk``, HVM's and PV's userspace backend)."""
+
+    backend: Literal["phy", "qdisk"] = "phy"
+
+    @model_validator(mode="after")
+    def _consistent(self) -> XenDisk:
+        if self.backing == "block" and not self.path:
+            raise ValueError("backing: block needs a path (a partition or LV)")
+        if self.backend == "qdisk" and self.backing == "block":
+            raise ValueError("backend: qdisk takes a file; use backend: phy for a block device")
+        return self
+
+
+class XenSettings(PlatformSettings):
+    driver: Literal["xen"]
+    mode: Literal["pv", "pvh", "hvm"] = "pv"
+    vcpus: int = 1
+    memory: Size = 512 << 20
+    nic: Literal["netfront", "e1000", "rtl8139", "none"] = "netfront"
+    """netfront: the PV NIC (any mode); e1000, rtl8139: emulated by the device model (HVM)."""
+    disk: XenDisk = XenDisk()
+    kernel_args: str = ""
+    boot_timeout: float = 600
+    """Seconds from ``xl create`` to the agent's first answer."""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> XenSettings:
+        if self.nic in ("e1000", "rtl8139") and self.mode != "hvm":
+            raise ValueError(f"nic: {self.nic} is emulated, which only mode: hvm has")
+        if self.vcpus < 1:
+            raise ValueError("vcpus: at least 1")
+        if self.memory < 128 << 20:
+            raise ValueError("memory: at least 128M")
+        return self
+
+
+def _xl(*args: str, timeout: float = XL_TIMEOUT) -> ExecResult:
+    try:
+        return run_bounded(["xl", *args], timeout)
+    except FileNotFoundError:
+        raise HvbenchError("xen: xl not found (apt-get install xen-utils; run in dom0)") from None
+
+
+def _xenstore_read(key: str) -> str | None:
+    result = run_bounded(["xenstore-read", key], 30)
+    return result.stdout.decode().strip() if result.ok else None
+
+
+def _why(result: ExecResult) -> str:
+    """The cause in xl's output: libxl prints it first, then the clean-up that followed."""
+    lines = (result.stderr or result.stdout).decode(errors="replace").strip().splitlines()
+    errors = [ln for ln in lines if "error" in ln.lower()]
+    return (errors or lines or [f"exit status {result.exit_code}"])[0].strip()
+
+
+@dataclass
+class XenInstance(AgentInstance):
+    vmm: ClassVar[str] = "the domain"
+    domain: str = ""
+    domid: int | None = None
+    agent: GuestAgent | None = None
+    relay: LineRelay | None = None
+    resources: list[Resource] = field(default_factory=list)
+    _seen_alive: tuple[float, bool] = (0.0, False)
+
+    def agent_channel(self) -> GuestAgent | None:
+        return self.agent
+
+    def host_pids(self) -> list[int]:
+        """None: the domain's vCPUs are scheduled by Xen, not by dom0's kernel."""
+        return []
+
+    def alive(self) -> bool:
+        if self.domid is None:
+            return False
+        when, answer = self._seen_alive
+        if time.monotonic() - when > ALIVE_EVERY:
+            result = _xl("domid", self.domain, timeout=60)
+            answer = result.ok and result.stdout.decode().strip() == str(self.domid)
+            self._seen_alive = (time.monotonic(), answer)
+        return answer
+
+    def kill(self) -> None:
+        if self.agent:
+            self.agent.close()
+        if self.domid is not None:
+            _xl("destroy", self.domain, timeout=120)
+            self._seen_alive = (time.monotonic(), False)
+        if self.relay:
+            self.relay.stop()
+
+
+class XenDriver(Driver):
+    name: ClassVar[str] = "xen"
+    settings_model = XenSettings
+
+    @classmethod
+    def check(cls) -> Availability:
+        if not shutil.which("xl"):
+            return Availability(
+                False, "xl not found", "apt-get install xen-utils and boot the host into Xen"
+            )
+        try:
+            caps = CAPABILITIES.read_text()
+        except OSError:
+            caps = ""
+        if "control_d" not in caps:
+            return Availability(
+                False,
+                "not running in a Xen dom0 (no control_d in /proc/xen/capabilities)",
+                "boot the host with xen-hypervisor and run hvbench in dom0; "
+                "tests/xenlab.py runs one nested under QEMU",
+            )
+        info = _xl("info", timeout=60)
+        if not info.ok:
+            return Availability(False, f"xl info failed: {_why(info)}", "start xencommons")
+        caps_line = re.search(rb"virt_caps\s*:\s*(.*)", info.stdout)
+        modes = caps_line.group(1).decode().strip() if caps_line else "unknown"
+        return Availability(True, f"Xen dom0, virt_caps: {modes}")
+
+    @property
+    def xsettings(self) -> XenSettings:
+        return self.settings  # type: ignore[return-value]
+
+    def _resolve(self) -> None:
+        """The image and the hotplug script, once per driver."""
+        if getattr(self, "_image", None):
+            return
+        if self.needs.userland:
+            raise HvbenchError(
+                f"platform {self.platform}: workloads needing a full userland (kernbench) "
+                "are not supported by the xen driver yet"
+            )
+        ok = self.check()
+        if not ok.ok:
+            raise HvbenchError(f"platform {self.platform}: {ok.detail} ({ok.fix})")
+        self._image = guest_image.build(set(self.needs.tools))
+        # PV and PVH load the ELF vmlinux (PVH needs its entry note); HVM's device model boots
+        # the bzImage as a PC would
+        mode = self.xsettings.mode
+        self._kernel = self._image.bzimage if mode == "hvm" else self._image.vmlinux
+        if self._kernel is None:
+            raise HvbenchError(f"platform {self.platform}: {mode} boots an ELF vmlinux; none found")
+        script = self.ledger.add("path", str(self.workdir / "xen-hotplug"))
+        Path(script.name).write_text(HOTPLUG)
+        os.chmod(script.name, 0o755)
+        self._script = script
+
+    def start(self, count: int, deadline: float) -> list[Instance]:
+        self._resolve()
+        s = self.xsettings
+        instances = [
+            XenInstance(
+                self.platform,
+                i,
+                s.vcpus,
+                s.memory >> 20,
+                domain=f"hvb-{self.ledger.run_id[-8:]}-{self.platform}-{i}",
+            )
+            for i in range(count)
+        ]
+        if s.nic != "none":
+            self.network.up()
+        return list(self.start_parallel(instances, self._start_one, deadline))
+
+    # the configuration ------------------------------------------------------------------
+
+    def _config(self, inst: XenInstance, disk_target: str | None) -> str:
+        s = self.xsettings
+        img = self._image
+        modules = ["xen_blkfront"]
+        args = [
+            f"console={GUEST_LINE[s.mode].removeprefix('/dev/')}",
+            f"hvbench.agent={GUEST_LINE[s.mode]}",
+            f"hvbench.hostname={inst.name}",
+            "panic=-1",
+        ]
+        if s.nic != "none":
+            args.append(f"hvbench.ip={self.network.address(inst.index)}/24")
+            modules.append("xen_netfront" if s.nic == "netfront" else _NIC_MODULE[s.nic])
+        if s.nic in _NIC_MODULE:
+            args.append("xen_emul_unplug=never")  # keep the emulated NIC the guest should use
+        args.append(f"hvbench.modules={','.join(modules)}")
+        if s.kernel_args:
+            args += s.kernel_args.split()
+        lines = {
+            "name": _quote(inst.domain),
+            "type": _quote(s.mode),
+            "vcpus": str(s.vcpus),
+            "memory": str(s.memory >> 20),
+            "kernel": _quote(str(self._kernel)),
+            "ramdisk": _quote(str(img.initrd)),
+            "cmdline": _quote(" ".join(args)),
+            "on_poweroff": '"destroy"',
+            "on_reboot": '"destroy"',
+            "on_crash": '"destroy"',
+        }
+        if s.mode == "hvm":
+            lines |= {"serial": '"pty"', "vga": '"none"', "vnc": "0", "boot": '"c"'}
+        if s.nic != "none":
+            mac = (
+                f"00:16:3e:{os.getpid() >> 8 & 0xFF:02x}:{os.getpid() & 0xFF:02x}:{inst.index:02x}"
+            )
+            vif = [f"mac={mac}", f"script={self._script.name}"]
+            if s.nic in _NIC_MODULE:
+                vif += [f"model={s.nic}", "type=ioemu"]
+            lines["vif"] = f"[{_quote(','.join(vif))}]"
+        if disk_target:
+            spec = ["format=raw", "vdev=xvdb", "access=rw", f"target={disk_target}"]
+            if s.disk.backend == "qdisk":
+                spec.insert(0, "backendtype=qdisk")
+            else:
+                spec.insert(0, f"script={self._script.name}")
+            lines["disk"] = f"[{_quote(','.join(spec))}]"
+        return "".join(f"{k} = {v}\n" for k, v in lines.items())
+
+    def _data_disk(self, inst: XenInstance) -> tuple[str, str]:
+        """The target xl gets, and the report's description of it."""
+        disk = self.xsettings.disk
+        if disk.backing == "block":
+            assert disk.path
+            if not Path(disk.path).exists():
+                raise HvbenchError(f"platform {self.platform}: disk path {disk.path} is missing")
+            return disk.path, f"block device {disk.path} on blkback"
+        image = Path(disk.path or self.workdir) / f"{inst.name}.data.raw"
+        if disk.backend == "qdisk":
+            inst.resources.append(self.ledger.add("path", str(image)))
+            with image.open("wb") as f:
+                f.truncate(disk.size)
+            return str(image), f"sparse raw file {image} on QEMU's qdisk backend"
+        made = loop_device(self.ledger, image, disk.size)
+        inst.resources += made
+        return made[-1].name, f"loop device (direct I/O) over {image} on blkback"
+
+    # the lifecycle ----------------------------------------------------------------------
+
+    def _start_one(self, inst: XenInstance, deadline: float) -> None:
+        s = self.xsettings
+        prefix = self.workdir / inst.name
+        disk_target, disk_description = (
+            self._data_disk(inst) if self.needs.data_disk else (None, "")
+        )
+        config = self.ledger.add("path", f"{prefix}.xl.cfg")
+        inst.resources.append(config)
+        Path(config.name).write_text(self._config(inst, disk_target))
+        inst.resources.append(self.ledger.add("xendomain", inst.domain))
+        started = time.monotonic()
+        created = _xl("create", config.name, timeout=max(1.0, deadline - started))
+        if not created.ok:
+            raise InstanceError(f"{inst.name}: xl create failed: {_why(created)}")
+        domid = _xl("domid", inst.domain, timeout=60)
+        if not domid.ok:
+            raise InstanceError(f"{inst.name}: the domain vanished right after xl create")
+        inst.domid = int(domid.stdout.decode().strip())
+        if s.nic != "none":
+            self._adopt_nics(inst)
+        self._connect_agent(inst, prefix, min(deadline, started + s.boot_timeout))
+        inst.boot = {"ready": round(time.monotonic() - started, 3)}
+        if s.nic != "none":
+            inst.address = self.network.address(inst.index)
+        if disk_target:
+            format_data_disk(inst, DATA_DEVICE, disk_description)
+
+    def _adopt_nics(self, inst: XenInstance) -> None:
+        names = [f"vif{inst.domid}.0"]
+        if self.xsettings.nic in _NIC_MODULE:
+            names.append(f"vif{inst.domid}.0-emu")
+        for name in names:
+            inst.resources.append(self.network.adopt_tap(name))
+
+    def _connect_agent(self, inst: XenInstance, prefix: Path, deadline: float) -> None:
+        key = f"/local/domain/{inst.domid}/{CONSOLE_KEY[self.xsettings.mode]}"
+        pty = None
+        while pty is None:
+            pty = _xenstore_read(key)
+            if pty is None:
+                if time.monotonic() > deadline:
+                    raise InstanceError(f"{inst.name}: xenstore never named the console ({key})")
+                time.sleep(0.5)
+        fd = os.open(pty, os.O_RDWR | os.O_NOCTTY)
+        tty.setraw(fd, termios.TCSANOW)
+        sock = self.ledger.add("path", f"{prefix}.agent.sock")
+        inst.resources.append(sock)
+        inst.relay = LineRelay(fd, sock.name, log=Path(f"{prefix}.console.log"))
+        inst.relay.start()
+        inst.agent = GuestAgent(sock.name, inst.name)
+        try:
+            inst.agent.wait_ready(deadline, inst.alive)
+        except (CommandTimeout, InstanceError) as e:
+            why = "exited" if not inst.alive() else "did not answer in time"
+            raise InstanceError(f"{inst.name}: the domain {why}: {inst.relay.tail()}") from e
+
+    def stop(self, instances: list[Instance]) -> None:
+        for inst in instances:
+            assert isinstance(inst, XenInstance)
+            with contextlib.suppress(CommandTimeout, HvbenchError):
+                inst.kill()
+            while inst.resources:
+                self.ledger.release(inst.resources.pop())
+
+    def describe(self) -> dict:
+        info = super().describe()
+        if getattr(self, "_image", None):
+            version = _xl("info", timeout=60)
+            found = re.search(rb"xen_version\s*:\s*(\S+)", version.stdout) if version.ok else None
+            info["resolved"] = {
+                "xen_version": found.group(1).decode() if found else "unknown",
+                "kernel": str(self._kernel),
+                "host_cpu": "dom0's share only: the domain's vCPUs run on Xen, not in dom0",
+            }
+            info["image"] = self._image.manifest
+        return info
+
+
+_NIC_MODULE = {"e1000": "e1000", "rtl8139": "8139cp"}
+"""Guest drivers of the emulated NICs."""
+
+
+def _quote(value: str) -> str:
+    if '"' in value or "\n" in value:
+        raise HvbenchError(f"xen: {value!r} cannot be written into an xl configuration")
+    return f'"{value}"'

@@ -1,0 +1,264 @@
+"""A nested Xen lab for the xen driver's tests: Xen and its dom0 booted under QEMU TCG.
+
+This host cannot run Xen itself, but QEMU TCG can (see PLATFORMS.md). The hypervisor and the
+tools come from Debian's packages (``apt-get download`` and ``dpkg-deb -x``: nothing is installed
+on the host); dom0's kernel is the Debian kernel the guest images use. dom0's root filesystem is
+the host's own, read-only over 9p, with the unpacked Xen packages layered above it and a tmpfs on
+top (overlayfs): hvbench runs in dom0 exactly as checked out, with its virtualenv and the host's
+image cache, and writes nothing on the host except into the lab's exchange directory, a second
+9p share mounted at ``/lab`` in dom0.
+
+Under two levels of emulation everything is 15-60 times slower than on the host: these are
+functional tests of the Xen path, never performance figures.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from hvbench.guest import cpio, kernel
+from hvbench.guest import image as guest_image
+
+XEN_VERSION = "4.17"
+PACKAGES = (
+    f"xen-hypervisor-{XEN_VERSION}-amd64",
+    f"xen-utils-{XEN_VERSION}",
+    "xen-utils-common",
+    "xenstore-utils",
+    "libxencall1",
+    "libxendevicemodel1",
+    "libxenevtchn1",
+    "libxenforeignmemory1",
+    "libxengnttab1",
+    "libxenhypfs1",
+    f"libxenmisc{XEN_VERSION}",
+    "libxenstore4",
+    "libxentoolcore1",
+    "libxentoollog1",
+    "libyajl2",
+    "qemu-system-xen",
+)
+"""Xen, its tools and their libraries that the host lacks; qemu-system-xen is HVM's device
+model and the qdisk backend."""
+
+INITRD_MODULES = ("virtio_pci", "9pnet_virtio", "9p", "overlay")
+"""What dom0's first stage needs to assemble its root."""
+DOM0_MODULES = (
+    "xenfs xen-evtchn xen-gntdev xen-gntalloc xen-privcmd xen-blkback xen-netback "
+    "loop bridge veth tun virtio_blk crc32c_generic ext4"
+)
+XEN_ARGS = "console=com1 com1=115200,8n1 dom0_mem={mem}M,max:{mem}M loglvl=warning"
+
+FIRST_STAGE = """#!/bin/sh
+# xen lab, dom0's first stage: the host's root read-only, Xen's packages above it, a tmpfs on
+# top, and the exchange directory at /lab; then the test's script in that root
+export PATH=/bin
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+modprobe -a virtio_pci 9pnet_virtio 9p overlay
+mkdir -p /host /xen /upper /root
+opts=trans=virtio,version=9p2000.L,msize=512000
+mount -t 9p -o $opts,ro,cache=loose host /host
+mount -t 9p -o $opts,ro xen /xen
+mount -t tmpfs -o size=70% upper /upper
+mkdir -p /upper/u /upper/w
+mount -t overlay -o lowerdir=/xen:/host,upperdir=/upper/u,workdir=/upper/w root /root
+mkdir -p /root/lab
+mount -t 9p -o $opts lab /root/lab
+echo "xenlab: root ready"
+exec chroot /root /bin/sh /lab/dom0.sh
+"""
+
+SECOND_STAGE = """#!/bin/sh
+# xen lab, dom0's second stage: the toolstack, then the test's commands, then power off
+export PATH=/usr/lib/xen-{version}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+export HOME=/root
+exec > /lab/dom0.log 2>&1
+set -x
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t devtmpfs dev /dev
+mkdir -p /dev/pts && mount -t devpts devpts /dev/pts
+mount -t tmpfs run /run
+mount -t tmpfs tmp /tmp
+# the kernel's module loader: the host's kmod wants binary indexes this kernel's tree lacks
+printf '#!/bin/sh\nexec busybox modprobe "$@"\n' > /run/modprobe && chmod +x /run/modprobe
+echo /run/modprobe > /proc/sys/kernel/modprobe
+busybox modprobe -a {modules}
+# /var/tmp (the runs' work directories, data disks included) on a disk of its own, as on a real
+# host: a tmpfs has neither room nor direct I/O for loop devices
+mkfs.ext4 -q -F /dev/vda && mount /dev/vda /var/tmp
+mount -t xenfs xenfs /proc/xen
+mkdir -p /run/xen /run/xenstored /var/lib/xen /var/log/xen
+oxenstored --no-fork --pid-file /run/xenstored.pid > /lab/xenstored.log 2>&1 &
+tries=0
+until [ -S /run/xenstored/socket ] || [ $tries -gt 300 ]; do sleep 0.2; tries=$((tries + 1)); done
+xen-init-dom0
+xenconsoled --pid-file=/run/xenconsoled.pid
+echo "xenlab: toolstack ready"
+set +x
+(
+{commands}
+) > /lab/output.log 2>&1
+echo $? > /lab/exit-code
+sync
+poweroff -f
+"""
+
+
+def lab_cache() -> Path:
+    return guest_image.cache_root() / "xenlab"
+
+
+@dataclass(frozen=True)
+class LabFiles:
+    """What a lab boots: the hypervisor, dom0's kernel and first stage, the Xen packages' tree."""
+
+    xen: Path
+    dom0_kernel: Path
+    dom0_initrd: Path
+    xen_root: Path
+
+
+def _run(argv: list[str], cwd: Path | None = None) -> None:
+    proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv[:3])} failed: {proc.stderr.strip()[-300:]}")
+
+
+def _versions() -> str:
+    """The candidate versions of the packages: a new Debian update makes a new lab."""
+    out = subprocess.run(
+        ["apt-cache", "policy", *PACKAGES], capture_output=True, text=True, check=True
+    ).stdout
+    return hashlib.sha256(out.encode() + FIRST_STAGE.encode()).hexdigest()[:12]
+
+
+def prepare() -> LabFiles:
+    """Download and unpack Xen's packages and write dom0's first stage, once per version."""
+    kern = kernel.fetch("amd64", guest_image.cache_root() / "kernels")
+    root = lab_cache() / _versions()
+    files = LabFiles(root / "xen.elf", kern.bzimage, root / "dom0.cpio", root / "tree")
+    with guest_image.locked(lab_cache()):
+        if (root / ".complete").exists():
+            return files
+        shutil.rmtree(root, ignore_errors=True)
+        root.mkdir(parents=True)
+        with tempfile.TemporaryDirectory(dir=root) as tmp:
+            os.chmod(tmp, 0o755)  # apt's download sandbox user must be able to write there
+            _run(["apt-get", "download", *PACKAGES], cwd=Path(tmp))
+            for deb in sorted(Path(tmp).glob("*.deb")):
+                _run(["dpkg-deb", "-x", str(deb), str(files.xen_root)])
+        # dom0 runs this kernel, whose modules the host's root lacks: /lib is /usr/lib there
+        modules = files.xen_root / "usr" / "lib" / "modules"
+        modules.mkdir(parents=True, exist_ok=True)
+        (modules / kern.release).symlink_to(kern.modules_dir)
+        packed = next((files.xen_root / "boot").glob(f"xen-{XEN_VERSION}-amd64.gz"))
+        files.xen.write_bytes(
+            subprocess.run(["gzip", "-dc", str(packed)], capture_output=True, check=True).stdout
+        )
+        _write_first_stage(kern, files.dom0_initrd)
+        (root / ".complete").write_text("")
+    return files
+
+
+def _write_first_stage(kern: kernel.Kernel, out: Path) -> None:
+    entries: dict[str, cpio.Entry] = {}
+
+    def add(entry: cpio.Entry) -> None:
+        parent = os.path.dirname(entry.path)
+        while parent not in ("/", "") and parent not in entries:
+            entries[parent] = cpio.directory(parent)
+            parent = os.path.dirname(parent)
+        entries[entry.path] = entry
+
+    for d in ("/dev", "/proc", "/sys"):
+        add(cpio.directory(d))
+    add(cpio.chardev("/dev/console", 5, 1))
+    add(cpio.regular("/bin/busybox", Path("/bin/busybox").read_bytes(), executable=True))
+    for applet in ("sh", "mount", "mkdir", "modprobe", "chroot", "echo"):
+        add(cpio.symlink(f"/bin/{applet}", "busybox"))
+    add(cpio.regular("/init", FIRST_STAGE.encode(), executable=True))
+    modules = Path("/lib/modules") / kern.release
+    for rel in kernel.module_closure(kern, INITRD_MODULES):
+        add(cpio.regular(str(modules / rel), (kern.modules_dir / rel).read_bytes()))
+    add(cpio.regular(str(modules / "modules.dep"), (kern.modules_dir / "modules.dep").read_bytes()))
+    with out.open("wb") as f:
+        cpio.write(f, entries)
+
+
+@dataclass
+class LabResult:
+    exit_code: int | None
+    """The test commands' exit status; None if dom0 never got to write it."""
+    output: str
+    console: str
+    seconds: float
+
+
+def run(
+    files: LabFiles,
+    exchange: Path,
+    commands: str,
+    timeout: float,
+    memory_mib: int = 2560,
+    scratch_size: int = 4 << 30,
+) -> LabResult:
+    """Boot the lab, run ``commands`` (shell) in dom0 with /lab = ``exchange``, power off."""
+    exchange.mkdir(parents=True, exist_ok=True)
+    (exchange / "dom0.sh").write_text(
+        SECOND_STAGE.format(version=XEN_VERSION, modules=DOM0_MODULES, commands=commands)
+    )
+    for stale in ("exit-code", "output.log"):
+        (exchange / stale).unlink(missing_ok=True)
+    scratch = exchange / "var-tmp.raw"
+    with scratch.open("wb") as f:
+        f.truncate(scratch_size)
+    share = "security_model=none,multidevs=remap"
+    argv = [
+        "qemu-system-x86_64",
+        "-accel", "tcg,thread=multi",
+        # plain "max" crashes a PV dom0 with a page fault in create_bounce_frame (PLATFORMS.md)
+        "-cpu", "max,-smap,-smep",
+        "-smp", "2",
+        "-m", str(memory_mib),
+        "-nographic", "-no-reboot",
+        "-kernel", str(files.xen),
+        "-append", XEN_ARGS.format(mem=memory_mib // 2),
+        "-initrd", f"{files.dom0_kernel} console=hvc0 quiet,{files.dom0_initrd}",
+        "-virtfs", f"local,path=/,mount_tag=host,readonly=on,{share}",
+        "-virtfs", f"local,path={files.xen_root},mount_tag=xen,readonly=on,{share}",
+        "-virtfs", f"local,path={exchange},mount_tag=lab,{share}",
+        "-drive", f"file={scratch},format=raw,if=virtio,cache=unsafe",
+    ]  # fmt: skip
+    started = time.monotonic()
+    console = exchange / "console.log"
+    with console.open("wb") as log:
+        proc = subprocess.Popen(
+            argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, 9)
+            proc.wait()
+    scratch.unlink()
+    code_file = exchange / "exit-code"
+    output = exchange / "output.log"
+    return LabResult(
+        int(code_file.read_text()) if code_file.exists() else None,
+        output.read_text(errors="replace") if output.exists() else "",
+        console.read_text(errors="replace"),
+        time.monotonic() - started,
+    )
