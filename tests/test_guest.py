@@ -236,6 +236,10 @@ def test_image_commands_list_show_prune(tmp_path: Path, monkeypatch, guest_image
     assert "/usr/bin/iperf3" in shown.output
     ambiguous = cli.invoke(app, ["show", "zz"])
     assert ambiguous.exit_code != 0 and "no image" in str(ambiguous.exception)
+    (tmp_path / "uml").mkdir()
+    for name in ("aaaa000000000000", "bbbb000000000000"):
+        (tmp_path / "uml" / f"root-{name}.ext4").write_bytes(b"")  # UML's root of each image
     pruned = cli.invoke(app, ["prune", "--keep", "1"])
     assert pruned.exit_code == 0 and "aaaa000000000000" in pruned.output
     assert [i.key for i in image.images()] == ["bbbb000000000000"]
+    assert [p.name for p in (tmp_path / "uml").glob("root-*")] == ["root-bbbb000000000000.ext4"]

@@ -9,6 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from hvbench.drivers import uml
 from hvbench.guest import image as guest_image
 from hvbench.guest.kernel import FLAVOURS
 
@@ -85,6 +86,9 @@ def build(
 def prune(
     keep: Annotated[int, typer.Option(min=0, help="how many of the newest images to keep")] = 0,
 ) -> None:
-    """Remove cached images (kernel packages stay cached)."""
+    """Remove cached images and what was derived from them (kernel packages stay cached)."""
     removed = guest_image.prune(keep)
+    roots = uml.prune_roots({i.key for i in guest_image.images()})
     out.print(f"removed {len(removed)} image(s): {' '.join(i.key for i in removed) or '-'}")
+    if roots:
+        out.print(f"removed {len(roots)} UML root filesystem(s) of images no longer cached")

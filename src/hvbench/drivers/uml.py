@@ -256,6 +256,17 @@ def root_image(img: guest_image.GuestImage, ledger: Ledger, scratch: Path) -> Pa
     return out
 
 
+def prune_roots(keep: set[str]) -> list[Path]:
+    """Remove the root filesystems of images no longer in the cache (``keep``: their keys)."""
+    removed = []
+    with _locked(cache_dir()):
+        for path in cache_dir().glob("root-*.ext4"):
+            if path.stem.removeprefix("root-") not in keep:
+                path.unlink(missing_ok=True)
+                removed.append(path)
+    return removed
+
+
 # the agent's serial line ------------------------------------------------------------------
 
 

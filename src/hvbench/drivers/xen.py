@@ -105,6 +105,9 @@ class XenSettings(PlatformSettings):
     nic: Literal["netfront", "e1000", "rtl8139", "none"] = "netfront"
     """netfront: the PV NIC (any mode); e1000, rtl8139: emulated by the device model (HVM)."""
     disk: XenDisk = XenDisk()
+    tsc_mode: Literal["default", "always_emulate", "native", "native_paravirt"] = "default"
+    """xl's tsc_mode: whether Xen traps and emulates the guest's RDTSC/RDTSCP (timekeeping
+    costs differ markedly between modes)."""
     kernel_args: str = ""
     boot_timeout: float = 600
     """Seconds from ``xl create`` to the agent's first answer."""
@@ -281,6 +284,8 @@ class XenDriver(Driver):
             "on_reboot": '"destroy"',
             "on_crash": '"destroy"',
         }
+        if s.tsc_mode != "default":
+            lines["tsc_mode"] = _quote(s.tsc_mode)
         if s.mode == "hvm":
             lines |= {"serial": '"pty"', "vga": '"none"', "vnc": "0", "boot": '"c"'}
         if s.nic != "none":

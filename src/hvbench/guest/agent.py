@@ -250,7 +250,16 @@ class GuestAgent:
         try:
             status = self._wait(pid, start + timeout, argv, answer_within)
             seconds = time.monotonic() - start
-            stdout, truncated = self.read_file(out, OUTPUT_LIMIT, timeout=max(60, timeout))
+            try:
+                stdout, truncated = self.read_file(out, OUTPUT_LIMIT, timeout=max(60, timeout))
+            except CommandTimeout:
+                raise
+            except InstanceError as e:
+                # the wrapper died before it made its output file (killed, out of memory)
+                raise InstanceError(
+                    f"{self.name}: {argv[0]} never ran: the exec wrapper ended with "
+                    f"status {_exit_code(status)} before writing its output ({e})"
+                ) from e
             stderr, _ = self.read_file(err, STDERR_LIMIT, timeout=60)
         finally:
             self._remove(out, err)
