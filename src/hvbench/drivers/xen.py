@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Literal
 
+import psutil
 from pydantic import model_validator
 
 from hvbench.drivers.agent_instance import AgentInstance
@@ -156,8 +157,17 @@ class XenInstance(AgentInstance):
         return self.agent
 
     def host_pids(self) -> list[int]:
-        """None: the domain's vCPUs are scheduled by Xen, not by dom0's kernel."""
-        return []
+        """The domain's device model in dom0 (HVM, qdisk), if any: its vCPUs themselves are
+        scheduled by Xen, outside every dom0 process."""
+        if self.domid is None:
+            return []
+        mine = ["-xen-domid", str(self.domid)]
+        found = []
+        for proc in psutil.process_iter(["cmdline"]):
+            cmdline = proc.info["cmdline"] or []
+            if any(cmdline[i : i + 2] == mine for i in range(len(cmdline) - 1)):
+                found.append(proc.pid)
+        return found
 
     def alive(self) -> bool:
         if self.domid is None:
