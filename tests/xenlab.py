@@ -81,7 +81,7 @@ exec chroot /root /bin/sh /lab/dom0.sh
 SECOND_STAGE = """#!/bin/sh
 # xen lab, dom0's second stage: the toolstack, then the test's commands, then power off
 export PATH=/usr/lib/xen-{version}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
-export HOME=/root
+export HOME=/root HVBENCH_IMAGE_CACHE={image_cache}
 exec > /lab/dom0.log 2>&1
 set -x
 mount -t proc proc /proc
@@ -89,14 +89,15 @@ mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
 mkdir -p /dev/pts && mount -t devpts devpts /dev/pts
 mount -t tmpfs run /run
-mount -t tmpfs tmp /tmp
 # the kernel's module loader: the host's kmod wants binary indexes this kernel's tree lacks
 printf '#!/bin/sh\nexec busybox modprobe "$@"\n' > /run/modprobe && chmod +x /run/modprobe
 echo /run/modprobe > /proc/sys/kernel/modprobe
 busybox modprobe -a {modules}
-# /var/tmp (the runs' work directories, data disks included) on a disk of its own, as on a real
-# host: a tmpfs has neither room nor direct I/O for loop devices
-mkfs.ext4 -q -F /dev/vda && mount /dev/vda /var/tmp
+# the runs' work directories (data disks included) on a disk of its own, as on a real host: a
+# tmpfs has neither room nor direct I/O for loop devices. Nothing else is mounted over the
+# host's tree, where the checkout under test may be anywhere (/tmp in CI).
+mkdir -p /var/tmp/hvbench
+mkfs.ext4 -q -F /dev/vda && mount /dev/vda /var/tmp/hvbench
 mount -t xenfs xenfs /proc/xen
 mkdir -p /run/xen /run/xenstored /var/lib/xen /var/log/xen
 oxenstored --no-fork --pid-file /run/xenstored.pid > /lab/xenstored.log 2>&1 &
@@ -216,7 +217,12 @@ def run(
     """Boot the lab, run ``commands`` (shell) in dom0 with /lab = ``exchange``, power off."""
     exchange.mkdir(parents=True, exist_ok=True)
     (exchange / "dom0.sh").write_text(
-        SECOND_STAGE.format(version=XEN_VERSION, modules=DOM0_MODULES, commands=commands)
+        SECOND_STAGE.format(
+            version=XEN_VERSION,
+            modules=DOM0_MODULES,
+            image_cache=guest_image.cache_root(),
+            commands=commands,
+        )
     )
     for stale in ("exit-code", "output.log"):
         (exchange / stale).unlink(missing_ok=True)
