@@ -234,8 +234,8 @@ def run(
         "qemu-system-x86_64",
         "-accel", "tcg,thread=multi",
         # plain "max" crashes a PV dom0 with a page fault in create_bounce_frame (PLATFORMS.md);
-        # with protection keys, guest processes die of SIGSEGV now and then
-        "-cpu", "max,-smap,-smep,-pku",
+        # with XSAVE (and so AVX and protection keys), guest processes die of SIGSEGV now and then
+        "-cpu", "max,-smap,-smep,-pku,-xsave",
         "-smp", "2",
         "-m", str(memory_mib),
         "-nographic", "-no-reboot",
