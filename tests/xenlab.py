@@ -15,6 +15,7 @@ functional tests of the Xen path, never performance figures.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import shutil
@@ -174,13 +175,7 @@ def prepare() -> LabFiles:
 
 def _write_first_stage(kern: kernel.Kernel, out: Path) -> None:
     entries: dict[str, cpio.Entry] = {}
-
-    def add(entry: cpio.Entry) -> None:
-        parent = os.path.dirname(entry.path)
-        while parent not in ("/", "") and parent not in entries:
-            entries[parent] = cpio.directory(parent)
-            parent = os.path.dirname(parent)
-        entries[entry.path] = entry
+    add = functools.partial(cpio.add, entries)
 
     for d in ("/dev", "/proc", "/sys"):
         add(cpio.directory(d))

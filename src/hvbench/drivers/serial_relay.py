@@ -14,6 +14,7 @@ import select
 import socket
 import threading
 from pathlib import Path
+from typing import BinaryIO
 
 LOG_LIMIT = 4 << 20
 """Bytes of the guest's output kept in the console log at most."""
@@ -60,7 +61,7 @@ class LineRelay(threading.Thread):
             os.close(self.line)
             os.close(self._wake_r)
 
-    def _step(self, out) -> bool:
+    def _step(self, out: BinaryIO | None) -> bool:
         """One round of the loop; False once the relay or the guest is gone."""
         readers: list = [self.listener, self.line, self._wake_r]
         if self._client:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import shutil
 import termios
 import time
@@ -36,7 +35,7 @@ from pathlib import Path
 from typing import ClassVar, Literal
 
 import psutil
-from pydantic import model_validator
+from pydantic import PositiveInt, model_validator
 
 from hvbench.drivers.agent_instance import AgentInstance
 from hvbench.drivers.base import (
@@ -81,6 +80,8 @@ GUEST_LINE = {"pv": "/dev/hvc0", "pvh": "/dev/hvc0", "hvm": "/dev/ttyS0"}
 CONSOLE_KEY = {"pv": "console/tty", "pvh": "console/tty", "hvm": "serial/0/tty"}
 """Where xenstore names the dom0 pty of that line, under /local/domain/<domid>/."""
 DATA_DEVICE = "/dev/xvdb"
+_NIC_MODULE = {"e1000": "e1000", "rtl8139": "8139cp"}
+"""Guest drivers of the emulated NICs."""
 
 
 class XenDisk(HostDisk):
@@ -101,7 +102,7 @@ class XenDisk(HostDisk):
 class XenSettings(PlatformSettings):
     driver: Literal["xen"]
     mode: Literal["pv", "pvh", "hvm"] = "pv"
-    vcpus: int = 1
+    vcpus: PositiveInt = 1
     memory: Size = 512 << 20
     nic: Literal["netfront", "e1000", "rtl8139", "none"] = "netfront"
     """netfront: the PV NIC (any mode); e1000, rtl8139: emulated by the device model (HVM)."""
@@ -117,8 +118,6 @@ class XenSettings(PlatformSettings):
     def _consistent(self) -> XenSettings:
         if self.nic in ("e1000", "rtl8139") and self.mode != "hvm":
             raise ValueError(f"nic: {self.nic} is emulated, which only mode: hvm has")
-        if self.vcpus < 1:
-            raise ValueError("vcpus: at least 1")
         if self.memory < 128 << 20:
             raise ValueError("memory: at least 128M")
         return self
@@ -134,6 +133,15 @@ def _xl(*args: str, timeout: float = XL_TIMEOUT) -> ExecResult:
 def _xenstore_read(key: str) -> str | None:
     result = run_bounded(["xenstore-read", key], 30)
     return result.stdout.decode().strip() if result.ok else None
+
+
+def _xl_info() -> dict[str, str] | ExecResult:
+    """``xl info`` as its ``key : value`` lines, or the failed result."""
+    result = _xl("info", timeout=60)
+    if not result.ok:
+        return result
+    pairs = (line.split(":", 1) for line in result.stdout.decode(errors="replace").splitlines())
+    return {k.strip(): v.strip() for k, v in (p for p in pairs if len(p) == 2)}
 
 
 def _why(result: ExecResult) -> str:
@@ -210,12 +218,12 @@ class XenDriver(Driver):
                 "boot the host with xen-hypervisor and run hvbench in dom0; "
                 "tests/xenlab.py runs one nested under QEMU",
             )
-        info = _xl("info", timeout=60)
-        if not info.ok:
+        info = _xl_info()
+        if isinstance(info, ExecResult):
             return Availability(False, f"xl info failed: {_why(info)}", "start xencommons")
-        caps_line = re.search(rb"virt_caps\s*:\s*(.*)", info.stdout)
-        modes = caps_line.group(1).decode().strip() if caps_line else "unknown"
-        return Availability(True, f"Xen dom0, virt_caps: {modes}")
+        return Availability(
+            True, f"Xen {info.get('xen_version', '?')} dom0, virt_caps: {info.get('virt_caps')}"
+        )
 
     @property
     def xsettings(self) -> XenSettings:
@@ -233,6 +241,10 @@ class XenDriver(Driver):
         ok = self.check()
         if not ok.ok:
             raise HvbenchError(f"platform {self.platform}: {ok.detail} ({ok.fix})")
+        info = _xl_info()
+        self._xen_version = (
+            "unknown" if isinstance(info, ExecResult) else info.get("xen_version", "unknown")
+        )
         self._image = guest_image.build(set(self.needs.tools))
         # PV and PVH load the ELF vmlinux (PVH needs its entry note); HVM's device model boots
         # the bzImage as a PC would
@@ -402,19 +414,13 @@ class XenDriver(Driver):
     def describe(self) -> dict:
         info = super().describe()
         if getattr(self, "_image", None):
-            version = _xl("info", timeout=60)
-            found = re.search(rb"xen_version\s*:\s*(\S+)", version.stdout) if version.ok else None
             info["resolved"] = {
-                "xen_version": found.group(1).decode() if found else "unknown",
+                "xen_version": self._xen_version,
                 "kernel": str(self._kernel),
                 "host_cpu": "dom0's share only: the domain's vCPUs run on Xen, not in dom0",
             }
             info["image"] = self._image.manifest
         return info
-
-
-_NIC_MODULE = {"e1000": "e1000", "rtl8139": "8139cp"}
-"""Guest drivers of the emulated NICs."""
 
 
 def _quote(value: str) -> str:

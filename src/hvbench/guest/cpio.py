@@ -6,6 +6,7 @@ mtime and a sorted place, so the same inputs always give the same bytes.
 
 from __future__ import annotations
 
+import os
 import stat
 from dataclasses import dataclass
 from typing import BinaryIO
@@ -60,6 +61,16 @@ def _header(out: BinaryIO, ino: int, entry: Entry, name: bytes) -> None:
     out.write(b"070701" + b"".join(b"%08X" % f for f in fields))
     out.write(name + b"\0")
     _pad(out, 110 + len(name) + 1)
+
+
+def add(entries: dict[str, Entry], entry: Entry) -> None:
+    """Put an entry among ``entries`` (keyed by path), with the directories above it that are
+    not there yet: the kernel's unpacker creates no parents."""
+    parent = os.path.dirname(entry.path)
+    while parent not in ("/", "") and parent not in entries:
+        entries[parent] = directory(parent)
+        parent = os.path.dirname(parent)
+    entries[entry.path] = entry
 
 
 def write(out: BinaryIO, entries: dict[str, Entry]) -> None:

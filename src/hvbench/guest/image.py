@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import hashlib
 import json
 import os
@@ -215,13 +216,7 @@ def _applets() -> list[str]:
 
 def _entries(plan: _Plan) -> dict[str, cpio.Entry]:
     entries: dict[str, cpio.Entry] = {}
-
-    def add(entry: cpio.Entry) -> None:
-        parent = os.path.dirname(entry.path)
-        while parent not in ("/", "") and parent not in entries:
-            entries[parent] = cpio.directory(parent)
-            parent = os.path.dirname(parent)
-        entries[entry.path] = entry
+    add = functools.partial(cpio.add, entries)
 
     for d in ("/dev", "/proc", "/sys", "/tmp", "/run", "/mnt", "/root", "/var"):
         add(cpio.directory(d))
