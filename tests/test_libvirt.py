@@ -4,12 +4,15 @@ through a real libvirtd started by the suite, with nothing left behind."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import guest_fixtures
 import libvirt
@@ -21,7 +24,7 @@ from test_runner import leftovers
 
 from hvbench.drivers import DRIVERS
 from hvbench.drivers.base import Needs
-from hvbench.drivers.libvirt import LibvirtDriver, LibvirtSettings, domain_xml
+from hvbench.drivers.libvirt import LibvirtDriver, LibvirtSettings, Source, domain_xml, volume_xml
 from hvbench.drivers.qemu_devices import AGENT_PORT, Boot, Disk, Machine, Nic
 from hvbench.host.resources import Ledger
 from hvbench.runner import Runner
@@ -39,6 +42,7 @@ for d in /run /var/lib/libvirt /var/log/libvirt /var/cache/libvirt /etc/libvirt;
     mkdir -p "$d"
     mount -t tmpfs hvbench-libvirt "$d"
 done
+mkdir /run/lock  # where libvirt locks a console's pty while a stream reads it
 printf 'user = "root"\ngroup = "root"\n' > /etc/libvirt/qemu.conf
 # libvirt 9 resolves its default QEMU user before reading qemu.conf: give it one, privately
 cp /etc/passwd /etc/group "$1/"
@@ -87,6 +91,85 @@ def libvirt_uri(tmp_path_factory) -> Iterator[str]:
             daemons.wait()
 
 
+SSHD_CONFIG = """\
+ListenAddress 127.0.0.1
+Port {port}
+HostKey {dir}/host_key
+AuthorizedKeysFile {dir}/id.pub
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+PidFile none
+"""
+SSH_CONFIG = """\
+IdentityFile {dir}/id
+IdentitiesOnly yes
+UserKnownHostsFile {dir}/known_hosts
+GlobalKnownHostsFile /dev/null
+StrictHostKeyChecking accept-new
+"""
+REMOTE_POOL = "hvbench-remote"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def ssh_uri(libvirt_uri: str, tmp_path_factory) -> Iterator[str]:
+    """The suite's libvirtd as a remote host sees it: ``qemu+ssh://`` through an sshd of the
+    suite's own on loopback (its keys, host key and known_hosts in a temporary directory), with
+    a transient directory pool for the uploaded image and the data disks."""
+    require(Path("/usr/sbin/sshd").exists(), "sshd (apt-get install openssh-server)")
+    require(shutil.which("nc") is not None, "nc (apt-get install netcat-openbsd)")
+    d = tmp_path_factory.mktemp("ssh")
+    for key in ("host_key", "id"):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", d / key], check=True)
+    port = _free_port()
+    (d / "sshd_config").write_text(SSHD_CONFIG.format(port=port, dir=d))
+    (d / "ssh_config").write_text(SSH_CONFIG.format(dir=d))
+    (d / "ssh").write_text(f'#!/bin/sh\nexec ssh -F {d}/ssh_config "$@"\n')
+    (d / "ssh").chmod(0o755)
+    sockets = Path(urlsplit(libvirt_uri).query.removeprefix("socket=")).parent
+    uri = (
+        f"qemu+ssh://root@127.0.0.1:{port}/system?socket={sockets}/libvirt-sock"
+        f"&command={d}/ssh&proxy=netcat"
+    )
+    # sshd wants /run/sshd: a private, empty /run is made for it
+    sshd = subprocess.Popen(
+        [*UNSHARE, "sh", "-c", 'mount -t tmpfs sshd /run && mkdir /run/sshd && exec "$@"', "sh",
+         "/usr/sbin/sshd", "-D", "-e", "-f", str(d / "sshd_config")],
+        stdout=(d / "sshd.log").open("wb"), stderr=subprocess.STDOUT, start_new_session=True,
+    )  # fmt: skip
+    pool_dir = d / "pool"
+    pool_dir.mkdir()
+    conn = libvirt.open(libvirt_uri)
+    pool = conn.storagePoolCreateXML(
+        f"<pool type='dir'><name>{REMOTE_POOL}</name><target><path>{pool_dir}</path></target>"
+        "</pool>"
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert sshd.poll() is None, (d / "sshd.log").read_text()
+            try:
+                libvirt.open(uri).close()
+                break
+            except libvirt.libvirtError:
+                assert time.monotonic() < deadline, (d / "sshd.log").read_text()[-2000:]
+                time.sleep(0.3)
+        yield uri
+    finally:
+        pool.destroy()
+        conn.close()
+        os.killpg(sshd.pid, signal.SIGTERM)
+        sshd.wait(15)
+
+
 def _machine() -> Machine:
     return Machine(
         type="q35",
@@ -104,7 +187,13 @@ def _machine() -> Machine:
 
 
 def test_domain_xml_is_the_typed_machine():
-    dom = ET.fromstring(domain_xml(_machine(), "qemu", "/w/c.sock", pins=[1, 0]))
+    machine = _machine()
+    machine.disks.insert(0, Disk("root", "/w/r.qcow2", "virtio-blk", "qcow2", "writeback"))
+    sources = {
+        "root": Source("file", {"file": "/w/r.qcow2"}),
+        "data": Source("volume", {"pool": "p", "volume": "v"}),
+    }
+    dom = ET.fromstring(domain_xml(machine, "qemu", sources, pins=[1, 0]))
     assert dom.get("type") == "qemu"
     assert dom.findtext("memory") == "384" and dom.find("memory").get("unit") == "MiB"
     assert dom.findtext("vcpu") == "2"
@@ -113,20 +202,27 @@ def test_domain_xml_is_the_typed_machine():
     assert dom.findtext("os/kernel") == "/k/vmlinux"
     cmdline = dom.findtext("os/cmdline").split()
     assert "hvbench.ip=198.18.0.10/24" in cmdline
-    assert "hvbench.modules=virtio_pci,virtio_console,e1000,ahci,sd_mod" in cmdline
+    assert "hvbench.modules=virtio_pci,virtio_console,e1000,virtio_blk,ahci,sd_mod" in cmdline
     assert dom.find("features/acpi") is not None
     assert dom.find("cpu").get("mode") == "maximum"
     channel = dom.find("devices/channel")
-    assert channel.find("source").get("path") == "/w/a.sock"
+    assert channel.find("source").attrib == {"mode": "bind"}  # libvirt's own, for its agent API
     assert channel.find("target").get("name") == AGENT_PORT
-    disk = dom.find("devices/disk")
+    assert dom.find("devices/serial").get("type") == "pty"
+    root, disk = dom.iterfind("devices/disk")
+    assert root.get("type") == "file" and root.find("target").attrib == {
+        "dev": "vda",
+        "bus": "virtio",
+    }
+    assert disk.get("type") == "volume"
+    assert disk.find("source").attrib == {"pool": "p", "volume": "v"}
     assert disk.find("driver").attrib == {
         "name": "qemu",
         "type": "qcow2",
         "cache": "writeback",
         "io": "threads",
     }
-    assert disk.find("target").get("bus") == "sata"
+    assert disk.find("target").attrib == {"dev": "sda", "bus": "sata"}
     assert disk.findtext("serial") == "ser,ial"  # a value, not an option list
     assert dom.find("devices/controller").get("type") == "sata"
     nic = dom.find("devices/interface")
@@ -139,7 +235,8 @@ def test_domain_xml_is_the_typed_machine():
     ("fields", "complaint"),
     [
         ({"uri": "xen:///system"}, "only QEMU connections"),
-        ({"uri": "qemu+ssh://elsewhere/system"}, "remote host"),
+        ({"uri": "qemu+ssh://elsewhere/system"}, "set nic: none"),
+        ({"uri": "qemu+ssh://elsewhere/system", "nic": "none", "disk": {"path": "/d"}}, "volume"),
         ({"machine": "microvm"}, "microvm"),
         ({"disk": {"bus": "nvme"}}, "nvme"),
         ({"machine": "q35", "disk": {"bus": "ide"}}, "use ahci"),
@@ -197,24 +294,93 @@ def test_cpu_disk_and_net_run_in_a_libvirt_domain_and_nothing_is_left(libvirt_ur
     assert "hvl" not in root_links  # the taps lived in the run's namespace, now gone
 
 
+REMOTE_STUDY = """\
+name: libvirt-remote
+platforms:
+  far: {{driver: libvirt, uri: "{uri}", pool: hvbench-remote, accel: tcg, nic: none,
+        memory: 256M, disk: {{size: 256M, format: qcow2}}}}
+workloads:
+  - {{name: boot}}
+  - {{name: cpu, integer: {{duration: 1}}, float: {{duration: 1}}, memory: {{duration: 1}},
+     branchy: {{duration: 1}}}}
+  - {{name: disk, tool: dd, size: 16M}}
+instances: [1]
+repetitions: 1
+"""
+
+
+def _volumes(uri: str) -> list[str]:
+    conn = libvirt.open(uri)
+    try:
+        return conn.storagePoolLookupByName(REMOTE_POOL).listVolumes()
+    finally:
+        conn.close()
+
+
 @pytest.mark.guest
-def test_a_killed_runs_domain_is_destroyed_by_its_ledger(libvirt_uri, guest_run: GuestRun):
+def test_cpu_and_disk_run_on_a_remote_host_over_ssh_and_nothing_is_left(ssh_uri):
+    """A remote URI: the image goes up as volumes, the data disk is a volume, the agent and the
+    console come through the connection; afterwards the pool is empty again."""
+    store = Store()
+    runner = Runner.create(parse_study(REMOTE_STUDY.format(uri=ssh_uri), "t"), store, quick=True)
+    assert runner.run() == "finished", [s.error for s in store.samples(runner.run_id)]
+    names = {r[3] for r in store.metric_rows(runner.run_id)}
+    assert "cpu.branchy.primes_events_per_s" in names
+    assert any(n.startswith("disk.dd.") for n in names)
+    # the console was read from the first line: the kernel's own timestamps date its start
+    assert {"boot.kernel_s", "boot.init_s", "boot.ready_s"} <= names
+    resolved = store.cells(runner.run_id)[-1].platform_settings["resolved"]
+    assert resolved["uri"] == ssh_uri and resolved["host"] and not resolved["host_cpu_measured"]
+    disk = [s.platform_state for s in store.samples(runner.run_id)]
+    assert "volume hvb-" in str(disk) and "in pool hvbench-remote of 127.0.0.1" in str(disk)
+    assert leftovers(runner.run_id) == [] and _volumes(ssh_uri) == []
+    conn = libvirt.open(ssh_uri)
+    try:
+        assert conn.listAllDomains() == []
+    finally:
+        conn.close()
+
+
+@pytest.mark.guest
+@pytest.mark.parametrize("where", ["local", "remote"])
+def test_a_killed_runs_domain_is_destroyed_by_its_ledger(where, request, guest_run: GuestRun):
     """What ``hvbench cleanup`` does after a SIGKILL: the ledger, read back from its journal,
-    destroys the domain (and its tap goes with the run's namespace)."""
-    settings = LibvirtSettings(driver="libvirt", uri=libvirt_uri, memory="192M")
-    needs = Needs(tools=guest_fixtures.GUEST_TOOLS)
+    destroys the domain (its tap goes with the run's namespace) and, on a remote host, deletes
+    the volumes of the image and the data disk."""
+    if where == "local":
+        uri = request.getfixturevalue("libvirt_uri")
+        settings = LibvirtSettings(driver="libvirt", uri=uri, memory="192M")
+        needs = Needs(tools=guest_fixtures.GUEST_TOOLS)
+    else:
+        uri = request.getfixturevalue("ssh_uri")
+        settings = LibvirtSettings(
+            driver="libvirt", uri=uri, memory="192M", nic="none", pool=REMOTE_POOL, accel="tcg"
+        )
+        needs = Needs(tools=guest_fixtures.GUEST_TOOLS, data_disk=True)
     run = guest_run
     driver = LibvirtDriver("k", settings, needs, run.ledger, run.network, run.workdir)
     (inst,) = driver.start(1, time.monotonic() + 240)
     name = inst.domain.name()
-    assert inst.host_pids() and inst.exec(["true"], timeout=30).ok
+    assert inst.exec(["true"], timeout=30).ok
+    assert bool(inst.host_pids()) == (where == "local")  # a remote host's QEMU is not ours
+    if where == "remote":
+        assert len(_volumes(uri)) == 3  # kernel, initramfs, data disk
     journal = Ledger(run.ledger.run_id)  # a fresh reader of the journal, as cleanup is
     for res in reversed(journal.live):
         journal.release(res)
-    conn = libvirt.open(libvirt_uri)
+    conn = libvirt.open(uri)
     try:
         assert name not in [d.name() for d in conn.listAllDomains()]
     finally:
         conn.close()
+    if where == "remote":
+        assert _volumes(uri) == []
     assert not inst.alive()
     driver.stop([inst])
+
+
+def test_a_volume_is_sparse_and_of_the_disk_format():
+    vol = ET.fromstring(volume_xml("hvb-x-data", 256 << 20, "qcow2"))
+    assert vol.findtext("name") == "hvb-x-data"
+    assert vol.findtext("capacity") == str(256 << 20) and vol.findtext("allocation") == "0"
+    assert vol.find("target/format").get("type") == "qcow2"

@@ -46,9 +46,11 @@ PACKAGES = (
     "libxentoollog1",
     "libyajl2",
     "qemu-system-xen",
+    "libvirt-daemon-driver-xen",
 )
 """Xen, its tools and their libraries that the host lacks; qemu-system-xen is HVM's device
-model and the qdisk backend."""
+model and the qdisk backend; libvirt-daemon-driver-xen is libvirtd's libxl driver (the host has
+libvirtd itself)."""
 
 INITRD_MODULES = ("virtio_pci", "9pnet_virtio", "9p", "overlay")
 """What dom0's first stage needs to assemble its root."""

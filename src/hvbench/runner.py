@@ -385,6 +385,9 @@ class Runner:
             error = "an instance did not reach the barrier"
         host_cpu = monitor.stop() if error is None else {}
         state = {"instances": [i.name for i in instances], **_overcommit(instances)}
+        disks = {i.name: i.data_disk.description for i in instances if i.data_disk}
+        if disks:
+            state["data_disks"] = disks  # what backs the disk measured: its provenance
         if error is not None:
             record = self._failed(rep, started, t0, error)
             record.platform_state = state

@@ -1,5 +1,5 @@
 """Guests through libvirt (``driver: libvirt``), so hosts managed with libvirt or virt-manager are
-benchmarked as they are run.
+benchmarked as they are run, on this host or on another one (``qemu+ssh://host/system``).
 
 The platform settings are the qemu driver's (accel, machine, cpu, NIC model, disk bus, cache,
 aio, ...) plus a libvirt URI; they become the same typed device model (qemu_devices.Machine) as
@@ -7,21 +7,22 @@ for QEMU started directly, and that model becomes domain XML (xml.etree, never p
 Domains are transient (``createXML``): destroying one leaves no definition behind, and the ledger
 destroys any a killed run left.
 
-The guest is the qemu driver's image booted directly (kernel, initramfs, command line); its agent
-is qemu-guest-agent on a ``<channel type='unix'>`` bound in the run's work directory, its console
-a ``<serial type='unix'>`` read for the boot phases. QEMU runs with the static DAC label of root
-(``relabel='no'``), as it does under the qemu driver, so libvirt neither needs nor changes access
-to the image cache and the run's files.
+Everything goes through the connection, so a remote host works as this one does: the guest's
+agent is qemu-guest-agent on the channel libvirt itself serves (``qemuAgentCommand``), and its
+serial console is read through a console stream, opened before the paused domain is resumed so
+that no boot message is missed. On this host, the guest image and the data disk are files the
+domain uses in place, and QEMU runs with the static DAC label of root (``relabel='no'``), so
+libvirt neither needs nor changes access to them. On a remote host, the image is uploaded into a
+storage pool (``pool``) as volumes for the time the instances run, and the data disk is a new
+volume there, or a block device of that host.
 
 Network: libvirtd and the QEMU it starts live in the root network namespace. The domain gets an
 ``<interface type='ethernet'>`` tap that libvirt creates there, and as soon as QEMU holds it the
 tap is moved into the run's namespace onto its bridge (RunNetwork.adopt_tap): QEMU keeps its file
 descriptor, the root namespace keeps nothing, and every instance reaches the peer as on the
-other platforms.
+other platforms. A remote host's guest cannot join this host's run network, so it has no NIC.
 
-Not yet: remote hosts (``qemu+ssh://``) would need the image and disks uploaded as storage
-volumes, the agent reached through libvirt (qemuAgentCommand) and no NIC on the run's bridge;
-``xen:///system`` would need a PV domain of its own. Both are refused in one line.
+Not yet: ``xen:///system`` (a PV domain of its own) is refused in one line.
 
 The binding is PyPI's libvirt-python (built against the host's libvirt-dev): Debian's
 python3-libvirt serves only the system Python, and hvbench's venv does not see system packages.
@@ -30,12 +31,15 @@ python3-libvirt serves only the system Python, and hvbench's venv does not see s
 from __future__ import annotations
 
 import contextlib
+import io
 import itertools
+import json
+import math
 import os
-import socket
+import threading
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -48,6 +52,7 @@ from hvbench.drivers.agent_instance import AgentInstance
 from hvbench.drivers.base import Availability, Driver, Instance, format_data_disk
 from hvbench.drivers.qemu import (
     DATA_SERIAL,
+    AccelVerdict,
     Console,
     QemuDriver,
     QemuSettings,
@@ -55,7 +60,7 @@ from hvbench.drivers.qemu import (
 )
 from hvbench.drivers.qemu_devices import AGENT_PORT, Disk, Machine, Nic
 from hvbench.errors import HvbenchError, InstanceError
-from hvbench.guest.agent import GuestAgent
+from hvbench.guest.agent import AgentSilent, GuestAgent
 from hvbench.host.resources import Resource
 
 DEFAULT_URI = "qemu:///system"
@@ -63,6 +68,9 @@ BINDING_FIX = (
     "pip install libvirt-python (builds from source: apt-get install libvirt-dev pkg-config gcc)"
 )
 NIC_MODELS = {"virtio-net": "virtio", "e1000": "e1000", "rtl8139": "rtl8139"}
+AGENT_CHUNK = 1 << 20
+"""Bytes per guest-file-read through libvirt: its remote protocol caps a string at 4 MiB, and
+the answer is base64."""
 
 
 def _binding() -> Any:
@@ -94,20 +102,28 @@ class LibvirtSettings(QemuSettings):
     driver: Literal["libvirt"]  # type: ignore[assignment]
     uri: str = DEFAULT_URI
     """Any libvirt URI with a QEMU driver; ``?socket=PATH`` reaches a libvirtd of one's own."""
+    pool: str = "default"
+    """On a remote host: the storage pool that holds the uploaded image and the data disks."""
 
     @model_validator(mode="after")
     def _libvirt_can(self) -> LibvirtSettings:
         scheme = urlsplit(self.uri).scheme.split("+")[0]
         if scheme != "qemu":
             raise ValueError(
-                f"uri: only QEMU connections (qemu:///system, qemu+unix://...) are supported, "
-                f"found {scheme!r}"
+                f"uri: only QEMU connections (qemu:///system, qemu+ssh://host/system, ...) are "
+                f"supported, found {scheme!r}"
             )
         if is_remote(self.uri):
-            raise ValueError(
-                "uri: a remote host is not supported yet: the guest image, data disk and the "
-                "run's network are on this host"
-            )
+            if self.nic != "none":
+                raise ValueError(
+                    "nic: a remote host's guest cannot join this host's run network; set "
+                    "nic: none (network workloads need a URI of this host)"
+                )
+            if self.disk.backing == "file" and self.disk.path:
+                raise ValueError(
+                    "disk path: on a remote host the data disk is a volume in the storage pool "
+                    "(pool:), not a file in a directory of this host; drop path"
+                )
         if self.machine == "microvm":
             raise ValueError("machine: libvirt 9 has no microvm machine type; use pc or q35")
         if self.disk.bus == "nvme":
@@ -127,38 +143,56 @@ def _sub(parent: ET.Element, tag: str, text: str | None = None, **attrs: str) ->
     return element
 
 
+@dataclass(frozen=True)
+class Source:
+    """Where a disk's data is on the libvirt host: a ``file``, a ``block`` device or a
+    ``volume`` of a storage pool, with the attributes of its ``<source>``."""
+
+    type: Literal["file", "block", "volume"]
+    attrs: Mapping[str, str]
+
+
 _TARGETS = {
-    # bus -> (libvirt target bus, device name of the data disk, controller it needs)
-    "virtio-blk": ("virtio", "vdb", None),
-    "virtio-scsi": ("scsi", "sdb", ("scsi", "virtio-scsi")),
-    "ide": ("ide", "hdb", None),
-    "ahci": ("sata", "sdb", ("sata", None)),
+    # bus -> (libvirt target bus, device name prefix, controller it needs)
+    "virtio-blk": ("virtio", "vd", None),
+    "virtio-scsi": ("scsi", "sd", ("scsi", "virtio-scsi")),
+    "ide": ("ide", "hd", None),
+    "ahci": ("sata", "sd", ("sata", None)),
 }
 
 
-def _disk(devices: ET.Element, disk: Disk) -> None:
-    bus, dev, controller = _TARGETS[disk.bus]
-    if controller:
-        kind, model = controller
-        _sub(devices, "controller", type=kind, index="0", **({"model": model} if model else {}))
-    block = Path(disk.path).is_block_device()
-    element = _sub(devices, "disk", type="block" if block else "file", device="disk")
-    _sub(element, "driver", name="qemu", type=disk.format, cache=disk.cache, io=disk.aio)
-    _sub(element, "source", **({"dev": disk.path} if block else {"file": disk.path}))
-    _sub(element, "target", dev=dev, bus=bus)
-    if disk.serial:
-        _sub(element, "serial", disk.serial)
+def _disks(devices: ET.Element, disks: Sequence[Disk], sources: Mapping[str, Source]) -> None:
+    """The disks in order (the root filesystem's, if any, is vda), with the controllers their
+    buses need."""
+    names: dict[str, int] = {}
+    controllers: set[str] = set()
+    for disk in disks:
+        bus, prefix, controller = _TARGETS[disk.bus]
+        if controller and controller[0] not in controllers:
+            kind, model = controller
+            controllers.add(kind)
+            _sub(devices, "controller", type=kind, index="0", **({"model": model} if model else {}))
+        index = names.get(prefix, 0)
+        names[prefix] = index + 1
+        source = sources[disk.id]
+        element = _sub(devices, "disk", type=source.type, device="disk")
+        _sub(element, "driver", name="qemu", type=disk.format, cache=disk.cache, io=disk.aio)
+        _sub(element, "source", **source.attrs)
+        _sub(element, "target", dev=f"{prefix}{chr(ord('a') + index)}", bus=bus)
+        if disk.serial:
+            _sub(element, "serial", disk.serial)
 
 
 def domain_xml(
     machine: Machine,
     domain_type: Literal["kvm", "qemu"],
-    console_socket: str,
+    sources: Mapping[str, Source],
     pins: Sequence[int] = (),
     other_secmodels: Sequence[str] = (),
 ) -> str:
-    """The domain for one typed machine: direct kernel boot, agent channel, serial console on a
-    unix socket, data disk, NIC on a libvirt-made tap; QEMU runs as root without relabelling."""
+    """The domain for one typed machine: direct kernel boot, the agent channel libvirt serves,
+    serial console on a pty, disks, NIC on a libvirt-made tap; QEMU runs as root without
+    relabelling."""
     dom = ET.Element("domain", type=domain_type)
     _sub(dom, "name", machine.name)
     _sub(dom, "memory", str(machine.memory_mib), unit="MiB")
@@ -185,14 +219,12 @@ def domain_xml(
     for event in ("on_poweroff", "on_reboot", "on_crash"):
         _sub(dom, event, "destroy")
     devices = _sub(dom, "devices")
-    serial = _sub(devices, "serial", type="unix")
-    _sub(serial, "source", mode="bind", path=console_socket)
-    _sub(serial, "target", port="0")
+    _sub(_sub(devices, "serial", type="pty"), "target", port="0")
+    _sub(_sub(devices, "console", type="pty"), "target", type="serial", port="0")
     channel = _sub(devices, "channel", type="unix")
-    _sub(channel, "source", mode="bind", path=machine.agent_socket)
+    _sub(channel, "source", mode="bind")  # libvirt picks the path and connects to it itself
     _sub(channel, "target", type="virtio", name=AGENT_PORT)
-    for disk in machine.disks:
-        _disk(devices, disk)
+    _disks(devices, machine.disks, sources)
     for nic in machine.nics:
         interface = _sub(devices, "interface", type="ethernet")
         _sub(interface, "mac", address=nic.mac)
@@ -206,6 +238,71 @@ def domain_xml(
     return ET.tostring(dom, encoding="unicode")
 
 
+def volume_xml(name: str, size: int, fmt: str) -> str:
+    """A volume of ``size`` bytes in a storage pool, allocated as it is written."""
+    vol = ET.Element("volume")
+    _sub(vol, "name", name)
+    _sub(vol, "capacity", str(size), unit="bytes")
+    _sub(vol, "allocation", "0", unit="bytes")
+    _sub(_sub(vol, "target"), "format", type=fmt)
+    return ET.tostring(vol, encoding="unicode")
+
+
+# the guest agent and the console, through the connection ----------------------------------
+
+
+class DomainAgent(GuestAgent):
+    """qemu-ga reached through libvirt (``qemuAgentCommand``), which owns the channel and keeps
+    it synchronised: the same on every connection, remote ones included."""
+
+    chunk = AGENT_CHUNK
+
+    def __init__(self, domain: Any, name: str) -> None:
+        super().__init__(f"the agent channel of domain {domain.name()}", name)
+        self.domain = domain
+
+    def _request(self, message: dict, timeout: float) -> bytes:
+        libvirt = _binding()
+        import libvirt_qemu
+
+        try:
+            answer = libvirt_qemu.qemuAgentCommand(
+                self.domain, json.dumps(message), max(1, math.ceil(timeout)), 0
+            )
+        except libvirt.libvirtError as e:
+            if e.get_error_code() == libvirt.VIR_ERR_AGENT_UNRESPONSIVE:
+                raise AgentSilent(f"{self.name}: {e.get_error_message()}") from None
+            raise InstanceError(f"{self.name}: libvirt: {e.get_error_message()}") from None
+        return (answer or "").encode()
+
+    def sync(self, timeout: float) -> None:
+        """libvirt synchronises the channel before every command: a ping shows it answers."""
+        self._request({"execute": "guest-ping"}, timeout)
+
+    def close(self) -> None:
+        """The channel is libvirt's, and goes with the domain."""
+
+
+class _StreamFile(io.RawIOBase):
+    """A libvirt stream read as a file (the qemu driver's Console reads the serial console)."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        try:
+            data = self.stream.recv(len(buffer))
+        except Exception:  # libvirtError: the stream was aborted or the domain is gone
+            return 0
+        if not isinstance(data, bytes):
+            return 0
+        buffer[: len(data)] = data
+        return len(data)
+
+
 # instances and the driver -----------------------------------------------------------------
 
 
@@ -214,9 +311,11 @@ class LibvirtInstance(AgentInstance):
     vmm: ClassVar[str] = "the domain"
     domain: Any = None
     """The libvirt.virDomain."""
-    agent: GuestAgent | None = None
+    agent: DomainAgent | None = None
     console: Console | None = None
-    console_socket: socket.socket | None = None
+    stream: Any = None
+    """The libvirt.virStream of the console, on a connection of its own."""
+    console_conn: Any = None
     qemu_pid: int | None = None
     resources: list[Resource] = field(default_factory=list)
 
@@ -236,15 +335,17 @@ class LibvirtInstance(AgentInstance):
             return False
 
     def close(self) -> None:
-        if self.agent:
-            self.agent.close()
         if self.domain is not None:
             with contextlib.suppress(Exception):  # libvirtError: already gone
                 self.domain.destroy()
-        if self.console_socket:
-            self.console_socket.close()
         if self.console:
-            self.console.join(5)
+            self.console.join(5)  # the console stream ends with the domain
+        if self.stream is not None:
+            with contextlib.suppress(Exception):
+                self.stream.abort()
+        if self.console_conn is not None:
+            with contextlib.suppress(Exception):
+                self.console_conn.close()
 
 
 def _qemu_pid(name: str) -> int | None:
@@ -293,16 +394,22 @@ class LibvirtDriver(Driver):
     def lsettings(self) -> LibvirtSettings:
         return self.settings  # type: ignore[return-value]
 
+    @property
+    def remote(self) -> bool:
+        return is_remote(self.lsettings.uri)
+
     def _resolve(self) -> None:
-        """Connection, and the qemu driver's image and accelerator, once per driver."""
+        """Connection, storage pool, and the qemu driver's image and accelerator, once per
+        driver."""
         if getattr(self, "_conn", None):
             return
         s = self.lsettings
         libvirt = _binding()
-        self._qemu = QemuDriver(
-            self.platform, s, self.needs, self.ledger, self.network, self.workdir
-        )
-        self._qemu.resolve()
+        if self.remote and self.needs.userland:
+            raise HvbenchError(
+                f"platform {self.platform}: a root filesystem (kernbench) is not uploaded to a "
+                "remote host yet; use a URI of this host for it"
+            )
         try:
             self._conn = libvirt.open(s.uri)
         except libvirt.libvirtError as e:
@@ -313,12 +420,43 @@ class LibvirtDriver(Driver):
         self._secmodels = [
             m.text for m in caps.iterfind("host/secmodel/model") if m.text and m.text != "dac"
         ]
+        self._pool = self._storage_pool() if self.remote else None
+        self._qemu = QemuDriver(
+            self.platform, s, self.needs, self.ledger, self.network, self.workdir
+        )
+        if self.remote and s.accel == "auto":
+            # a probe boot would run on this host: the remote host's word is taken instead
+            kvm = caps.find("guest[arch='x86_64']/arch/domain[@type='kvm']") is not None
+            self._qemu._accel = AccelVerdict(
+                "kvm" if kvm else "tcg",
+                f"the remote host {'offers' if kvm else 'does not offer'} KVM (not probed)",
+            )
+        self._qemu.resolve()
+        self._uploads: list[Resource] = []
+        self._uploaded: dict[str, str] = {}
+        self._upload_lock = threading.Lock()
+        self._live = 0
+
+    def _storage_pool(self) -> Any:
+        libvirt = _binding()
+        s = self.lsettings
+        try:
+            pool = self._conn.storagePoolLookupByName(s.pool)
+        except libvirt.libvirtError:
+            pool = None
+        if pool is None or not pool.isActive():
+            raise HvbenchError(
+                f"platform {self.platform}: no active storage pool {s.pool!r} at {s.uri}: make "
+                f"one on that host (virsh pool-define-as {s.pool} dir --target "
+                f"/var/lib/libvirt/images; virsh pool-start {s.pool}) or name another with pool:"
+            )
+        return pool
 
     def machine(self, index: int, prefix: Path) -> Machine:
         """The typed machine of instance ``index``: the qemu driver's, under a domain name that
-        is unique on the host; libvirt keeps QEMU's monitor to itself."""
+        is unique on the host; libvirt keeps QEMU's monitor and the agent's socket to itself."""
         name = f"hvb-{self.ledger.run_id}-{self.platform}-{index}"
-        return replace(self._qemu.machine(index, prefix), name=name, qmp_socket="")
+        return replace(self._qemu.machine(index, prefix), name=name, qmp_socket="", agent_socket="")
 
     def start(self, count: int, deadline: float) -> list[Instance]:
         self._resolve()
@@ -329,7 +467,60 @@ class LibvirtDriver(Driver):
         instances = [
             LibvirtInstance(self.platform, i, s.vcpus, s.memory >> 20) for i in range(count)
         ]
-        return list(self.start_parallel(instances, self._start_one, deadline))
+        self._live += count
+        try:
+            return list(self.start_parallel(instances, self._start_one, deadline))
+        except BaseException:
+            self._live -= count
+            self._release_uploads()
+            raise
+
+    def _on_host(self, path: str) -> str:
+        """Where the libvirt host finds a file of the guest image: here, the file itself; on a
+        remote host, a volume uploaded once for as long as instances of the platform run."""
+        if not self.remote:
+            return path
+        with self._upload_lock:
+            if path not in self._uploaded:
+                name = f"hvb-{self.ledger.run_id}-{self.platform}-{Path(path).name}"
+                self._uploaded[path] = self._upload(name, Path(path))
+            return self._uploaded[path]
+
+    def _upload(self, name: str, path: Path) -> str:
+        size = path.stat().st_size
+        volume = self._new_volume(name, size, "raw", self._uploads)
+        stream = self._conn.newStream(0)
+        try:
+            volume.upload(stream, 0, size, 0)
+            with path.open("rb") as f:
+                stream.sendAll(lambda _stream, count, src: src.read(count), f)
+            stream.finish()
+        except _binding().libvirtError as e:
+            with contextlib.suppress(Exception):
+                stream.abort()
+            raise HvbenchError(
+                f"platform {self.platform}: uploading {path.name} to pool "
+                f"{self.lsettings.pool!r} failed: {e.get_error_message()}"
+            ) from None
+        return volume.path()
+
+    def _new_volume(self, name: str, size: int, fmt: str, made: list[Resource]) -> Any:
+        """A volume in the remote pool, in the ledger before it exists."""
+        s = self.lsettings
+        made.append(self.ledger.add("volume", name, uri=s.uri, pool=s.pool))
+        try:
+            return self._pool.createXML(volume_xml(name, size, fmt), 0)
+        except _binding().libvirtError as e:
+            raise HvbenchError(
+                f"platform {self.platform}: cannot make volume {name} in pool {s.pool!r}: "
+                f"{e.get_error_message()}"
+            ) from None
+
+    def _release_uploads(self) -> None:
+        if self._live <= 0:
+            self._uploaded.clear()
+            while self._uploads:
+                self.ledger.release(self._uploads.pop())
 
     def _pins(self, index: int) -> list[int]:
         s = self.lsettings
@@ -338,49 +529,90 @@ class LibvirtDriver(Driver):
         cores = os.cpu_count() or 1
         return [(index * s.vcpus + v) % cores for v in range(s.vcpus)]
 
+    def _data_disk(self, inst: LibvirtInstance, prefix: Path) -> tuple[Source, str]:
+        """The data disk on the libvirt host, and its description for the report."""
+        disk = self.lsettings.disk
+        if not self.remote:
+            path, description = self._qemu._data_disk(prefix, inst.resources)
+            block = Path(path).is_block_device()
+            return Source("block", {"dev": path}) if block else Source("file", {"file": path}), (
+                description
+            )
+        host = urlsplit(self.lsettings.uri).hostname
+        if disk.backing == "block":
+            assert disk.path
+            return Source("block", {"dev": disk.path}), (
+                f"block device {disk.path} of {host} on {disk.bus}, cache={disk.cache}"
+            )
+        name = f"hvb-{self.ledger.run_id}-{inst.name}-data"
+        self._new_volume(name, disk.size, disk.format, inst.resources)
+        return Source("volume", {"pool": self.lsettings.pool, "volume": name}), (
+            f"{disk.format} volume {name} in pool {self.lsettings.pool} of {host} on "
+            f"{disk.bus}, cache={disk.cache}, aio={disk.aio}"
+        )
+
     def _start_one(self, inst: LibvirtInstance, deadline: float) -> None:
         libvirt = _binding()
         s = self.lsettings
         prefix = self.workdir / f"{self.platform}-{inst.index}"
         machine = self.machine(inst.index, prefix)
+        boot = machine.boot
+        machine = replace(
+            machine,
+            boot=replace(
+                boot,
+                kernel=self._on_host(boot.kernel),
+                initrd=self._on_host(boot.initrd) if boot.initrd else None,
+            ),
+        )
         made = inst.resources
-        console_path = f"{prefix}.console.sock"
-        for path in (machine.agent_socket, console_path):
-            made.append(self.ledger.add("path", path))
+        sources: dict[str, Source] = {}
         if s.nic != "none":
             tap = f"hvl{os.getpid() % 10000}t{next(_taps)}"
             mac = f"52:54:00:14:{inst.index >> 8 & 0xFF:02x}:{inst.index & 0xFF:02x}"
             machine.nics.append(Nic(s.nic, tap, mac))
+        if self.needs.userland:
+            root = self._qemu._root_disk(prefix, made)
+            machine.disks.append(root)
+            sources[root.id] = Source("file", {"file": root.path})
         if self.needs.data_disk:
-            path, description = self._qemu._data_disk(prefix, made)  # the same file or device
+            sources["data"], description = self._data_disk(inst, prefix)
             machine.disks.append(
-                Disk("data", path, s.disk.bus, s.disk.format, s.disk.cache, s.disk.aio, DATA_SERIAL)
+                Disk("data", "", s.disk.bus, s.disk.format, s.disk.cache, s.disk.aio, DATA_SERIAL)
             )
         xml = domain_xml(
             machine,
             "kvm" if machine.accel == "kvm" else "qemu",
-            console_path,
+            sources,
             self._pins(inst.index),
             self._secmodels,
         )
         made.append(self.ledger.add("domain", machine.name, uri=s.uri))
-        started = time.monotonic()
         try:
-            inst.domain = self._conn.createXML(xml, 0)
+            # paused until its console is open, so that no boot message is lost
+            inst.domain = self._conn.createXML(xml, libvirt.VIR_DOMAIN_START_PAUSED)
+            # a blocking stream holds its connection's I/O: the console gets one of its own
+            inst.console_conn = libvirt.open(s.uri)
+            inst.stream = inst.console_conn.newStream(0)
+            inst.console_conn.lookupByName(machine.name).openConsole(None, inst.stream, 0)
         except libvirt.libvirtError as e:
             raise InstanceError(f"{inst.name}: libvirt: {e.get_error_message()}") from None
         for nic in machine.nics:
             made.append(self.network.adopt_tap(nic.tap))
             inst.address = self.network.address(inst.index)
-        inst.qemu_pid = _qemu_pid(machine.name)
-        inst.console_socket = _connect(console_path)
+        if not self.remote:
+            inst.qemu_pid = _qemu_pid(machine.name)
+        started = time.monotonic()
         inst.console = Console(
-            inst.console_socket.makefile("rb"), Path(f"{prefix}.console.log"), started
+            io.BufferedReader(_StreamFile(inst.stream)), Path(f"{prefix}.console.log"), started
         )
         inst.console.start()
-        inst.agent = GuestAgent(machine.agent_socket, inst.name)
+        inst.agent = DomainAgent(inst.domain, inst.name)
         try:
+            inst.domain.resume()
             inst.agent.wait_ready(min(deadline, started + s.boot_timeout), inst.alive)
+        except libvirt.libvirtError as e:
+            raise InstanceError(f"{inst.name}: libvirt: {e.get_error_message()}") from None
         except InstanceError as e:
             raise InstanceError(f"{inst.name}: the guest agent did not answer ({e})") from e
         inst.console.phases["ready"] = time.monotonic() - started
@@ -394,9 +626,12 @@ class LibvirtDriver(Driver):
             inst.close()
             while inst.resources:
                 self.ledger.release(inst.resources.pop())
+        self._live -= len(instances)
+        self._release_uploads()
 
     def describe(self) -> dict:
-        """The qemu driver's description of the same machine, plus what libvirt runs it with."""
+        """The qemu driver's description of the same machine, plus what libvirt runs it with
+        and, for a remote host, that host."""
         conn = getattr(self, "_conn", None)
         if conn is None:
             return super().describe()
@@ -408,20 +643,16 @@ class LibvirtDriver(Driver):
             "libvirt": _dotted(conn.getLibVersion()),
             "uri": self.lsettings.uri,
         }
+        if self.remote:
+            model, memory_mib, cpus, mhz, *_ = conn.getInfo()
+            info["resolved"] |= {
+                "host": conn.getHostname(),
+                "host_cpu": {"model": model, "cpus": cpus, "mhz": mhz, "memory_mib": memory_mib},
+                "host_cores": cpus,
+                "overcommit": self._count * self.lsettings.vcpus > cpus,
+                "host_cpu_measured": False,
+            }
         return info
-
-
-def _connect(path: str, attempts: int = 50) -> socket.socket:
-    """A connection to a unix socket QEMU has just bound."""
-    for _ in range(attempts):
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            sock.connect(path)
-            return sock
-        except OSError:
-            sock.close()
-            time.sleep(0.1)
-    raise InstanceError(f"console socket {path} did not appear")
 
 
 def _dotted(version: int) -> str:

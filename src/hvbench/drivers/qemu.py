@@ -500,11 +500,7 @@ class QemuDriver(Driver):
             netns = self.network.netns
             inst.address = self.network.address(inst.index)
         if self._rootfs:
-            # a copy-on-write overlay: the cached root filesystem is never written
-            overlay = Path(f"{prefix}.root.qcow2")
-            made.append(self.ledger.add("path", str(overlay)))
-            make_image(overlay, "qcow2", 0, backing=self._rootfs.disk)
-            machine.disks.append(Disk("root", str(overlay), "virtio-blk", "qcow2", "writeback"))
+            machine.disks.append(self._root_disk(prefix, made))
         if self.needs.data_disk:
             path, description = self._data_disk(prefix, made)
             machine.disks.append(
@@ -522,6 +518,15 @@ class QemuDriver(Driver):
         if self.needs.data_disk:
             device = find_disk(inst, DATA_SERIAL)
             format_data_disk(inst, device, description)
+
+    def _root_disk(self, prefix: Path, made: list[Resource]) -> Disk:
+        """The root filesystem's disk: a copy-on-write overlay, so the cached one is never
+        written."""
+        assert self._rootfs
+        overlay = Path(f"{prefix}.root.qcow2")
+        made.append(self.ledger.add("path", str(overlay)))
+        make_image(overlay, "qcow2", 0, backing=self._rootfs.disk)
+        return Disk("root", str(overlay), "virtio-blk", "qcow2", "writeback")
 
     def _data_disk(self, prefix: Path, made: list[Resource]) -> tuple[str, str]:
         disk = self.qsettings.disk

@@ -52,6 +52,9 @@ class AgentSilent(CommandTimeout):
 class GuestAgent:
     """A connection to one guest's qemu-ga, safe to share between threads."""
 
+    chunk: int = CHUNK
+    """Bytes asked for per guest-file-read."""
+
     def __init__(self, socket_path: str, name: str) -> None:
         self.path = socket_path
         self.name = name
@@ -151,11 +154,12 @@ class GuestAgent:
         while True:
             if alive is not None and not alive():
                 raise InstanceError(f"{self.name}: the guest exited while booting")
+            tried = time.monotonic()
             try:
-                self.sync(min(POLL, max(0.01, deadline - time.monotonic())))
+                self.sync(min(POLL, max(0.01, deadline - tried)))
                 return
-            except CommandTimeout:
-                pass
+            except CommandTimeout:  # a transport that gives up at once must not spin
+                time.sleep(max(0.0, tried + POLL - time.monotonic()))
             except InstanceError:
                 self.close()  # not listening yet, or reset: connect again
                 time.sleep(POLL)
@@ -164,39 +168,41 @@ class GuestAgent:
                     f"{self.name}: the guest agent did not answer before the deadline"
                 )
 
-    def call(self, command: str, timeout: float, **arguments: Any) -> Any:
-        """Run one agent command and return its ``return`` value."""
+    def _request(self, message: dict, timeout: float) -> bytes:
+        """Send one command on the synchronised stream and return its answer line."""
         deadline = time.monotonic() + timeout
         with self._lock:
             if not self._synced:
                 self.sync(timeout)
-            message: dict[str, Any] = {"execute": command}
-            if arguments:
-                message["arguments"] = arguments
             self._send(message)
             try:
-                line = self._line(deadline)
+                return self._line(deadline)
             except CommandTimeout:
                 self._synced = False
                 raise
-            try:
-                answer = json.loads(line)
-            except ValueError:
-                self._synced = False
-                raise InstanceError(
-                    f"{self.name}: {command}: the agent answered non-JSON"
-                ) from None
-            if not isinstance(answer, dict):
-                self._synced = False
-                raise InstanceError(f"{self.name}: {command}: unexpected answer from the agent")
-            if "error" in answer:
-                error = answer["error"] if isinstance(answer["error"], dict) else {}
-                desc = str(error.get("desc", "unknown error"))[:300]
-                raise InstanceError(f"{self.name}: {command}: {desc}")
-            if "return" not in answer:
-                self._synced = False
-                raise InstanceError(f"{self.name}: {command}: unexpected answer from the agent")
-            return answer["return"]
+
+    def call(self, command: str, timeout: float, **arguments: Any) -> Any:
+        """Run one agent command and return its ``return`` value."""
+        message: dict[str, Any] = {"execute": command}
+        if arguments:
+            message["arguments"] = arguments
+        line = self._request(message, timeout)
+        try:
+            answer = json.loads(line)
+        except ValueError:
+            self._synced = False
+            raise InstanceError(f"{self.name}: {command}: the agent answered non-JSON") from None
+        if not isinstance(answer, dict):
+            self._synced = False
+            raise InstanceError(f"{self.name}: {command}: unexpected answer from the agent")
+        if "error" in answer:
+            error = answer["error"] if isinstance(answer["error"], dict) else {}
+            desc = str(error.get("desc", "unknown error"))[:300]
+            raise InstanceError(f"{self.name}: {command}: {desc}")
+        if "return" not in answer:
+            self._synced = False
+            raise InstanceError(f"{self.name}: {command}: unexpected answer from the agent")
+        return answer["return"]
 
     # what instances use ----------------------------------------------------------------
 
@@ -305,7 +311,7 @@ class GuestAgent:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise CommandTimeout(f"{self.name}: reading {path} took too long")
-                answer = self.call("guest-file-read", left, handle=handle, count=CHUNK)
+                answer = self.call("guest-file-read", left, handle=handle, count=self.chunk)
                 if not isinstance(answer, dict):
                     raise InstanceError(f"{self.name}: guest-file-read: unexpected answer")
                 data = _b64(answer.get("buf-b64", ""), self.name)

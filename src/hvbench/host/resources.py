@@ -93,6 +93,13 @@ def _destroy_domain(res: Resource) -> None:
     _run_quiet(["virsh", "-c", uri, "undefine", res.name])
 
 
+def _delete_volume(res: Resource) -> None:
+    """A storage volume hvbench made on a libvirt host (an uploaded image, a data disk);
+    ``extra["uri"]`` and ``extra["pool"]`` say where."""
+    _run_quiet(["virsh", "-c", str(res.extra["uri"]), "vol-delete", "--pool",
+                str(res.extra["pool"]), res.name])  # fmt: skip
+
+
 def _destroy_xen_domain(res: Resource) -> None:
     """A Xen domain, by name: xl tears down its backends and hotplug state with it."""
     _run_quiet(["xl", "destroy", res.name])
@@ -115,6 +122,7 @@ UNDO: dict[str, Callable[[Resource], None]] = {
     "path": _remove_path,
     "container": _delete_container,
     "domain": _destroy_domain,
+    "volume": _delete_volume,
     "xendomain": _destroy_xen_domain,
 }
 
