@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 from hvbench.drivers import DRIVERS
 from hvbench.drivers.base import Needs
-from hvbench.drivers.xen import HOTPLUG, XenDriver, XenInstance, XenSettings
+from hvbench.drivers.xen import HOTPLUG, XenDriver, XenInstance, XenSettings, xl_list_seconds
 from hvbench.guest import image
 from hvbench.host.network import RunNetwork
 from hvbench.host.resources import Ledger
@@ -239,7 +239,18 @@ def test_lab_run_reports_on_the_host(lab):
     cells = {c.platform: c for c in store.cells(lab.run_id)}
     resolved = cells["xen-pv"].platform_settings["resolved"]
     assert resolved["xen_version"].startswith(xenlab.XEN_VERSION)
-    assert "dom0's share" in resolved["host_cpu"]
+    assert "vCPU time (xl list)" in resolved["host_cpu"]
+    cpu_cell = next(c for c in store.cells(lab.run_id) if c.workload_name == "cpu")
+    cpu = [s.host_cpu for s in store.samples(lab.run_id) if s.cell_id == cpu_cell.id]
+    assert cpu and cpu[0]["instances_s"][0] > 1  # the domain's vCPU time, as Xen accounts it
+
+
+def test_xl_list_time_is_read_defensively():
+    listing = "Name  ID   Mem VCPUs\tState\tTime(s)\nhvb-1  3   256     1     -b----      12.4\n"
+    assert xl_list_seconds(listing) == 12.4
+    assert xl_list_seconds("Name ID Mem VCPUs State Time(s)\n") is None
+    assert xl_list_seconds(listing.replace("12.4", "lots")) is None
+    assert xl_list_seconds("garbage") is None
 
 
 def test_host_pids_are_the_domains_device_model():

@@ -296,7 +296,9 @@ class Runner:
                         for rest in cells[i:]:
                             yield rest, self._failed(rep, started, t0, f"start: {_one_line(e)}")
                         return
-                record = self._sample(self.study.workload(cell.workload_index), instances, rep)
+                record = self._sample(
+                    self.study.workload(cell.workload_index), driver, instances, rep
+                )
                 if retried:
                     record.platform_state["start_retried_after"] = retried
                     retried = None
@@ -337,11 +339,17 @@ class Runner:
 
     # one sample ------------------------------------------------------------------------
 
-    def _sample(self, workload: Workload, instances: list[Instance], rep: int) -> SampleRecord:
+    def _sample(
+        self, workload: Workload, driver: Driver, instances: list[Instance], rep: int
+    ) -> SampleRecord:
         """prepare on every instance, a barrier, measure on all at once, cleanup."""
         started = datetime.now(UTC)
         t0 = time.monotonic()
-        monitor = CpuMonitor([i.host_pids() for i in instances])
+        monitor = CpuMonitor(
+            [i.host_pids() for i in instances],
+            [i.accounted_cpu_seconds for i in instances],
+            driver.host_cpu_source(),
+        )
         timeout = workload.timeout(self.quick)
         barrier = threading.Barrier(len(instances), action=monitor.start, timeout=timeout)
         ctx = Context(

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt
 
 from hvbench.errors import HvbenchError, InstanceError
+from hvbench.host.monitor import LOCAL, HostCpuSource
 from hvbench.host.process import ExecResult
 from hvbench.units import Size
 
@@ -87,6 +88,11 @@ class Instance(ABC):
     def host_pids(self) -> list[int]:
         """Host processes that make up this instance, for its share of host CPU."""
 
+    def accounted_cpu_seconds(self) -> float | None:
+        """CPU seconds its platform charges to the instance apart from ``host_pids()`` (a Xen
+        domain's vCPUs, a domain on a remote host), or None where those processes say it all."""
+        return None
+
     @abstractmethod
     def alive(self) -> bool:
         """False once the instance crashed or was killed."""
@@ -146,6 +152,11 @@ class Driver(ABC):
     @abstractmethod
     def stop(self, instances: list[Instance]) -> None:
         """Stop the instances and release everything they held."""
+
+    def host_cpu_source(self) -> HostCpuSource:
+        """Where the CPU of the host the instances run on is read: this machine, unless the
+        driver runs them elsewhere."""
+        return LOCAL
 
     def describe(self) -> dict:
         """Full settings and what was resolved from them (accel chosen, image hash, ...)."""

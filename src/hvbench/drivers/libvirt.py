@@ -61,6 +61,7 @@ from hvbench.drivers.qemu import (
 from hvbench.drivers.qemu_devices import AGENT_PORT, Disk, Machine, Nic
 from hvbench.errors import HvbenchError, InstanceError
 from hvbench.guest.agent import AgentSilent, GuestAgent
+from hvbench.host.monitor import LOCAL, STATES, HostCpuSource
 from hvbench.host.resources import Resource
 
 DEFAULT_URI = "qemu:///system"
@@ -317,6 +318,7 @@ class LibvirtInstance(AgentInstance):
     """The libvirt.virStream of the console, on a connection of its own."""
     console_conn: Any = None
     qemu_pid: int | None = None
+    remote: bool = False
     resources: list[Resource] = field(default_factory=list)
 
     def agent_channel(self) -> GuestAgent | None:
@@ -327,6 +329,16 @@ class LibvirtInstance(AgentInstance):
 
     def host_pids(self) -> list[int]:
         return [self.qemu_pid] if self.qemu_pid and self.alive() else []
+
+    def accounted_cpu_seconds(self) -> float | None:
+        """On a remote host, the domain's CPU time as libvirt accounts it (vCPUs and QEMU's
+        own threads); here, its QEMU process already says it."""
+        if not self.remote or self.domain is None:
+            return None
+        try:
+            return self.domain.getCPUStats(True)[0]["cpu_time"] / 1e9
+        except Exception:  # libvirtError: the domain is gone
+            return None
 
     def alive(self) -> bool:
         try:
@@ -361,6 +373,8 @@ def _qemu_pid(name: str) -> int | None:
 
 
 _taps = itertools.count()
+_NODE_STATS = {"user": "user", "system": "kernel", "idle": "idle", "iowait": "iowait"}
+"""The host's CPU states libvirt reads (virNodeGetCPUStats) under the names of /proc/stat."""
 
 
 class LibvirtDriver(Driver):
@@ -465,7 +479,8 @@ class LibvirtDriver(Driver):
         if s.nic != "none":
             self.network.up()  # once, before the threads that adopt their taps
         instances = [
-            LibvirtInstance(self.platform, i, s.vcpus, s.memory >> 20) for i in range(count)
+            LibvirtInstance(self.platform, i, s.vcpus, s.memory >> 20, remote=self.remote)
+            for i in range(count)
         ]
         self._live += count
         try:
@@ -629,6 +644,18 @@ class LibvirtDriver(Driver):
         self._live -= len(instances)
         self._release_uploads()
 
+    def host_cpu_source(self) -> HostCpuSource:
+        """A remote host's CPU states as libvirt reads them there (its /proc/stat)."""
+        if not self.remote:
+            return LOCAL
+        self._resolve()
+        return HostCpuSource(self._node_states, self._conn.getInfo()[2], self._conn.getHostname())
+
+    def _node_states(self) -> dict[str, float]:
+        libvirt = _binding()
+        ns = self._conn.getCPUStats(libvirt.VIR_NODE_CPU_STATS_ALL_CPUS)
+        return {s: ns.get(_NODE_STATS.get(s, ""), 0) / 1e9 for s in STATES}
+
     def describe(self) -> dict:
         """The qemu driver's description of the same machine, plus what libvirt runs it with
         and, for a remote host, that host."""
@@ -650,7 +677,6 @@ class LibvirtDriver(Driver):
                 "host_cpu": {"model": model, "cpus": cpus, "mhz": mhz, "memory_mib": memory_mib},
                 "host_cores": cpus,
                 "overcommit": self._count * self.lsettings.vcpus > cpus,
-                "host_cpu_measured": False,
             }
         return info
 

@@ -18,8 +18,9 @@ xl with a hotplug script that only reports it connected; the driver then moves i
 namespace onto its bridge, as libvirt's taps are (RunNetwork.adopt_tap), so dom0's own network is
 never touched.
 
-Host CPU: a domain's vCPUs run on Xen, not in dom0's processes; the monitor sees dom0's share
-(backends, device model), and ``describe()`` says so.
+Host CPU: a domain's vCPUs run on Xen, not in dom0's processes. An instance's CPU is its device
+model's in dom0 plus its vCPU time as Xen accounts it (``xl list``); the host's CPU states the
+monitor reads are dom0's, and ``describe()`` says so.
 """
 
 from __future__ import annotations
@@ -176,6 +177,13 @@ class XenInstance(AgentInstance):
             if any(cmdline[i : i + 2] == mine for i in range(len(cmdline) - 1)):
                 found.append(proc.pid)
         return found
+
+    def accounted_cpu_seconds(self) -> float | None:
+        """The domain's vCPU time as Xen accounts it (``xl list``'s Time(s), to 0.1 s)."""
+        if self.domid is None:
+            return None
+        result = _xl("list", str(self.domid), timeout=60)
+        return xl_list_seconds(result.stdout.decode(errors="replace")) if result.ok else None
 
     def alive(self) -> bool:
         if self.domid is None:
@@ -417,10 +425,23 @@ class XenDriver(Driver):
             info["resolved"] = {
                 "xen_version": self._xen_version,
                 "kernel": str(self._kernel),
-                "host_cpu": "dom0's share only: the domain's vCPUs run on Xen, not in dom0",
+                "host_cpu": (
+                    "the host's CPU states are dom0's; an instance's adds its vCPU time (xl list)"
+                ),
             }
             info["image"] = self._image.manifest
         return info
+
+
+def xl_list_seconds(listing: str) -> float | None:
+    """Time(s), the last column of ``xl list``'s one domain line; None if it is not there."""
+    lines = listing.strip().splitlines()
+    if len(lines) != 2 or not lines[0].rstrip().endswith("Time(s)"):
+        return None
+    try:
+        return float(lines[1].split()[-1])
+    except (IndexError, ValueError):
+        return None
 
 
 def _quote(value: str) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import psutil
@@ -43,6 +44,21 @@ def read_proc_stat(path: str = "/proc/stat") -> dict[str, float]:
     return secs
 
 
+@dataclass(frozen=True)
+class HostCpuSource:
+    """Where the host's CPU states are read: this machine's /proc/stat, or the accounting of the
+    host the instances really run on (a remote libvirt host)."""
+
+    read: Callable[[], dict[str, float]] = read_proc_stat
+    """Seconds per state (STATES) since some fixed point, summed over the host's CPUs."""
+    cores: int = psutil.cpu_count() or 1
+    host: str | None = None
+    """The other host's name; None for this one."""
+
+
+LOCAL = HostCpuSource()
+
+
 def _process_seconds(pids: list[int]) -> dict[int, float]:
     out = {}
     for pid in pids:
@@ -55,35 +71,47 @@ def _process_seconds(pids: list[int]) -> dict[int, float]:
 @dataclass
 class CpuMonitor:
     """Started by the first barrier of a sample, stopped when its tools end; ``stop`` returns
-    the split."""
+    the split. An instance's CPU is its host processes' time plus what its platform accounts
+    for it apart from them (``accounted``: a Xen domain's vCPUs, a remote domain)."""
 
     pids_by_instance: list[list[int]]
+    accounted: list[Callable[[], float | None]] = field(default_factory=list)
+    source: HostCpuSource = LOCAL
     _t0: float = 0.0
     _stat0: dict[str, float] = field(default_factory=dict)
     _proc0: list[dict[int, float]] = field(default_factory=list)
+    _acct0: list[float | None] = field(default_factory=list)
 
     def start(self) -> None:
         """Mark the start; later calls are no-ops, as workloads may pass several barriers."""
         if self._t0:
             return
         self._t0 = time.monotonic()
-        self._stat0 = read_proc_stat()
+        self._stat0 = self.source.read()
         self._proc0 = [_process_seconds(p) for p in self.pids_by_instance]
+        self._acct0 = [read() for read in self.accounted]
 
     def stop(self) -> dict:
         wall = time.monotonic() - self._t0
-        stat1 = read_proc_stat()
+        stat1 = self.source.read()
         states = {s: max(0.0, stat1[s] - self._stat0.get(s, stat1[s])) for s in STATES}
-        instances = []
+        instances: list[float | None] = []
         for before, pids in zip(self._proc0, self.pids_by_instance, strict=True):
             after = _process_seconds(pids)
             common = before.keys() & after.keys()
             instances.append(sum(after[p] - before[p] for p in common) if common else None)
+        for i, (read, before_s) in enumerate(zip(self.accounted, self._acct0, strict=True)):
+            after_s = read()
+            if before_s is not None and after_s is not None:
+                instances[i] = (instances[i] or 0.0) + max(0.0, after_s - before_s)
         busy = sum(v for k, v in states.items() if k not in ("idle", "iowait"))
-        return {
+        reading = {
             "wall_s": wall,
-            "cores": psutil.cpu_count() or 1,
+            "cores": self.source.cores,
             "states_s": states,
             "busy_s": busy,
             "instances_s": instances,
         }
+        if self.source.host:
+            reading["host"] = self.source.host
+        return reading

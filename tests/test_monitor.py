@@ -1,0 +1,44 @@
+"""The host CPU monitor: host states from a source, instances' CPU from their processes and
+from what their platform accounts for them."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import time
+
+from hvbench.host.monitor import LOCAL, STATES, CpuMonitor, HostCpuSource
+
+
+def _spin(seconds: float) -> None:
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+
+
+def test_an_instance_adds_what_its_platform_accounts_to_its_processes():
+    """A Xen domain's vCPUs or a remote domain: seconds the platform reports, added to the
+    instance's host processes (this test's own process here); None where there is no account."""
+    domain = itertools.count(10.0, 2.5)  # 2.5 s of vCPU between the two readings
+    monitor = CpuMonitor([[os.getpid()], [os.getpid()]], [lambda: next(domain), lambda: None])
+    monitor.start()
+    _spin(0.2)
+    reading = monitor.stop()
+    own, plain = reading["instances_s"]
+    assert plain >= 0.15 and own - plain >= 2.5 - 0.05
+    assert "host" not in reading and reading["cores"] == LOCAL.cores
+
+
+def test_states_come_from_the_source_of_the_host_the_instances_run_on():
+    ticks = itertools.count(0.0, 3.0)
+
+    def far_host() -> dict[str, float]:
+        now = next(ticks)
+        return {s: now if s in ("user", "idle") else 0.0 for s in STATES}
+
+    monitor = CpuMonitor([[]], [lambda: None], HostCpuSource(far_host, 64, "far.example"))
+    monitor.start()
+    reading = monitor.stop()
+    assert reading["host"] == "far.example" and reading["cores"] == 64
+    assert reading["busy_s"] == 3.0 and reading["states_s"]["idle"] == 3.0
+    assert reading["instances_s"] == [None]
