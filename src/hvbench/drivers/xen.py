@@ -284,9 +284,10 @@ class XenDriver(Driver):
 
     # the configuration ------------------------------------------------------------------
 
-    def _config(self, inst: XenInstance, disk_target: str | None) -> str:
+    def _cmdline(self, inst: XenInstance) -> str:
+        """The guest kernel's command line: its agent on the console line, its address, the
+        front-end drivers it loads."""
         s = self.xsettings
-        img = self._image
         modules = ["xen_blkfront"]
         args = [
             f"console={GUEST_LINE[s.mode].removeprefix('/dev/')}",
@@ -302,14 +303,22 @@ class XenDriver(Driver):
         args.append(f"hvbench.modules={','.join(modules)}")
         if s.kernel_args:
             args += s.kernel_args.split()
+        return " ".join(args)
+
+    def _mac(self, inst: XenInstance) -> str:
+        """A MAC in Xen's range, unique per run and instance."""
+        return f"00:16:3e:{os.getpid() >> 8 & 0xFF:02x}:{os.getpid() & 0xFF:02x}:{inst.index:02x}"
+
+    def _config(self, inst: XenInstance, disk_target: str | None) -> str:
+        s = self.xsettings
         lines = {
             "name": _quote(inst.domain),
             "type": _quote(s.mode),
             "vcpus": str(s.vcpus),
             "memory": str(s.memory >> 20),
             "kernel": _quote(str(self._kernel)),
-            "ramdisk": _quote(str(img.initrd)),
-            "cmdline": _quote(" ".join(args)),
+            "ramdisk": _quote(str(self._image.initrd)),
+            "cmdline": _quote(self._cmdline(inst)),
             "on_poweroff": '"destroy"',
             "on_reboot": '"destroy"',
             "on_crash": '"destroy"',
@@ -319,10 +328,7 @@ class XenDriver(Driver):
         if s.mode == "hvm":
             lines |= {"serial": '"pty"', "vga": '"none"', "vnc": "0", "boot": '"c"'}
         if s.nic != "none":
-            mac = (
-                f"00:16:3e:{os.getpid() >> 8 & 0xFF:02x}:{os.getpid() & 0xFF:02x}:{inst.index:02x}"
-            )
-            vif = [f"mac={mac}", f"script={self._script.name}"]
+            vif = [f"mac={self._mac(inst)}", f"script={self._script.name}"]
             if s.nic in _NIC_MODULE:
                 vif += [f"model={s.nic}", "type=ioemu"]
             lines["vif"] = f"[{_quote(','.join(vif))}]"
@@ -361,18 +367,8 @@ class XenDriver(Driver):
         disk_target, disk_description = (
             self._data_disk(inst) if self.needs.data_disk else (None, "")
         )
-        config = self.ledger.add("path", f"{prefix}.xl.cfg")
-        inst.resources.append(config)
-        Path(config.name).write_text(self._config(inst, disk_target))
-        inst.resources.append(self.ledger.add("xendomain", inst.domain))
         started = time.monotonic()
-        created = _xl("create", config.name, timeout=max(1.0, deadline - started))
-        if not created.ok:
-            raise InstanceError(f"{inst.name}: xl create failed: {_why(created)}")
-        domid = _xl("domid", inst.domain, timeout=60)
-        if not domid.ok:
-            raise InstanceError(f"{inst.name}: the domain vanished right after xl create")
-        inst.domid = int(domid.stdout.decode().strip())
+        self._create(inst, prefix, disk_target, deadline)
         if s.nic != "none":
             self._adopt_nics(inst)
         self._connect_agent(inst, prefix, min(deadline, started + s.boot_timeout))
@@ -381,6 +377,23 @@ class XenDriver(Driver):
             inst.address = self.network.address(inst.index)
         if disk_target:
             format_data_disk(inst, DATA_DEVICE, disk_description)
+
+    def _create(
+        self, inst: XenInstance, prefix: Path, disk_target: str | None, deadline: float
+    ) -> None:
+        """Make the domain with the toolstack (here xl, from a configuration file) and note its
+        id; the ledger knows it before it exists."""
+        config = self.ledger.add("path", f"{prefix}.xl.cfg")
+        inst.resources.append(config)
+        Path(config.name).write_text(self._config(inst, disk_target))
+        inst.resources.append(self.ledger.add("xendomain", inst.domain))
+        created = _xl("create", config.name, timeout=max(1.0, deadline - time.monotonic()))
+        if not created.ok:
+            raise InstanceError(f"{inst.name}: xl create failed: {_why(created)}")
+        domid = _xl("domid", inst.domain, timeout=60)
+        if not domid.ok:
+            raise InstanceError(f"{inst.name}: the domain vanished right after xl create")
+        inst.domid = int(domid.stdout.decode().strip())
 
     def _adopt_nics(self, inst: XenInstance) -> None:
         names = [f"vif{inst.domid}.0"]
