@@ -23,7 +23,9 @@ from hvbench.guest import image
 from hvbench.runner import needs_of
 from hvbench.study import load_study
 
-COMMANDS = """\
+COMMANDS = (
+    xenlab.LIBVIRTD
+    + """\
 xl info | grep -E '^(virt_caps|xen_version)'
 {hvbench} run /lab/study.yaml --db sqlite:////tmp/results.db
 status=$?
@@ -31,6 +33,7 @@ cp /tmp/results.db /lab/results.db
 xl dmesg | tail -20
 exit $status
 """
+)
 
 
 def main() -> int:

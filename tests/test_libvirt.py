@@ -275,21 +275,31 @@ repetitions: 1
 """
 
 
-@pytest.mark.guest
-def test_cpu_disk_and_net_run_in_a_libvirt_domain_and_nothing_is_left(libvirt_uri):
+def _run(study: str) -> tuple[Store, Runner, set[str]]:
+    """Run a study to its end with every sample ok; the metric names it stored."""
     store = Store()
-    runner = Runner.create(parse_study(STUDY.format(uri=libvirt_uri), "t"), store, quick=True)
+    runner = Runner.create(parse_study(study, "t"), store, quick=True)
     assert runner.run() == "finished", [s.error for s in store.samples(runner.run_id)]
     names = {r[3] for r in store.metric_rows(runner.run_id)}
     assert "cpu.branchy.primes_events_per_s" in names
     assert any(n.startswith("disk.dd.") for n in names)
-    assert {"net.iperf3.inbound_gbps", "net.iperf3.outbound_gbps"} <= names
     assert leftovers(runner.run_id) == []
-    conn = libvirt.open(libvirt_uri)
+    return store, runner, names
+
+
+def _domains(uri: str) -> list[str]:
+    conn = libvirt.open(uri)
     try:
-        assert conn.listAllDomains() == []
+        return [d.name() for d in conn.listAllDomains()]
     finally:
         conn.close()
+
+
+@pytest.mark.guest
+def test_cpu_disk_and_net_run_in_a_libvirt_domain_and_nothing_is_left(libvirt_uri):
+    _, _, names = _run(STUDY.format(uri=libvirt_uri))
+    assert {"net.iperf3.inbound_gbps", "net.iperf3.outbound_gbps"} <= names
+    assert _domains(libvirt_uri) == []
     root_links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
     assert "hvl" not in root_links  # the taps lived in the run's namespace, now gone
 
@@ -321,12 +331,7 @@ def _volumes(uri: str) -> list[str]:
 def test_cpu_and_disk_run_on_a_remote_host_over_ssh_and_nothing_is_left(ssh_uri):
     """A remote URI: the image goes up as volumes, the data disk is a volume, the agent and the
     console come through the connection; afterwards the pool is empty again."""
-    store = Store()
-    runner = Runner.create(parse_study(REMOTE_STUDY.format(uri=ssh_uri), "t"), store, quick=True)
-    assert runner.run() == "finished", [s.error for s in store.samples(runner.run_id)]
-    names = {r[3] for r in store.metric_rows(runner.run_id)}
-    assert "cpu.branchy.primes_events_per_s" in names
-    assert any(n.startswith("disk.dd.") for n in names)
+    store, runner, names = _run(REMOTE_STUDY.format(uri=ssh_uri))
     # the console was read from the first line: the kernel's own timestamps date its start
     assert {"boot.kernel_s", "boot.init_s", "boot.ready_s"} <= names
     resolved = store.cells(runner.run_id)[-1].platform_settings["resolved"]
@@ -336,12 +341,7 @@ def test_cpu_and_disk_run_on_a_remote_host_over_ssh_and_nothing_is_left(ssh_uri)
     assert cpu["host"] == resolved["host"] and cpu["busy_s"] > 0 and cpu["instances_s"][0] > 0
     disk = [s.platform_state for s in store.samples(runner.run_id)]
     assert "volume hvb-" in str(disk) and "in pool hvbench-remote of 127.0.0.1" in str(disk)
-    assert leftovers(runner.run_id) == [] and _volumes(ssh_uri) == []
-    conn = libvirt.open(ssh_uri)
-    try:
-        assert conn.listAllDomains() == []
-    finally:
-        conn.close()
+    assert _volumes(ssh_uri) == [] and _domains(ssh_uri) == []
 
 
 @pytest.mark.guest
@@ -371,11 +371,7 @@ def test_a_killed_runs_domain_is_destroyed_by_its_ledger(where, request, guest_r
     journal = Ledger(run.ledger.run_id)  # a fresh reader of the journal, as cleanup is
     for res in reversed(journal.live):
         journal.release(res)
-    conn = libvirt.open(uri)
-    try:
-        assert name not in [d.name() for d in conn.listAllDomains()]
-    finally:
-        conn.close()
+    assert name not in _domains(uri)
     if where == "remote":
         assert _volumes(uri) == []
     assert not inst.alive()

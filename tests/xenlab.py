@@ -91,6 +91,10 @@ mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
 mkdir -p /dev/pts && mount -t devpts devpts /dev/pts
+# what udev makes on a real dom0: Xen's block hotplug script locks on "stat /dev/stdin"
+ln -s /proc/self/fd /dev/fd
+ln -s /proc/self/fd/0 /dev/stdin && ln -s /proc/self/fd/1 /dev/stdout
+ln -s /proc/self/fd/2 /dev/stderr
 mount -t tmpfs run /run
 # the kernel's module loader: the host's kmod wants binary indexes this kernel's tree lacks
 printf '#!/bin/sh\nexec busybox modprobe "$@"\n' > /run/modprobe && chmod +x /run/modprobe
@@ -117,6 +121,28 @@ echo $? > /lab/exit-code
 sync
 poweroff -f
 """
+
+
+LIBVIRTD = """\
+# libvirtd with its libxl driver (xen:///system), without systemd; it stops with dom0
+# libvirt 9 wants a CPU model that decodes the host's CPU, and each of its models needs VME or
+# SEP, which this nested CPU lacks (QEMU's TCG has no VME, Xen hides SEP); one of the lab's own,
+# in dom0's overlay only
+cat > /usr/share/libvirt/cpu_map/x86_hvbench-xenlab.xml <<'XML'
+<cpus><model name='hvbench-xenlab'><decode host='on' guest='on'/><feature name='fpu'/></model>
+</cpus>
+XML
+sed -i "s|<include filename='x86_486.xml'/>|<include filename='x86_hvbench-xenlab.xml'/>&|" \\
+    /usr/share/libvirt/cpu_map/index.xml
+# the host's QEMU driver, seen through dom0's root, wants a user the host lacks; a dom0 needs none
+rm /usr/lib/x86_64-linux-gnu/libvirt/connection-driver/libvirt_driver_qemu.so
+libvirtd -d
+tries=0
+until virsh -c xen:///system version > /dev/null 2>&1 || [ $tries -gt 100 ]; do
+    sleep 0.3; tries=$((tries + 1))
+done
+"""
+"""Shell commands that start libvirtd in dom0, for the tests and studies that use libvirt."""
 
 
 def lab_cache() -> Path:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from hvbench import __version__
 from hvbench.analysis.stats import needs_more
-from hvbench.drivers import DRIVERS
+from hvbench.drivers import driver_class
 from hvbench.drivers.base import Driver, Instance, Needs
 from hvbench.errors import HvbenchError, InstanceError
 from hvbench.host import inventory
@@ -248,7 +248,7 @@ class Runner:
             if time.monotonic() + sum(estimates[c.key] for c in cells) > deadline:
                 return  # the next group would not fit the time budget
             settings = self.study.platforms[platform]
-            driver = DRIVERS[settings.driver](
+            driver = driver_class(settings)(
                 platform, settings, needs, ledger, self._network, workdir / platform
             )
             (workdir / platform).mkdir(exist_ok=True)

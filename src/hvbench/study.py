@@ -23,7 +23,7 @@ from pydantic import (
     ValidationError,
 )
 
-from hvbench.drivers import DRIVERS
+from hvbench.drivers import DRIVERS, driver_class
 from hvbench.drivers.base import PlatformSettings
 from hvbench.errors import StudyError
 from hvbench.workloads import WORKLOADS, workload_class
@@ -292,10 +292,11 @@ def _platform(loc: _Located, name: Any, raw: Any) -> PlatformSettings:
     driver = raw.get("driver")
     if driver not in DRIVERS:
         raise loc.error((*path, "driver"), f"expected one of {sorted(DRIVERS)}, found {driver!r}")
+    model = driver_class(raw).settings_model
     try:
-        settings = DRIVERS[driver].settings_model.model_validate(raw)
+        settings = model.model_validate(raw)
     except ValidationError as e:
-        raise loc.from_validation(e, path, DRIVERS[driver].settings_model) from None
+        raise loc.from_validation(e, path, model) from None
     if settings.instances is not None and len(set(settings.instances)) != len(settings.instances):
         raise loc.error((*path, "instances"), f"duplicate counts, found {settings.instances}")
     return settings

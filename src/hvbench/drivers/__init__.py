@@ -1,9 +1,13 @@
 """Drivers by name: each makes instances of one kind of platform."""
 
-from hvbench.drivers.base import Driver
+from collections.abc import Mapping
+from typing import Any
+
+from hvbench.drivers.base import Driver, PlatformSettings
 from hvbench.drivers.container import ContainerDriver
 from hvbench.drivers.gvisor import GvisorDriver
 from hvbench.drivers.libvirt import LibvirtDriver
+from hvbench.drivers.libvirt_xen import LibvirtXenDriver, scheme
 from hvbench.drivers.native import NativeDriver
 from hvbench.drivers.qemu import QemuDriver
 from hvbench.drivers.uml import UmlDriver
@@ -21,3 +25,12 @@ DRIVERS: dict[str, type[Driver]] = {
         XenDriver,
     )
 }
+
+
+def driver_class(settings: Mapping[str, Any] | PlatformSettings) -> type[Driver]:
+    """The driver that runs a platform (its settings, raw or validated): the one its name says,
+    and for libvirt the one for the hypervisor its URI names."""
+    fields = settings if isinstance(settings, Mapping) else vars(settings)
+    if fields.get("driver") == "libvirt" and scheme(fields.get("uri")) == "xen":
+        return LibvirtXenDriver
+    return DRIVERS[fields["driver"]]

@@ -22,7 +22,8 @@ tap is moved into the run's namespace onto its bridge (RunNetwork.adopt_tap): QE
 descriptor, the root namespace keeps nothing, and every instance reaches the peer as on the
 other platforms. A remote host's guest cannot join this host's run network, so it has no NIC.
 
-Not yet: ``xen:///system`` (a PV domain of its own) is refused in one line.
+A ``xen:///system`` URI takes the xen driver's settings instead, and its domains are Xen's
+(drivers/libvirt_xen.py); study and runner pick that variant by the URI.
 
 The binding is PyPI's libvirt-python (built against the host's libvirt-dev): Debian's
 python3-libvirt serves only the system Python, and hvbench's venv does not see system packages.
@@ -74,7 +75,7 @@ AGENT_CHUNK = 1 << 20
 the answer is base64."""
 
 
-def _binding() -> Any:
+def binding() -> Any:
     """The libvirt Python binding, imported only when a libvirt platform is used; libvirt's own
     printing of errors to stderr is switched off (they are raised, and reported once)."""
     try:
@@ -87,6 +88,14 @@ def _binding() -> Any:
 
 def default_uri() -> str:
     return os.environ.get("LIBVIRT_DEFAULT_URI", DEFAULT_URI)
+
+
+def is_active(domain: Any) -> bool:
+    """Whether a virDomain still runs; False once it, or its connection, is gone."""
+    try:
+        return bool(domain is not None and domain.isActive())
+    except Exception:  # libvirtError
+        return False
 
 
 def is_remote(uri: str) -> bool:
@@ -108,11 +117,11 @@ class LibvirtSettings(QemuSettings):
 
     @model_validator(mode="after")
     def _libvirt_can(self) -> LibvirtSettings:
-        scheme = urlsplit(self.uri).scheme.split("+")[0]
-        if scheme != "qemu":
+        hypervisor = urlsplit(self.uri).scheme.split("+")[0]
+        if hypervisor != "qemu":
             raise ValueError(
-                f"uri: only QEMU connections (qemu:///system, qemu+ssh://host/system, ...) are "
-                f"supported, found {scheme!r}"
+                f"uri: only QEMU (qemu:///system, qemu+ssh://host/system, ...) and Xen "
+                f"(xen:///system) connections are supported, found {hypervisor!r}"
             )
         if is_remote(self.uri):
             if self.nic != "none":
@@ -137,7 +146,7 @@ class LibvirtSettings(QemuSettings):
 # domain XML -------------------------------------------------------------------------------
 
 
-def _sub(parent: ET.Element, tag: str, text: str | None = None, **attrs: str) -> ET.Element:
+def xml_child(parent: ET.Element, tag: str, text: str | None = None, **attrs: str) -> ET.Element:
     element = ET.SubElement(parent, tag, attrs)
     if text is not None:
         element.text = text
@@ -172,16 +181,18 @@ def _disks(devices: ET.Element, disks: Sequence[Disk], sources: Mapping[str, Sou
         if controller and controller[0] not in controllers:
             kind, model = controller
             controllers.add(kind)
-            _sub(devices, "controller", type=kind, index="0", **({"model": model} if model else {}))
+            xml_child(
+                devices, "controller", type=kind, index="0", **({"model": model} if model else {})
+            )
         index = names.get(prefix, 0)
         names[prefix] = index + 1
         source = sources[disk.id]
-        element = _sub(devices, "disk", type=source.type, device="disk")
-        _sub(element, "driver", name="qemu", type=disk.format, cache=disk.cache, io=disk.aio)
-        _sub(element, "source", **source.attrs)
-        _sub(element, "target", dev=f"{prefix}{chr(ord('a') + index)}", bus=bus)
+        element = xml_child(devices, "disk", type=source.type, device="disk")
+        xml_child(element, "driver", name="qemu", type=disk.format, cache=disk.cache, io=disk.aio)
+        xml_child(element, "source", **source.attrs)
+        xml_child(element, "target", dev=f"{prefix}{chr(ord('a') + index)}", bus=bus)
         if disk.serial:
-            _sub(element, "serial", disk.serial)
+            xml_child(element, "serial", disk.serial)
 
 
 def domain_xml(
@@ -195,57 +206,61 @@ def domain_xml(
     serial console on a pty, disks, NIC on a libvirt-made tap; QEMU runs as root without
     relabelling."""
     dom = ET.Element("domain", type=domain_type)
-    _sub(dom, "name", machine.name)
-    _sub(dom, "memory", str(machine.memory_mib), unit="MiB")
-    _sub(dom, "vcpu", str(machine.vcpus))
+    xml_child(dom, "name", machine.name)
+    xml_child(dom, "memory", str(machine.memory_mib), unit="MiB")
+    xml_child(dom, "vcpu", str(machine.vcpus))
     if pins:
-        tune = _sub(dom, "cputune")
+        tune = xml_child(dom, "cputune")
         for vcpu, core in enumerate(pins):
-            _sub(tune, "vcpupin", vcpu=str(vcpu), cpuset=str(core))
-    os_ = _sub(dom, "os")
-    _sub(os_, "type", "hvm", arch="x86_64", machine=machine.type)
-    _sub(os_, "kernel", machine.boot.kernel)
+            xml_child(tune, "vcpupin", vcpu=str(vcpu), cpuset=str(core))
+    os_ = xml_child(dom, "os")
+    xml_child(os_, "type", "hvm", arch="x86_64", machine=machine.type)
+    xml_child(os_, "kernel", machine.boot.kernel)
     if machine.boot.initrd:
-        _sub(os_, "initrd", machine.boot.initrd)
+        xml_child(os_, "initrd", machine.boot.initrd)
     modules = ",".join(machine.guest_modules())
-    _sub(os_, "cmdline", f"{machine.boot.append} hvbench.modules={modules}")
-    _sub(_sub(dom, "features"), "acpi")  # without it a guest's poweroff does not end the domain
+    xml_child(os_, "cmdline", f"{machine.boot.append} hvbench.modules={modules}")
+    xml_child(
+        xml_child(dom, "features"), "acpi"
+    )  # without it a guest's poweroff does not end the domain
     if machine.cpu == "host":
-        _sub(dom, "cpu", mode="host-passthrough", check="none")
+        xml_child(dom, "cpu", mode="host-passthrough", check="none")
     elif machine.cpu == "max":
-        _sub(dom, "cpu", mode="maximum", check="none")
+        xml_child(dom, "cpu", mode="maximum", check="none")
     else:
-        _sub(_sub(dom, "cpu", mode="custom", match="exact", check="none"), "model", machine.cpu)
-    _sub(dom, "clock", offset="utc")
+        xml_child(
+            xml_child(dom, "cpu", mode="custom", match="exact", check="none"), "model", machine.cpu
+        )
+    xml_child(dom, "clock", offset="utc")
     for event in ("on_poweroff", "on_reboot", "on_crash"):
-        _sub(dom, event, "destroy")
-    devices = _sub(dom, "devices")
-    _sub(_sub(devices, "serial", type="pty"), "target", port="0")
-    _sub(_sub(devices, "console", type="pty"), "target", type="serial", port="0")
-    channel = _sub(devices, "channel", type="unix")
-    _sub(channel, "source", mode="bind")  # libvirt picks the path and connects to it itself
-    _sub(channel, "target", type="virtio", name=AGENT_PORT)
+        xml_child(dom, event, "destroy")
+    devices = xml_child(dom, "devices")
+    xml_child(xml_child(devices, "serial", type="pty"), "target", port="0")
+    xml_child(xml_child(devices, "console", type="pty"), "target", type="serial", port="0")
+    channel = xml_child(devices, "channel", type="unix")
+    xml_child(channel, "source", mode="bind")  # libvirt picks the path and connects to it itself
+    xml_child(channel, "target", type="virtio", name=AGENT_PORT)
     _disks(devices, machine.disks, sources)
     for nic in machine.nics:
-        interface = _sub(devices, "interface", type="ethernet")
-        _sub(interface, "mac", address=nic.mac)
-        _sub(interface, "target", dev=nic.tap)
-        _sub(interface, "model", type=NIC_MODELS[nic.model])
-    _sub(devices, "memballoon", model="none")
-    label = _sub(dom, "seclabel", type="static", model="dac", relabel="no")
-    _sub(label, "label", "+0:+0")
+        interface = xml_child(devices, "interface", type="ethernet")
+        xml_child(interface, "mac", address=nic.mac)
+        xml_child(interface, "target", dev=nic.tap)
+        xml_child(interface, "model", type=NIC_MODELS[nic.model])
+    xml_child(devices, "memballoon", model="none")
+    label = xml_child(dom, "seclabel", type="static", model="dac", relabel="no")
+    xml_child(label, "label", "+0:+0")
     for model in other_secmodels:
-        _sub(dom, "seclabel", type="none", model=model)
+        xml_child(dom, "seclabel", type="none", model=model)
     return ET.tostring(dom, encoding="unicode")
 
 
 def volume_xml(name: str, size: int, fmt: str) -> str:
     """A volume of ``size`` bytes in a storage pool, allocated as it is written."""
     vol = ET.Element("volume")
-    _sub(vol, "name", name)
-    _sub(vol, "capacity", str(size), unit="bytes")
-    _sub(vol, "allocation", "0", unit="bytes")
-    _sub(_sub(vol, "target"), "format", type=fmt)
+    xml_child(vol, "name", name)
+    xml_child(vol, "capacity", str(size), unit="bytes")
+    xml_child(vol, "allocation", "0", unit="bytes")
+    xml_child(xml_child(vol, "target"), "format", type=fmt)
     return ET.tostring(vol, encoding="unicode")
 
 
@@ -263,7 +278,7 @@ class DomainAgent(GuestAgent):
         self.domain = domain
 
     def _request(self, message: dict, timeout: float) -> bytes:
-        libvirt = _binding()
+        libvirt = binding()
         import libvirt_qemu
 
         try:
@@ -341,10 +356,7 @@ class LibvirtInstance(AgentInstance):
             return None
 
     def alive(self) -> bool:
-        try:
-            return bool(self.domain is not None and self.domain.isActive())
-        except Exception:  # libvirtError: the connection or the domain is gone
-            return False
+        return is_active(self.domain)
 
     def close(self) -> None:
         if self.domain is not None:
@@ -385,7 +397,7 @@ class LibvirtDriver(Driver):
     def check(cls) -> Availability:
         uri = default_uri()
         try:
-            libvirt = _binding()
+            libvirt = binding()
         except HvbenchError:
             return Availability(False, "the libvirt Python binding is not installed", BINDING_FIX)
         try:
@@ -398,11 +410,10 @@ class LibvirtDriver(Driver):
                 "libvirtd -d), or set LIBVIRT_DEFAULT_URI",
             )
         try:
-            version = conn.getLibVersion()
-            hyper = conn.getVersion()
+            version, kind, hyper = conn.getLibVersion(), conn.getType(), conn.getVersion()
         finally:
             conn.close()
-        return Availability(True, f"libvirt {_dotted(version)} at {uri}, QEMU {_dotted(hyper)}")
+        return Availability(True, f"libvirt {dotted(version)} at {uri}, {kind} {dotted(hyper)}")
 
     @property
     def lsettings(self) -> LibvirtSettings:
@@ -418,7 +429,7 @@ class LibvirtDriver(Driver):
         if getattr(self, "_conn", None):
             return
         s = self.lsettings
-        libvirt = _binding()
+        libvirt = binding()
         if self.remote and self.needs.userland:
             raise HvbenchError(
                 f"platform {self.platform}: a root filesystem (kernbench) is not uploaded to a "
@@ -438,21 +449,22 @@ class LibvirtDriver(Driver):
         self._qemu = QemuDriver(
             self.platform, s, self.needs, self.ledger, self.network, self.workdir
         )
+        verdict = None
         if self.remote and s.accel == "auto":
             # a probe boot would run on this host: the remote host's word is taken instead
             kvm = caps.find("guest[arch='x86_64']/arch/domain[@type='kvm']") is not None
-            self._qemu._accel = AccelVerdict(
+            verdict = AccelVerdict(
                 "kvm" if kvm else "tcg",
                 f"the remote host {'offers' if kvm else 'does not offer'} KVM (not probed)",
             )
-        self._qemu.resolve()
+        self._qemu.resolve(verdict)
         self._uploads: list[Resource] = []
         self._uploaded: dict[str, str] = {}
         self._upload_lock = threading.Lock()
         self._live = 0
 
     def _storage_pool(self) -> Any:
-        libvirt = _binding()
+        libvirt = binding()
         s = self.lsettings
         try:
             pool = self._conn.storagePoolLookupByName(s.pool)
@@ -510,7 +522,7 @@ class LibvirtDriver(Driver):
             with path.open("rb") as f:
                 stream.sendAll(lambda _stream, count, src: src.read(count), f)
             stream.finish()
-        except _binding().libvirtError as e:
+        except binding().libvirtError as e:
             with contextlib.suppress(Exception):
                 stream.abort()
             raise HvbenchError(
@@ -525,7 +537,7 @@ class LibvirtDriver(Driver):
         made.append(self.ledger.add("volume", name, uri=s.uri, pool=s.pool))
         try:
             return self._pool.createXML(volume_xml(name, size, fmt), 0)
-        except _binding().libvirtError as e:
+        except binding().libvirtError as e:
             raise HvbenchError(
                 f"platform {self.platform}: cannot make volume {name} in pool {s.pool!r}: "
                 f"{e.get_error_message()}"
@@ -567,7 +579,7 @@ class LibvirtDriver(Driver):
         )
 
     def _start_one(self, inst: LibvirtInstance, deadline: float) -> None:
-        libvirt = _binding()
+        libvirt = binding()
         s = self.lsettings
         prefix = self.workdir / f"{self.platform}-{inst.index}"
         machine = self.machine(inst.index, prefix)
@@ -652,7 +664,7 @@ class LibvirtDriver(Driver):
         return HostCpuSource(self._node_states, self._conn.getInfo()[2], self._conn.getHostname())
 
     def _node_states(self) -> dict[str, float]:
-        libvirt = _binding()
+        libvirt = binding()
         ns = self._conn.getCPUStats(libvirt.VIR_NODE_CPU_STATS_ALL_CPUS)
         return {s: ns.get(_NODE_STATS.get(s, ""), 0) / 1e9 for s in STATES}
 
@@ -666,8 +678,8 @@ class LibvirtDriver(Driver):
         info["resolved"] |= {
             "pinning": {f"{self.platform}-{i}": self._pins(i) for i in range(self._count)},
             "overcommit": self._count * self.lsettings.vcpus > (os.cpu_count() or 1),
-            "qemu": f"{conn.getType()} {_dotted(conn.getVersion())} through libvirt",
-            "libvirt": _dotted(conn.getLibVersion()),
+            "qemu": f"{conn.getType()} {dotted(conn.getVersion())} through libvirt",
+            "libvirt": dotted(conn.getLibVersion()),
             "uri": self.lsettings.uri,
         }
         if self.remote:
@@ -681,5 +693,5 @@ class LibvirtDriver(Driver):
         return info
 
 
-def _dotted(version: int) -> str:
+def dotted(version: int) -> str:
     return f"{version // 1000000}.{version // 1000 % 1000}.{version % 1000}"

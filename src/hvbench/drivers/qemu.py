@@ -428,8 +428,9 @@ class QemuDriver(Driver):
     def qsettings(self) -> QemuSettings:
         return self.settings  # type: ignore[return-value]
 
-    def resolve(self) -> None:
-        """Decide accelerator and image once per driver (cached across runs)."""
+    def resolve(self, accel: AccelVerdict | None = None) -> None:
+        """Decide accelerator and image once per driver (cached across runs); ``accel`` is a
+        verdict made elsewhere (for a remote host, by its own word)."""
         if getattr(self, "_image", None):
             return
         s = self.qsettings
@@ -440,7 +441,9 @@ class QemuDriver(Driver):
             _IMAGES[key] = cached = guest_image.build(tools, s.kernel)
         self._image = cached
         self._rootfs = userland.build(tools, cached) if self.needs.userland else None
-        if s.accel == "auto":
+        if accel:
+            self._accel = accel
+        elif s.accel == "auto":
             verdict = kvm_verdict()
             assert verdict is not None
             self._accel = verdict

@@ -19,8 +19,8 @@ namespace onto its bridge, as libvirt's taps are (RunNetwork.adopt_tap), so dom0
 never touched.
 
 Host CPU: a domain's vCPUs run on Xen, not in dom0's processes. An instance's CPU is its device
-model's in dom0 plus its vCPU time as Xen accounts it (``xl list``); the host's CPU states the
-monitor reads are dom0's, and ``describe()`` says so.
+model's in dom0 plus its vCPU time as Xen accounts it (``xl list``); the host's is dom0's states
+with every other domain's vCPU time as guest time, on all physical CPUs.
 """
 
 from __future__ import annotations
@@ -51,6 +51,7 @@ from hvbench.drivers.serial_relay import LineRelay
 from hvbench.errors import CommandTimeout, HvbenchError, InstanceError
 from hvbench.guest import image as guest_image
 from hvbench.guest.agent import GuestAgent
+from hvbench.host.monitor import HostCpuSource, read_proc_stat
 from hvbench.host.process import ExecResult, run_bounded
 from hvbench.host.resources import Resource
 from hvbench.host.storage import loop_device
@@ -81,7 +82,7 @@ GUEST_LINE = {"pv": "/dev/hvc0", "pvh": "/dev/hvc0", "hvm": "/dev/ttyS0"}
 CONSOLE_KEY = {"pv": "console/tty", "pvh": "console/tty", "hvm": "serial/0/tty"}
 """Where xenstore names the dom0 pty of that line, under /local/domain/<domid>/."""
 DATA_DEVICE = "/dev/xvdb"
-_NIC_MODULE = {"e1000": "e1000", "rtl8139": "8139cp"}
+NIC_MODULE = {"e1000": "e1000", "rtl8139": "8139cp"}
 """Guest drivers of the emulated NICs."""
 
 
@@ -183,23 +184,30 @@ class XenInstance(AgentInstance):
         if self.domid is None:
             return None
         result = _xl("list", str(self.domid), timeout=60)
-        return xl_list_seconds(result.stdout.decode(errors="replace")) if result.ok else None
+        return xl_list_times(result.stdout.decode(errors="replace")).get(self.domid)
 
     def alive(self) -> bool:
         if self.domid is None:
             return False
         when, answer = self._seen_alive
         if time.monotonic() - when > ALIVE_EVERY:
-            result = _xl("domid", self.domain, timeout=60)
-            answer = result.ok and result.stdout.decode().strip() == str(self.domid)
+            answer = self._running()
             self._seen_alive = (time.monotonic(), answer)
         return answer
+
+    def _running(self) -> bool:
+        """Asks the toolstack whether the domain still runs (here xl)."""
+        result = _xl("domid", self.domain, timeout=60)
+        return result.ok and result.stdout.decode().strip() == str(self.domid)
+
+    def _destroy(self) -> None:
+        _xl("destroy", self.domain, timeout=120)
 
     def kill(self) -> None:
         if self.agent:
             self.agent.close()
         if self.domid is not None:
-            _xl("destroy", self.domain, timeout=120)
+            self._destroy()
             self._seen_alive = (time.monotonic(), False)
         if self.relay:
             self.relay.stop()
@@ -208,6 +216,7 @@ class XenInstance(AgentInstance):
 class XenDriver(Driver):
     name: ClassVar[str] = "xen"
     settings_model = XenSettings
+    instance_class: ClassVar[type[XenInstance]] = XenInstance
 
     @classmethod
     def check(cls) -> Availability:
@@ -246,13 +255,7 @@ class XenDriver(Driver):
                 f"platform {self.platform}: workloads needing a full userland (kernbench) "
                 "are not supported by the xen driver yet"
             )
-        ok = self.check()
-        if not ok.ok:
-            raise HvbenchError(f"platform {self.platform}: {ok.detail} ({ok.fix})")
-        info = _xl_info()
-        self._xen_version = (
-            "unknown" if isinstance(info, ExecResult) else info.get("xen_version", "unknown")
-        )
+        self._xen_version, self._cpus = self._toolstack()
         self._image = guest_image.build(set(self.needs.tools))
         # PV and PVH load the ELF vmlinux (PVH needs its entry note); HVM's device model boots
         # the bzImage as a PC would
@@ -265,11 +268,41 @@ class XenDriver(Driver):
         os.chmod(script.name, 0o755)
         self._script = script
 
+    def _toolstack(self) -> tuple[str, int]:
+        """Check that the toolstack can run domains here; return the Xen version and the
+        number of physical CPUs."""
+        ok = self.check()
+        if not ok.ok:
+            raise HvbenchError(f"platform {self.platform}: {ok.detail} ({ok.fix})")
+        info = _xl_info()
+        if isinstance(info, ExecResult):
+            return "unknown", os.cpu_count() or 1
+        return info.get("xen_version", "unknown"), int(info.get("nr_cpus", 0)) or 1
+
+    def _guest_seconds(self) -> float:
+        """vCPU time of every domain but dom0, as Xen accounts it."""
+        result = _xl("list", timeout=60)
+        times = xl_list_times(result.stdout.decode(errors="replace"))
+        return sum(t for domid, t in times.items() if domid != 0)
+
+    def host_cpu_source(self) -> HostCpuSource:
+        """The whole machine: dom0's states, with every other domain's vCPU time as guest time
+        (a domain's vCPUs run on Xen, where no state of dom0 shows them), on all physical
+        CPUs."""
+        self._resolve()
+
+        def states() -> dict[str, float]:
+            seconds = read_proc_stat()
+            seconds["guest"] += self._guest_seconds()
+            return seconds
+
+        return HostCpuSource(states, self._cpus)
+
     def start(self, count: int, deadline: float) -> list[Instance]:
         self._resolve()
         s = self.xsettings
         instances = [
-            XenInstance(
+            self.instance_class(
                 self.platform,
                 i,
                 s.vcpus,
@@ -297,8 +330,8 @@ class XenDriver(Driver):
         ]
         if s.nic != "none":
             args.append(f"hvbench.ip={self.network.address(inst.index)}/24")
-            modules.append("xen_netfront" if s.nic == "netfront" else _NIC_MODULE[s.nic])
-        if s.nic in _NIC_MODULE:
+            modules.append("xen_netfront" if s.nic == "netfront" else NIC_MODULE[s.nic])
+        if s.nic in NIC_MODULE:
             args.append("xen_emul_unplug=never")  # keep the emulated NIC the guest should use
         args.append(f"hvbench.modules={','.join(modules)}")
         if s.kernel_args:
@@ -329,7 +362,7 @@ class XenDriver(Driver):
             lines |= {"serial": '"pty"', "vga": '"none"', "vnc": "0", "boot": '"c"'}
         if s.nic != "none":
             vif = [f"mac={self._mac(inst)}", f"script={self._script.name}"]
-            if s.nic in _NIC_MODULE:
+            if s.nic in NIC_MODULE:
                 vif += [f"model={s.nic}", "type=ioemu"]
             lines["vif"] = f"[{_quote(','.join(vif))}]"
         if disk_target:
@@ -397,7 +430,7 @@ class XenDriver(Driver):
 
     def _adopt_nics(self, inst: XenInstance) -> None:
         names = [f"vif{inst.domid}.0"]
-        if self.xsettings.nic in _NIC_MODULE:
+        if self.xsettings.nic in NIC_MODULE:
             names.append(f"vif{inst.domid}.0-emu")
         for name in names:
             inst.resources.append(self.network.adopt_tap(name))
@@ -439,22 +472,24 @@ class XenDriver(Driver):
                 "xen_version": self._xen_version,
                 "kernel": str(self._kernel),
                 "host_cpu": (
-                    "the host's CPU states are dom0's; an instance's adds its vCPU time (xl list)"
+                    "dom0's CPU states, with every domain's vCPU time (xl list) as guest time"
                 ),
             }
             info["image"] = self._image.manifest
         return info
 
 
-def xl_list_seconds(listing: str) -> float | None:
-    """Time(s), the last column of ``xl list``'s one domain line; None if it is not there."""
-    lines = listing.strip().splitlines()
-    if len(lines) != 2 or not lines[0].rstrip().endswith("Time(s)"):
-        return None
-    try:
-        return float(lines[1].split()[-1])
-    except (IndexError, ValueError):
-        return None
+def xl_list_times(listing: str) -> dict[int, float]:
+    """Domain id -> Time(s), from ``xl list``'s lines (Name ID Mem VCPUs State Time(s)); lines
+    that do not read as such are skipped."""
+    times = {}
+    for line in listing.strip().splitlines()[1:]:
+        fields = line.split()
+        try:
+            times[int(fields[1])] = float(fields[-1])
+        except (IndexError, ValueError):
+            continue
+    return times
 
 
 def _quote(value: str) -> str:
