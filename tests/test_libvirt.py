@@ -234,7 +234,7 @@ def test_domain_xml_is_the_typed_machine():
 @pytest.mark.parametrize(
     ("fields", "complaint"),
     [
-        ({"uri": "xen:///system"}, "only QEMU connections"),
+        ({"uri": "lxc:///system"}, "only QEMU .* and Xen"),
         ({"uri": "qemu+ssh://elsewhere/system"}, "set nic: none"),
         ({"uri": "qemu+ssh://elsewhere/system", "nic": "none", "disk": {"path": "/d"}}, "volume"),
         ({"machine": "microvm"}, "microvm"),
