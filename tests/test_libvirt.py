@@ -378,6 +378,26 @@ def test_a_killed_runs_domain_is_destroyed_by_its_ledger(where, request, guest_r
     driver.stop([inst])
 
 
+@pytest.mark.guest
+def test_a_root_filesystem_domain_boots_from_its_overlay(libvirt_uri, guest_run: GuestRun):
+    """``Needs.userland`` (kernbench): the root filesystem is the domain's first disk, a
+    copy-on-write overlay, and the data disk comes after it."""
+    settings = LibvirtSettings(
+        driver="libvirt", uri=libvirt_uri, memory="512M", nic="none", disk={"size": "64M"}
+    )
+    needs = Needs(tools=frozenset({"make", "gcc"}), userland=True, data_disk=True)
+    run = guest_run
+    driver = LibvirtDriver("u", settings, needs, run.ledger, run.network, run.workdir)
+    (inst,) = driver.start(1, time.monotonic() + 600)
+    try:
+        root = inst.exec(["findmnt", "-n", "-o", "SOURCE,FSTYPE", "/"], 30).text().split()
+        assert root == ["/dev/vda", "ext4"]
+        assert inst.exec(["gcc", "--version"], 60).ok
+        assert inst.data_disk is not None and inst.data_disk.device == "/dev/vdb"
+    finally:
+        driver.stop([inst])
+
+
 def test_a_volume_is_sparse_and_of_the_disk_format():
     vol = ET.fromstring(volume_xml("hvb-x-data", 256 << 20, "qcow2"))
     assert vol.findtext("name") == "hvb-x-data"

@@ -560,11 +560,10 @@ class LibvirtDriver(Driver):
         """The data disk on the libvirt host, and its description for the report."""
         disk = self.lsettings.disk
         if not self.remote:
-            path, description = self._qemu._data_disk(prefix, inst.resources)
-            block = Path(path).is_block_device()
-            return Source("block", {"dev": path}) if block else Source("file", {"file": path}), (
-                description
-            )
+            path, description = self._qemu.data_disk(prefix, inst.resources)
+            if Path(path).is_block_device():
+                return Source("block", {"dev": path}), description
+            return Source("file", {"file": path}), description
         host = urlsplit(self.lsettings.uri).hostname
         if disk.backing == "block":
             assert disk.path
@@ -599,7 +598,7 @@ class LibvirtDriver(Driver):
             mac = f"52:54:00:14:{inst.index >> 8 & 0xFF:02x}:{inst.index & 0xFF:02x}"
             machine.nics.append(Nic(s.nic, tap, mac))
         if self.needs.userland:
-            root = self._qemu._root_disk(prefix, made)
+            root = self._qemu.root_disk(prefix, made)
             machine.disks.append(root)
             sources[root.id] = Source("file", {"file": root.path})
         if self.needs.data_disk:

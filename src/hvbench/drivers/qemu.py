@@ -503,9 +503,9 @@ class QemuDriver(Driver):
             netns = self.network.netns
             inst.address = self.network.address(inst.index)
         if self._rootfs:
-            machine.disks.append(self._root_disk(prefix, made))
+            machine.disks.append(self.root_disk(prefix, made))
         if self.needs.data_disk:
-            path, description = self._data_disk(prefix, made)
+            path, description = self.data_disk(prefix, made)
             machine.disks.append(
                 Disk("data", path, s.disk.bus, s.disk.format, s.disk.cache, s.disk.aio, DATA_SERIAL)
             )
@@ -522,7 +522,7 @@ class QemuDriver(Driver):
             device = find_disk(inst, DATA_SERIAL)
             format_data_disk(inst, device, description)
 
-    def _root_disk(self, prefix: Path, made: list[Resource]) -> Disk:
+    def root_disk(self, prefix: Path, made: list[Resource]) -> Disk:
         """The root filesystem's disk: a copy-on-write overlay, so the cached one is never
         written."""
         assert self._rootfs
@@ -531,7 +531,9 @@ class QemuDriver(Driver):
         make_image(overlay, "qcow2", 0, backing=self._rootfs.disk)
         return Disk("root", str(overlay), "virtio-blk", "qcow2", "writeback")
 
-    def _data_disk(self, prefix: Path, made: list[Resource]) -> tuple[str, str]:
+    def data_disk(self, prefix: Path, made: list[Resource]) -> tuple[str, str]:
+        """The data disk of one instance (an image file made now, or the user's device) and
+        its description for the report."""
         disk = self.qsettings.disk
         if disk.backing == "block":
             assert disk.path
