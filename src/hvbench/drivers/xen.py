@@ -294,6 +294,7 @@ class XenDriver(Driver):
         def states() -> dict[str, float]:
             seconds = read_proc_stat()
             seconds["guest"] += self._guest_seconds()
+            seconds["steal"] = 0.0  # dom0's steal is other domains running: guest time above
             return seconds
 
         return HostCpuSource(states, self._cpus)

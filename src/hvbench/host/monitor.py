@@ -2,7 +2,9 @@
 
 Two reads of /proc/stat and of each instance's process times, one before and one after the
 measured part, cost well under a millisecond and nothing in between: the measuring thing does
-not disturb the measured one.
+not disturb the measured one. Where the instances run elsewhere or on a hypervisor of their own
+(a remote libvirt host, Xen), the same two reads ask that host's accounting instead, a round
+trip each, still outside the measured part.
 """
 
 from __future__ import annotations
