@@ -22,6 +22,9 @@ tap is moved into the run's namespace onto its bridge (RunNetwork.adopt_tap): QE
 descriptor, the root namespace keeps nothing, and every instance reaches the peer as on the
 other platforms. A remote host's guest cannot join this host's run network, so it has no NIC.
 
+Host CPU: here, the domain's QEMU process; on a remote host, that host's CPU states and the
+domain's CPU time, both as libvirt reads them there.
+
 A ``xen:///system`` URI takes the xen driver's settings instead, and its domains are Xen's
 (drivers/libvirt_xen.py); study and runner pick that variant by the URI.
 
