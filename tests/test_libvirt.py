@@ -140,11 +140,12 @@ def ssh_uri(libvirt_uri: str, tmp_path_factory) -> Iterator[str]:
         f"&command={d}/ssh&proxy=netcat"
     )
     # sshd wants /run/sshd: a private, empty /run is made for it
-    sshd = subprocess.Popen(
-        [*UNSHARE, "sh", "-c", 'mount -t tmpfs sshd /run && mkdir /run/sshd && exec "$@"', "sh",
-         "/usr/sbin/sshd", "-D", "-e", "-f", str(d / "sshd_config")],
-        stdout=(d / "sshd.log").open("wb"), stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
+    with (d / "sshd.log").open("wb") as log:
+        sshd = subprocess.Popen(
+            [*UNSHARE, "sh", "-c", 'mount -t tmpfs sshd /run && mkdir /run/sshd && exec "$@"',
+             "sh", "/usr/sbin/sshd", "-D", "-e", "-f", str(d / "sshd_config")],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
     pool_dir = d / "pool"
     pool_dir.mkdir()
     conn = libvirt.open(libvirt_uri)
