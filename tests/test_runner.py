@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -101,9 +102,16 @@ def _wait_for_samples(store: Store, run_id: str, count: int, timeout: float = 12
         time.sleep(0.2)
 
 
+def _host_scratch() -> set[Path]:
+    """Scratch directories of workloads in the host's /tmp (a native instance's must not be
+    there: a killed run could not take them back)."""
+    return set(Path("/tmp").glob("hvbench.*"))
+
+
 def test_sigkill_mid_cell_then_cleanup_and_resume_gives_every_sample_once(tmp_path):
     study = tmp_path / "study.yaml"
     study.write_text(STUDY)
+    scratch = _host_scratch()
     proc = _hvbench("run", str(study))
     run_id = proc.stdout.readline().split()[1]
     store = Store()
@@ -118,7 +126,7 @@ def test_sigkill_mid_cell_then_cleanup_and_resume_gives_every_sample_once(tmp_pa
         [sys.executable, "-m", "hvbench", "cleanup"], capture_output=True, text=True, check=True
     )
     assert run_id in cleanup.stdout
-    assert leftovers(run_id) == []
+    assert leftovers(run_id) == [] and _host_scratch() <= scratch
 
     resumed = _hvbench("run", "--resume", run_id)
     out, errors = resumed.communicate(timeout=300)
@@ -136,6 +144,7 @@ def test_sigkill_mid_cell_then_cleanup_and_resume_gives_every_sample_once(tmp_pa
 def test_interrupt_cleans_up_and_marks_the_run(tmp_path, sig):
     study = tmp_path / "study.yaml"
     study.write_text(STUDY)
+    scratch = _host_scratch()
     proc = _hvbench("run", str(study))
     run_id = proc.stdout.readline().split()[1]
     store = Store()
@@ -145,7 +154,7 @@ def test_interrupt_cleans_up_and_marks_the_run(tmp_path, sig):
     assert proc.returncode == 130, errors
     assert "Traceback" not in errors
     assert store.run(run_id).status == "interrupted"
-    assert leftovers(run_id) == []
+    assert leftovers(run_id) == [] and _host_scratch() <= scratch
 
 
 @pytest.mark.parametrize(

@@ -75,6 +75,9 @@ class Instance(ABC):
     data_disk: DataDisk | None = None
     boot: dict[str, float] = field(default_factory=dict)
     """Boot phases in seconds since the process started: kernel, init, ready."""
+    scratch_root: str = "/tmp"
+    """Where workloads make their scratch directories inside the instance: its own /tmp, or
+    for one that shares the host's files (native), a directory that goes with the run."""
 
     @property
     def name(self) -> str:

@@ -106,6 +106,11 @@ class NativeDriver(Driver):
         netns = self.network.add_host_netns(inst.index)
         self._made.append(netns)
         inst.netns = netns.name
+        # the host's /tmp would keep what a killed run's workloads left there
+        scratch = self.ledger.add("path", str(self.workdir / f"tmp-{inst.index}"))
+        self._made.append(scratch)
+        Path(scratch.name).mkdir(parents=True, exist_ok=True)
+        inst.scratch_root = scratch.name
         if self.needs.data_disk:
             self._attach_disk(inst, self.settings.disk)  # type: ignore[attr-defined]
 

@@ -89,8 +89,8 @@ class ScratchWorkload(Workload):
         """Per instance name: one Workload object serves every instance of a cell."""
 
     def scratch_parent(self, instance: Instance) -> str:
-        """Where the scratch directory goes (the instance's /tmp unless overridden)."""
-        return "/tmp"
+        """Where the scratch directory goes (the instance's scratch root unless overridden)."""
+        return instance.scratch_root
 
     def scratch(self, instance: Instance) -> str:
         return self._scratch[instance.name]
