@@ -448,7 +448,12 @@ class LibvirtDriver(Driver):
         self._secmodels = [
             m.text for m in caps.iterfind("host/secmodel/model") if m.text and m.text != "dac"
         ]
-        self._pool = self._storage_pool() if self.remote else None
+        self._pool = None
+        if self.remote:
+            self._pool = self._storage_pool()
+            # asked once: the runner wants the source for every sample
+            cpus, host = self._conn.getInfo()[2], self._conn.getHostname()
+            self._cpu_source = HostCpuSource(self._node_states, cpus, host)
         self._qemu = QemuDriver(
             self.platform, s, self.needs, self.ledger, self.network, self.workdir
         )
@@ -663,7 +668,7 @@ class LibvirtDriver(Driver):
         if not self.remote:
             return LOCAL
         self._resolve()
-        return HostCpuSource(self._node_states, self._conn.getInfo()[2], self._conn.getHostname())
+        return self._cpu_source
 
     def _node_states(self) -> dict[str, float]:
         libvirt = binding()
