@@ -114,7 +114,7 @@ def test_settings_label_estimate_and_suites():
     assert isinstance(apps, CpuApps) and isinstance(workload_of(CpuSettings(name="cpu")), Cpu)
     assert apps.settings.label() == "cpu apps"
     assert CpuAppsSettings(name="cpu", scale=0.1, copies=1).label() == "cpu apps scale=0.1 copies=1"
-    assert 190 <= apps.estimate_seconds(quick=False) <= 200
+    assert 200 <= apps.estimate_seconds(quick=False) <= 300  # 20-60 s a program
     assert apps.estimate_seconds(quick=True) < 15
     assert apps.timeout(quick=True) > 10 * apps.estimate_seconds(quick=True)
     assert "/usr/games/stockfish" in apps.tools() and "/usr/bin/xz" in apps.tools()
@@ -129,7 +129,8 @@ def test_skip_leaves_programs_out_with_their_tools_and_time():
     assert [p.key for p in workload.programs] == ["stockfish", "zstd", "sqlite", "aes", "sha256"]
     assert "/usr/bin/povray" not in workload.tools() and "/usr/bin/sqlite3" in workload.tools()
     full = CpuApps(CpuAppsSettings(name="cpu", scale=0.5)).estimate_seconds(quick=False)
-    assert workload.estimate_seconds(quick=False) == full - (17.5 + 2) - (15 + 1)
+    left_out = PROGRAM["povray"].estimate(0.5) + PROGRAM["xz"].estimate(0.5)
+    assert workload.estimate_seconds(quick=False) == full - left_out
     assert settings.label() == "cpu apps scale=0.5 skip=povray,xz"
     with pytest.raises(ValueError, match="skip leaves no program"):
         CpuAppsSettings(name="cpu", skip=[p.key for p in PROGRAMS])

@@ -400,20 +400,20 @@ def parse_openssl_speed(text: str, algorithm: str) -> float:
 
 PROGRAMS: tuple[Program, ...] = (
     Povray("povray", "cpu.apps.povray.pixels_per_s", "pixels/s", "/usr/bin/povray", 35, 2),
-    Stockfish("stockfish", "cpu.apps.stockfish.nodes_per_s", "nodes/s", "/usr/games/stockfish", 25),
+    Stockfish("stockfish", "cpu.apps.stockfish.nodes_per_s", "nodes/s", "/usr/games/stockfish", 30),
     Compressor(
-        "xz", "cpu.apps.xz.mib_per_s", "MiB/s", "/usr/bin/xz", 30, options=("-6", "-T1"), passes=2
+        "xz", "cpu.apps.xz.mib_per_s", "MiB/s", "/usr/bin/xz", 40, options=("-6", "-T1"), passes=2
     ),
     Compressor(
         "zstd",
         "cpu.apps.zstd.mib_per_s",
         "MiB/s",
         "/usr/bin/zstd",
-        25,
+        40,
         options=("-3", "-q"),
         passes=500,
     ),
-    Sqlite("sqlite", "cpu.apps.sqlite.rows_per_s", "rows/s", SQLITE3, 30),
+    Sqlite("sqlite", "cpu.apps.sqlite.rows_per_s", "rows/s", SQLITE3, 40),
     OpensslSpeed(
         "aes", "cpu.apps.aes.mib_per_s", "MiB/s", "/usr/bin/openssl", 20, algorithm="aes-256-gcm"
     ),
