@@ -80,13 +80,15 @@ def main() -> None:
             for rep in range(args.repeat):
                 t0 = time.monotonic()
                 outcome = workload.measure(inst, ctx)
-                print(f"repetition {rep + 1}: {time.monotonic() - t0:.0f} s", flush=True)
+                took, figures = time.monotonic() - t0, []
                 for program, metric, raw in zip(
                     PROGRAMS, outcome.metrics, outcome.raw, strict=True
                 ):
                     rates[program.key].append(metric.value or 0.0)
                     copy_times = [s for s, _ in parse_copies(raw.content, copies)]
                     seconds[program.key].append(statistics.mean(copy_times))
+                    figures.append(f"{program.key} {metric.value:.5g}")
+                print(f"repetition {rep + 1}: {took:.0f} s: {', '.join(figures)}", flush=True)
         finally:
             workload.cleanup(inst, ctx)
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")

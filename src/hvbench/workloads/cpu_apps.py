@@ -35,9 +35,10 @@ processed. ``-elapsed`` makes it divide by wall-clock time, not its CPU time, so
 from the instance counts against the platform as it does for the others; its rate is its count
 over its time. It is the one program whose duration does not grow on a slow platform.
 
-Fixed work takes as long as the platform needs: in a QEMU guest with TCG the suite runs 10 to 60
-times slower than natively (POV-Ray most, its floating point going through soft-float helpers),
-so timeouts allow for that, and ``skip`` leaves a program out where a study cannot afford it.
+Fixed work takes as long as the platform needs: in a QEMU guest with TCG the programs ran 6 to 20
+times slower than natively on the 2-core development host (POV-Ray 20 times, its floating point
+going through soft-float helpers; openssl's crypto 25 to 80 times, in its fixed time), so
+timeouts allow for that, and ``skip`` leaves a program out where a study cannot afford it.
 
 Dropped: 7-Zip's benchmark sizes its work from a CPU frequency it measures first (not fixed
 work; LZMA is here through xz); x264 and ffmpeg bring ~160-235 MB of libraries into every guest
@@ -76,8 +77,7 @@ START_OVERHEAD_S = 1.0
 photons whatever the image size)."""
 SLOWEST_PLATFORM = 150.0
 """How much slower than native a platform may run fixed work before a sample counts as hung:
-QEMU's TCG runs POV-Ray 40-60 times slower (floating point through soft-float helpers), more on
-a busy host."""
+QEMU's TCG ran the programs up to 20 times slower, and a busy host makes that three times worse."""
 
 MIB = 1 << 20
 POVRAY_SCENE = "/usr/share/doc/povray/examples/advanced/benchmark"
