@@ -49,10 +49,10 @@ def store(tmp_path) -> Store:
 def test_markdown_has_the_seeds_tables(store):
     md = render(analyse(store, "latest"), "md")
     assert "### disk, 1 instance: % of native" in md
-    assert "| e1000 | 70 |" in md  # the wiki's "comparison to native"
-    assert "| tcg | 59.00 |" in md  # the paper's "% loss"
+    assert "| e1000 | 70 [68–72] |" in md  # the wiki's "comparison to native"
+    assert "| tcg | 59.00 [58.06–59.92] |" in md  # the paper's "% loss"
     assert "### kernbench, 1 instance: value / native" in md
-    assert "| virtio | 1.09 |" in md  # kernbench's elapsed / native (1 / 0.92)
+    assert "| virtio | 1.09 [1.06–1.11] |" in md  # kernbench's elapsed / native (1 / 0.92)
     assert "asymmetric: outbound 30% lower" in md
     assert "h\\|<b>" in md  # a pipe from the host cannot break the table
     assert "tool: tool --flag <b>" in md  # the exact command, in a code block
@@ -61,13 +61,19 @@ def test_markdown_has_the_seeds_tables(store):
 def test_verdicts_in_plain_words(store):
     lines = verdicts(analyse(store, "latest"))
     assert (
-        "disk (1 instance, disk.bonnie.block_kbps): virtio keeps 92% of native; e1000 70%; tcg 41%"
-        in lines
+        "disk (1 instance, disk.bonnie.block_kbps): virtio keeps 92% [90–94%] of native; "
+        "e1000 70% [68–72%]; tcg 41% [40–42%]" in lines
+    )
+    # in and out: per repetition their geometric mean, e1000's sqrt(0.70 × 0.49) = 59%
+    assert (
+        "net (1 instance, geometric mean of 2 throughput metrics): virtio keeps 92% [90–94%] of "
+        "native; e1000 59% [57–60%]; tcg 41% [40–42%]" in lines
     )
     assert "net direction: native, tcg, virtio are symmetric, e1000 loses 30% outbound" in lines
     # tcg: 41% of the throughput for 2×41% of the CPU -> per core half of the others'
     cost = next(line for line in lines if line.startswith("net: the same"))
-    assert cost.startswith("net: the same Gbit/s costs tcg 2.0× the host CPU of")
+    # throughput and host CPU move together here: the per-core figures have no spread
+    assert cost.startswith("net: the same Gbit/s costs tcg 2.0× [2.00–2.00×] the host CPU of")
 
 
 def test_jsonl_one_sample_per_line(store):
@@ -180,7 +186,9 @@ def test_run_summary_has_verdicts_and_pct_tables(store):
     from hvbench.report.markdown import render_summary
 
     text = render_summary(analyse(store, "latest"))
-    assert text.startswith("- disk (1 instance, disk.bonnie.block_kbps): virtio keeps 92% of")
+    assert text.startswith(
+        "- disk (1 instance, disk.bonnie.block_kbps): virtio keeps 92% [90–94%] of"
+    )
     assert "### net, 1 instance: % of native" in text and "values" not in text
 
 
@@ -194,7 +202,7 @@ def test_wide_tables_turn_metrics_into_rows(tmp_path):
         b.sample(kvm, rep, {n: [100.0 + 2 * rep] for n in names}, "s", False)
     md = render(analyse(s, "latest"), "md")
     assert "|  | native | kvm |" in md
-    assert "| kernbench.warm.run10.elapsed_s | 100 | 50 |" in md  # % of native
+    assert "| kernbench.warm.run10.elapsed_s | 100 | 50 [48–52] |" in md  # % of native
 
 
 def test_statistics_per_cell(store):
@@ -202,3 +210,95 @@ def test_statistics_per_cell(store):
     section = md.split("### disk: statistics per cell")[1].split("###")[0]
     # e1000: 40600 × (0.99, 1, 1.01): median 40600, sd 406, CV 1.0%
     assert "| e1000 | 1 | disk.bonnie.block_kbps | 3 | 40600 | 40600 | 406.0 | 1.0% |" in section
+
+
+def test_one_repetition_is_not_tested(tmp_path):
+    """A --quick run (one repetition) tests nothing: its verdict, tables and exports say so,
+    never "no significant difference", and still show the figure."""
+    s = Store(f"sqlite:///{tmp_path}/quick.db")
+    b = RunBuilder(s)
+    native, virtio, uml = b.cell("native", "disk"), b.cell("virtio", "disk"), b.cell("uml", "disk")
+    b.sample(native, 0, {"disk.dd.read_mbps": [1000.0], "disk.dd.write_mbps": [800.0]})
+    b.sample(virtio, 0, {"disk.dd.read_mbps": [110.0], "disk.dd.write_mbps": [88.0]})
+    for rep in range(1, 3):  # the baseline with 3 repetitions, uml with 1: still not tested
+        b.sample(native, rep, {"disk.dd.read_mbps": [1000.0 + rep], "disk.dd.write_mbps": [800.0]})
+    b.sample(uml, 0, {"disk.dd.read_mbps": [500.0], "disk.dd.write_mbps": [400.0]})
+    for platform, gbps in (("native", 9.0), ("virtio", 2.0)):
+        b.sample(
+            b.cell(platform, "net"),
+            0,
+            {"net.iperf3.inbound_gbps": [gbps], "net.iperf3.outbound_gbps": [gbps / 2]},
+            "Gbit/s",
+            host_cpu=host(10, 10.0),
+        )
+    a = analyse(s, "latest")
+    lines = verdicts(a)
+    line = next(v for v in lines if v.startswith("disk"))
+    assert "virtio 11%: not tested (1 repetition)" in line
+    assert "uml 50%: not tested (1 repetition)" in line
+    assert "virtio loses 50% outbound, not tested (1 repetition)" in "\n".join(lines)
+    cost = next(v for v in lines if v.startswith("net: host CPU"))
+    assert cost.endswith("not tested (1 repetition)")
+    md = render(a, "md")
+    assert "no significant difference" not in md
+    assert "| virtio | 11, not tested (1 repetition) | 11, not tested (1 repetition) |" in md
+    rows = list(csv.DictReader(io.StringIO(render(a, "csv"))))
+    row = next(r for r in rows if r["platform"] == "virtio" and r["view"] == "single")
+    assert row["vs_baseline"] == "not tested" and row["pct_of_baseline_ci_low"] == ""
+    assert float(row["pct_of_baseline"]) == pytest.approx(11, rel=0.01)
+    meta = [json.loads(x)["metadata"] for x in render(a, "json").splitlines()]
+    virtio_meta = next(m for m in meta if m["platform"] == "virtio")
+    assert virtio_meta["vs_baseline"] == "not tested"
+    assert virtio_meta["pct_of_baseline_ci_low"] is None and virtio_meta["n"] == 1
+
+
+def test_equivalent_inconclusive_and_loss(tmp_path):
+    """ "no significant difference" only when the interval lies within ±5% of native; an interval
+    that holds 100 but reaches further is inconclusive, with its bounds."""
+    s = Store(f"sqlite:///{tmp_path}/three.db")
+    b = RunBuilder(s)
+    series = {
+        "native": [100.0, 100.5, 99.5],
+        "same": [100.2, 99.8, 100.1],  # within ±1%: equivalent
+        "unsure": [92.0, 97.0, 102.0],  # mean 97, CV 5%: the interval reaches beyond −5%
+        "slow": [80.0, 80.5, 79.5],
+    }
+    for platform, values in series.items():
+        b.series(b.cell(platform, "disk"), "disk.x_mbps", values)
+    a = analyse(s, "latest")
+    same = a.result("same", "disk", "disk.x_mbps", 1).vs_baseline
+    unsure = a.result("unsure", "disk", "disk.x_mbps", 1).vs_baseline
+    assert same.reading() == "no significant difference" and 95 < same.pct_low < 100
+    assert unsure.reading() == "inconclusive" and unsure.pct_low < 95 and unsure.pct_high > 100
+    line = next(v for v in verdicts(a) if v.startswith("disk"))
+    low, high = round(unsure.pct_low - 100), round(unsure.pct_high - 100)
+    assert f"unsure: inconclusive: between −{-low}% and +{high}%" in line
+    assert "same 100% [" in line and "]: no significant difference (within ±5%)" in line
+    assert "slow keeps 80% [" in line
+    md = render(a, "md")
+    table = md.split("### disk, 1 instance: % of native")[1].split("###")[0]
+    assert "| same | 100 [" in table and "]† |" in table
+    assert "| unsure | 97 [" in table and "]‡ |" in table
+    assert "† no significant difference: the interval lies within ±5%" in table
+    assert "‡ inconclusive" in table and "Fieller" in table
+
+
+def test_bar_whiskers_are_the_ratio_interval(tmp_path):
+    """The plots' whiskers are Fieller's interval of % of native: with a noisy native and a
+    quiet platform, far wider than the platform's own interval divided by native's mean (the
+    old whiskers, which left native's noise out); the baseline's own bar has none."""
+    from hvbench.report.plots import _relative
+
+    s = Store(f"sqlite:///{tmp_path}/whiskers.db")
+    b = RunBuilder(s)
+    b.series(b.cell("native", "disk"), "disk.x_mbps", [90.0, 100.0, 110.0])
+    b.series(b.cell("kvm", "disk"), "disk.x_mbps", [50.0, 50.05, 49.95])
+    a = analyse(s, "latest")
+    r = a.result("kvm", "disk", "disk.x_mbps", 1)
+    height, below, above, label = _relative(r, relative=True)
+    v = r.vs_baseline
+    assert (height - below, height + above) == pytest.approx((v.pct_low, v.pct_high))
+    assert label == "" and height == pytest.approx(50)
+    old = 100 * (r.single.ci_high - r.single.ci_low) / 100
+    assert v.pct_high - v.pct_low > 10 * old
+    assert _relative(a.result("native", "disk", "disk.x_mbps", 1), True)[1:] == (0, 0, "")

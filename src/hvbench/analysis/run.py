@@ -6,7 +6,9 @@ Rules the tables rely on (also in the report's footnotes):
   **aggregate** is their sum, for throughput metrics only (higher is better, not a percentage).
 - A cell is compared with the **baseline** platform's cell of the same workload at the same
   instance count; if the baseline was not run at that count, with its highest count below it
-  (native usually runs once, with the whole host), else its lowest.
+  (native usually runs once, with the whole host), else its lowest. The ratio of their means
+  and % of native carry Fieller's 95% interval (``normalize``); the baseline against itself is
+  100%, exactly.
 - The **cpu composite** (``cpu.composite.score``) is, per repetition and instance, the
   geometric mean of every higher-is-better metric of a ``cpu`` workload, each divided by the
   baseline's single-instance mean of that metric (sub-scores the baseline lacks are left out;
@@ -33,7 +35,7 @@ from sqlalchemy.orm import Session
 
 from hvbench.analysis.aggregate import is_throughput, overcommit, scaling, series
 from hvbench.analysis.cost import NOISY_STEAL, HostCpu, host_cpu_of
-from hvbench.analysis.normalize import Normalized, normalize
+from hvbench.analysis.normalize import Normalized, normalize, reference
 from hvbench.analysis.stats import ALPHA, Summary, geometric_mean, summarize_many, welch
 from hvbench.errors import HvbenchError
 from hvbench.store import Store
@@ -97,8 +99,13 @@ class Symmetry:
     p_value: float
 
     @property
+    def tested(self) -> bool:
+        """Both directions have 2 repetitions or more."""
+        return math.isfinite(self.p_value)
+
+    @property
     def asymmetric(self) -> bool:
-        tested_equal = math.isfinite(self.p_value) and self.p_value >= ALPHA
+        tested_equal = self.tested and self.p_value >= ALPHA
         return self.gap > ASYMMETRY and not tested_equal
 
     @property
@@ -431,11 +438,16 @@ def _compare_to_baseline(
         base = index.get((pick.id, r.name)) if pick else None
         if base is None:
             continue
-        r.vs_baseline = normalize(r.single_values, base.single_values, r.higher_is_better)
-        if r.aggregate_values is not None and base.aggregate_values is not None:
-            r.aggregate_vs_baseline = normalize(
-                r.aggregate_values, base.aggregate_values, r.higher_is_better
-            )
+        if base is r:
+            r.vs_baseline = reference(r.single.n)
+            if r.aggregate is not None:
+                r.aggregate_vs_baseline = reference(r.aggregate.n)
+        else:
+            r.vs_baseline = normalize(r.single_values, base.single_values, r.higher_is_better)
+            if r.aggregate_values is not None and base.aggregate_values is not None:
+                r.aggregate_vs_baseline = normalize(
+                    r.aggregate_values, base.aggregate_values, r.higher_is_better
+                )
         if r.per_core is not None and base.per_core is not None and r.per_core.mean > 0:
             r.cost_vs_baseline = base.per_core.mean / r.per_core.mean
 
@@ -456,7 +468,7 @@ def _symmetry(results: list[MetricResult]) -> list[Symmetry]:
         if o is None or r.single.mean <= 0 or o.single.mean <= 0:
             continue
         ratio = o.single.mean / r.single.mean
-        p = welch(r.single_values, o.single_values).p_value
+        p = welch(r.single_values, o.single_values)
         gap = 1 - min(ratio, 1 / ratio)
         out.append(Symmetry(r.cell, r, o, ratio, gap, p))
     return out

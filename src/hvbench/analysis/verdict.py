@@ -1,8 +1,10 @@
 """The report's first lines: each workload class's answer in plain words.
 
-Only differences that are significant are stated as differences; the rest read "no significant
-difference". Each workload is judged at its smallest instance count (usually 1, the seeds'
-"single" figures); scaling has a line of its own.
+A figure is stated with its 95% interval when that interval excludes native; "no significant
+difference" only when the interval lies within ±5% of native (``stats.PRACTICAL``);
+"inconclusive: between −x% and +y%" when it admits more; "not tested (1 repetition)" when a
+side has a single repetition. Each workload is judged at its smallest instance count (usually
+1, the seeds' "single" figures); scaling has a line of its own.
 """
 
 from __future__ import annotations
@@ -11,8 +13,19 @@ import math
 
 import numpy as np
 
-from hvbench.analysis.run import COMPOSITE, MetricResult, RunAnalysis
-from hvbench.analysis.stats import ALPHA, geometric_mean, welch
+from hvbench.analysis.normalize import Normalized, normalize, span
+from hvbench.analysis.run import COMPOSITE, MetricResult, RunAnalysis, pick_baseline_cell
+from hvbench.analysis.stats import (
+    EQUIVALENT,
+    GAIN,
+    INCONCLUSIVE,
+    LOSS,
+    NOT_TESTED,
+    PRACTICAL,
+    geometric_mean,
+    ratio,
+    reading,
+)
 
 
 def headline(a: RunAnalysis, workload: str) -> str | None:
@@ -25,7 +38,7 @@ def headline(a: RunAnalysis, workload: str) -> str | None:
     return throughput[0] if throughput else (names[0] if names else None)
 
 
-def _headlines(a: RunAnalysis, workload: str, rs: list[MetricResult]) -> list[MetricResult]:
+def headline_results(a: RunAnalysis, workload: str, rs: list[MetricResult]) -> list[MetricResult]:
     """What a workload's verdict is judged on: the cpu composite; else every throughput metric
     (disk read and write, network in and out); else the headline metric (kernbench's elapsed
     time), so that side figures (context switches, %CPU, spreads) do not dilute it."""
@@ -48,26 +61,62 @@ def _pct(x: float) -> str:
     return f"{x:.0f}%" if math.isfinite(x) else "n/a"
 
 
+def _per_repetition(rs: list[MetricResult]) -> np.ndarray:
+    """Per repetition that every one of ``rs`` measured, the geometric mean of their figures."""
+    values = [dict(zip(r.repetitions.tolist(), r.single_values, strict=True)) for r in rs]
+    common = sorted(set.intersection(*(set(v) for v in values)))
+    table = np.array([[v[rep] for rep in common] for v in values], dtype=float)
+    gm = np.asarray(geometric_mean(table, axis=0)) if common else np.empty(0)
+    return gm[np.isfinite(gm)]
+
+
+def combined(a: RunAnalysis, workload: str, used: list[MetricResult]) -> Normalized | None:
+    """The figure a platform's verdict states: its one headline metric's % of the baseline, or,
+    for several (throughput in and out, read and write: all higher is better), the ratio of
+    their per-repetition geometric means on each side with its interval. Taken per repetition,
+    the metrics measured together keep their shared noise in the interval."""
+    if len(used) == 1:
+        return used[0].vs_baseline
+    cell = used[0].cell
+    base_cells = [c for c in a.cells if c.platform == a.baseline]
+    pick = pick_baseline_cell(base_cells, workload, cell.instances)
+    if pick is None:
+        return None
+    bases = [a.result(pick.platform, workload, r.name, pick.instances) for r in used]
+    if any(b is None for b in bases):
+        return None
+    return normalize(_per_repetition(used), _per_repetition(bases), True)
+
+
 def keeps_line(a: RunAnalysis, workload: str) -> str | None:
-    """ "disk: kvm-virtio keeps 92% of native; emulated 41%" (geometric mean over its metrics)."""
+    """ "disk: kvm-virtio keeps 92% [90–94%] of native; emulated 41% [39–43%]; uml: not tested
+    (1 repetition)", over the workload's headline metrics (``combined``)."""
     if a.baseline is None:
         return None
     count = min(a.counts(workload))
     texts: list[str] = []
     n_metrics = 0
+    said = False
     for platform, rs in _at(a, workload, count).items():
         if platform == a.baseline:
             continue
-        used = [r for r in _headlines(a, workload, rs) if r.vs_baseline is not None]
-        if not used:
+        used = [r for r in headline_results(a, workload, rs) if r.vs_baseline is not None]
+        v = combined(a, workload, used) if used else None
+        if v is None:
             continue
         n_metrics = max(n_metrics, len(used))
-        if not any(r.vs_baseline.significant for r in used):
-            texts.append(f"{platform}: no significant difference")
-            continue
-        pct = _pct(float(geometric_mean([r.vs_baseline.pct_of_native for r in used])))
-        said = any("keeps" in t for t in texts)
-        texts.append(f"{platform} {pct}" if said else f"{platform} keeps {pct} of {a.baseline}")
+        interval = span(v.pct_low, v.pct_high, lambda x: f"{x:.0f}", "%")
+        figure = f"{_pct(v.pct_of_native)} {interval}".strip()
+        kind = v.reading()
+        if kind in (LOSS, GAIN):
+            texts.append(
+                f"{platform} {figure}" if said else f"{platform} keeps {figure} of {a.baseline}"
+            )
+            said = True
+        elif kind == INCONCLUSIVE:
+            texts.append(f"{platform}: {v.describe()}")
+        else:
+            texts.append(f"{platform} {figure}: {v.describe()}")
     if not texts:
         return None
     names = a.metric_names(workload)
@@ -89,7 +138,10 @@ def symmetry_line(a: RunAnalysis, workload: str) -> str | None:
         return None
     symmetric = sorted({s.cell.platform for s in pairs if not s.asymmetric})
     lossy = [
-        f"{s.cell.platform} loses {_pct(100 * s.gap)} {s.weaker}" for s in pairs if s.asymmetric
+        f"{s.cell.platform} loses {_pct(100 * s.gap)} {s.weaker}"
+        + ("" if s.tested else f", {NOT_TESTED} (1 repetition)")
+        for s in pairs
+        if s.asymmetric
     ]
     parts = []
     if symmetric:
@@ -99,7 +151,8 @@ def symmetry_line(a: RunAnalysis, workload: str) -> str | None:
 
 
 def cost_line(a: RunAnalysis, workload: str) -> str | None:
-    """ "same Gbit/s costs emulated 2.1× the host CPU of virtio" (per-core figures, headline)."""
+    """ "same Gbit/s costs emulated 2.1× [1.9–2.3×] the host CPU of virtio" (per-core figures,
+    headline), read off the interval of the ratio like a % of native."""
     name = headline(a, workload)
     count = min(a.counts(workload))
     rs = [
@@ -113,16 +166,30 @@ def cost_line(a: RunAnalysis, workload: str) -> str | None:
     best = max(rs, key=lambda r: r.per_core.mean)
     worst = min(rs, key=lambda r: r.per_core.mean)
     work = "composite score" if name == COMPOSITE else rs[0].unit
-    p = welch(best.per_core_values, worst.per_core_values).p_value
-    if not (math.isfinite(p) and p < ALPHA):
+    r = ratio(worst.per_core_values, best.per_core_values)
+    times = f"{r.estimate:.1f}×"
+    pair = f"{worst.cell.platform} vs {best.cell.platform}"
+    what = reading(r.low, r.high, r.tested)
+    if what == GAIN:
+        interval = span(r.low, r.high, lambda x: f"{x:.2f}", "×")
         return (
-            f"{workload}: no significant difference in host CPU per {work} "
-            f"({name}, {best.cell.platform} vs {worst.cell.platform})"
+            f"{workload}: the same {work} costs {worst.cell.platform} {times} {interval} the host "
+            f"CPU of {best.cell.platform} ({name})"
         )
-    ratio = best.per_core.mean / worst.per_core.mean
+    if what == NOT_TESTED:
+        n = min(r.n_a, r.n_b)
+        return (
+            f"{workload}: host CPU per {work} {times} ({pair}, {name}): {NOT_TESTED} "
+            f"({n} repetition{'s' if n != 1 else ''})"
+        )
+    if what == EQUIVALENT:
+        return (
+            f"{workload}: {EQUIVALENT} in host CPU per {work} (within ±{100 * PRACTICAL:.0f}%; "
+            f"{name}, {pair})"
+        )
     return (
-        f"{workload}: the same {work} costs {worst.cell.platform} {ratio:.1f}× the host CPU of "
-        f"{best.cell.platform} ({name})"
+        f"{workload}: host CPU per {work} {INCONCLUSIVE}: {worst.cell.platform} between "
+        f"{r.low:.2f}× and {r.high:.2f}× that of {best.cell.platform} ({name})"
     )
 
 

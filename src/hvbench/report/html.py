@@ -18,10 +18,10 @@ from hvbench.analysis.run import RunAnalysis
 from hvbench.analysis.verdict import headline, verdicts
 from hvbench.report.comparison import changes_table, summary_lines
 from hvbench.report.tables import (
-    NOT_SIGNIFICANT,
     Table,
     cost_table,
     host_table,
+    muted,
     provenance,
     symmetry_table,
     workload_tables,
@@ -80,14 +80,14 @@ def render(a: RunAnalysis) -> str:
         platforms=[(k, _pretty(v)) for k, v in platforms.items()],
         workload_settings=[(k, _pretty(v)) for k, v in workloads.items()],
         artifacts=[(k, _pretty(v)) for k, v in sorted(a.artifacts.items())],
-        ns_mark=NOT_SIGNIFICANT,
+        muted=muted,
     )
 
 
 def render_comparison(c: Comparison) -> str:
     return _ENV.get_template("compare.html.j2").render(
         c=c,
-        title=f"hvbench compare: {c.b.run_id} against {c.a.run_id}",
+        title=f"hvbench compare: {Comparison.label(c.b)} against {Comparison.label(c.a)}",
         lines=summary_lines(c),
         table=changes_table(c),
     )

@@ -1,8 +1,14 @@
 """JSON lines: one sample per line (metric, value, unit, metadata), the shape of
 PerfKitBenchmarker's samples, so that dashboards that read those read hvbench's too.
 
-One line per metric of one instance in one repetition; derived figures (aggregates, % of
-native) are the CSV's business.
+One line per metric of one instance in one repetition. Its metadata carries the cell's
+per-instance figure against the baseline, so that no line can be read without its
+uncertainty: ``pct_of_baseline`` (% of native, 100 = native, less is worse), its 95% interval
+``pct_of_baseline_ci_low``/``_high`` (Fieller's; null when not tested or unbounded),
+``n``/``n_baseline`` (repetitions on each side) and ``vs_baseline``: loss, gain, no significant
+difference (the interval within ±5%), inconclusive (null bounds: unbounded), not tested (fewer
+than 2 repetitions on a side) or baseline. Other derived figures (aggregates, per-core costs)
+are the CSV's business.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ import math
 from datetime import UTC, datetime
 
 from hvbench.analysis.compare import Comparison
-from hvbench.analysis.run import RunAnalysis
+from hvbench.analysis.run import MetricResult, RunAnalysis
 
 
 def _epoch(when: datetime | None) -> float | None:
@@ -36,10 +42,12 @@ def render(a: RunAnalysis) -> str:
         for c in a.cells
     }
     names = {c.id: c.workload_name for c in a.cells}
+    versus = {(r.cell.id, r.name): _versus(r) for r in a.results}
     lines = []
     for cell_id, rep, inst, name, value, text, unit, hib in a.rows:
         when = a.started.get((cell_id, rep))
         meta = {**cells[cell_id], "repetition": rep, "instance": inst, "higher_is_better": hib}
+        meta.update(versus.get((cell_id, name), {}))
         if text is not None:
             meta["text"] = text
         lines.append(
@@ -60,31 +68,61 @@ def render(a: RunAnalysis) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
+def _versus(r: MetricResult) -> dict:
+    """The cell's single figure against the baseline, for every line of that metric."""
+    v = r.vs_baseline
+    if v is None:
+        return {"n": r.single.n}
+    return {
+        "n": v.n,
+        "n_baseline": v.n_baseline,
+        "pct_of_baseline": _finite(v.pct_of_native),
+        "pct_of_baseline_ci_low": _finite(v.pct_low),
+        "pct_of_baseline_ci_high": _finite(v.pct_high),
+        "vs_baseline": v.reading(),
+    }
+
+
 def render_comparison(c: Comparison) -> str:
-    """One line per shared metric: the change, its CI, p-value and verdict."""
+    """One line per shared metric: the change, its interval (null where not tested or
+    unbounded: ``ci_bounded`` tells which), Welch's p-value raw and adjusted by Holm's step-down
+    within its family (``family``: headline, which gates the exit code, or other), the smallest
+    change it could have detected, and the verdict."""
     lines = []
+    families = {True: len(c.family(True)), False: len(c.family(False))}
     for ch in c.changes:
-        d = ch.diff
+        r = ch.judged.ratio
         lines.append(
             json.dumps(
                 {
                     "metric": ch.name,
-                    "value": _finite(d.change),
+                    "value": _finite(ch.change),
                     "unit": "relative change",
                     "metadata": {
-                        "run_a": c.a.run_id,
-                        "run_b": c.b.run_id,
+                        "run_a": Comparison.label(c.a),
+                        "run_b": Comparison.label(c.b),
+                        "observations": "runs" if c.by_run else "repetitions",
+                        "allowance": c.allowance,
                         "platform": ch.platform,
                         "workload": ch.workload,
                         "instances": ch.instances,
                         "unit": ch.unit,
                         "higher_is_better": ch.higher_is_better,
-                        "mean_a": ch.a.single.mean,
-                        "mean_b": ch.b.single.mean,
-                        "ci_low": _finite(d.ci_low),
-                        "ci_high": _finite(d.ci_high),
+                        "n_a": r.n_a,
+                        "n_b": r.n_b,
+                        "mean_a": ch.a.mean,
+                        "mean_b": ch.b.mean,
+                        "ci_low": _finite(ch.ci_low),
+                        "ci_high": _finite(ch.ci_high),
+                        "ci_bounded": r.bounded,
                         "confidence": 1 - c.alpha,
-                        "p_value": _finite(d.p_value),
+                        "p_value": _finite(r.p_value),
+                        "p_holm": _finite(ch.judged.p_holm),
+                        "correction": "holm",
+                        "family": "headline" if ch.headline else "other",
+                        "family_size": families[ch.headline],
+                        "gating": ch.headline,
+                        "detectable": _finite(ch.judged.detectable),
                         "threshold": c.threshold,
                         "verdict": ch.verdict,
                     },

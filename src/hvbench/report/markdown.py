@@ -52,7 +52,7 @@ def render(a: RunAnalysis) -> str:
 
 
 def render_comparison(c: Comparison) -> str:
-    out = [f"# hvbench compare: {c.b.run_id} against {c.a.run_id}", ""]
+    out = [f"# hvbench compare: {Comparison.label(c.b)} against {Comparison.label(c.a)}", ""]
     out += ["## Verdict", "", *(f"- {_cell(line)}" for line in summary_lines(c)), ""]
     out += [table_markdown(changes_table(c)), ""]
     for title, items in (("Only in A", c.only_a), ("Only in B", c.only_b)):

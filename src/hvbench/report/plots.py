@@ -74,25 +74,29 @@ def _whiskers(s: Summary, scale: float) -> tuple[float, float]:
     return (s.mean - s.ci_low) * scale, (s.ci_high - s.mean) * scale
 
 
-def _relative(r: MetricResult, base: MetricResult | None) -> tuple[float, float, float]:
-    """Height and whiskers of a bar: % of the baseline, or the raw mean without one."""
-    s = r.single
-    if base is None or base.single.mean == 0 or s.mean == 0:
-        lo, hi = _whiskers(s, 1.0)
-        return s.mean, lo, hi
-    b = base.single.mean
-    if r.higher_is_better:
-        lo, hi = _whiskers(s, 100 / b)
-        return 100 * s.mean / b, lo, hi
-    # lower is better: b/x is decreasing in x, so the CI's high end gives the bar's low end
-    value = 100 * b / s.mean
-    low = 100 * b / s.ci_high if s.n > 1 and s.ci_high > 0 else value
-    high = 100 * b / s.ci_low if s.n > 1 and s.ci_low > 0 else value
-    return value, value - low, high - value
+def _relative(r: MetricResult, relative: bool) -> tuple[float, float, float, str] | None:
+    """Height, whiskers and a label of a bar. Against the baseline: % of it with the 95%
+    interval of the ratio of means (Fieller's, holding the baseline's noise too), labelled
+    where there is no finite interval; None without a figure against the baseline. Without a
+    baseline: the raw mean and its own interval."""
+    if not relative:
+        lo, hi = _whiskers(r.single, 1.0)
+        return r.single.mean, lo, hi, ""
+    v = r.vs_baseline
+    if v is None or not math.isfinite(v.pct_of_native):
+        return None
+    if v.reference:
+        return v.pct_of_native, 0.0, 0.0, ""
+    if not v.tested:
+        return v.pct_of_native, 0.0, 0.0, f"n={min(v.n, v.n_baseline)}"
+    if not (math.isfinite(v.pct_low) and math.isfinite(v.pct_high)):
+        return v.pct_of_native, 0.0, 0.0, "unbounded"
+    return v.pct_of_native, v.pct_of_native - v.pct_low, v.pct_high - v.pct_of_native, ""
 
 
 def bars(a: RunAnalysis, workload: str, count: int) -> str | None:
-    """Grouped bars: one group per metric, one bar per platform, 95% CI whiskers."""
+    """Grouped bars: one group per metric, one bar per platform, 95% CI whiskers (of the ratio
+    to the baseline where there is one)."""
     names = [
         n
         for n in a.metric_names(workload)
@@ -110,16 +114,16 @@ def bars(a: RunAnalysis, workload: str, count: int) -> str | None:
             xs, hs, errs = [], [], [[], []]
             for j, n in enumerate(names):
                 r = a.result(p, workload, n, count)
-                if r is None:
+                bar_of = _relative(r, relative) if r is not None else None
+                if bar_of is None:
                     continue
-                base = a.result(a.baseline, workload, n, count) if relative else None
-                if relative and base is None:
-                    continue
-                h, lo, hi = _relative(r, base)
+                h, lo, hi, text = bar_of
                 xs.append(j + (i - (len(platforms) - 1) / 2) * bar)
                 hs.append(h)
                 errs[0].append(lo)
                 errs[1].append(hi)
+                if text:
+                    ax.annotate(text, (xs[-1], h), ha="center", va="bottom", fontsize=6)
             ax.bar(xs, hs, bar, yerr=errs, capsize=2, label=p, color=COLORS[i % len(COLORS)])
         ax.set_xticks(
             range(len(names)), [n.split(".", 1)[-1] for n in names], rotation=20, ha="right"

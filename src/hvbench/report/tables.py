@@ -11,8 +11,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from hvbench.analysis.cost import HOST_STATES
-from hvbench.analysis.run import COMPOSITE, CellInfo, MetricResult, RunAnalysis
-from hvbench.analysis.stats import Summary
+from hvbench.analysis.normalize import Normalized, span
+from hvbench.analysis.run import ASYMMETRY, COMPOSITE, CellInfo, MetricResult, RunAnalysis
+from hvbench.analysis.stats import EQUIVALENT, INCONCLUSIVE, NOT_TESTED, PRACTICAL, Summary
 
 HOST_KEYS = (
     "hostname",
@@ -26,8 +27,23 @@ HOST_KEYS = (
     "python",
 )
 NOT_SIGNIFICANT = "†"
+INCONCLUSIVE_MARK = "‡"
+CI_NOTE = (
+    "[low–high]: 95% interval of the ratio of means (Fieller's, with Welch's degrees of "
+    "freedom: it holds the baseline's noise as well as the platform's); unbounded when the "
+    "divisor's mean is not significantly above 0"
+)
 NS_NOTE = (
-    f"{NOT_SIGNIFICANT} no significant difference from the baseline (Welch's t test, p ≥ 0.05)"
+    f"{NOT_SIGNIFICANT} no significant difference: the interval lies within "
+    f"±{100 * PRACTICAL:.0f}% of the baseline"
+)
+INCONCLUSIVE_NOTE = (
+    f"{INCONCLUSIVE_MARK} inconclusive: the interval holds the baseline's figure but reaches "
+    f"beyond ±{100 * PRACTICAL:.0f}% of it; more repetitions would tell"
+)
+NOT_TESTED_NOTE = (
+    "not tested: fewer than 2 repetitions on a side, so a single measurement with no interval "
+    "and no test"
 )
 
 
@@ -81,6 +97,45 @@ def with_ci(s: Summary) -> str:
 
 def pct(x: float | None) -> str:
     return "n/a" if x is None or not math.isfinite(x) else f"{x:.0f}"
+
+
+def _two(x: float) -> str:
+    return f"{x:.2f}" if math.isfinite(x) else "n/a"
+
+
+def relative(v: Normalized, kind: str = "pct") -> str:
+    """A figure against the baseline with its interval and what it allows one to say: "84
+    [79–90]", "99 [97–102]†" (no significant difference), "95 [85–103]‡" (inconclusive), "11, not
+    tested (1 repetition)"; kind is pct (% of the baseline), loss (100 − that) or ratio."""
+    figure, low, high, fmt = {
+        "pct": (v.pct_of_native, v.pct_low, v.pct_high, pct),
+        "loss": (v.pct_loss, 100 - v.pct_high, 100 - v.pct_low, _two),
+        "ratio": (v.ratio, v.ratio_low, v.ratio_high, _two),
+    }[kind]
+    if v.reference:
+        return fmt(figure)
+    what = v.reading()
+    if what == NOT_TESTED:
+        return f"{fmt(figure)}, {v.describe()}"
+    mark = {EQUIVALENT: NOT_SIGNIFICANT, INCONCLUSIVE: INCONCLUSIVE_MARK}.get(what, "")
+    return f"{fmt(figure)} {span(low, high, fmt)}{mark}"
+
+
+def muted(cell: str) -> bool:
+    """A relative figure that states no difference (HTML greys it)."""
+    return cell.endswith((NOT_SIGNIFICANT, INCONCLUSIVE_MARK)) or NOT_TESTED in cell
+
+
+def relative_notes(cells: list[str]) -> list[str]:
+    """The footnotes that the relative figures in ``cells`` need."""
+    notes = [CI_NOTE] if any("[" in c for c in cells) else []
+    if any(c.endswith(NOT_SIGNIFICANT) for c in cells):
+        notes.append(NS_NOTE)
+    if any(c.endswith(INCONCLUSIVE_MARK) for c in cells):
+        notes.append(INCONCLUSIVE_NOTE)
+    if any(NOT_TESTED in c for c in cells):
+        notes.append(NOT_TESTED_NOTE)
+    return notes
 
 
 def _label(r: MetricResult) -> str:
@@ -147,28 +202,14 @@ def _relative_table(
         return None
     names = [next(r for r in (row[i] for row in grid) if r).name for i in cols]
     t = Table(f"{_count_title(workload, count)}: {title}", ["platform", *names], kind=kind)
-    marked = False
     for p, row in zip(platforms, grid, strict=True):
-        cells = []
-        for i in cols:
-            r = row[i]
-            if r is None or r.vs_baseline is None:
-                cells.append("")
-                continue
-            v = r.vs_baseline
-            text = {
-                "pct": pct(v.pct_of_native),
-                "loss": f"{v.pct_loss:.2f}" if math.isfinite(v.pct_loss) else "n/a",
-                "ratio": f"{v.ratio:.2f}",
-            }[kind]
-            if p != a.baseline and not v.significant:
-                text += NOT_SIGNIFICANT
-                marked = True
-            cells.append(text)
+        cells = [
+            relative(r.vs_baseline, kind) if r is not None and r.vs_baseline is not None else ""
+            for r in (row[i] for i in cols)
+        ]
         t.rows.append([p, *cells])
     t.notes.append(note)
-    if marked:
-        t.notes.append(NS_NOTE)
+    t.notes.extend(relative_notes([c for row in t.rows for c in row[1:]]))
     return t
 
 
@@ -297,11 +338,12 @@ def scaling_table(a: RunAnalysis, workload: str) -> Table | None:
                 with_ci(r.single),
                 f"{num(float(r.per_instance.min()))}–{num(float(r.per_instance.max()))}",
                 with_ci(r.aggregate),
-                pct(agg.pct_of_native) if agg else "",
+                relative(agg) if agg else "",
                 pct(100 * r.efficiency) + "%" if r.efficiency is not None else "",
                 {True: "yes", False: "no", None: "?"}[r.overcommit],
             ]
         )
+    t.notes.extend(relative_notes([row[6] for row in t.rows]))
     return t
 
 
@@ -319,10 +361,12 @@ def symmetry_table(a: RunAnalysis) -> Table | None:
         ],
     )
     for s in a.symmetry:
-        if s.asymmetric:
+        if s.asymmetric and not s.tested:
+            verdict = f"{s.weaker} {100 * s.gap:.0f}% lower, {NOT_TESTED} (1 repetition)"
+        elif s.asymmetric:
             verdict = f"asymmetric: {s.weaker} {100 * s.gap:.0f}% lower"
-        elif s.gap > 0.15:
-            verdict = "no significant difference"
+        elif s.gap > ASYMMETRY:  # a large gap the test could not confirm
+            verdict = f"{INCONCLUSIVE}: {s.weaker} {100 * s.gap:.0f}% lower, not significant"
         else:
             verdict = "symmetric"
         t.rows.append(
