@@ -70,6 +70,25 @@ def test_verdicts_in_plain_words(store):
     assert cost.startswith("net: the same Gbit/s costs tcg 2.0× the host CPU of")
 
 
+def test_verdicts_judge_the_headline_metrics_only(tmp_path):
+    """A throughput the workload does not call its answer (fio's IO/s beside its MiB/s) stays
+    out of the verdict, whatever it says."""
+    s = Store(f"sqlite:///{tmp_path}/results.db")
+    b = RunBuilder(s)
+    for platform, bw, iops in (("native", 100.0, 1000.0), ("kvm", 50.0, 1000.0)):
+        cell = b.cell(platform, "disk")
+        for rep, n in enumerate([-0.01, 0.0, 0.01]):
+            b.sample(
+                cell,
+                rep,
+                {"disk.fio.x_mibps": [bw * (1 + n)], "disk.fio.x_iops": [iops * (1 + n)]},
+                headline={"disk.fio.x_mibps"},
+            )
+    a = analyse(s, "latest")
+    assert {r.name for r in a.results if r.headline} == {"disk.fio.x_mibps"}
+    assert "disk (1 instance, disk.fio.x_mibps): kvm keeps 50% of native" in verdicts(a)
+
+
 def test_jsonl_one_sample_per_line(store):
     lines = render(analyse(store, "latest"), "json").splitlines()
     assert len(lines) == 4 * 3 * 4  # platforms × repetitions × metrics

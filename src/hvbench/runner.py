@@ -409,7 +409,7 @@ class Runner:
             platform_state=state,
             host_cpu=host_cpu,
             metrics=[
-                MetricRecord(idx, m.name, m.value, m.unit, m.higher_is_better, m.text)
+                MetricRecord(idx, m.name, m.value, m.unit, m.higher_is_better, m.text, m.headline)
                 for idx, o in enumerate(outcomes)
                 for m in o.metrics
             ],

@@ -16,23 +16,18 @@ from hvbench.analysis.stats import ALPHA, geometric_mean, welch
 
 
 def headline(a: RunAnalysis, workload: str) -> str | None:
-    """The metric that stands for a workload: the cpu composite, else its first throughput one,
-    else its first metric."""
-    names = a.metric_names(workload)
-    if COMPOSITE in names:
-        return COMPOSITE
-    throughput = [r.name for r in a.results if r.cell.workload == workload and r.throughput]
-    return throughput[0] if throughput else (names[0] if names else None)
+    """The one metric that stands for a workload where one is needed (cost, scaling): its
+    first headline metric, else its first metric."""
+    rs = [r for r in a.results if r.cell.workload == workload]
+    first = next((r.name for r in rs if r.headline), None)
+    return first or (rs[0].name if rs else None)
 
 
-def _headlines(a: RunAnalysis, workload: str, rs: list[MetricResult]) -> list[MetricResult]:
-    """What a workload's verdict is judged on: the cpu composite; else every throughput metric
-    (disk read and write, network in and out); else the headline metric (kernbench's elapsed
-    time), so that side figures (context switches, %CPU, spreads) do not dilute it."""
-    comp = [r for r in rs if r.name == COMPOSITE]
-    if comp:
-        return comp
-    return [r for r in rs if r.throughput] or [r for r in rs if r.name == headline(a, workload)]
+def _headlines(rs: list[MetricResult]) -> list[MetricResult]:
+    """What a workload's verdict is judged on: its headline metrics (disk read and write,
+    network in and out, the cpu composite), so that side figures (context switches, %CPU,
+    spreads) do not dilute it."""
+    return [r for r in rs if r.headline]
 
 
 def _at(a: RunAnalysis, workload: str, count: int) -> dict[str, list[MetricResult]]:
@@ -58,7 +53,7 @@ def keeps_line(a: RunAnalysis, workload: str) -> str | None:
     for platform, rs in _at(a, workload, count).items():
         if platform == a.baseline:
             continue
-        used = [r for r in _headlines(a, workload, rs) if r.vs_baseline is not None]
+        used = [r for r in _headlines(rs) if r.vs_baseline is not None]
         if not used:
             continue
         n_metrics = max(n_metrics, len(used))
