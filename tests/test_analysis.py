@@ -84,9 +84,11 @@ class RunBuilder:
         state: dict | None = None,
         status: str = "ok",
         kinds: dict[str, tuple[str, bool]] | None = None,
+        headline: set[str] | None = None,
     ) -> None:
         """``metrics``: name -> one value per instance; ``kinds``: name -> (unit, higher is
-        better) where not ``unit``/``higher_is_better``."""
+        better) where not ``unit``/``higher_is_better``; ``headline``: the names flagged as
+        such (None: no flag at all, as in runs stored before it existed)."""
         kinds = kinds or {}
         records = [
             MetricRecord(
@@ -95,6 +97,7 @@ class RunBuilder:
                 v,
                 *kinds.get(name, (unit, higher_is_better)),
                 None if v is not None else "+++++",
+                None if headline is None else name in headline,
             )
             for name, values in metrics.items()
             for i, v in enumerate(values)

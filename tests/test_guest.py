@@ -229,11 +229,16 @@ def test_image_commands_list_show_prune(tmp_path: Path, monkeypatch, guest_image
         (tmp_path / name / "manifest.json").write_text(json.dumps(manifest))
         time.sleep(0.01)  # "newest first" goes by the manifest's time
     cli = CliRunner()
-    listed = cli.invoke(app, ["list"], terminal_width=200)
-    assert listed.exit_code == 0 and listed.output.index("bbbb") < listed.output.index("aaaa")
-    shown = cli.invoke(app, ["show", "aaaa", "--files"], terminal_width=300)
-    assert shown.exit_code == 0 and "qemu-guest-agent" in shown.output
-    assert "/usr/bin/iperf3" in shown.output
+    listed = cli.invoke(app, ["list", "--json"])
+    assert listed.exit_code == 0, listed.output
+    assert [i["key"] for i in json.loads(listed.output)] == [
+        "bbbb000000000000",
+        "aaaa000000000000",
+    ]
+    shown = cli.invoke(app, ["show", "aaaa", "--json"])
+    assert shown.exit_code == 0, shown.output
+    manifest = json.loads(shown.output)
+    assert "qemu-guest-agent" in manifest["packages"] and "/usr/bin/iperf3" in manifest["files"]
     ambiguous = cli.invoke(app, ["show", "zz"])
     assert ambiguous.exit_code != 0 and "no image" in str(ambiguous.exception)
     (tmp_path / "uml").mkdir()

@@ -76,6 +76,39 @@ def test_verdicts_in_plain_words(store):
     assert cost.startswith("net: the same Gbit/s costs tcg 2.0× [2.00–2.00×] the host CPU of")
 
 
+def test_verdicts_judge_the_headline_metrics_only(tmp_path):
+    """A throughput the workload does not call its answer (fio's IO/s beside its MiB/s) stays
+    out of the verdict, whatever it says."""
+    s = Store(f"sqlite:///{tmp_path}/results.db")
+    b = RunBuilder(s)
+    for platform, bw, iops in (("native", 100.0, 1000.0), ("kvm", 50.0, 1000.0)):
+        cell = b.cell(platform, "disk")
+        for rep, n in enumerate([-0.01, 0.0, 0.01]):
+            b.sample(
+                cell,
+                rep,
+                {"disk.fio.x_mibps": [bw * (1 + n)], "disk.fio.x_iops": [iops * (1 + n)]},
+                headline={"disk.fio.x_mibps"},
+            )
+    a = analyse(s, "latest")
+    assert {r.name for r in a.results if r.headline} == {"disk.fio.x_mibps"}
+    assert "disk (1 instance, disk.fio.x_mibps): kvm keeps 50% [49–51%] of native" in verdicts(a)
+
+
+def test_verdict_over_several_headline_times(tmp_path):
+    """Several headline metrics where lower is better (kernbench's cold and warm times) are
+    turned before their per-repetition geometric mean: twice the time is 50% of native."""
+    s = Store(f"sqlite:///{tmp_path}/times.db")
+    b = RunBuilder(s)
+    names = {"kernbench.cold.elapsed_s", "kernbench.warm.elapsed_s"}
+    for platform, f in (("native", 1.0), ("kvm", 2.0)):
+        cell = b.cell(platform, "kernbench")
+        for rep, n in enumerate([-0.01, 0.0, 0.01]):
+            b.sample(cell, rep, {m: [60 * f * (1 + n)] for m in names}, "s", False, headline=names)
+    line = next(v for v in verdicts(analyse(s, "latest")) if v.startswith("kernbench"))
+    assert "kvm keeps 50% [" in line
+
+
 def test_jsonl_one_sample_per_line(store):
     lines = render(analyse(store, "latest"), "json").splitlines()
     assert len(lines) == 4 * 3 * 4  # platforms × repetitions × metrics

@@ -3,6 +3,7 @@ interruption and resumption, and cleanup of everything a run made."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -123,9 +124,12 @@ def test_sigkill_mid_cell_then_cleanup_and_resume_gives_every_sample_once(tmp_pa
     assert leftovers(run_id) != []  # the namespace of the killed run is still there
 
     cleanup = subprocess.run(
-        [sys.executable, "-m", "hvbench", "cleanup"], capture_output=True, text=True, check=True
+        [sys.executable, "-m", "hvbench", "cleanup", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
     )
-    assert run_id in cleanup.stdout
+    assert run_id in [r["run"] for r in json.loads(cleanup.stdout)]
     assert leftovers(run_id) == [] and _host_scratch() <= scratch
 
     resumed = _hvbench("run", "--resume", run_id)

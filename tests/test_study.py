@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from hvbench.errors import StudyError
+from hvbench.store import Store
 from hvbench.study import default_study, load_study, parse_study
 
 VALID = """\
@@ -147,3 +149,71 @@ def test_workload_instances_override_the_study_but_not_native():
         ("native", "cpu", 1),
         ("native", "boot", 1),
     ]
+
+
+def test_alias_bomb_is_refused_at_once(tmp_path):
+    """Nine levels of nine aliases (9^9 values once expanded): one line, exit 2, in well under
+    the second it is allowed."""
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x]"]
+    for i in range(1, 10):
+        lines.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]")
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text("\n".join(lines) + "\nname: *a9\n")
+    t0 = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "hvbench", "study", "check", str(bomb)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    took = time.monotonic() - t0
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().count("\n") == 0 and "alias" in proc.stderr, proc.stderr
+    with pytest.raises(StudyError, match="YAML aliases"):
+        t0 = time.monotonic()
+        parse_study(bomb.read_text(), "bomb.yaml")
+    assert time.monotonic() - t0 < 1.0
+    assert took < 10  # the interpreter's start included
+
+
+def test_a_few_aliases_are_fine():
+    shared = "platforms:\n  vm1: &vm {driver: qemu, memory: 1G}\n  vm2: *vm\n"
+    study = parse_study(VALID.replace("platforms:\n", shared), "t")
+    assert study.platforms["vm1"] == study.platforms["vm2"]
+
+
+def test_a_study_larger_than_the_host_is_refused_before_anything_starts(tmp_path):
+    big = VALID.replace("platforms:\n", "platforms:\n  vm: {driver: qemu, memory: 1G}\n")
+    big = big.replace("instances: [1, 2, 4]", "instances: [100000]")
+    study = parse_study(big, "big.yaml")
+    misfits = study.misfits(24 << 30, 2)
+    assert misfits == [
+        "platform vm: 100000 instances × 1G of memory need 100000.0 GiB, the host has 24.0 GiB"
+    ]
+    pinned = parse_study(big.replace("memory: 1G}", "memory: 1G, vcpus: 2, pin: true}"), "p")
+    assert "100000 instances × 2 pinned vCPU(s) need 200000 cores, the host has 2" in "; ".join(
+        pinned.misfits(24 << 30, 2)
+    )
+    assert parse_study(VALID, "t").misfits(24 << 30, 2) == []
+
+    study_file = tmp_path / "big.yaml"
+    study_file.write_text(big)
+    db = f"sqlite:///{tmp_path}/results.db"
+    run = subprocess.run(
+        [sys.executable, "-m", "hvbench", "run", str(study_file), "--db", db],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert run.returncode == 2, run.stderr
+    assert "cannot run on this host" in run.stderr and "100000 instances" in run.stderr
+    assert run.stderr.strip().count("\n") == 0, run.stderr
+    assert Store(db).runs() == []  # nothing was started, not even a run record
+    check = subprocess.run(
+        [sys.executable, "-m", "hvbench", "study", "check", str(study_file)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert check.returncode == 0 and "warning: not on this host" in check.stderr, check.stderr

@@ -22,15 +22,15 @@ from hvbench.workloads.latency import parse_sockperf
 
 ROOT = Path(__file__).parent.parent
 FIX = Path(__file__).parent / "fixtures"
-ROW = re.compile(r"^\| `([^`]+)` \| ([^|]+) \| (↑|↓|as above) \|", re.MULTILINE)
+ROW = re.compile(r"^\| `([^`]+)` \| ([^|]+) \| (↑|↓|as above) \| (★)?", re.MULTILINE)
 
 
-def doc_rows() -> list[tuple[re.Pattern, str, str]]:
+def doc_rows() -> list[tuple[re.Pattern, str, str, bool]]:
     rows = []
-    for name, unit, direction in ROW.findall((ROOT / "docs/metrics.md").read_text()):
+    for name, unit, direction, star in ROW.findall((ROOT / "docs/metrics.md").read_text()):
         regex = re.sub(r"<[a-z]+>", "[a-z0-9_]+", re.escape(name))
         pattern = re.compile(f"^{regex}$")
-        rows.append((pattern, unit.strip(), direction))
+        rows.append((pattern, unit.strip(), direction, bool(star)))
     return rows
 
 
@@ -55,9 +55,19 @@ def all_metrics() -> list[Metric]:
         *cpu,
         *parse_bonnie_csv(text("bonnie++/ext4.csv")),
         *parse_fio_json(text("fio/two-jobs.json")),
-        Metric("disk.dd.write_mbps", parse_dd(text("dd/gnu-write.txt"), "write"), "MB/s", True),
         Metric(
-            "disk.dbench.throughput_mbps", parse_dbench(text("dbench/run.txt"), 2)[0], "MB/s", True
+            "disk.dd.write_mbps",
+            parse_dd(text("dd/gnu-write.txt"), "write"),
+            "MB/s",
+            True,
+            headline=True,
+        ),
+        Metric(
+            "disk.dbench.throughput_mbps",
+            parse_dbench(text("dbench/run.txt"), 2)[0],
+            "MB/s",
+            True,
+            headline=True,
         ),
         *parse_iperf3_json(text("iperf3/in.json"), "in"),
         *parse_iperf3_json(text("iperf3/out.json"), "out"),
@@ -72,7 +82,8 @@ def all_metrics() -> list[Metric]:
 def test_metric_is_documented(metric: Metric):
     rows = [r for r in doc_rows() if r[0].match(metric.name)]
     assert rows, f"{metric.name} is not in docs/metrics.md"
-    _, unit, direction = rows[0]
+    _, unit, direction, headline = rows[0]
+    assert metric.headline == headline, f"{metric.name}: ★ in docs/metrics.md iff headline"
     if direction != "as above":
         assert unit == metric.unit, metric.name
         assert direction == ("↑" if metric.higher_is_better else "↓"), metric.name

@@ -16,6 +16,7 @@ takes minutes to reach user space, so neither is in the lab's study.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -60,7 +61,7 @@ LAB_COMMANDS = (
     + """\
 set -x
 xl info | grep -E '^(virt_caps|xen_version)'
-LIBVIRT_DEFAULT_URI=xen:///system {hvbench} doctor | grep -i libvirt | sed 's/^/doctor: /'
+LIBVIRT_DEFAULT_URI=xen:///system {hvbench} doctor --json > /lab/doctor.json
 {hvbench} run /lab/study.yaml --db sqlite:////tmp/results.db
 echo "hvbench-run-exit $?"
 cp /tmp/results.db /lab/results.db
@@ -299,8 +300,10 @@ def test_lab_domains_run_cpu_disk_and_net_with_xl_and_libvirt(lab):
 
 @pytest.mark.guest
 def test_lab_doctor_sees_libvirt_with_xen(lab):
-    doctor = [ln for ln in lab.result.output.splitlines() if ln.startswith("doctor: ")]
-    assert any("xen:///system" in ln and "Xen" in ln for ln in doctor), doctor
+    findings = json.loads((lab.exchange / "doctor.json").read_text())
+    libvirt = next(f for f in findings if f["kind"] == "driver" and f["name"] == "libvirt")
+    assert libvirt["ok"] and "xen:///system" in libvirt["detail"], libvirt
+    assert "Xen" in libvirt["detail"], libvirt
 
 
 @pytest.mark.guest

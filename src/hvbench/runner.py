@@ -27,7 +27,7 @@ from hvbench import __version__
 from hvbench.analysis.stats import needs_more
 from hvbench.drivers import driver_class
 from hvbench.drivers.base import Driver, Instance, Needs
-from hvbench.errors import HvbenchError, InstanceError
+from hvbench.errors import HvbenchError, InstanceError, StudyError
 from hvbench.host import inventory
 from hvbench.host.monitor import CpuMonitor
 from hvbench.host.network import RunNetwork
@@ -123,7 +123,11 @@ class Runner:
 
     @classmethod
     def create(cls, study: Study, store: Store, quick: bool, **kw) -> Runner:
-        """A new run: stored with its study and the host inventory before anything starts."""
+        """A new run: stored with its study and the host inventory before anything starts; a
+        study whose instances cannot fit this host is refused before that."""
+        misfits = study.misfits(*inventory.capacity())
+        if misfits:
+            raise StudyError(f"{study.source}: cannot run on this host: {'; '.join(misfits)}")
         run_id = new_run_id()
         store.create_run(
             Run(
@@ -409,7 +413,7 @@ class Runner:
             platform_state=state,
             host_cpu=host_cpu,
             metrics=[
-                MetricRecord(idx, m.name, m.value, m.unit, m.higher_is_better, m.text)
+                MetricRecord(idx, m.name, m.value, m.unit, m.higher_is_better, m.text, m.headline)
                 for idx, o in enumerate(outcomes)
                 for m in o.metrics
             ],

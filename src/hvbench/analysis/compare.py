@@ -15,10 +15,10 @@ Verdicts: **regression** / **improvement** when Welch's test passes Holm's step-
 better direction; **no significant change** when the interval lies within ±threshold (**below
 threshold** if the test passed nevertheless); **inconclusive** when the interval still admits a
 change beyond the threshold; **not tested** with fewer than 2 observations on a side. Two
-families: the headline metrics (those the run's verdicts state: the cpu composite, throughputs,
-kernbench's elapsed time) decide the exit code; the other metrics are reported, never gating.
-Holm keeps the chance of any false regression in a family at most ``alpha``, however many
-metrics it holds.
+families: the headline metrics (those the workloads flag and the run's verdicts state: the cpu
+composite, throughputs, kernbench's elapsed time) decide the exit code; the other metrics are
+reported, never gating. Holm keeps the chance of any false regression in a family at most
+``alpha``, however many metrics it holds.
 
 Comparing two platforms interleaved in one study (A and B builds as two platforms) is sounder
 than comparing runs: their repetitions share the host's state, and no allowance is needed.
@@ -45,7 +45,6 @@ from hvbench.analysis.stats import (
     summarize_many,
     within,
 )
-from hvbench.analysis.verdict import headline_results
 from hvbench.errors import HvbenchError
 
 ALPHA = 0.01
@@ -213,14 +212,6 @@ def _index(runs: list[RunAnalysis]) -> dict[Key, list[MetricResult]]:
     return {k: [d[k] for d in keyed] for k in keyed[0] if all(k in d for d in keyed)}
 
 
-def _headline_keys(a: RunAnalysis) -> set[Key]:
-    """Metrics a run's verdicts are based on (``verdict.headline_results``), per cell."""
-    cells: dict[tuple[str, str, int], list[MetricResult]] = {}
-    for r in a.results:
-        cells.setdefault((r.cell.platform, r.cell.workload, r.cell.instances), []).append(r)
-    return {(*cell, r.name) for cell, rs in cells.items() for r in headline_results(a, cell[1], rs)}
-
-
 def _spread(a: np.ndarray, b: np.ndarray) -> float:
     """Pooled standard deviation of two sides' run means, relative to A's mean."""
     pooled = ((len(a) - 1) * np.var(a, ddof=1) + (len(b) - 1) * np.var(b, ddof=1)) / (
@@ -256,7 +247,7 @@ def compare(
     allowance = 0.0 if by_run else ALLOWANCE if allowance is None else allowance
     in_a, in_b = _index(runs_a), _index(runs_b)
     shared = [k for k in in_a if k in in_b]
-    headline = _headline_keys(runs_a[0])
+    headline = {k for k, rs in in_a.items() if rs[0].headline}
 
     def observations(rs: list[MetricResult]) -> np.ndarray:
         return np.array([r.single.mean for r in rs]) if by_run else rs[0].single_values

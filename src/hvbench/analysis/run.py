@@ -38,7 +38,7 @@ from hvbench.analysis.cost import NOISY_STEAL, HostCpu, host_cpu_of
 from hvbench.analysis.normalize import Normalized, normalize, reference
 from hvbench.analysis.stats import ALPHA, Summary, geometric_mean, summarize_many, welch
 from hvbench.errors import HvbenchError
-from hvbench.store import Store
+from hvbench.store import MetricView, Store
 from hvbench.store.schema import CellRow, RawOutputRow, SampleRow
 
 COMPOSITE = "cpu.composite.score"
@@ -68,6 +68,8 @@ class MetricResult:
     unit: str
     higher_is_better: bool
     throughput: bool
+    headline: bool
+    """What the workload's verdict is judged on (see ``_mark_headlines``)."""
     repetitions: np.ndarray
     single_values: np.ndarray
     aggregate_values: np.ndarray | None
@@ -141,7 +143,7 @@ class RunAnalysis:
     text_only: dict[tuple[str, str, str, int], str] = field(default_factory=dict)
     """(platform, workload, metric, count) -> what the tool printed instead of a number, for
     metrics that never had one there (bonnie++'s "+++++": too fast to measure)."""
-    rows: list[tuple] = field(default_factory=list)
+    rows: list[MetricView] = field(default_factory=list)
     """The store's metric rows of the ok samples (``Store.metric_rows``), for sample exports."""
     started: dict[tuple[int, int], datetime] = field(default_factory=dict)
     """When each (cell id, repetition) started."""
@@ -201,19 +203,23 @@ def pick_baseline_cell(cells: list[CellInfo], workload: str, count: int) -> Cell
 class _Grouped:
     """Metric rows grouped per (cell, metric): arrays of repetition, instance, value."""
 
-    def __init__(self, rows: list[tuple]) -> None:
+    def __init__(self, rows: list[MetricView]) -> None:
         values: dict[tuple[int, str], list[tuple[int, int, float]]] = defaultdict(list)
         texts: dict[tuple[int, str], set[str]] = defaultdict(set)
         meta: dict[tuple[int, str], tuple[str, bool]] = {}
-        for cell_id, rep, inst, name, value, text, unit, hib in rows:
-            key = (cell_id, name)
-            meta.setdefault(key, (unit, bool(hib)))
-            if value is None:
-                if text:
-                    texts[key].add(text)
+        headline: dict[tuple[int, str], bool | None] = {}
+        for m in rows:
+            key = (m.cell_id, m.name)
+            meta.setdefault(key, (m.unit, bool(m.higher_is_better)))
+            headline.setdefault(key, m.headline)
+            if m.value is None:
+                if m.text:
+                    texts[key].add(m.text)
             else:
-                values[key].append((rep, inst, value))
+                values[key].append((m.repetition, m.instance, m.value))
         self.meta = meta
+        self.headline = headline
+        """The workloads' own flag; None for runs stored before it existed."""
         self.texts = texts
         self.values = {k: np.array(v, dtype=float).reshape(-1, 3) for k, v in values.items()}
 
@@ -339,6 +345,7 @@ def analyse(store: Store, run_id: str) -> RunAnalysis:
                 unit=unit,
                 higher_is_better=hib,
                 throughput=throughput,
+                headline=bool(grouped.headline.get((cid, name))),
                 repetitions=ser.reps,
                 single_values=ser.single,
                 aggregate_values=ser.aggregate if throughput else None,
@@ -351,6 +358,7 @@ def analyse(store: Store, run_id: str) -> RunAnalysis:
             )
         )
     results.sort(key=lambda r: (r.cell.id, r.name != COMPOSITE))  # stable: tool order
+    _mark_headlines(results, grouped)
 
     _compare_to_baseline(results, list(cells.values()), baseline)
     scaling(results)
@@ -385,6 +393,23 @@ def analyse(store: Store, run_id: str) -> RunAnalysis:
     )
     analysis.warnings = _warnings(analysis)
     return analysis
+
+
+def _mark_headlines(results: list[MetricResult], grouped: _Grouped) -> None:
+    """The cpu composite stands for its cell (its sub-scores do not); the rest is the
+    workloads' own flag. Runs stored before the flag existed get the rule that judged them
+    then: every throughput metric, else the cell's first metric."""
+    by_cell: dict[int, list[MetricResult]] = defaultdict(list)
+    for r in results:
+        by_cell[r.cell.id].append(r)
+    for cid, rs in by_cell.items():
+        if any(r.name == COMPOSITE for r in rs):
+            for r in rs:
+                r.headline = r.name == COMPOSITE
+        elif all(grouped.headline.get((cid, r.name)) is None for r in rs):
+            chosen = [r for r in rs if r.throughput] or rs[:1]
+            for r in rs:
+                r.headline = r in chosen
 
 
 def _samples(store: Store, run_id: str) -> list[tuple]:

@@ -29,23 +29,18 @@ from hvbench.analysis.stats import (
 
 
 def headline(a: RunAnalysis, workload: str) -> str | None:
-    """The metric that stands for a workload: the cpu composite, else its first throughput one,
-    else its first metric."""
-    names = a.metric_names(workload)
-    if COMPOSITE in names:
-        return COMPOSITE
-    throughput = [r.name for r in a.results if r.cell.workload == workload and r.throughput]
-    return throughput[0] if throughput else (names[0] if names else None)
+    """The one metric that stands for a workload where one is needed (cost, scaling): its
+    first headline metric, else its first metric."""
+    rs = [r for r in a.results if r.cell.workload == workload]
+    first = next((r.name for r in rs if r.headline), None)
+    return first or (rs[0].name if rs else None)
 
 
-def headline_results(a: RunAnalysis, workload: str, rs: list[MetricResult]) -> list[MetricResult]:
-    """What a workload's verdict is judged on: the cpu composite; else every throughput metric
-    (disk read and write, network in and out); else the headline metric (kernbench's elapsed
-    time), so that side figures (context switches, %CPU, spreads) do not dilute it."""
-    comp = [r for r in rs if r.name == COMPOSITE]
-    if comp:
-        return comp
-    return [r for r in rs if r.throughput] or [r for r in rs if r.name == headline(a, workload)]
+def _headlines(rs: list[MetricResult]) -> list[MetricResult]:
+    """What a workload's verdict is judged on: its headline metrics (disk read and write,
+    network in and out, the cpu composite), so that side figures (context switches, %CPU,
+    spreads) do not dilute it."""
+    return [r for r in rs if r.headline]
 
 
 def _at(a: RunAnalysis, workload: str, count: int) -> dict[str, list[MetricResult]]:
@@ -62,8 +57,18 @@ def _pct(x: float) -> str:
 
 
 def _per_repetition(rs: list[MetricResult]) -> np.ndarray:
-    """Per repetition that every one of ``rs`` measured, the geometric mean of their figures."""
-    values = [dict(zip(r.repetitions.tolist(), r.single_values, strict=True)) for r in rs]
+    """Per repetition that every one of ``rs`` measured, the geometric mean of their figures,
+    each turned so that higher is better (1/x for a time)."""
+    values = [
+        dict(
+            zip(
+                r.repetitions.tolist(),
+                r.single_values ** (1 if r.higher_is_better else -1),
+                strict=True,
+            )
+        )
+        for r in rs
+    ]
     common = sorted(set.intersection(*(set(v) for v in values)))
     table = np.array([[v[rep] for rep in common] for v in values], dtype=float)
     gm = np.asarray(geometric_mean(table, axis=0)) if common else np.empty(0)
@@ -72,9 +77,9 @@ def _per_repetition(rs: list[MetricResult]) -> np.ndarray:
 
 def combined(a: RunAnalysis, workload: str, used: list[MetricResult]) -> Normalized | None:
     """The figure a platform's verdict states: its one headline metric's % of the baseline, or,
-    for several (throughput in and out, read and write: all higher is better), the ratio of
-    their per-repetition geometric means on each side with its interval. Taken per repetition,
-    the metrics measured together keep their shared noise in the interval."""
+    for several (throughput in and out, read and write), the ratio of their per-repetition
+    geometric means on each side with its interval. Taken per repetition, the metrics measured
+    together keep their shared noise in the interval."""
     if len(used) == 1:
         return used[0].vs_baseline
     cell = used[0].cell
@@ -100,7 +105,7 @@ def keeps_line(a: RunAnalysis, workload: str) -> str | None:
     for platform, rs in _at(a, workload, count).items():
         if platform == a.baseline:
             continue
-        used = [r for r in headline_results(a, workload, rs) if r.vs_baseline is not None]
+        used = [r for r in _headlines(rs) if r.vs_baseline is not None]
         v = combined(a, workload, used) if used else None
         if v is None:
             continue

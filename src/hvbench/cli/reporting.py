@@ -64,13 +64,13 @@ def compare(
 ) -> None:
     """Is B faster or slower than A, metric by metric, beyond noise?
 
-    Each change gets a 99% interval; a regression is a headline metric (cpu composite,
-    throughput, kernbench's time) worse by more than the threshold, past Holm's step-down over
-    the headline metrics. With one run per side the repetitions are the observations and a
-    run-to-run allowance widens the interval; with several runs per side (comma-separated) each
-    run's mean is one observation. Sounder still, to gate a change: A and B as two platforms of
-    one study, their repetitions interleaved on the same host, so that what the host does
-    between runs falls on both alike and no allowance is needed.
+    Each change gets a 99% interval; a regression is a headline metric (★ in docs/metrics.md:
+    the cpu composite, throughputs, kernbench's time) worse by more than the threshold, past
+    Holm's step-down over the headline metrics. With one run per side the repetitions are the
+    observations and a run-to-run allowance widens the interval; with several runs per side
+    (comma-separated) each run's mean is one observation. Sounder still, to gate a change: A and
+    B as two platforms of one study, their repetitions interleaved on the same host, so that
+    what the host does between runs falls on both alike and no allowance is needed.
 
     Exit codes: 0 no regression, every headline metric settled; 1 a significant regression;
     2 bad input; 3 no regression, but a headline metric inconclusive or not tested.

@@ -49,6 +49,13 @@ class PlatformSettings(BaseModel):
         default=None, description="instance counts for this platform (default: the study's)"
     )
 
+    def holds(self) -> tuple[int, int]:
+        """Host memory (bytes) and host cores one instance keeps for itself: its guest memory,
+        and its vCPUs where they are pinned (0 for what a driver has not: native has neither)."""
+        memory = getattr(self, "memory", None) or 0
+        pinned = getattr(self, "vcpus", 1) if getattr(self, "pin", False) else 0
+        return int(memory), int(pinned)
+
 
 @dataclass
 class DataDisk:

@@ -44,22 +44,28 @@ def render(a: RunAnalysis) -> str:
     names = {c.id: c.workload_name for c in a.cells}
     versus = {(r.cell.id, r.name): _versus(r) for r in a.results}
     lines = []
-    for cell_id, rep, inst, name, value, text, unit, hib in a.rows:
-        when = a.started.get((cell_id, rep))
-        meta = {**cells[cell_id], "repetition": rep, "instance": inst, "higher_is_better": hib}
-        meta.update(versus.get((cell_id, name), {}))
-        if text is not None:
-            meta["text"] = text
+    for m in a.rows:
+        when = a.started.get((m.cell_id, m.repetition))
+        meta = {
+            **cells[m.cell_id],
+            "repetition": m.repetition,
+            "instance": m.instance,
+            "higher_is_better": m.higher_is_better,
+            "headline": m.headline,
+        }
+        meta.update(versus.get((m.cell_id, m.name), {}))
+        if m.text is not None:
+            meta["text"] = m.text
         lines.append(
             json.dumps(
                 {
-                    "metric": name,
-                    "value": value,
-                    "unit": unit,
+                    "metric": m.name,
+                    "value": m.value,
+                    "unit": m.unit,
                     "metadata": meta,
                     "timestamp": _epoch(when),
                     "run_uri": a.run_id,
-                    "test": names[cell_id],
+                    "test": names[m.cell_id],
                     "product_name": "hvbench",
                 },
                 ensure_ascii=False,

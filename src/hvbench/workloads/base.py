@@ -45,6 +45,10 @@ class Metric:
     unit: str
     higher_is_better: bool
     text: str | None = None
+    headline: bool = False
+    """The workload's answer (throughput of each direction, elapsed time, a boot's ready time):
+    what verdicts, "% of native" tables and adaptive repetitions are judged on. Side figures
+    (%CPU, retransmits, latencies beside a throughput) are kept, but only in detail tables."""
 
     def __post_init__(self) -> None:
         if self.value is not None and not math.isfinite(self.value):

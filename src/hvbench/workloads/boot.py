@@ -38,12 +38,20 @@ class Boot(Workload):
         raw = keep("boot", [], f"{instance.name} boot phases (s): {phases or NO_BOOT}")
         if not phases:
             return Outcome(
-                [Metric(f"boot.{p}_s", None, "s", False, NO_BOOT) for p in PHASES], [raw]
+                [
+                    Metric(f"boot.{p}_s", None, "s", False, NO_BOOT, headline=p == "ready")
+                    for p in PHASES
+                ],
+                [raw],
             )
         if "ready" not in phases:
             raise ParseError(f"{instance.name}: the driver recorded no ready time ({phases})")
         return Outcome(
-            [Metric(f"boot.{p}_s", float(phases[p]), "s", False) for p in PHASES if p in phases],
+            [
+                Metric(f"boot.{p}_s", float(phases[p]), "s", False, headline=p == "ready")
+                for p in PHASES
+                if p in phases
+            ],
             [raw],
         )
 
