@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import typer
@@ -98,8 +100,6 @@ def test_cli_exit_codes(store, tmp_path):
 
 
 def test_comparison_as_json_lines(store):
-    import json
-
     rng = np.random.default_rng(1)
     write(store, "before", rng.normal(100, 1, 6), rng.normal(50, 0.5, 6))
     write(store, "after", rng.normal(80, 1, 6), rng.normal(50, 0.5, 6))
@@ -108,3 +108,24 @@ def test_comparison_as_json_lines(store):
     by_name = {x["metric"]: x for x in lines}
     assert by_name["disk.write_mbps"]["metadata"]["verdict"] == "regression"
     assert by_name["disk.write_mbps"]["value"] == pytest.approx(-0.2, abs=0.02)
+
+
+def test_a_platform_that_ran_under_another_accelerator_is_named_so(store):
+    """qemu-virtio under KVM in A and under TCG in B: the regression is there, and the output
+    says that the accelerator changed, not the platform alone."""
+    rng = np.random.default_rng(2)
+    for run_id, accel, mean in (("kvm-run", "kvm", 100), ("tcg-run", "tcg", 20)):
+        b = RunBuilder(store, run_id=run_id)
+        settings = {"accel": "auto", "resolved": {"accel": accel, "accel_reason": "probe"}}
+        cell = b.cell("qemu-virtio", "disk", platform_settings=settings)
+        for rep, v in enumerate(rng.normal(mean, 1, 5)):
+            b.sample(cell, rep, {"disk.write_mbps": [float(v)]})
+    c = compare(analyse(store, "kvm-run"), analyse(store, "tcg-run"))
+    assert [ch.verdict for ch in c.changes] == ["regression"]
+    text = render_comparison(c, "md")
+    assert "- qemu-virtio [kvm → tcg]: ran differently in A and B" in text
+    assert "regression: qemu-virtio [kvm → tcg] / disk / 1 inst. / disk.write_mbps" in text
+    (line,) = [json.loads(x) for x in render_comparison(c, "json").splitlines()]
+    assert (line["metadata"]["accel_a"], line["metadata"]["accel_b"]) == ("kvm", "tcg")
+    same = compare(analyse(store, "tcg-run"), analyse(store, "tcg-run"))
+    assert "| qemu-virtio [tcg] | disk |" in render_comparison(same, "md")

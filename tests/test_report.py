@@ -221,3 +221,59 @@ def test_statistics_per_cell(store):
     section = md.split("### disk: statistics per cell")[1].split("###")[0]
     # e1000: 40600 × (0.99, 1, 1.01): median 40600, sd 406, CV 1.0%
     assert "| e1000 | 1 | disk.bonnie.block_kbps | 3 | 40600 | 40600 | 406.0 | 1.0% |" in section
+
+
+QEMU_TCG = {
+    "accel": "auto",
+    "disk": {"cache": "none"},
+    "resolved": {"accel": "tcg", "accel_reason": "no /dev/kvm on this host"},
+}
+
+
+@pytest.fixture
+def fell_back(tmp_path) -> Store:
+    """kvm-virtio with accel: auto that ran under TCG at 16% of native, beside native."""
+    s = Store(f"sqlite:///{tmp_path}/fell-back.db")
+    b = RunBuilder(s)
+    native = b.cell("native", "net")
+    kvm = b.cell("kvm-virtio", "net", platform_settings=QEMU_TCG)
+    for rep, n in enumerate([-0.01, 0.0, 0.01]):
+        for cell, f in ((native, 1.0), (kvm, 0.16)):
+            b.sample(cell, rep, {"net.iperf3.inbound_gbps": [10 * f * (1 + n)]}, "Gbit/s")
+    return s
+
+
+def test_every_format_names_the_accelerator_that_ran(fell_back):
+    a = analyse(fell_back, "latest")
+    assert a.label("kvm-virtio") == "kvm-virtio [tcg]" and a.label("native") == "native"
+    lines = verdicts(a)
+    assert lines[0] == "kvm-virtio [tcg]: accel auto chose tcg: no /dev/kvm on this host"
+    assert "net (1 instance, net.iperf3.inbound_gbps): kvm-virtio [tcg] keeps 16% of native" in (
+        lines
+    )
+    md = render(a, "md")
+    assert "| kvm-virtio [tcg] | 16 |" in md  # % of native
+    assert "| kvm-virtio |" not in md
+    rows = [json.loads(line)["metadata"] for line in render(a, "json").splitlines()]
+    kvm = next(m for m in rows if m["platform"] == "kvm-virtio")
+    assert kvm["accel"] == "tcg" and kvm["label"] == "kvm-virtio [tcg]"
+    assert kvm["platform_settings"] == {
+        "driver": "qemu",
+        "accel": "auto",
+        "disk": {"cache": "none"},
+    }
+    assert next(m for m in rows if m["platform"] == "native")["accel"] is None
+    table = list(csv.DictReader(io.StringIO(render(a, "csv"))))
+    row = next(r for r in table if r["platform"] == "kvm-virtio")
+    assert (row["accel"], row["label"]) == ("tcg", "kvm-virtio [tcg]")
+    assert json.loads(row["platform_settings"])["accel"] == "auto"
+    html = render(a, "html")
+    assert "kvm-virtio [tcg]</text>" in html  # the bars' legend, as SVG text
+    assert "kvm-virtio [tcg]</td>" in html
+
+
+def test_run_summary_names_the_accelerator(fell_back):
+    from hvbench.report.markdown import render_summary
+
+    text = render_summary(analyse(fell_back, "latest"))
+    assert "kvm-virtio [tcg] keeps 16% of native" in text and "| kvm-virtio [tcg] | 16 |" in text

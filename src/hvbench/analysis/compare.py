@@ -97,8 +97,8 @@ def compare(
             )
         )
 
-    def label(k: tuple) -> str:
-        return f"{k[0]} / {k[1]} / {k[2]} inst. / {k[3]}"
+    def label(run: RunAnalysis, k: tuple) -> str:
+        return f"{run.label(k[0])} / {k[1]} / {k[2]} inst. / {k[3]}"
 
     return Comparison(
         a=a,
@@ -106,6 +106,6 @@ def compare(
         alpha=alpha,
         threshold=threshold,
         changes=changes,
-        only_a=[label(k) for k in in_a if k not in in_b],
-        only_b=[label(k) for k in in_b if k not in in_a],
+        only_a=[label(a, k) for k in in_a if k not in in_b],
+        only_b=[label(b, k) for k in in_b if k not in in_a],
     )

@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 
+from hvbench.analysis.platforms import auto_reason
 from hvbench.analysis.run import COMPOSITE, MetricResult, RunAnalysis
 from hvbench.analysis.stats import ALPHA, geometric_mean, welch
 
@@ -57,12 +58,13 @@ def keeps_line(a: RunAnalysis, workload: str) -> str | None:
         if not used:
             continue
         n_metrics = max(n_metrics, len(used))
+        name = a.label(platform)
         if not any(r.vs_baseline.significant for r in used):
-            texts.append(f"{platform}: no significant difference")
+            texts.append(f"{name}: no significant difference")
             continue
         pct = _pct(float(geometric_mean([r.vs_baseline.pct_of_native for r in used])))
         said = any("keeps" in t for t in texts)
-        texts.append(f"{platform} {pct}" if said else f"{platform} keeps {pct} of {a.baseline}")
+        texts.append(f"{name} {pct}" if said else f"{name} keeps {pct} of {a.label(a.baseline)}")
     if not texts:
         return None
     names = a.metric_names(workload)
@@ -82,9 +84,11 @@ def symmetry_line(a: RunAnalysis, workload: str) -> str | None:
     pairs = [s for s in a.symmetry if s.cell.workload == workload and s.cell.instances == count]
     if not pairs:
         return None
-    symmetric = sorted({s.cell.platform for s in pairs if not s.asymmetric})
+    symmetric = sorted({a.label(s.cell.platform) for s in pairs if not s.asymmetric})
     lossy = [
-        f"{s.cell.platform} loses {_pct(100 * s.gap)} {s.weaker}" for s in pairs if s.asymmetric
+        f"{a.label(s.cell.platform)} loses {_pct(100 * s.gap)} {s.weaker}"
+        for s in pairs
+        if s.asymmetric
     ]
     parts = []
     if symmetric:
@@ -109,16 +113,14 @@ def cost_line(a: RunAnalysis, workload: str) -> str | None:
     worst = min(rs, key=lambda r: r.per_core.mean)
     work = "composite score" if name == COMPOSITE else rs[0].unit
     p = welch(best.per_core_values, worst.per_core_values).p_value
+    cheap, dear = a.label(best.cell.platform), a.label(worst.cell.platform)
     if not (math.isfinite(p) and p < ALPHA):
         return (
             f"{workload}: no significant difference in host CPU per {work} "
-            f"({name}, {best.cell.platform} vs {worst.cell.platform})"
+            f"({name}, {cheap} vs {dear})"
         )
     ratio = best.per_core.mean / worst.per_core.mean
-    return (
-        f"{workload}: the same {work} costs {worst.cell.platform} {ratio:.1f}× the host CPU of "
-        f"{best.cell.platform} ({name})"
-    )
+    return f"{workload}: the same {work} costs {dear} {ratio:.1f}× the host CPU of {cheap} ({name})"
 
 
 def scaling_line(a: RunAnalysis, workload: str) -> str | None:
@@ -143,16 +145,38 @@ def scaling_line(a: RunAnalysis, workload: str) -> str | None:
         gain = last.aggregate.mean / first.aggregate.mean
         over = ", overcommitted" if last.overcommit else ""
         parts.append(
-            f"{platform} {gain:.1f}× at {last.cell.instances} vs {first.cell.instances} "
+            f"{a.label(platform)} {gain:.1f}× at {last.cell.instances} vs {first.cell.instances} "
             f"({_pct(100 * (last.efficiency or np.nan))} efficiency{over})"
         )
     return f"{workload} scaling of the aggregate: " + "; ".join(parts) if parts else None
 
 
+def ran_line(a: RunAnalysis) -> str | None:
+    """ "qemu-virtio [tcg], qemu-emulated [tcg]: accel auto chose tcg: no /dev/kvm on this
+    host": why platforms left to choose their accelerator did not get KVM."""
+    fell_back: dict[str, list[str]] = {}
+    for c in a.cells:
+        reason = auto_reason(c.platform_settings)
+        if reason is not None and c.accel == "tcg":
+            names = fell_back.setdefault(reason, [])
+            if (name := a.label(c.platform)) not in names:
+                names.append(name)
+    lines = [f"{', '.join(n)}: accel auto chose tcg: {why}" for why, n in fell_back.items()]
+    return "; ".join(lines) or None
+
+
 def verdicts(a: RunAnalysis) -> list[str]:
-    """Every plain-words line of the report's top, workload by workload."""
+    """Every plain-words line of the report's top: what ran where it was left to choose, then
+    workload by workload."""
     out = []
+    if (line := ran_line(a)) is not None:
+        out.append(line)
     for w in a.workloads():
-        lines = (keeps_line(a, w), symmetry_line(a, w), cost_line(a, w), scaling_line(a, w))
+        lines = (
+            keeps_line(a, w),
+            symmetry_line(a, w),
+            cost_line(a, w),
+            scaling_line(a, w),
+        )
         out.extend(line for line in lines if line is not None)
     return out

@@ -12,6 +12,21 @@ def _signed(x: float) -> str:
     return "n/a" if not math.isfinite(x) else f"{100 * x:+.1f}%"
 
 
+def platform_label(c: Comparison, platform: str) -> str:
+    """The platform's label, or, where A and B ran it under different accelerators or modes,
+    both (``qemu-virtio [kvm → tcg]``): its change then measures that too."""
+    ran_a, ran_b = c.a.ran.get(platform), c.b.ran.get(platform)
+    if ran_a == ran_b:
+        return c.b.label(platform)
+    return f"{platform} [{ran_a or 'n/a'} → {ran_b or 'n/a'}]"
+
+
+def _ran_apart(c: Comparison) -> list[str]:
+    """The shared platforms that ran under different accelerators or modes in A and B."""
+    shared = dict.fromkeys(ch.platform for ch in c.changes)
+    return [p for p in shared if c.a.ran.get(p) != c.b.ran.get(p)]
+
+
 def changes_table(c: Comparison) -> Table:
     level = round(100 * (1 - c.alpha))
     t = Table(
@@ -40,7 +55,7 @@ def changes_table(c: Comparison) -> Table:
         d = ch.diff
         t.rows.append(
             [
-                ch.platform,
+                platform_label(c, ch.platform),
                 ch.workload,
                 str(ch.instances),
                 f"{ch.name} ({ch.unit}) {'↑' if ch.higher_is_better else '↓'}",
@@ -56,15 +71,20 @@ def changes_table(c: Comparison) -> Table:
 
 
 def summary_lines(c: Comparison) -> list[str]:
-    """Plain-words outcome: the regressions first, or that there are none."""
-    out = []
+    """Plain-words outcome: platforms that ran differently in A and B, then the regressions
+    or that there are none."""
+    out = [
+        f"{platform_label(c, p)}: ran differently in A and B, so its changes measure that too"
+        for p in _ran_apart(c)
+    ]
     for ch in c.regressions:
         out.append(
-            f"regression: {ch.platform} / {ch.workload} / {ch.instances} inst. / {ch.name}: "
+            f"regression: {platform_label(c, ch.platform)} / {ch.workload} / "
+            f"{ch.instances} inst. / {ch.name}: "
             f"{100 * abs(ch.diff.change):.1f}% {'lower' if ch.diff.change < 0 else 'higher'} "
             f"(p = {ch.diff.p_value:.2g})"
         )
-    if not out:
+    if not c.regressions:
         out.append(
             f"no significant regression among {len(c.changes)} shared metrics "
             f"(p < {c.alpha}, threshold {100 * c.threshold:.0f}%)"

@@ -62,7 +62,7 @@ def render(a: RunAnalysis) -> str:
         if name is not None:
             figs += _svg(plots.scaling(a, w, name))
         sections.append(_Section(w, figs, workload_tables(a, w)))
-    platforms = {c.platform: c.platform_settings for c in a.cells}
+    platforms = {a.label(c.platform): c.platform_settings for c in a.cells}
     workloads = {c.workload: c.workload_settings for c in a.cells}
     return _ENV.get_template("report.html.j2").render(
         a=a,
@@ -81,6 +81,7 @@ def render(a: RunAnalysis) -> str:
         workload_settings=[(k, _pretty(v)) for k, v in workloads.items()],
         artifacts=[(k, _pretty(v)) for k, v in sorted(a.artifacts.items())],
         ns_mark=NOT_SIGNIFICANT,
+        baseline_label=a.label(a.baseline) if a.baseline else None,
     )
 
 

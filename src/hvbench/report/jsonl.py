@@ -2,7 +2,9 @@
 PerfKitBenchmarker's samples, so that dashboards that read those read hvbench's too.
 
 One line per metric of one instance in one repetition; derived figures (aggregates, % of
-native) are the CSV's business.
+native) are the CSV's business. Each line's metadata names what ran: ``accel`` (kvm or tcg,
+pv/pvh/hvm, systrap/ptrace; null for drivers with nothing to choose), ``label`` (the name the
+report gives the platform) and ``platform_settings`` (the settings that define it).
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ import math
 from datetime import UTC, datetime
 
 from hvbench.analysis.compare import Comparison
+from hvbench.analysis.platforms import defining_settings
 from hvbench.analysis.run import RunAnalysis
+from hvbench.report.comparison import platform_label
 
 
 def _epoch(when: datetime | None) -> float | None:
@@ -28,6 +32,9 @@ def render(a: RunAnalysis) -> str:
             "study": a.study_name,
             "platform": c.platform,
             "driver": c.driver,
+            "accel": c.accel,
+            "label": a.label(c.platform),
+            "platform_settings": defining_settings(c.platform_settings),
             "workload": c.workload,
             "instances": c.instances,
             "baseline": a.baseline,
@@ -81,6 +88,9 @@ def render_comparison(c: Comparison) -> str:
                         "run_a": c.a.run_id,
                         "run_b": c.b.run_id,
                         "platform": ch.platform,
+                        "label": platform_label(c, ch.platform),
+                        "accel_a": c.a.ran.get(ch.platform),
+                        "accel_b": c.b.ran.get(ch.platform),
                         "workload": ch.workload,
                         "instances": ch.instances,
                         "unit": ch.unit,

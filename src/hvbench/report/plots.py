@@ -120,7 +120,8 @@ def bars(a: RunAnalysis, workload: str, count: int) -> str | None:
                 hs.append(h)
                 errs[0].append(lo)
                 errs[1].append(hi)
-            ax.bar(xs, hs, bar, yerr=errs, capsize=2, label=p, color=COLORS[i % len(COLORS)])
+            color = COLORS[i % len(COLORS)]
+            ax.bar(xs, hs, bar, yerr=errs, capsize=2, label=a.label(p), color=color)
         ax.set_xticks(
             range(len(names)), [n.split(".", 1)[-1] for n in names], rotation=20, ha="right"
         )
@@ -167,7 +168,7 @@ def scaling(a: RunAnalysis, workload: str, name: str) -> str | None:
                     marker="o",
                     capsize=2,
                     color=color,
-                    label=p,
+                    label=a.label(p),
                 )
                 over = [
                     (c, s.mean)
@@ -194,7 +195,7 @@ def symmetry(a: RunAnalysis) -> str | None:
         return None
     first = min(s.cell.instances for s in a.symmetry)
     pairs = [s for s in a.symmetry if s.cell.instances == first]
-    labels = [f"{s.cell.platform}\n{s.cell.workload}" for s in pairs]
+    labels = [f"{a.label(s.cell.platform)}\n{s.cell.workload}" for s in pairs]
     with _figure(max(4.0, 1.0 + 0.9 * len(pairs)), 3.0) as (fig, out):
         ax = fig.add_subplot()
         x = np.arange(len(pairs))
@@ -241,7 +242,7 @@ def host_cpu(a: RunAnalysis) -> str | None:
                 continue
             ax.bar(x, values, 0.6, bottom=bottom, label=state, color=STATE_COLORS[state])
             bottom += values
-        ax.set_xticks(x, [f"{c.platform}\n{c.workload}" for c in cells])
+        ax.set_xticks(x, [f"{a.label(c.platform)}\n{c.workload}" for c in cells])
         ax.set_ylabel("% of all host cores")
         ax.set_title("host CPU during the measurement")
         _legend(fig, ax)

@@ -127,7 +127,7 @@ def values_table(a: RunAnalysis, workload: str, count: int) -> Table:
             with_ci(r.single) if r else a.text_only.get((p, workload, name, count), "")
             for name, r in zip(names, row, strict=True)
         ]
-        t.rows.append([p, str(n), *cells])
+        t.rows.append([a.label(p), str(n), *cells])
     return t
 
 
@@ -165,7 +165,7 @@ def _relative_table(
                 text += NOT_SIGNIFICANT
                 marked = True
             cells.append(text)
-        t.rows.append([p, *cells])
+        t.rows.append([a.label(p), *cells])
     t.notes.append(note)
     if marked:
         t.notes.append(NS_NOTE)
@@ -243,7 +243,7 @@ def statistics_table(a: RunAnalysis, workload: str) -> Table:
         ci = f"{num(s.ci_low)} – {num(s.ci_high)}" if s.n > 1 else "n/a"
         t.rows.append(
             [
-                r.cell.platform,
+                a.label(r.cell.platform),
                 str(r.cell.instances),
                 r.name,
                 str(s.n),
@@ -291,7 +291,7 @@ def scaling_table(a: RunAnalysis, workload: str) -> Table | None:
         agg = r.aggregate_vs_baseline
         t.rows.append(
             [
-                r.cell.platform,
+                a.label(r.cell.platform),
                 r.name,
                 str(r.cell.instances),
                 with_ci(r.single),
@@ -328,7 +328,7 @@ def symmetry_table(a: RunAnalysis) -> Table | None:
         t.rows.append(
             [
                 s.cell.workload,
-                s.cell.platform,
+                a.label(s.cell.platform),
                 str(s.cell.instances),
                 s.inbound.name.replace("inbound", "{in,out}bound"),
                 with_ci(s.inbound.single),
@@ -376,7 +376,7 @@ def host_table(a: RunAnalysis) -> Table | None:
         t.rows.append(
             [
                 c.workload,
-                c.platform,
+                a.label(c.platform),
                 str(c.instances),
                 f"{100 * h.busy:.2f}",
                 *(f"{100 * h.states.get(s, 0.0):.2f}" for s in HOST_STATES),
@@ -393,7 +393,7 @@ def cost_table(a: RunAnalysis) -> Table | None:
     rows = sorted((r for r in a.results if r.per_core is not None), key=lambda r: key(r.cell))
     if not rows:
         return None
-    base = a.baseline or "baseline"
+    base = a.label(a.baseline) if a.baseline else "baseline"
     t = Table(
         "host CPU cost of the work",
         [
@@ -415,7 +415,7 @@ def cost_table(a: RunAnalysis) -> Table | None:
             [
                 r.cell.workload,
                 r.name,
-                r.cell.platform,
+                a.label(r.cell.platform),
                 str(r.cell.instances),
                 f"{with_ci(r.per_core)} {r.unit}/core",
                 f"{r.cost_vs_baseline:.2f}×" if r.cost_vs_baseline is not None else "",
