@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from hvbench.analysis.platforms import label, what_ran
+from hvbench.drivers import DRIVERS
 from hvbench.drivers.qemu import AccelVerdict
 from hvbench.errors import StudyError
 from hvbench.study import Study, default_study, load_study, parse_study
@@ -64,6 +65,22 @@ def labelled(study: Study, accel: AccelVerdict | None = None) -> dict[str, str]:
         p: label(p, [ran] if (ran := what_ran(s.driver, described(study, p, accel))) else [])
         for p, s in study.platforms.items()
     }
+
+
+@pytest.mark.parametrize(
+    "verdict",
+    [AccelVerdict("kvm", "a stock guest reached init"), AccelVerdict("tcg", "no /dev/kvm")],
+)
+def test_default_study_names_what_ran_whatever_doctor_finds(verdict):
+    """No platform name claims an accelerator it may not get; the labels name the one doctor's
+    probe gives accel: auto, and gVisor's interception."""
+    study = default_study(set(DRIVERS))
+    assert {"qemu-virtio", "qemu-emulated"} <= set(study.platforms)
+    labels = labelled(study, verdict)
+    assert labels["qemu-virtio"] == f"qemu-virtio [{verdict.accel}]"
+    assert labels["qemu-emulated"] == f"qemu-emulated [{verdict.accel}]"
+    assert labels["gvisor"] == "gvisor [systrap]"
+    assert {labels[p] for p in ("native", "uml", "container")} == {"native", "uml", "container"}
 
 
 LABELS = """\
