@@ -209,8 +209,8 @@ def test_wide_tables_turn_metrics_into_rows(tmp_path):
     native, kvm = b.cell("native", "kernbench"), b.cell("kvm", "kernbench")
     names = [f"kernbench.warm.run{i}.elapsed_s" for i in range(1, 11)]
     for rep in range(3):
-        b.sample(native, rep, {n: [50.0 + rep] for n in names}, "s", False)
-        b.sample(kvm, rep, {n: [100.0 + 2 * rep] for n in names}, "s", False)
+        b.sample(native, rep, {n: [50.0 + rep] for n in names}, "s", False, headline=set(names))
+        b.sample(kvm, rep, {n: [100.0 + 2 * rep] for n in names}, "s", False, headline=set(names))
     md = render(analyse(s, "latest"), "md")
     assert "|  | native | kvm |" in md
     assert "| kernbench.warm.run10.elapsed_s | 100 | 50 |" in md  # % of native
@@ -277,3 +277,41 @@ def test_run_summary_names_the_accelerator(fell_back):
 
     text = render_summary(analyse(fell_back, "latest"))
     assert "kvm-virtio [tcg] keeps 16% of native" in text and "| kvm-virtio [tcg] | 16 |" in text
+
+
+def test_pct_tables_carry_headline_metrics_and_costs_are_per_unit_of_work(tmp_path):
+    """Retransmits and %CPU beside a throughput stay in the detail tables; the cost of the
+    throughput is host CPU-seconds per Gbit."""
+    from hvbench.report.tables import cost_table, pct_table, values_table
+
+    s = Store(f"sqlite:///{tmp_path}/side.db")
+    b = RunBuilder(s)
+    kinds = {"net.iperf3.inbound_retransmits": ("count", False), "net.iperf3.cpu_pct": ("%", False)}
+    for platform, f, busy in (("native", 1.0, 10.0), ("kvm", 0.5, 20.0)):
+        cell = b.cell(platform, "net")
+        for rep, n in enumerate([-0.01, 0.0, 0.01]):
+            metrics = {
+                "net.iperf3.inbound_gbps": [10 * f * (1 + n)],
+                "net.iperf3.inbound_retransmits": [1 + 368 * (1 - f) + rep],
+                "net.iperf3.cpu_pct": [20 / f + rep],
+            }
+            b.sample(
+                cell,
+                rep,
+                metrics,
+                "Gbit/s",
+                kinds=kinds,
+                headline={"net.iperf3.inbound_gbps"},
+                host_cpu=host(10, busy * (1 + n)),
+            )
+    a = analyse(s, "latest")
+    pct = pct_table(a, "net", 1)
+    assert pct.columns == ["platform", "net.iperf3.inbound_gbps"]
+    assert pct.rows[1] == ["kvm", "50"]
+    assert any("retransmits" in c for c in values_table(a, "net", 1).columns)
+    cost = cost_table(a)
+    assert [row[1] for row in cost.rows] == ["net.iperf3.inbound_gbps"] * 2
+    # kvm: 2 host cores busy (20 CPU-s in 10 s) for 5 Gbit/s: 0.4 CPU-s per Gbit, 4× native's
+    kvm = next(row for row in cost.rows if row[2] == "kvm")
+    assert kvm[4].startswith("0.400 ±") and kvm[4].endswith(" host CPU-s per Gbit")
+    assert kvm[5] == "4.00×"

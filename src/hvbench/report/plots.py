@@ -92,11 +92,11 @@ def _relative(r: MetricResult, base: MetricResult | None) -> tuple[float, float,
 
 
 def bars(a: RunAnalysis, workload: str, count: int) -> str | None:
-    """Grouped bars: one group per metric, one bar per platform, 95% CI whiskers."""
+    """Grouped bars: one group per headline metric, one bar per platform, 95% CI whiskers."""
     names = [
         n
         for n in a.metric_names(workload)
-        if any(a.result(p, workload, n, count) for p in a.platforms)
+        if any((r := a.result(p, workload, n, count)) and r.headline for p in a.platforms)
     ]
     platforms = [p for p in a.platforms if any(a.result(p, workload, n, count) for n in names)]
     if not platforms or not names:

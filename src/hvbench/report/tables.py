@@ -10,7 +10,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from hvbench.analysis.cost import HOST_STATES
+from hvbench.analysis.cost import HOST_STATES, work_cost
 from hvbench.analysis.run import COMPOSITE, CellInfo, MetricResult, RunAnalysis
 from hvbench.analysis.stats import Summary
 
@@ -140,7 +140,7 @@ def _relative_table(
     cols = [
         i
         for i, col in enumerate(zip(*grid, strict=True))
-        if any(r and r.vs_baseline for r in col)
+        if any(r and r.vs_baseline and r.headline for r in col)
         and (not only_lower or not next(r for r in col if r).higher_is_better)
     ]
     if not cols:
@@ -152,7 +152,7 @@ def _relative_table(
         cells = []
         for i in cols:
             r = row[i]
-            if r is None or r.vs_baseline is None:
+            if r is None or r.vs_baseline is None or not r.headline:
                 cells.append("")
                 continue
             v = r.vs_baseline
@@ -167,6 +167,7 @@ def _relative_table(
             cells.append(text)
         t.rows.append([a.label(p), *cells])
     t.notes.append(note)
+    t.notes.append("headline metrics only; side figures are in the report's detail tables")
     if marked:
         t.notes.append(NS_NOTE)
     return t
@@ -280,7 +281,8 @@ def scaling_table(a: RunAnalysis, workload: str) -> Table | None:
         notes=[
             "aggregate = sum over the instances, mean ±95% CI over repetitions; spread = "
             "min–max of the instances' means; efficiency = aggregate / (N × aggregate per "
-            "instance at the smallest count); overcommit = more vCPUs than host cores"
+            "instance at the smallest count); overcommit = more vCPUs than host cores; "
+            "aggregate % of the baseline for headline metrics only"
         ],
     )
     order = {p: i for i, p in enumerate(a.platforms)}
@@ -288,7 +290,7 @@ def scaling_table(a: RunAnalysis, workload: str) -> Table | None:
     for r in sorted(
         rows, key=lambda r: (order[r.cell.platform], metric_order[r.name], r.cell.instances)
     ):
-        agg = r.aggregate_vs_baseline
+        agg = r.aggregate_vs_baseline if r.headline else None
         t.rows.append(
             [
                 a.label(r.cell.platform),
@@ -388,10 +390,14 @@ def host_table(a: RunAnalysis) -> Table | None:
 
 
 def cost_table(a: RunAnalysis) -> Table | None:
-    """Throughput per busy host core and the host CPU the same work needs."""
+    """The host CPU one unit of the work costs (per GB, per Gbit, ...), for headline metrics."""
     key = _cell_order(a)
-    rows = sorted((r for r in a.results if r.per_core is not None), key=lambda r: key(r.cell))
-    if not rows:
+    rows = sorted(
+        (r for r in a.results if r.headline and r.per_core is not None),
+        key=lambda r: key(r.cell),
+    )
+    costs = [(r, c) for r in rows if (c := work_cost(r.unit, r.per_core)) is not None]
+    if not costs:
         return None
     base = a.label(a.baseline) if a.baseline else "baseline"
     t = Table(
@@ -401,23 +407,27 @@ def cost_table(a: RunAnalysis) -> Table | None:
             "metric",
             "platform",
             "instances",
-            "per busy host core",
+            "host CPU per unit of work",
             f"host CPU for the same work (× {base})",
         ],
         kind="cost",
         notes=[
-            "aggregate throughput / host cores busy during the sample, mean ±95% CI; "
-            f"× {base}: how much more host CPU the platform spends than {base} for one unit of work"
+            "host cores busy during the sample / aggregate throughput: for a rate, the host "
+            "CPU-seconds one unit of work takes (per GB, per Gbit, per 1000 operations), mean "
+            "±half its 95% CI; headline metrics only",
+            f"× {base}: how much more host CPU the platform spends than {base} for one unit of "
+            "work",
         ],
     )
-    for r in rows:
+    for r, c in costs:
+        spread = f" ±{num((c.high - c.low) / 2)}" if math.isfinite(c.high - c.low) else ""
         t.rows.append(
             [
                 r.cell.workload,
                 r.name,
                 a.label(r.cell.platform),
                 str(r.cell.instances),
-                f"{with_ci(r.per_core)} {r.unit}/core",
+                f"{num(c.mean)}{spread} {c.unit}",
                 f"{r.cost_vs_baseline:.2f}×" if r.cost_vs_baseline is not None else "",
             ]
         )
