@@ -1,5 +1,5 @@
 """What ran: the name a report gives each platform, the accelerator or mode its guests ran
-under, and the settings that define it.
+under, the settings that define it, and disk paths that can lift a figure above native.
 
 A study names its platforms before anything runs ("kvm-virtio"), and ``accel: auto`` is only
 decided when the driver starts (KVM if a probe guest boots, else TCG). Every report therefore
@@ -12,19 +12,23 @@ imports drivers, so the keys read here are those the drivers write.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from hvbench.analysis.run import CellInfo
+    from hvbench.analysis.run import CellInfo, MetricResult
 
 ACCELS = ("kvm", "tcg")
 """qemu's accelerators; libvirt's domain types kvm and qemu run the same two."""
 XEN_MODES = ("pv", "pvh", "hvm")
 GVISOR_PLATFORMS = ("systrap", "ptrace")
+DISK_WORKLOAD = "disk"
 RECORDS = ("resolved", "image", "rootfs")
 """What describe() adds to the settings: what was resolved, and manifests of what booted."""
+CACHING = ("writeback", "writethrough", "unsafe")
+"""QEMU cache modes that read (and for writeback, unsafe: write) through the host page cache."""
 
 
 def what_ran(driver: str, settings: dict) -> str | None:
@@ -85,3 +89,42 @@ def defining_settings(settings: dict) -> dict:
     """The platform's settings as the study gave them (defaults filled in), without what the
     driver recorded besides (resolved values, image manifests): what defines the platform."""
     return {k: v for k, v in settings.items() if k not in RECORDS}
+
+
+def disk_cache(driver: str, settings: dict) -> str | None:
+    """How the platform's data disk goes through the host page cache, in a few words; None
+    where direct I/O in the guest reaches the medium (native, container and xen's blkback use
+    a loop device with direct I/O, QEMU with cache none or directsync)."""
+    disk = settings.get("disk") or {}
+    if driver in ("qemu", "libvirt") and disk.get("cache") in CACHING:
+        return f"QEMU disk cache={disk['cache']}"
+    if driver == "uml":
+        sync = ", O_SYNC writes" if disk.get("sync") else ""
+        return f"UML's ubd has no O_DIRECT{sync}"
+    if driver == "gvisor":
+        return "gVisor's Sentry opens the disk's files without O_DIRECT"
+    if driver in ("xen", "libvirt") and disk.get("backend") == "qdisk":
+        return "Xen's qdisk backend avoids O_DIRECT without direct-io-safe"
+    return None
+
+
+def above_baseline(r: MetricResult) -> str | None:
+    """Why a headline disk figure above the baseline's is not a win, or None.
+
+    A guest's disk cannot beat the host's own path to the same medium; above it, something
+    between the guest and the medium answered instead. Where the platform's disk path is known
+    to go through the host page cache, any figure above the baseline is put down to it (also
+    at one repetition, where nothing can be tested); elsewhere a figure significantly above
+    (Welch, p < 0.05) is called suspect.
+    """
+    v = r.vs_baseline
+    if v is None or not r.headline or r.cell.workload_name != DISK_WORKLOAD:
+        return None
+    if not v.pct_of_native > 100:
+        return None
+    cache = disk_cache(r.cell.driver, r.cell.platform_settings)
+    if cache and (v.significant or not math.isfinite(v.p_value)):
+        return f"likely the host page cache: {cache}"
+    if v.significant:
+        return "suspect: faster than the baseline's own disk; look for a cache on the way"
+    return None

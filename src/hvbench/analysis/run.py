@@ -18,6 +18,9 @@ Rules the tables rely on (also in the report's footnotes):
   whole sample, so all metrics of one workload share it.
 - A platform is shown by its **label**: its name, with the accelerator or mode that ran in
   brackets where the name does not say exactly that (``kvm-virtio [tcg]``; ``platforms.label``).
+- A headline **disk figure above the baseline's** is not a win: a guest cannot beat the host's
+  own path to the medium. It is flagged with its likely cause (the platform's disk path through
+  the host page cache) or as suspect, and left out of the verdict (``platforms.above_baseline``).
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from sqlalchemy.orm import Session
 from hvbench.analysis.aggregate import is_throughput, overcommit, scaling, series
 from hvbench.analysis.cost import NOISY_STEAL, HostCpu, host_cpu_of
 from hvbench.analysis.normalize import Normalized, normalize
-from hvbench.analysis.platforms import platform_labels, what_ran
+from hvbench.analysis.platforms import above_baseline, platform_labels, what_ran
 from hvbench.analysis.stats import ALPHA, Summary, geometric_mean, summarize_many, welch
 from hvbench.errors import HvbenchError
 from hvbench.store import MetricView, Store
@@ -92,6 +95,8 @@ class MetricResult:
     per_core: Summary | None = None
     cost_vs_baseline: float | None = None
     """Host CPU this platform spends for one unit of the work, relative to the baseline."""
+    suspect: str | None = None
+    """Why a figure above the baseline's is not a win (``platforms.above_baseline``)."""
 
 
 @dataclass
@@ -370,6 +375,8 @@ def analyse(store: Store, run_id: str) -> RunAnalysis:
     _mark_headlines(results, grouped)
 
     _compare_to_baseline(results, list(cells.values()), baseline)
+    for r in results:
+        r.suspect = above_baseline(r)
     scaling(results)
     symmetry = _symmetry(results)
     labels, ran = platform_labels(cells.values())

@@ -4,7 +4,8 @@ Views: ``single`` (per-instance value), ``aggregate`` (sum over instances), ``pe
 (aggregate per busy host core). Numbers are written at full precision; empty means "not
 applicable". Every row names what ran: ``accel`` (kvm or tcg, pv/pvh/hvm, systrap/ptrace; empty
 for drivers with nothing to choose), ``label`` (the name the report gives the platform) and
-``platform_settings`` (the settings that define it, as compact JSON).
+``platform_settings`` (the settings that define it, as compact JSON); ``headline`` says whether
+the metric is its workload's answer, ``suspect`` why a figure above the baseline is not a win.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ COLUMNS = [
     "scaling_efficiency",
     "overcommit",
     "host_cpu_vs_baseline",
+    "headline",
+    "suspect",
     "platform_settings",
 ]
 
@@ -105,6 +108,8 @@ def render(a: RunAnalysis) -> str:
                     _f(r.efficiency) if view == "aggregate" else "",
                     "" if r.overcommit is None else r.overcommit,
                     _f(r.cost_vs_baseline) if view == "per_core" else "",
+                    r.headline,
+                    r.suspect or "",
                     settings,
                 ]
             )

@@ -19,6 +19,7 @@ from hvbench.analysis.verdict import headline, verdicts
 from hvbench.report.comparison import changes_table, summary_lines
 from hvbench.report.tables import (
     NOT_SIGNIFICANT,
+    SUSPECT,
     Table,
     cost_table,
     host_table,
@@ -81,6 +82,7 @@ def render(a: RunAnalysis) -> str:
         workload_settings=[(k, _pretty(v)) for k, v in workloads.items()],
         artifacts=[(k, _pretty(v)) for k, v in sorted(a.artifacts.items())],
         ns_mark=NOT_SIGNIFICANT,
+        suspect_mark=SUSPECT,
         baseline_label=a.label(a.baseline) if a.baseline else None,
     )
 

@@ -10,12 +10,14 @@ from __future__ import annotations
 import io
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 import matplotlib
 import numpy as np
+from matplotlib.artist import Artist
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 
 from hvbench.analysis.cost import HOST_STATES
 from hvbench.analysis.run import MetricResult, RunAnalysis
@@ -62,9 +64,13 @@ def _figure(
     out.append(_PROLOGUE.sub("", buf.getvalue(), count=1))
 
 
-def _legend(fig: Figure, ax) -> None:
-    """The legend of one axes, in the figure's right margin."""
-    fig.legend(*ax.get_legend_handles_labels(), loc="upper right", fontsize=8, frameon=False)
+def _legend(fig: Figure, ax, extra: Sequence[tuple[Artist, str]] = ()) -> None:
+    """The legend of one axes, and ``extra`` (handle, text) entries, in the figure's right
+    margin."""
+    handles, labels = ax.get_legend_handles_labels()
+    handles += [h for h, _ in extra]
+    labels += [t for _, t in extra]
+    fig.legend(handles, labels, loc="upper right", fontsize=8, frameon=False)
 
 
 def _whiskers(s: Summary, scale: float) -> tuple[float, float]:
@@ -92,7 +98,8 @@ def _relative(r: MetricResult, base: MetricResult | None) -> tuple[float, float,
 
 
 def bars(a: RunAnalysis, workload: str, count: int) -> str | None:
-    """Grouped bars: one group per headline metric, one bar per platform, 95% CI whiskers."""
+    """Grouped bars: one group per headline metric, one bar per platform, 95% CI whiskers;
+    hatched where a figure above the baseline cannot be a win (``MetricResult.suspect``)."""
     names = [
         n
         for n in a.metric_names(workload)
@@ -106,8 +113,11 @@ def bars(a: RunAnalysis, workload: str, count: int) -> str | None:
     width = max(4.0, 1.2 + 0.9 * len(names) * max(1, len(platforms) / 3))
     with _figure(width, 3.4, bottom_in=1.1) as (fig, out):
         ax = fig.add_subplot()
+        # legend entries of their own: a hatched first bar would hatch its platform's entry
+        entries: list[tuple[Artist, str]] = []
+        suspect = False
         for i, p in enumerate(platforms):
-            xs, hs, errs = [], [], [[], []]
+            xs, hs, errs, hatches = [], [], [[], []], []
             for j, n in enumerate(names):
                 r = a.result(p, workload, n, count)
                 if r is None:
@@ -120,8 +130,13 @@ def bars(a: RunAnalysis, workload: str, count: int) -> str | None:
                 hs.append(h)
                 errs[0].append(lo)
                 errs[1].append(hi)
+                hatches.append("///" if r.suspect else "")
             color = COLORS[i % len(COLORS)]
-            ax.bar(xs, hs, bar, yerr=errs, capsize=2, label=a.label(p), color=color)
+            drawn = ax.bar(xs, hs, bar, yerr=errs, capsize=2, color=color)
+            for patch, hatch in zip(drawn.patches, hatches, strict=True):
+                patch.set_hatch(hatch)
+            entries.append((Patch(color=color), a.label(p)))
+            suspect = suspect or any(hatches)
         ax.set_xticks(
             range(len(names)), [n.split(".", 1)[-1] for n in names], rotation=20, ha="right"
         )
@@ -129,7 +144,10 @@ def bars(a: RunAnalysis, workload: str, count: int) -> str | None:
         if relative:
             ax.axhline(100, color="black", linewidth=0.8)
         ax.set_title(f"{workload}, {count} instance{'s' if count > 1 else ''}")
-        _legend(fig, ax)
+        if suspect:
+            hatched = Patch(facecolor="white", edgecolor="black", hatch="///")
+            entries.append((hatched, "not a win\n(see tables)"))
+        _legend(fig, ax, entries)
     return out[0]
 
 

@@ -29,6 +29,8 @@ NOT_SIGNIFICANT = "†"
 NS_NOTE = (
     f"{NOT_SIGNIFICANT} no significant difference from the baseline (Welch's t test, p ≥ 0.05)"
 )
+SUSPECT = "‡"
+"""Marks a figure above the baseline that cannot be a win (``MetricResult.suspect``)."""
 
 
 @dataclass
@@ -148,6 +150,7 @@ def _relative_table(
     names = [next(r for r in (row[i] for row in grid) if r).name for i in cols]
     t = Table(f"{_count_title(workload, count)}: {title}", ["platform", *names], kind=kind)
     marked = False
+    suspects: dict[str, str] = {}
     for p, row in zip(platforms, grid, strict=True):
         cells = []
         for i in cols:
@@ -164,12 +167,19 @@ def _relative_table(
             if p != a.baseline and not v.significant:
                 text += NOT_SIGNIFICANT
                 marked = True
+            if r.suspect:
+                text += SUSPECT
+                suspects.setdefault(a.label(p), r.suspect)
             cells.append(text)
         t.rows.append([a.label(p), *cells])
     t.notes.append(note)
     t.notes.append("headline metrics only; side figures are in the report's detail tables")
     if marked:
         t.notes.append(NS_NOTE)
+    t.notes.extend(
+        f"{SUSPECT} {p}: above {a.label(a.baseline)}, not a win: {why}"
+        for p, why in suspects.items()
+    )
     return t
 
 
@@ -393,7 +403,7 @@ def cost_table(a: RunAnalysis) -> Table | None:
     """The host CPU one unit of the work costs (per GB, per Gbit, ...), for headline metrics."""
     key = _cell_order(a)
     rows = sorted(
-        (r for r in a.results if r.headline and r.per_core is not None),
+        (r for r in a.results if r.headline and r.per_core is not None and not r.suspect),
         key=lambda r: key(r.cell),
     )
     costs = [(r, c) for r in rows if (c := work_cost(r.unit, r.per_core)) is not None]
