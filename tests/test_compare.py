@@ -246,3 +246,24 @@ def test_comparison_as_json_lines(store):
     assert meta["detectable"] > 0.05
     side = by_name["disk.cpu_pct"]["metadata"]
     assert side["family"] == "other" and not side["gating"] and side["family_size"] == 1
+
+
+def test_a_platform_that_ran_under_another_accelerator_is_named_so(store):
+    """qemu-virtio under KVM in A and under TCG in B: the regression is there, and the output
+    says that the accelerator changed, not the platform alone."""
+    rng = np.random.default_rng(2)
+    for run_id, accel, mean in (("kvm-run", "kvm", 100), ("tcg-run", "tcg", 20)):
+        b = RunBuilder(store, run_id=run_id)
+        settings = {"accel": "auto", "resolved": {"accel": accel, "accel_reason": "probe"}}
+        cell = b.cell("qemu-virtio", "disk", platform_settings=settings)
+        for rep, v in enumerate(rng.normal(mean, 1, 5)):
+            b.sample(cell, rep, {"disk.write_mbps": [float(v)]})
+    c = compare(analyse(store, "kvm-run"), analyse(store, "tcg-run"))
+    assert [ch.verdict for ch in c.changes] == ["regression"]
+    text = render_comparison(c, "md")
+    assert "- qemu-virtio [kvm → tcg]: ran differently in A and B" in text
+    assert "regression: qemu-virtio [kvm → tcg] / disk / 1 inst. / disk.write_mbps" in text
+    (line,) = [json.loads(x) for x in render_comparison(c, "json").splitlines()]
+    assert (line["metadata"]["accel_a"], line["metadata"]["accel_b"]) == ("kvm", "tcg")
+    same = compare(analyse(store, "tcg-run"), analyse(store, "tcg-run"))
+    assert "| qemu-virtio [tcg] | disk |" in render_comparison(same, "md")

@@ -231,8 +231,8 @@ def test_wide_tables_turn_metrics_into_rows(tmp_path):
     native, kvm = b.cell("native", "kernbench"), b.cell("kvm", "kernbench")
     names = [f"kernbench.warm.run{i}.elapsed_s" for i in range(1, 11)]
     for rep in range(3):
-        b.sample(native, rep, {n: [50.0 + rep] for n in names}, "s", False)
-        b.sample(kvm, rep, {n: [100.0 + 2 * rep] for n in names}, "s", False)
+        b.sample(native, rep, {n: [50.0 + rep] for n in names}, "s", False, headline=set(names))
+        b.sample(kvm, rep, {n: [100.0 + 2 * rep] for n in names}, "s", False, headline=set(names))
     md = render(analyse(s, "latest"), "md")
     assert "|  | native | kvm |" in md
     assert "| kernbench.warm.run10.elapsed_s | 100 | 50 [48–52] |" in md  # % of native
@@ -335,3 +335,150 @@ def test_bar_whiskers_are_the_ratio_interval(tmp_path):
     old = 100 * (r.single.ci_high - r.single.ci_low) / 100
     assert v.pct_high - v.pct_low > 10 * old
     assert _relative(a.result("native", "disk", "disk.x_mbps", 1), True)[1:] == (0, 0, "")
+
+
+QEMU_TCG = {
+    "accel": "auto",
+    "disk": {"cache": "none"},
+    "resolved": {"accel": "tcg", "accel_reason": "no /dev/kvm on this host"},
+}
+
+
+@pytest.fixture
+def fell_back(tmp_path) -> Store:
+    """kvm-virtio with accel: auto that ran under TCG at 16% of native, beside native."""
+    s = Store(f"sqlite:///{tmp_path}/fell-back.db")
+    b = RunBuilder(s)
+    native = b.cell("native", "net")
+    kvm = b.cell("kvm-virtio", "net", platform_settings=QEMU_TCG)
+    for rep, n in enumerate([-0.01, 0.0, 0.01]):
+        for cell, f in ((native, 1.0), (kvm, 0.16)):
+            b.sample(cell, rep, {"net.iperf3.inbound_gbps": [10 * f * (1 + n)]}, "Gbit/s")
+    return s
+
+
+def test_every_format_names_the_accelerator_that_ran(fell_back):
+    a = analyse(fell_back, "latest")
+    assert a.label("kvm-virtio") == "kvm-virtio [tcg]" and a.label("native") == "native"
+    lines = verdicts(a)
+    assert lines[0] == "kvm-virtio [tcg]: accel auto chose tcg: no /dev/kvm on this host"
+    assert (
+        "net (1 instance, net.iperf3.inbound_gbps): kvm-virtio [tcg] keeps 16% [16–16%] of native"
+        in (lines)
+    )
+    md = render(a, "md")
+    assert "| kvm-virtio [tcg] | 16 [16–16] |" in md  # % of native
+    assert "| kvm-virtio |" not in md
+    rows = [json.loads(line)["metadata"] for line in render(a, "json").splitlines()]
+    kvm = next(m for m in rows if m["platform"] == "kvm-virtio")
+    assert kvm["accel"] == "tcg" and kvm["label"] == "kvm-virtio [tcg]"
+    assert kvm["platform_settings"] == {
+        "driver": "qemu",
+        "accel": "auto",
+        "disk": {"cache": "none"},
+    }
+    assert next(m for m in rows if m["platform"] == "native")["accel"] is None
+    table = list(csv.DictReader(io.StringIO(render(a, "csv"))))
+    row = next(r for r in table if r["platform"] == "kvm-virtio")
+    assert (row["accel"], row["label"]) == ("tcg", "kvm-virtio [tcg]")
+    assert json.loads(row["platform_settings"])["accel"] == "auto"
+    html = render(a, "html")
+    assert "kvm-virtio [tcg]</text>" in html  # the bars' legend, as SVG text
+    assert "kvm-virtio [tcg]</td>" in html
+
+
+def test_run_summary_names_the_accelerator(fell_back):
+    from hvbench.report.markdown import render_summary
+
+    text = render_summary(analyse(fell_back, "latest"))
+    assert "kvm-virtio [tcg] keeps 16% [16–16%] of native" in text
+    assert "| kvm-virtio [tcg] | 16 [16–16] |" in text
+
+
+def test_pct_tables_carry_headline_metrics_and_costs_are_per_unit_of_work(tmp_path):
+    """Retransmits and %CPU beside a throughput stay in the detail tables; the cost of the
+    throughput is host CPU-seconds per Gbit."""
+    from hvbench.report.tables import cost_table, pct_table, values_table
+
+    s = Store(f"sqlite:///{tmp_path}/side.db")
+    b = RunBuilder(s)
+    kinds = {"net.iperf3.inbound_retransmits": ("count", False), "net.iperf3.cpu_pct": ("%", False)}
+    for platform, f, busy in (("native", 1.0, 10.0), ("kvm", 0.5, 20.0)):
+        cell = b.cell(platform, "net")
+        for rep, n in enumerate([-0.01, 0.0, 0.01]):
+            metrics = {
+                "net.iperf3.inbound_gbps": [10 * f * (1 + n)],
+                "net.iperf3.inbound_retransmits": [1 + 368 * (1 - f) + rep],
+                "net.iperf3.cpu_pct": [20 / f + rep],
+            }
+            b.sample(
+                cell,
+                rep,
+                metrics,
+                "Gbit/s",
+                kinds=kinds,
+                headline={"net.iperf3.inbound_gbps"},
+                host_cpu=host(10, busy * (1 + n)),
+            )
+    a = analyse(s, "latest")
+    pct = pct_table(a, "net", 1)
+    assert pct.columns == ["platform", "net.iperf3.inbound_gbps"]
+    assert pct.rows[1] == ["kvm", "50 [49–51]"]
+    assert any("retransmits" in c for c in values_table(a, "net", 1).columns)
+    cost = cost_table(a)
+    assert [row[1] for row in cost.rows] == ["net.iperf3.inbound_gbps"] * 2
+    # kvm: 2 host cores busy (20 CPU-s in 10 s) for 5 Gbit/s: 0.4 CPU-s per Gbit, 4× native's
+    kvm = next(row for row in cost.rows if row[2] == "kvm")
+    assert kvm[4].startswith("0.400 ±") and kvm[4].endswith(" host CPU-s per Gbit")
+    assert kvm[5] == "4.00×"
+
+
+def test_disk_figures_above_native_are_flagged_not_won(tmp_path):
+    """uml's dd read at 337% (ubd has no O_DIRECT) is put down to the host page cache and left
+    out of the verdict, in the tables too; a cache=none disk significantly above native is
+    suspect; at one repetition, only a known cache is named."""
+    from hvbench.report.tables import pct_table
+
+    s = Store(f"sqlite:///{tmp_path}/cached.db")
+    b = RunBuilder(s, inventory={"cores_logical": 2})
+    headline = {"disk.dd.read_mbps", "disk.dd.write_mbps"}
+    platforms = {
+        "native": ("native", {}, 1.0, 1.0),
+        "uml": ("uml", {"disk": {"sync": False}}, 3.37, 0.8),
+        "direct": ("qemu", {"accel": "kvm", "disk": {"cache": "none"}}, 1.3, 0.9),
+        "same": ("qemu", {"accel": "kvm", "disk": {"cache": "writeback"}}, 1.001, 0.9),
+    }
+    for platform, (driver, settings, read, write) in platforms.items():
+        cell = b.cell(platform, "disk", driver=driver, platform_settings=settings)
+        for rep, n in enumerate([-0.01, 0.0, 0.01] if platform != "same" else [-0.05, 0, 0.05]):
+            metrics = {
+                "disk.dd.read_mbps": [500 * read * (1 + n)],
+                "disk.dd.write_mbps": [400 * write * (1 + n)],
+            }
+            b.sample(cell, rep, metrics, headline=headline)
+    a = analyse(s, "latest")
+    uml = a.result("uml", "disk", "disk.dd.read_mbps", 1)
+    assert uml.suspect == "likely the host page cache: UML's ubd has no O_DIRECT"
+    assert a.result("uml", "disk", "disk.dd.write_mbps", 1).suspect is None
+    assert a.result("direct", "disk", "disk.dd.read_mbps", 1).suspect.startswith("suspect")
+    assert a.result("same", "disk", "disk.dd.read_mbps", 1).suspect is None  # within noise
+    lines = verdicts(a)
+    keeps = next(line for line in lines if line.startswith("disk (1 instance"))
+    assert "uml keeps 80% [78–82%] of native" in keeps  # the write alone: the read is not a win
+    above = next(line for line in lines if line.startswith("disk above native"))
+    assert "uml disk.dd.read_mbps 337% (likely the host page cache" in above
+    assert "direct [kvm] disk.dd.read_mbps 130% (suspect" in above
+    pct = pct_table(a, "disk", 1)
+    read = pct.columns.index("disk.dd.read_mbps")
+    assert next(r for r in pct.rows if r[0] == "uml")[read] == "337 [329–345]§"
+    assert any(n.startswith("§ uml: above native, not a win: likely") for n in pct.notes)
+
+    one = Store(f"sqlite:///{tmp_path}/one.db")
+    b = RunBuilder(one)
+    for platform, (driver, settings, read, write) in platforms.items():
+        cell = b.cell(platform, "disk", driver=driver, platform_settings=settings)
+        metrics = {"disk.dd.read_mbps": [500 * read], "disk.dd.write_mbps": [400 * write]}
+        b.sample(cell, 0, metrics, headline=headline)
+    a = analyse(one, "latest")
+    assert a.result("uml", "disk", "disk.dd.read_mbps", 1).suspect.startswith("likely the host")
+    assert a.result("direct", "disk", "disk.dd.read_mbps", 1).suspect is None  # nothing tested

@@ -9,9 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from hvbench.analysis.platforms import label, what_ran
+from hvbench.drivers import DRIVERS
+from hvbench.drivers.qemu import AccelVerdict
 from hvbench.errors import StudyError
 from hvbench.store import Store
-from hvbench.study import default_study, load_study, parse_study
+from hvbench.study import Study, default_study, load_study, parse_study
 
 VALID = """\
 name: demo
@@ -45,6 +48,81 @@ def test_default_study_keeps_only_available_drivers():
     study = default_study({"native"})
     assert {s.driver for s in study.platforms.values()} == {"native"}
     assert study.baseline == "native"
+
+
+def described(study: Study, platform: str, accel: AccelVerdict | None = None) -> dict:
+    """What a driver's describe() records for a platform: its settings, and for qemu and
+    libvirt (qemu URI) the accelerator it resolved (doctor's verdict, for accel: auto)."""
+    settings = study.platforms[platform]
+    info = settings.model_dump(mode="json")
+    if "accel" in info:
+        chosen = accel if settings.accel == "auto" else AccelVerdict(settings.accel, "study")
+        assert chosen is not None
+        info["resolved"] = {"accel": chosen.accel, "accel_reason": chosen.reason}
+    return info
+
+
+def labelled(study: Study, accel: AccelVerdict | None = None) -> dict[str, str]:
+    return {
+        p: label(p, [ran] if (ran := what_ran(s.driver, described(study, p, accel))) else [])
+        for p, s in study.platforms.items()
+    }
+
+
+@pytest.mark.parametrize(
+    "verdict",
+    [AccelVerdict("kvm", "a stock guest reached init"), AccelVerdict("tcg", "no /dev/kvm")],
+)
+def test_default_study_names_what_ran_whatever_doctor_finds(verdict):
+    """No platform name claims an accelerator it may not get; the labels name the one doctor's
+    probe gives accel: auto, and gVisor's interception."""
+    study = default_study(set(DRIVERS))
+    assert {"qemu-virtio", "qemu-emulated"} <= set(study.platforms)
+    labels = labelled(study, verdict)
+    assert labels["qemu-virtio"] == f"qemu-virtio [{verdict.accel}]"
+    assert labels["qemu-emulated"] == f"qemu-emulated [{verdict.accel}]"
+    assert labels["gvisor"] == "gvisor [systrap]"
+    assert {labels[p] for p in ("native", "uml", "container")} == {"native", "uml", "container"}
+
+
+LABELS = """\
+name: labels
+platforms:
+  kvm-virtio: {driver: qemu, accel: auto}
+  kvm: {driver: qemu, accel: kvm}
+  tcg: {driver: qemu, accel: tcg}
+  virtio: {driver: qemu, accel: tcg}
+  lv-kvm: {driver: libvirt, accel: auto}
+  lv-xen: {driver: libvirt, uri: "xen:///system", mode: pvh}
+  xen-pv: {driver: xen, mode: hvm}
+  xen-pvh: {driver: xen, mode: pvh}
+  sandbox-ptrace: {driver: gvisor, platform: ptrace}
+  uml: {driver: uml}
+workloads: [{name: boot}]
+"""
+
+
+def test_labels_name_what_each_driver_ran():
+    """kvm-virtio on a host without KVM is kvm-virtio [tcg]; a name that says what ran stays as
+    it is; xen names its mode (and a name claiming another is corrected), gVisor its
+    interception; uml has nothing to choose."""
+    study = parse_study(LABELS, "labels.yaml")
+    assert labelled(study, AccelVerdict("tcg", "no /dev/kvm")) == {
+        "kvm-virtio": "kvm-virtio [tcg]",
+        "kvm": "kvm",
+        "tcg": "tcg",
+        "virtio": "virtio [tcg]",
+        "lv-kvm": "lv-kvm [tcg]",
+        "lv-xen": "lv-xen [pvh]",
+        "xen-pv": "xen-pv [hvm]",
+        "xen-pvh": "xen-pvh",
+        "sandbox-ptrace": "sandbox-ptrace",
+        "uml": "uml",
+    }
+    assert labelled(study, AccelVerdict("kvm", "probe booted"))["kvm-virtio"] == "kvm-virtio"
+    unresolved = study.platforms["kvm-virtio"].model_dump(mode="json")  # start failed before
+    assert what_ran("qemu", unresolved) is None
+    assert label("kvm-virtio", ["kvm", "tcg"]) == "kvm-virtio [kvm/tcg]"
 
 
 # (study text, line, words the message must contain)

@@ -287,8 +287,8 @@ def compare(
     spreads = [_spread(*obs[k]) for k in shared] if by_run else []
     spreads = [s for s in spreads if np.isfinite(s)]
 
-    def label(k: Key) -> str:
-        return f"{k[0]} / {k[1]} / {k[2]} inst. / {k[3]}"
+    def label(runs: list[RunAnalysis], k: Key) -> str:
+        return f"{runs[0].label(k[0])} / {k[1]} / {k[2]} inst. / {k[3]}"
 
     return Comparison(
         a=runs_a,
@@ -297,7 +297,7 @@ def compare(
         threshold=threshold,
         allowance=allowance,
         changes=changes,
-        only_a=[label(k) for k in in_a if k not in in_b],
-        only_b=[label(k) for k in in_b if k not in in_a],
+        only_a=[label(runs_a, k) for k in in_a if k not in in_b],
+        only_b=[label(runs_b, k) for k in in_b if k not in in_a],
         run_spread=float(np.median(spreads)) if spreads else None,
     )

@@ -6,14 +6,27 @@ instances' process times per sample, well under a millisecond).
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass
 
 import numpy as np
 
+from hvbench.analysis.stats import Summary
+
 NOISY_STEAL = 0.05
 """Steal time above this share of the host's CPU makes a cell's host noisy."""
 HOST_STATES = ("user", "nice", "system", "iowait", "irq", "softirq", "steal", "guest")
+WORK_UNITS = {
+    "KiB/s": ("GiB", 2**20),
+    "KB/s": ("GB", 1e6),
+    "MiB/s": ("GiB", 2**10),
+    "MB/s": ("GB", 1e3),
+    "Mbit/s": ("Gbit", 1e3),
+    "Gbit/s": ("Gbit", 1.0),
+}
+"""Byte and bit rates -> the amount of work a cost is given for, and how many of the rate's
+units make it: CPU-seconds per KiB would be a column of 1e-06."""
 
 
 @dataclass
@@ -59,4 +72,41 @@ def host_cpu_of(samples: list[tuple[int, dict]]) -> HostCpu | None:
         states={s: float(np.mean(v)) for s, v in shares.items()},
         busy_cores=cores_busy,
         instance_cores=float(np.mean(inst)) if inst else None,
+    )
+
+
+@dataclass(frozen=True)
+class WorkCost:
+    """Host CPU for one unit of work, with the 95% interval (NaN where there is none)."""
+
+    mean: float
+    low: float
+    high: float
+    unit: str
+    """ "host CPU-s per GB", "host CPU-s per 1000 events", "host cores per ×native"."""
+
+
+def work_cost(unit: str, per_core: Summary) -> WorkCost | None:
+    """Host CPU per unit of work: the inverse of throughput per busy host core. For a rate of X
+    per second, busy cores per (X/s) are CPU-seconds per X: given per GB, GiB or Gbit for byte
+    and bit rates, per 1000 for counts (operations, events); a figure that is no rate (the cpu
+    composite) costs host cores per unit of it. The interval is the per-core figure's, inverted
+    (a decreasing map keeps its coverage)."""
+    if not per_core.mean > 0:
+        return None
+    if unit in WORK_UNITS:
+        work, scale = WORK_UNITS[unit]
+        what = f"host CPU-s per {work}"
+    elif unit.endswith("/s"):
+        counted = unit.removesuffix("/s")
+        scale = 1000.0
+        what = f"host CPU-s per 1000 {'operations' if counted == '1' else counted}"
+    else:
+        scale, what = 1.0, f"host cores per {unit}"
+
+    def inverse(x: float) -> float:
+        return scale / x if x > 0 else math.nan
+
+    return WorkCost(
+        inverse(per_core.mean), inverse(per_core.ci_high), inverse(per_core.ci_low), what
     )

@@ -18,6 +18,11 @@ Rules the tables rely on (also in the report's footnotes):
 - **Per host core** is the aggregate divided by the host cores busy during the sample
   (busy CPU seconds / wall seconds, from /proc/stat); the CPU a sample measures is that of the
   whole sample, so all metrics of one workload share it.
+- A platform is shown by its **label**: its name, with the accelerator or mode that ran in
+  brackets where the name does not say exactly that (``kvm-virtio [tcg]``; ``platforms.label``).
+- A headline **disk figure above the baseline's** is not a win: a guest cannot beat the host's
+  own path to the medium. It is flagged with its likely cause (the platform's disk path through
+  the host page cache) or as suspect, and left out of the verdict (``platforms.above_baseline``).
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ from sqlalchemy.orm import Session
 from hvbench.analysis.aggregate import is_throughput, overcommit, scaling, series
 from hvbench.analysis.cost import NOISY_STEAL, HostCpu, host_cpu_of
 from hvbench.analysis.normalize import Normalized, normalize, reference
+from hvbench.analysis.platforms import above_baseline, platform_labels, what_ran
 from hvbench.analysis.stats import ALPHA, Summary, geometric_mean, summarize_many, welch
 from hvbench.errors import HvbenchError
 from hvbench.store import MetricView, Store
@@ -56,7 +62,13 @@ class CellInfo:
     workload_name: str
     instances: int
     platform_settings: dict
+    """What the driver's describe() recorded: the settings, and what it resolved from them."""
     workload_settings: dict
+
+    @property
+    def accel(self) -> str | None:
+        """The accelerator or mode its guests ran under (``platforms.what_ran``)."""
+        return what_ran(self.driver, self.platform_settings)
 
 
 @dataclass
@@ -85,6 +97,8 @@ class MetricResult:
     per_core: Summary | None = None
     cost_vs_baseline: float | None = None
     """Host CPU this platform spends for one unit of the work, relative to the baseline."""
+    suspect: str | None = None
+    """Why a figure above the baseline's is not a win (``platforms.above_baseline``)."""
 
 
 @dataclass
@@ -148,6 +162,13 @@ class RunAnalysis:
     started: dict[tuple[int, int], datetime] = field(default_factory=dict)
     """When each (cell id, repetition) started."""
     warnings: list[str] = field(default_factory=list)
+    labels: dict[str, str] = field(default_factory=dict)
+    """Platform -> the name reports give it, with what ran (``platforms.label``)."""
+    ran: dict[str, str | None] = field(default_factory=dict)
+    """Platform -> the accelerator or mode its guests ran under, None if nothing to choose."""
+
+    def label(self, platform: str) -> str:
+        return self.labels.get(platform, platform)
 
     def workloads(self) -> list[str]:
         return list(dict.fromkeys(c.workload for c in self.cells))
@@ -361,8 +382,11 @@ def analyse(store: Store, run_id: str) -> RunAnalysis:
     _mark_headlines(results, grouped)
 
     _compare_to_baseline(results, list(cells.values()), baseline)
+    for r in results:
+        r.suspect = above_baseline(r)
     scaling(results)
     symmetry = _symmetry(results)
+    labels, ran = platform_labels(cells.values())
     analysis = RunAnalysis(
         run_id=run.id,
         study_name=run.study_name,
@@ -390,6 +414,8 @@ def analyse(store: Store, run_id: str) -> RunAnalysis:
         },
         rows=rows,
         started=started,
+        labels=labels,
+        ran=ran,
     )
     analysis.warnings = _warnings(analysis)
     return analysis

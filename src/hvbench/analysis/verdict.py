@@ -14,6 +14,7 @@ import math
 import numpy as np
 
 from hvbench.analysis.normalize import Normalized, normalize, span
+from hvbench.analysis.platforms import auto_reason
 from hvbench.analysis.run import COMPOSITE, MetricResult, RunAnalysis, pick_baseline_cell
 from hvbench.analysis.stats import (
     EQUIVALENT,
@@ -39,8 +40,9 @@ def headline(a: RunAnalysis, workload: str) -> str | None:
 def _headlines(rs: list[MetricResult]) -> list[MetricResult]:
     """What a workload's verdict is judged on: its headline metrics (disk read and write,
     network in and out, the cpu composite), so that side figures (context switches, %CPU,
-    spreads) do not dilute it."""
-    return [r for r in rs if r.headline]
+    spreads) do not dilute it, and figures above native that cannot be wins
+    (``suspect_line``) do not inflate it."""
+    return [r for r in rs if r.headline and not r.suspect]
 
 
 def _at(a: RunAnalysis, workload: str, count: int) -> dict[str, list[MetricResult]]:
@@ -110,18 +112,18 @@ def keeps_line(a: RunAnalysis, workload: str) -> str | None:
         if v is None:
             continue
         n_metrics = max(n_metrics, len(used))
+        name = a.label(platform)
         interval = span(v.pct_low, v.pct_high, lambda x: f"{x:.0f}", "%")
         figure = f"{_pct(v.pct_of_native)} {interval}".strip()
         kind = v.reading()
         if kind in (LOSS, GAIN):
-            texts.append(
-                f"{platform} {figure}" if said else f"{platform} keeps {figure} of {a.baseline}"
-            )
+            base = a.label(a.baseline)
+            texts.append(f"{name} {figure}" if said else f"{name} keeps {figure} of {base}")
             said = True
         elif kind == INCONCLUSIVE:
-            texts.append(f"{platform}: {v.describe()}")
+            texts.append(f"{name}: {v.describe()}")
         else:
-            texts.append(f"{platform} {figure}: {v.describe()}")
+            texts.append(f"{name} {figure}: {v.describe()}")
     if not texts:
         return None
     names = a.metric_names(workload)
@@ -141,9 +143,9 @@ def symmetry_line(a: RunAnalysis, workload: str) -> str | None:
     pairs = [s for s in a.symmetry if s.cell.workload == workload and s.cell.instances == count]
     if not pairs:
         return None
-    symmetric = sorted({s.cell.platform for s in pairs if not s.asymmetric})
+    symmetric = sorted({a.label(s.cell.platform) for s in pairs if not s.asymmetric})
     lossy = [
-        f"{s.cell.platform} loses {_pct(100 * s.gap)} {s.weaker}"
+        f"{a.label(s.cell.platform)} loses {_pct(100 * s.gap)} {s.weaker}"
         + ("" if s.tested else f", {NOT_TESTED} (1 repetition)")
         for s in pairs
         if s.asymmetric
@@ -164,7 +166,7 @@ def cost_line(a: RunAnalysis, workload: str) -> str | None:
         r
         for rs in _at(a, workload, count).values()
         for r in rs
-        if r.name == name and r.per_core is not None and r.per_core.mean > 0
+        if r.name == name and r.per_core is not None and r.per_core.mean > 0 and not r.suspect
     ]
     if len(rs) < 2:
         return None
@@ -173,13 +175,14 @@ def cost_line(a: RunAnalysis, workload: str) -> str | None:
     work = "composite score" if name == COMPOSITE else rs[0].unit
     r = ratio(worst.per_core_values, best.per_core_values)
     times = f"{r.estimate:.1f}×"
-    pair = f"{worst.cell.platform} vs {best.cell.platform}"
+    cheap, dear = a.label(best.cell.platform), a.label(worst.cell.platform)
+    pair = f"{dear} vs {cheap}"
     what = reading(r.low, r.high, r.tested)
     if what == GAIN:
         interval = span(r.low, r.high, lambda x: f"{x:.2f}", "×")
         return (
-            f"{workload}: the same {work} costs {worst.cell.platform} {times} {interval} the host "
-            f"CPU of {best.cell.platform} ({name})"
+            f"{workload}: the same {work} costs {dear} {times} {interval} the host CPU of "
+            f"{cheap} ({name})"
         )
     if what == NOT_TESTED:
         n = min(r.n_a, r.n_b)
@@ -193,8 +196,8 @@ def cost_line(a: RunAnalysis, workload: str) -> str | None:
             f"{name}, {pair})"
         )
     return (
-        f"{workload}: host CPU per {work} {INCONCLUSIVE}: {worst.cell.platform} between "
-        f"{r.low:.2f}× and {r.high:.2f}× that of {best.cell.platform} ({name})"
+        f"{workload}: host CPU per {work} {INCONCLUSIVE}: {dear} between "
+        f"{r.low:.2f}× and {r.high:.2f}× that of {cheap} ({name})"
     )
 
 
@@ -220,16 +223,55 @@ def scaling_line(a: RunAnalysis, workload: str) -> str | None:
         gain = last.aggregate.mean / first.aggregate.mean
         over = ", overcommitted" if last.overcommit else ""
         parts.append(
-            f"{platform} {gain:.1f}× at {last.cell.instances} vs {first.cell.instances} "
+            f"{a.label(platform)} {gain:.1f}× at {last.cell.instances} vs {first.cell.instances} "
             f"({_pct(100 * (last.efficiency or np.nan))} efficiency{over})"
         )
     return f"{workload} scaling of the aggregate: " + "; ".join(parts) if parts else None
 
 
+def suspect_line(a: RunAnalysis, workload: str) -> str | None:
+    """ "disk above native, not a win: uml disk.dd.read_mbps 337% (likely the host page cache:
+    UML's ubd has no O_DIRECT)": the figures ``keeps_line`` leaves out, with their cause."""
+    count = min(a.counts(workload))
+    parts = [
+        f"{a.label(r.cell.platform)} {r.name} {_pct(r.vs_baseline.pct_of_native)} ({r.suspect})"
+        for rs in _at(a, workload, count).values()
+        for r in rs
+        if r.suspect and r.vs_baseline is not None
+    ]
+    if not parts:
+        return None
+    base = a.label(a.baseline) if a.baseline else "the baseline"
+    return f"{workload} above {base}, not a win: " + "; ".join(parts)
+
+
+def ran_line(a: RunAnalysis) -> str | None:
+    """ "qemu-virtio [tcg], qemu-emulated [tcg]: accel auto chose tcg: no /dev/kvm on this
+    host": why platforms left to choose their accelerator did not get KVM."""
+    fell_back: dict[str, list[str]] = {}
+    for c in a.cells:
+        reason = auto_reason(c.platform_settings)
+        if reason is not None and c.accel == "tcg":
+            names = fell_back.setdefault(reason, [])
+            if (name := a.label(c.platform)) not in names:
+                names.append(name)
+    lines = [f"{', '.join(n)}: accel auto chose tcg: {why}" for why, n in fell_back.items()]
+    return "; ".join(lines) or None
+
+
 def verdicts(a: RunAnalysis) -> list[str]:
-    """Every plain-words line of the report's top, workload by workload."""
+    """Every plain-words line of the report's top: what ran where it was left to choose, then
+    workload by workload."""
     out = []
+    if (line := ran_line(a)) is not None:
+        out.append(line)
     for w in a.workloads():
-        lines = (keeps_line(a, w), symmetry_line(a, w), cost_line(a, w), scaling_line(a, w))
+        lines = (
+            keeps_line(a, w),
+            suspect_line(a, w),
+            symmetry_line(a, w),
+            cost_line(a, w),
+            scaling_line(a, w),
+        )
         out.extend(line for line in lines if line is not None)
     return out

@@ -12,6 +12,7 @@ from hvbench.analysis.compare import (
     Change,
     Comparison,
 )
+from hvbench.analysis.run import RunAnalysis
 from hvbench.report.tables import Table, with_ci
 
 
@@ -25,8 +26,8 @@ def _level(c: Comparison) -> int:
     return round(100 * (1 - c.alpha))
 
 
-def _where(ch: Change) -> str:
-    return f"{ch.platform} / {ch.workload} / {ch.instances} inst. / {ch.name}"
+def _where(c: Comparison, ch: Change) -> str:
+    return f"{platform_label(c, ch.platform)} / {ch.workload} / {ch.instances} inst. / {ch.name}"
 
 
 def observations(c: Comparison) -> str:
@@ -43,6 +44,28 @@ def observations(c: Comparison) -> str:
         f"observations: repetitions, with a run-to-run allowance of {100 * c.allowance:.1f}% "
         "per run (--allowance); A and B interleaved as two platforms of one study need none"
     )
+
+
+def ran_on(runs: list[RunAnalysis], platform: str) -> str | None:
+    """What a platform ran under (accelerator, mode) in a side's runs; "kvm/tcg" where they
+    disagree."""
+    seen = list(dict.fromkeys(r.ran.get(platform) for r in runs))
+    return seen[0] if len(seen) == 1 else "/".join(s or "n/a" for s in seen)
+
+
+def platform_label(c: Comparison, platform: str) -> str:
+    """The platform's label, or, where A and B ran it under different accelerators or modes,
+    both (``qemu-virtio [kvm → tcg]``): its change then measures that too."""
+    ran_a, ran_b = ran_on(c.a, platform), ran_on(c.b, platform)
+    if ran_a == ran_b:
+        return c.b[-1].label(platform)
+    return f"{platform} [{ran_a or 'n/a'} → {ran_b or 'n/a'}]"
+
+
+def _ran_apart(c: Comparison) -> list[str]:
+    """The shared platforms that ran under different accelerators or modes in A and B."""
+    shared = dict.fromkeys(ch.platform for ch in c.changes)
+    return [p for p in shared if ran_on(c.a, p) != ran_on(c.b, p)]
 
 
 def changes_table(c: Comparison) -> Table:
@@ -82,7 +105,7 @@ def changes_table(c: Comparison) -> Table:
         j = ch.judged
         t.rows.append(
             [
-                ch.platform,
+                platform_label(c, ch.platform),
                 ch.workload,
                 str(ch.instances),
                 f"{ch.name} ({ch.unit}) {'↑' if ch.higher_is_better else '↓'}",
@@ -100,14 +123,18 @@ def changes_table(c: Comparison) -> Table:
 
 
 def summary_lines(c: Comparison) -> list[str]:
-    """Plain-words outcome: headline regressions first, or that there are none; then what is
-    inconclusive, the other metrics, and what one observation was."""
+    """Plain-words outcome: platforms that ran differently in A and B, then headline
+    regressions or that there are none; then what is inconclusive, the other metrics, and what
+    one observation was."""
     heads, others = c.family(True), c.family(False)
     level = _level(c)
-    out = []
+    out = [
+        f"{platform_label(c, p)}: ran differently in A and B, so its changes measure that too"
+        for p in _ran_apart(c)
+    ]
     for ch in c.regressions:
         out.append(
-            f"regression: {_where(ch)}: {100 * abs(ch.change):.1f}% "
+            f"regression: {_where(c, ch)}: {100 * abs(ch.change):.1f}% "
             f"{'lower' if ch.change < 0 else 'higher'} ({level}% CI {_signed(ch.ci_low)} … "
             f"{_signed(ch.ci_high)}, Holm p = {ch.judged.p_holm:.2g})"
         )
@@ -118,17 +145,18 @@ def summary_lines(c: Comparison) -> list[str]:
         )
     for ch in c.unsettled:
         if ch.verdict == NOT_TESTED:
-            out.append(f"not tested: {_where(ch)}: fewer than 2 observations on a side")
+            out.append(f"not tested: {_where(c, ch)}: fewer than 2 observations on a side")
         else:
             out.append(
-                f"inconclusive: {_where(ch)}: between {_signed(ch.ci_low)} and "
+                f"inconclusive: {_where(c, ch)}: between {_signed(ch.ci_low)} and "
                 f"{_signed(ch.ci_high)}; could detect {100 * ch.judged.detectable:.1f}%"
             )
     worse = [ch for ch in others if ch.verdict == REGRESSION]
     if others:
         out.append(
             f"{len(worse)} of {len(others)} other metrics significantly worse (not gating; "
-            "Holm's step-down over them)" + (": " + ", ".join(map(_where, worse)) if worse else "")
+            "Holm's step-down over them)"
+            + (": " + ", ".join(_where(c, ch) for ch in worse) if worse else "")
         )
     improvements = sum(ch.verdict == IMPROVEMENT for ch in c.changes)
     if improvements:

@@ -2,7 +2,10 @@
 
 Views: ``single`` (per-instance value), ``aggregate`` (sum over instances), ``per_core``
 (aggregate per busy host core). Numbers are written at full precision; empty means "not
-applicable".
+applicable". Every row names what ran: ``accel`` (kvm or tcg, pv/pvh/hvm, systrap/ptrace; empty
+for drivers with nothing to choose), ``label`` (the name the report gives the platform) and
+``platform_settings`` (the settings that define it, as compact JSON); ``headline`` says whether
+the metric is its workload's answer, ``suspect`` why a figure above the baseline is not a win.
 
 Against the baseline: ``pct_of_baseline`` (% of native, 100 = native, less is worse in either
 direction) and ``ratio_to_baseline`` (mean / baseline's mean), each with the bounds of its 95%
@@ -17,9 +20,11 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import math
 
 from hvbench.analysis.normalize import Normalized
+from hvbench.analysis.platforms import defining_settings
 from hvbench.analysis.run import MetricResult, RunAnalysis
 from hvbench.analysis.stats import Summary
 
@@ -28,6 +33,8 @@ COLUMNS = [
     "study",
     "platform",
     "driver",
+    "accel",
+    "label",
     "workload",
     "instances",
     "metric",
@@ -56,6 +63,9 @@ COLUMNS = [
     "scaling_efficiency",
     "overcommit",
     "host_cpu_vs_baseline",
+    "headline",
+    "suspect",
+    "platform_settings",
 ]
 
 
@@ -83,6 +93,9 @@ def render(a: RunAnalysis) -> str:
     w.writerow(COLUMNS)
     for r in a.results:
         c = r.cell
+        settings = json.dumps(
+            defining_settings(c.platform_settings), separators=(",", ":"), sort_keys=True
+        )
         for view, s, norm in _views(r):
             w.writerow(
                 [
@@ -90,6 +103,8 @@ def render(a: RunAnalysis) -> str:
                     a.study_name,
                     c.platform,
                     c.driver,
+                    c.accel or "",
+                    a.label(c.platform),
                     c.workload,
                     c.instances,
                     r.name,
@@ -118,6 +133,9 @@ def render(a: RunAnalysis) -> str:
                     _f(r.efficiency) if view == "aggregate" else "",
                     "" if r.overcommit is None else r.overcommit,
                     _f(r.cost_vs_baseline) if view == "per_core" else "",
+                    r.headline,
+                    r.suspect or "",
+                    settings,
                 ]
             )
     return buf.getvalue()

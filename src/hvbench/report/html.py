@@ -18,6 +18,7 @@ from hvbench.analysis.run import RunAnalysis
 from hvbench.analysis.verdict import headline, verdicts
 from hvbench.report.comparison import changes_table, summary_lines
 from hvbench.report.tables import (
+    SUSPECT,
     Table,
     cost_table,
     host_table,
@@ -62,7 +63,7 @@ def render(a: RunAnalysis) -> str:
         if name is not None:
             figs += _svg(plots.scaling(a, w, name))
         sections.append(_Section(w, figs, workload_tables(a, w)))
-    platforms = {c.platform: c.platform_settings for c in a.cells}
+    platforms = {a.label(c.platform): c.platform_settings for c in a.cells}
     workloads = {c.workload: c.workload_settings for c in a.cells}
     return _ENV.get_template("report.html.j2").render(
         a=a,
@@ -81,6 +82,8 @@ def render(a: RunAnalysis) -> str:
         workload_settings=[(k, _pretty(v)) for k, v in workloads.items()],
         artifacts=[(k, _pretty(v)) for k, v in sorted(a.artifacts.items())],
         muted=muted,
+        suspect_mark=SUSPECT,
+        baseline_label=a.label(a.baseline) if a.baseline else None,
     )
 
 

@@ -1,14 +1,16 @@
 """JSON lines: one sample per line (metric, value, unit, metadata), the shape of
 PerfKitBenchmarker's samples, so that dashboards that read those read hvbench's too.
 
-One line per metric of one instance in one repetition. Its metadata carries the cell's
-per-instance figure against the baseline, so that no line can be read without its
-uncertainty: ``pct_of_baseline`` (% of native, 100 = native, less is worse), its 95% interval
-``pct_of_baseline_ci_low``/``_high`` (Fieller's; null when not tested or unbounded),
-``n``/``n_baseline`` (repetitions on each side) and ``vs_baseline``: loss, gain, no significant
-difference (the interval within ±5%), inconclusive (null bounds: unbounded), not tested (fewer
-than 2 repetitions on a side) or baseline. Other derived figures (aggregates, per-core costs)
-are the CSV's business.
+One line per metric of one instance in one repetition. Its metadata names what ran: ``accel``
+(kvm or tcg, pv/pvh/hvm, systrap/ptrace; null for drivers with nothing to choose), ``label``
+(the name the report gives the platform) and ``platform_settings`` (the settings that define
+it); and it carries the cell's per-instance figure against the baseline, so that no line can be
+read without its uncertainty: ``pct_of_baseline`` (% of native, 100 = native, less is worse),
+its 95% interval ``pct_of_baseline_ci_low``/``_high`` (Fieller's; null when not tested or
+unbounded), ``n``/``n_baseline`` (repetitions on each side) and ``vs_baseline``: loss, gain, no
+significant difference (the interval within ±5%), inconclusive (null bounds: unbounded), not
+tested (fewer than 2 repetitions on a side) or baseline. Other derived figures (aggregates,
+per-core costs) are the CSV's business.
 """
 
 from __future__ import annotations
@@ -18,7 +20,9 @@ import math
 from datetime import UTC, datetime
 
 from hvbench.analysis.compare import Comparison
+from hvbench.analysis.platforms import defining_settings
 from hvbench.analysis.run import MetricResult, RunAnalysis
+from hvbench.report.comparison import platform_label, ran_on
 
 
 def _epoch(when: datetime | None) -> float | None:
@@ -34,6 +38,9 @@ def render(a: RunAnalysis) -> str:
             "study": a.study_name,
             "platform": c.platform,
             "driver": c.driver,
+            "accel": c.accel,
+            "label": a.label(c.platform),
+            "platform_settings": defining_settings(c.platform_settings),
             "workload": c.workload,
             "instances": c.instances,
             "baseline": a.baseline,
@@ -110,6 +117,9 @@ def render_comparison(c: Comparison) -> str:
                         "observations": "runs" if c.by_run else "repetitions",
                         "allowance": c.allowance,
                         "platform": ch.platform,
+                        "label": platform_label(c, ch.platform),
+                        "accel_a": ran_on(c.a, ch.platform),
+                        "accel_b": ran_on(c.b, ch.platform),
                         "workload": ch.workload,
                         "instances": ch.instances,
                         "unit": ch.unit,

@@ -10,7 +10,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from hvbench.analysis.cost import HOST_STATES
+from hvbench.analysis.cost import HOST_STATES, work_cost
 from hvbench.analysis.normalize import Normalized, span
 from hvbench.analysis.run import ASYMMETRY, COMPOSITE, CellInfo, MetricResult, RunAnalysis
 from hvbench.analysis.stats import EQUIVALENT, INCONCLUSIVE, NOT_TESTED, PRACTICAL, Summary
@@ -45,6 +45,8 @@ NOT_TESTED_NOTE = (
     "not tested: fewer than 2 repetitions on a side, so a single measurement with no interval "
     "and no test"
 )
+SUSPECT = "§"
+"""Marks a figure above the baseline that cannot be a win (``MetricResult.suspect``)."""
 
 
 @dataclass
@@ -123,15 +125,15 @@ def relative(v: Normalized, kind: str = "pct") -> str:
 
 def muted(cell: str) -> bool:
     """A relative figure that states no difference (HTML greys it)."""
-    return cell.endswith((NOT_SIGNIFICANT, INCONCLUSIVE_MARK)) or NOT_TESTED in cell
+    return NOT_SIGNIFICANT in cell or INCONCLUSIVE_MARK in cell or NOT_TESTED in cell
 
 
 def relative_notes(cells: list[str]) -> list[str]:
     """The footnotes that the relative figures in ``cells`` need."""
     notes = [CI_NOTE] if any("[" in c for c in cells) else []
-    if any(c.endswith(NOT_SIGNIFICANT) for c in cells):
+    if any(NOT_SIGNIFICANT in c for c in cells):
         notes.append(NS_NOTE)
-    if any(c.endswith(INCONCLUSIVE_MARK) for c in cells):
+    if any(INCONCLUSIVE_MARK in c for c in cells):
         notes.append(INCONCLUSIVE_NOTE)
     if any(NOT_TESTED in c for c in cells):
         notes.append(NOT_TESTED_NOTE)
@@ -182,7 +184,7 @@ def values_table(a: RunAnalysis, workload: str, count: int) -> Table:
             with_ci(r.single) if r else a.text_only.get((p, workload, name, count), "")
             for name, r in zip(names, row, strict=True)
         ]
-        t.rows.append([p, str(n), *cells])
+        t.rows.append([a.label(p), str(n), *cells])
     return t
 
 
@@ -195,21 +197,34 @@ def _relative_table(
     cols = [
         i
         for i, col in enumerate(zip(*grid, strict=True))
-        if any(r and r.vs_baseline for r in col)
+        if any(r and r.vs_baseline and r.headline for r in col)
         and (not only_lower or not next(r for r in col if r).higher_is_better)
     ]
     if not cols:
         return None
     names = [next(r for r in (row[i] for row in grid) if r).name for i in cols]
     t = Table(f"{_count_title(workload, count)}: {title}", ["platform", *names], kind=kind)
+    suspects: dict[str, str] = {}
     for p, row in zip(platforms, grid, strict=True):
-        cells = [
-            relative(r.vs_baseline, kind) if r is not None and r.vs_baseline is not None else ""
-            for r in (row[i] for i in cols)
-        ]
-        t.rows.append([p, *cells])
+        cells = []
+        for i in cols:
+            r = row[i]
+            if r is None or r.vs_baseline is None or not r.headline:
+                cells.append("")
+                continue
+            text = relative(r.vs_baseline, kind)
+            if r.suspect:
+                text += SUSPECT
+                suspects.setdefault(a.label(p), r.suspect)
+            cells.append(text)
+        t.rows.append([a.label(p), *cells])
     t.notes.append(note)
+    t.notes.append("headline metrics only; side figures are in the report's detail tables")
     t.notes.extend(relative_notes([c for row in t.rows for c in row[1:]]))
+    t.notes.extend(
+        f"{SUSPECT} {p}: above {a.label(a.baseline)}, not a win: {why}"
+        for p, why in suspects.items()
+    )
     return t
 
 
@@ -284,7 +299,7 @@ def statistics_table(a: RunAnalysis, workload: str) -> Table:
         ci = f"{num(s.ci_low)} – {num(s.ci_high)}" if s.n > 1 else "n/a"
         t.rows.append(
             [
-                r.cell.platform,
+                a.label(r.cell.platform),
                 str(r.cell.instances),
                 r.name,
                 str(s.n),
@@ -321,7 +336,8 @@ def scaling_table(a: RunAnalysis, workload: str) -> Table | None:
         notes=[
             "aggregate = sum over the instances, mean ±95% CI over repetitions; spread = "
             "min–max of the instances' means; efficiency = aggregate / (N × aggregate per "
-            "instance at the smallest count); overcommit = more vCPUs than host cores"
+            "instance at the smallest count); overcommit = more vCPUs than host cores; "
+            "aggregate % of the baseline for headline metrics only"
         ],
     )
     order = {p: i for i, p in enumerate(a.platforms)}
@@ -329,10 +345,10 @@ def scaling_table(a: RunAnalysis, workload: str) -> Table | None:
     for r in sorted(
         rows, key=lambda r: (order[r.cell.platform], metric_order[r.name], r.cell.instances)
     ):
-        agg = r.aggregate_vs_baseline
+        agg = r.aggregate_vs_baseline if r.headline else None
         t.rows.append(
             [
-                r.cell.platform,
+                a.label(r.cell.platform),
                 r.name,
                 str(r.cell.instances),
                 with_ci(r.single),
@@ -372,7 +388,7 @@ def symmetry_table(a: RunAnalysis) -> Table | None:
         t.rows.append(
             [
                 s.cell.workload,
-                s.cell.platform,
+                a.label(s.cell.platform),
                 str(s.cell.instances),
                 s.inbound.name.replace("inbound", "{in,out}bound"),
                 with_ci(s.inbound.single),
@@ -420,7 +436,7 @@ def host_table(a: RunAnalysis) -> Table | None:
         t.rows.append(
             [
                 c.workload,
-                c.platform,
+                a.label(c.platform),
                 str(c.instances),
                 f"{100 * h.busy:.2f}",
                 *(f"{100 * h.states.get(s, 0.0):.2f}" for s in HOST_STATES),
@@ -432,12 +448,16 @@ def host_table(a: RunAnalysis) -> Table | None:
 
 
 def cost_table(a: RunAnalysis) -> Table | None:
-    """Throughput per busy host core and the host CPU the same work needs."""
+    """The host CPU one unit of the work costs (per GB, per Gbit, ...), for headline metrics."""
     key = _cell_order(a)
-    rows = sorted((r for r in a.results if r.per_core is not None), key=lambda r: key(r.cell))
-    if not rows:
+    rows = sorted(
+        (r for r in a.results if r.headline and r.per_core is not None and not r.suspect),
+        key=lambda r: key(r.cell),
+    )
+    costs = [(r, c) for r in rows if (c := work_cost(r.unit, r.per_core)) is not None]
+    if not costs:
         return None
-    base = a.baseline or "baseline"
+    base = a.label(a.baseline) if a.baseline else "baseline"
     t = Table(
         "host CPU cost of the work",
         [
@@ -445,23 +465,27 @@ def cost_table(a: RunAnalysis) -> Table | None:
             "metric",
             "platform",
             "instances",
-            "per busy host core",
+            "host CPU per unit of work",
             f"host CPU for the same work (× {base})",
         ],
         kind="cost",
         notes=[
-            "aggregate throughput / host cores busy during the sample, mean ±95% CI; "
-            f"× {base}: how much more host CPU the platform spends than {base} for one unit of work"
+            "host cores busy during the sample / aggregate throughput: for a rate, the host "
+            "CPU-seconds one unit of work takes (per GB, per Gbit, per 1000 operations), mean "
+            "±half its 95% CI; headline metrics only",
+            f"× {base}: how much more host CPU the platform spends than {base} for one unit of "
+            "work",
         ],
     )
-    for r in rows:
+    for r, c in costs:
+        spread = f" ±{num((c.high - c.low) / 2)}" if math.isfinite(c.high - c.low) else ""
         t.rows.append(
             [
                 r.cell.workload,
                 r.name,
-                r.cell.platform,
+                a.label(r.cell.platform),
                 str(r.cell.instances),
-                f"{with_ci(r.per_core)} {r.unit}/core",
+                f"{num(c.mean)}{spread} {c.unit}",
                 f"{r.cost_vs_baseline:.2f}×" if r.cost_vs_baseline is not None else "",
             ]
         )
