@@ -161,7 +161,7 @@ def test_interrupt_cleans_up_and_marks_the_run(tmp_path, sig):
     ("adaptive", "expected"),
     [
         ("{ci_target: 0.000001, max_repetitions: 4}", 4),  # never precise enough: stops at max
-        ("{ci_target: 100, max_repetitions: 4}", 3),  # precise at once: the minimum of three
+        ("{ci_target: 100, max_repetitions: 6}", 5),  # precise at once, yet not before five
         ("{ci_target: 0.000001, max_repetitions: 4, budget_minutes: 0.0001}", 2),  # no time
     ],
 )

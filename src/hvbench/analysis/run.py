@@ -496,7 +496,7 @@ def _warnings(a: RunAnalysis) -> list[str]:
             out.append(f"{where}: noisy, CV {100 * r.single.cv:.1f}% over {r.single.n} repetitions")
         if r.single.outliers:
             vals = ", ".join(f"{r.single_values[i]:.4g}" for i in r.single.outliers)
-            out.append(f"{where}: outlier repetition(s) by MAD: {vals}")
+            out.append(f"{where}: outlier repetition(s): {vals}")
     for cid, h in a.host_cpu.items():
         if h.states.get("steal", 0.0) > NOISY_STEAL:
             c = next(c for c in a.cells if c.id == cid)

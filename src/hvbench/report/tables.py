@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from hvbench.analysis.cost import HOST_STATES
 from hvbench.analysis.run import COMPOSITE, CellInfo, MetricResult, RunAnalysis
-from hvbench.analysis.stats import Summary
+from hvbench.analysis.stats import OUTLIER_LEVEL, OUTLIER_MIN_REL, Summary, null_threshold
 
 HOST_KEYS = (
     "hostname",
@@ -231,8 +231,12 @@ def statistics_table(a: RunAnalysis, workload: str) -> Table:
         kind="statistics",
         notes=[
             "per-instance figure over repetitions; CI of the mean (Student's t below 10 "
-            "repetitions, else BCa bootstrap widened for small n); outliers by median absolute "
-            "deviation (modified z > 3.5 and more than 2% off the median), from 5 repetitions"
+            "repetitions, else BCa bootstrap widened for small n); outliers: repetitions further "
+            "from the mean of the others, in their standard deviations, than 1 clean cell in "
+            f"{round(1 / OUTLIER_LEVEL)} has one at that n "
+            f"({null_threshold('outlier', 5, OUTLIER_LEVEL):.1f} at n = 5, "
+            f"{null_threshold('outlier', 10, OUTLIER_LEVEL):.1f} at 10), and more than "
+            f"{100 * OUTLIER_MIN_REL:.0f}% off the median; from 5 repetitions"
         ],
     )
     key = _cell_order(a)
