@@ -55,6 +55,22 @@ class CellInfo:
     instances: int
     platform_settings: dict
     workload_settings: dict
+    key: str = ""
+    """The study's key of the cell (platform|workload|count), as the runner knows it."""
+
+
+def cell_info(c: CellRow) -> CellInfo:
+    return CellInfo(
+        c.id,
+        c.platform,
+        c.driver,
+        c.workload,
+        c.workload_name,
+        c.instances,
+        dict(c.platform_settings or {}),
+        dict(c.workload_settings or {}),
+        c.key,
+    )
 
 
 @dataclass
@@ -256,19 +272,7 @@ def analyse(store: Store, run_id: str) -> RunAnalysis:
     cell_rows = store.cells(run.id)
     if not cell_rows:
         raise HvbenchError(f"run {run.id} has no cells yet; nothing to report")
-    cells = {
-        c.id: CellInfo(
-            c.id,
-            c.platform,
-            c.driver,
-            c.workload,
-            c.workload_name,
-            c.instances,
-            dict(c.platform_settings or {}),
-            dict(c.workload_settings or {}),
-        )
-        for c in cell_rows
-    }
+    cells = {c.id: cell_info(c) for c in cell_rows}
     platforms = list(dict.fromkeys(c.platform for c in cells.values()))
     drivers = {c.platform: c.driver for c in cells.values()}
     baseline = baseline_of(run.study_text, drivers)
@@ -388,21 +392,45 @@ def analyse(store: Store, run_id: str) -> RunAnalysis:
     return analysis
 
 
-def _mark_headlines(results: list[MetricResult], grouped: _Grouped) -> None:
+def _headline_names(grouped: _Grouped, cell_id: int, names: list[str]) -> set[str]:
     """The cpu composite stands for its cell (its sub-scores do not); the rest is the
     workloads' own flag. Runs stored before the flag existed get the rule that judged them
     then: every throughput metric, else the cell's first metric."""
+    if COMPOSITE in names:
+        return {COMPOSITE}
+    flags = [grouped.headline.get((cell_id, n)) for n in names]
+    if any(f is not None for f in flags):
+        return {n for n, f in zip(names, flags, strict=True) if f}
+    return set([n for n in names if is_throughput(*grouped.meta[(cell_id, n)])] or names[:1])
+
+
+def _mark_headlines(results: list[MetricResult], grouped: _Grouped) -> None:
     by_cell: dict[int, list[MetricResult]] = defaultdict(list)
     for r in results:
         by_cell[r.cell.id].append(r)
     for cid, rs in by_cell.items():
-        if any(r.name == COMPOSITE for r in rs):
-            for r in rs:
-                r.headline = r.name == COMPOSITE
-        elif all(grouped.headline.get((cid, r.name)) is None for r in rs):
-            chosen = [r for r in rs if r.throughput] or rs[:1]
-            for r in rs:
-                r.headline = r in chosen
+        chosen = _headline_names(grouped, cid, [r.name for r in rs])
+        for r in rs:
+            r.headline = r.name in chosen
+
+
+def headline_singles(
+    rows: list[MetricView], cells: dict[int, CellInfo]
+) -> dict[tuple[int, str], np.ndarray]:
+    """(cell id, headline metric) -> its per-instance figure in each repetition: what adaptive
+    repetitions judge a cell's precision by. The cpu composite is the geometric mean of the raw
+    sub-scores here; the baseline's means would scale it by a constant, which leaves its
+    interval relative to its mean as it is."""
+    grouped = _Grouped(rows)
+    _composite_rows(grouped, cells, {})
+    names: dict[int, list[str]] = defaultdict(list)
+    for cid, name in grouped.values:
+        names[cid].append(name)
+    return {
+        (cid, name): series(grouped.values[(cid, name)], cells[cid].instances).single
+        for cid, ns in names.items()
+        for name in _headline_names(grouped, cid, ns)
+    }
 
 
 def _samples(store: Store, run_id: str) -> list[tuple]:
