@@ -1,5 +1,6 @@
 """What a cell's figures say about themselves: outliers, bimodal cells, starved instances and
-adaptive repetitions, checked by seeded simulations through hvbench's own functions."""
+adaptive repetitions, checked by seeded simulations through hvbench's own functions; composites
+with gaps on runs in a real store."""
 
 from __future__ import annotations
 
@@ -7,8 +8,11 @@ import functools
 
 import numpy as np
 import pytest
+from test_analysis import RunBuilder
 
+from hvbench.analysis import analyse
 from hvbench.analysis.aggregate import series
+from hvbench.analysis.run import COMPOSITE
 from hvbench.analysis.stats import (
     bimodal,
     needs_more,
@@ -16,6 +20,12 @@ from hvbench.analysis.stats import (
     repetitions_for,
     summarize_many,
 )
+from hvbench.store import Store
+
+
+@pytest.fixture
+def store(tmp_path) -> Store:
+    return Store(f"sqlite:///{tmp_path}/results.db")
 
 
 def _flag_rate(flag, n: int, cells: int = 4000, cv: float = 0.05, seed: int = 1) -> float:
@@ -128,3 +138,41 @@ def test_starved_instance_is_found_and_clean_cells_are_not_flagged():
         cells = rng.normal(100, 100 * cv, (1000, reps, 4))
         alarms = np.mean([bool(series(_four_instances(c), 4).starved(True)) for c in cells])
         assert alarms <= at_most, (cv, reps)
+
+
+def test_a_zero_sub_score_is_named_not_dropped_silently(store):
+    b = RunBuilder(store)
+    native, kvm, tcg = b.cell("native", "cpu"), b.cell("kvm", "cpu"), b.cell("tcg", "cpu")
+    for rep in range(3):
+        b.sample(native, rep, {"cpu.a.ops": [100.0], "cpu.b.ops": [400.0]})
+        b.sample(kvm, rep, {"cpu.a.ops": [50.0], "cpu.b.ops": [0.0 if rep == 1 else 400.0]})
+        b.sample(tcg, rep, {"cpu.a.ops": [0.0], "cpu.b.ops": [40.0]})
+    a = analyse(store, "latest")
+    assert a.result("kvm", "cpu", COMPOSITE, 1).single.n == 2
+    assert a.result("tcg", "cpu", COMPOSITE, 1) is None
+    assert (
+        f"kvm / cpu / 1 inst.: {COMPOSITE} leaves out repetition 1: cpu.b.ops was 0 (a "
+        "geometric mean cannot hold a value of 0 or less)" in a.warnings
+    )
+    assert (
+        f"tcg / cpu / 1 inst.: no {COMPOSITE} at all (its % of the baseline reads n/a): "
+        "cpu.a.ops was 0 (a geometric mean cannot hold a value of 0 or less)" in a.warnings
+    )
+
+
+def test_a_zero_in_the_baseline_does_not_skew_every_composite(store):
+    b = RunBuilder(store)
+    native, kvm = b.cell("native", "cpu"), b.cell("kvm", "cpu")
+    for rep in range(3):
+        b.sample(native, rep, {"cpu.a.ops": [0.0 if rep == 2 else 100.0], "cpu.b.ops": [400.0]})
+        b.sample(kvm, rep, {"cpu.a.ops": [50.0], "cpu.b.ops": [400.0], "cpu.c.ops": [1.0]})
+    a = analyse(store, "latest")
+    assert a.result("kvm", "cpu", COMPOSITE, 1).single.mean == pytest.approx(np.sqrt(0.5))
+    assert any(
+        w.startswith(f"native / cpu / 1 inst.: {COMPOSITE} leaves out repetition 2")
+        for w in a.warnings
+    )
+    assert (
+        f"cpu: cpu.c.ops is left out of its {COMPOSITE}: native has no value of it above 0 to "
+        "normalize by" in a.warnings
+    )

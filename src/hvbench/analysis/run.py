@@ -9,8 +9,9 @@ Rules the tables rely on (also in the report's footnotes):
   (native usually runs once, with the whole host), else its lowest.
 - The **cpu composite** (``cpu.composite.score``) is, per repetition and instance, the
   geometric mean of every higher-is-better metric of a ``cpu`` workload, each divided by the
-  baseline's single-instance mean of that metric (sub-scores the baseline lacks are left out;
-  without a baseline, the geometric mean of the raw values).
+  baseline's single-instance mean of that metric (sub-scores the baseline lacks or measured as
+  0 are left out; without a baseline, the geometric mean of the raw values). A repetition whose
+  sub-score is 0 or missing has no composite: a warning names it.
 - **Scaling efficiency** at N instances is aggregate(N) / (N/m · aggregate(m)) with m the
   platform's smallest count: 100% means every added instance adds as much as the first.
 - **Per host core** is the aggregate divided by the host cores busy during the sample
@@ -234,36 +235,74 @@ class _Grouped:
 
 
 def _composite_rows(
-    grouped: _Grouped, cells: dict[int, CellInfo], baseline_means: dict[tuple[str, str], float]
-) -> None:
+    grouped: _Grouped,
+    cells: dict[int, CellInfo],
+    baseline_means: dict[tuple[str, str], float],
+    baseline: str | None = None,
+) -> list[str]:
     """Add ``cpu.composite.score`` to every cpu cell: geometric mean of normalized sub-scores.
 
-    Sub-scores the baseline did not measure are left out (they have nothing to be normalized
-    by); without any baseline figures for the workload, the raw sub-scores are used.
+    Sub-scores the baseline did not measure (or measured as 0) are left out (they have nothing to
+    be normalized by); without any baseline figures for the workload, the raw sub-scores are
+    used. A repetition (and instance) with a sub-score of 0 or none has no composite, for a
+    geometric mean cannot hold a zero. Returns one line per such gap: which sub-score, where,
+    and why, so that no figure goes missing silently.
     """
     by_cell: dict[int, list[str]] = defaultdict(list)
     for (cell_id, name), (_unit, hib) in grouped.meta.items():
         if cells[cell_id].workload_name == CPU_WORKLOAD and hib and name != COMPOSITE:
             by_cell[cell_id].append(name)
+    notes: list[str] = []
+    left_out: dict[str, set[str]] = defaultdict(set)
     for cell_id, names in by_cell.items():
-        workload = cells[cell_id].workload
-        base = {n: m for (w, n), m in baseline_means.items() if w == workload and m > 0}
+        cell = cells[cell_id]
+        base = {n: m for (w, n), m in baseline_means.items() if w == cell.workload}
         if base:
+            left_out[cell.workload].update(n for n in names if n not in base)
             names = [n for n in names if n in base]
-        table: dict[tuple[int, int], list[float]] = defaultdict(list)
+        table: dict[tuple[int, int], dict[str, float]] = defaultdict(dict)
         for name in names:
-            scale = base.get(name, 1.0)
             for rep, inst, value in grouped.values.get((cell_id, name), np.empty((0, 3))):
-                table[(int(rep), int(inst))].append(value / scale)
-        rows = [
-            (rep, inst, geometric_mean(v))
-            for (rep, inst), v in sorted(table.items())
-            if len(v) == len(names)
-        ]
-        rows = [r for r in rows if math.isfinite(r[2])]
+                table[(int(rep), int(inst))][name] = value
+        rows = []
+        gaps: dict[tuple[str, bool], list[tuple[int, int]]] = defaultdict(list)
+        for (rep, inst), got in sorted(table.items()):
+            zero = [f"{n} was {got[n]:g}" for n in names if n in got and not got[n] > 0]
+            missing = [f"{n} has no value" for n in names if n not in got]
+            if zero or missing:
+                gaps[("; ".join(zero + missing), bool(zero))].append((rep, inst))
+            else:
+                rows.append((rep, inst, geometric_mean([got[n] / base.get(n, 1.0) for n in names])))
+        notes += [_composite_gap(cell, why, at, bool(rows)) for why, at in gaps.items()]
         if rows:
             grouped.values[(cell_id, COMPOSITE)] = np.array(rows, dtype=float)
             grouped.meta[(cell_id, COMPOSITE)] = ("×native" if base else "score", True)
+    for workload, names in left_out.items():
+        notes += [
+            f"{workload}: {n} is left out of its {COMPOSITE}: {baseline} has no value of it above "
+            "0 to normalize by"
+            for n in sorted(names)
+        ]
+    return notes
+
+
+def _composite_gap(
+    cell: CellInfo, why: tuple[str, bool], at: list[tuple[int, int]], some_left: bool
+) -> str:
+    """One line: where a composite lost repetitions (or all of them) and which sub-score did it;
+    ``why`` is the sub-scores' text and whether one of them was 0 (rather than missing)."""
+    if not some_left:
+        lost = f"no {COMPOSITE} at all (its % of the baseline reads n/a)"
+    elif cell.instances > 1:
+        lost = f"{COMPOSITE} leaves out (repetition, instance) " + ", ".join(
+            f"({r}, {i})" for r, i in at
+        )
+    else:
+        lost = f"{COMPOSITE} leaves out {_reps([r for r, _ in at])}"
+    text, zero = why
+    if zero:
+        text += " (a geometric mean cannot hold a value of 0 or less)"
+    return f"{cell.platform} / {cell.workload} / {cell.instances} inst.: {lost}: {text}"
 
 
 def analyse(store: Store, run_id: str) -> RunAnalysis:
@@ -304,9 +343,12 @@ def analyse(store: Store, run_id: str) -> RunAnalysis:
             if pick is not c:
                 continue
             for (cid, name), triples in grouped.values.items():
-                if cid == c.id and grouped.meta[(cid, name)][1]:
-                    baseline_means[(c.workload, name)] = float(np.mean(triples[:, 2]))
-    _composite_rows(grouped, cells, baseline_means)
+                if cid != c.id or not grouped.meta[(cid, name)][1]:
+                    continue
+                positive = triples[:, 2][triples[:, 2] > 0]  # a 0 is no rate (and is warned of)
+                if len(positive):
+                    baseline_means[(c.workload, name)] = float(np.mean(positive))
+    composite_notes = _composite_rows(grouped, cells, baseline_means, baseline)
 
     # first every series, then all their summaries at once (bootstraps are batched)
     specs = []
@@ -388,7 +430,7 @@ def analyse(store: Store, run_id: str) -> RunAnalysis:
         rows=rows,
         started=started,
     )
-    analysis.warnings = _warnings(analysis)
+    analysis.warnings = composite_notes + _warnings(analysis)
     return analysis
 
 
@@ -513,6 +555,10 @@ def _symmetry(results: list[MetricResult]) -> list[Symmetry]:
         gap = 1 - min(ratio, 1 / ratio)
         out.append(Symmetry(r.cell, r, o, ratio, gap, p))
     return out
+
+
+def _reps(reps: list[int]) -> str:
+    return f"repetition{'s' * (len(reps) > 1)} {', '.join(map(str, reps))}"
 
 
 def _warnings(a: RunAnalysis) -> list[str]:
