@@ -265,8 +265,13 @@ def test_failed_samples_texts_and_noise_become_warnings(store):
     r = a.result("kvm", "disk", "disk.x", 1)
     assert r.single.n == 5 and r.single.outliers == (4,)
     assert a.result("kvm", "disk", "disk.create", 1) is None  # only text, no number
-    text = "\n".join(a.warnings)
-    assert "outlier" in text and "steal" in text and "noisy" in text and "failed" in text
+    assert a.warnings == ["kvm / disk / 1 inst.: repetition 9 failed: guest crashed"]
+    (noise,) = a.noise  # noise is one table, not lines (disk.create has no number)
+    assert noise.result is r
+    why = "; ".join(noise.reasons)
+    assert "CV above 10%" in why and "outlier" in why and "steal time up to 10%" in why
+    assert "bimodal: 1 of 5 repetitions 60% above the others" in why
+    assert noise.advice.startswith("a quieter host")
     assert a.baseline is None  # no native platform in this run
 
 

@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from test_analysis import RunBuilder
 
+from hvbench.analysis import analyse
+from hvbench.analysis.run import COMPOSITE
 from hvbench.host.resources import STATE_ROOT
 from hvbench.runner import Runner
 from hvbench.store import Store
@@ -185,6 +187,9 @@ def test_adaptive_repetitions_are_bounded(adaptive, expected, stopped_by, short)
     assert reps == list(range(1, expected + 1))
     record = store.artifacts(runner.run_id)["adaptive"]
     assert (record["stopped_by"], record["short"]) == (stopped_by, short)
+    noise = analyse(store, runner.run_id).noise
+    said = [x for x in noise if any(f"after {expected} repetitions" in r for r in x.reasons)]
+    assert [x.result.name for x in said] == ([COMPOSITE] if short else [])
 
 
 def test_only_headline_metrics_ask_for_more_repetitions(tmp_path):

@@ -17,6 +17,9 @@ Rules the tables rely on (also in the report's footnotes):
 - **Per host core** is the aggregate divided by the host cores busy during the sample
   (busy CPU seconds / wall seconds, from /proc/stat); the CPU a sample measures is that of the
   whole sample, so all metrics of one workload share it.
+- **Noise** (one table, worst first, with what to do): a headline figure with a CV above 10%,
+  outlier repetitions, repetitions in two groups (bimodal: a busy host), steal time above 5% in
+  any repetition, or an interval still wider than adaptive repetitions' target.
 """
 
 from __future__ import annotations
@@ -32,10 +35,20 @@ import yaml
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from hvbench.analysis.aggregate import is_throughput, overcommit, scaling, series
+from hvbench.analysis.aggregate import Starved, is_throughput, overcommit, scaling, series
 from hvbench.analysis.cost import NOISY_STEAL, HostCpu, host_cpu_of
 from hvbench.analysis.normalize import Normalized, normalize
-from hvbench.analysis.stats import ALPHA, Summary, geometric_mean, summarize_many, welch
+from hvbench.analysis.stats import (
+    ALPHA,
+    CI_TARGET,
+    MAX_REPETITIONS,
+    NOISY_CV,
+    Summary,
+    geometric_mean,
+    repetitions_for,
+    summarize_many,
+    welch,
+)
 from hvbench.errors import HvbenchError
 from hvbench.store import MetricView, Store
 from hvbench.store.schema import CellRow, RawOutputRow, SampleRow
@@ -90,6 +103,10 @@ class MetricResult:
     aggregate_values: np.ndarray | None
     per_instance: np.ndarray
     """Mean over repetitions of each instance's value (the spread across instances)."""
+    instance_cv: float
+    """Mean over repetitions of the CV across the instances of each (NaN with one instance)."""
+    starved: dict[int, Starved]
+    """Instances far behind the others of the cell (``Series.starved``)."""
     single: Summary
     aggregate: Summary | None
     vs_baseline: Normalized | None = None
@@ -126,6 +143,15 @@ class Symmetry:
 
 
 @dataclass
+class Noise:
+    """A headline figure less certain than its interval says: why, and what would help."""
+
+    result: MetricResult
+    reasons: list[str]
+    advice: str
+
+
+@dataclass
 class RunAnalysis:
     """Everything exporters show, for one run."""
 
@@ -158,6 +184,23 @@ class RunAnalysis:
     started: dict[tuple[int, int], datetime] = field(default_factory=dict)
     """When each (cell id, repetition) started."""
     warnings: list[str] = field(default_factory=list)
+    """What else a reader must know, one line each (failed samples, starved instances,
+    repetitions left out of a composite)."""
+    noise: list[Noise] = field(default_factory=list)
+    """Noisy headline figures, worst (highest CV) first."""
+    noisy_side: int = 0
+    """Side metrics (not headline) that are noisy as well: counted, shown in the statistics."""
+
+    def steal_reps(self, cell_id: int) -> dict[int, float]:
+        """Repetitions of a cell during which steal time took more than NOISY_STEAL of the
+        host's CPU, with that share."""
+        h = self.host_cpu.get(cell_id)
+        return {} if h is None else {r: x for r, x in h.steal.items() if x > NOISY_STEAL}
+
+    def skewed(self, r: MetricResult) -> bool:
+        """Whether some repetitions of this figure ran on a busier host than others (bimodal,
+        outliers, steal time): its median says more than its mean."""
+        return bool(r.single.bimodal or r.single.outliers or self.steal_reps(r.cell.id))
 
     def workloads(self) -> list[str]:
         return list(dict.fromkeys(c.workload for c in self.cells))
@@ -389,6 +432,8 @@ def analyse(store: Store, run_id: str) -> RunAnalysis:
                 single_values=ser.single,
                 aggregate_values=ser.aggregate if throughput else None,
                 per_instance=ser.per_instance,
+                instance_cv=ser.instance_cv(),
+                starved=ser.starved(hib),
                 single=next(summaries),
                 aggregate=next(summaries) if throughput else None,
                 overcommit=overcommit(cells[cid], states[cid], host_cores),
@@ -430,6 +475,7 @@ def analyse(store: Store, run_id: str) -> RunAnalysis:
         rows=rows,
         started=started,
     )
+    analysis.noise, analysis.noisy_side = _noise(analysis)
     analysis.warnings = composite_notes + _warnings(analysis)
     return analysis
 
@@ -557,26 +603,101 @@ def _symmetry(results: list[MetricResult]) -> list[Symmetry]:
     return out
 
 
+def _where(r: MetricResult) -> str:
+    return f"{r.cell.platform} / {r.cell.workload} / {r.cell.instances} inst. / {r.name}"
+
+
 def _reps(reps: list[int]) -> str:
     return f"repetition{'s' * (len(reps) > 1)} {', '.join(map(str, reps))}"
 
 
+def _noise(a: RunAnalysis) -> tuple[list[Noise], int]:
+    """Headline figures whose noise a reader must know of, worst first, with what would help;
+    and how many side figures are noisy too. Adaptive repetitions that stopped short of their
+    target are the runner's record (artifact ``adaptive``)."""
+    adaptive = a.artifacts.get("adaptive") or {}
+    target = float(adaptive.get("ci_target", CI_TARGET))
+    short = set(adaptive.get("short") or [])
+    out: list[Noise] = []
+    side = 0
+    for r in a.results:
+        s = r.single
+        reasons = []
+        if s.noisy:
+            reasons.append(f"CV above {100 * NOISY_CV:.0f}%")
+        if s.bimodal:
+            reasons.append(_two_groups(r))
+        if s.outliers:
+            vals = ", ".join(f"{r.single_values[i]:.4g}" for i in s.outliers)
+            reasons.append(f"outlier repetition{'s' * (len(s.outliers) > 1)}: {vals}")
+        if not r.headline:
+            side += bool(reasons)
+            continue
+        if steal := a.steal_reps(r.cell.id):
+            reasons.append(
+                f"steal time up to {100 * max(steal.values()):.0f}% of the host's CPU "
+                f"({_reps(sorted(steal))})"
+            )
+        stopped = adaptive.get("stopped_by") if r.cell.key in short else None
+        if stopped and s.ci_half_width > target:
+            reasons.append(
+                f"95% CI ±{100 * s.ci_half_width:.1f}% after {s.n} repetitions, target "
+                f"±{100 * target:g}% (adaptive {stopped} reached)"
+            )
+        if reasons:
+            out.append(Noise(r, reasons, _advice(a, r, target, stopped)))
+    out.sort(key=lambda x: -x.result.single.cv if math.isfinite(x.result.single.cv) else 0.0)
+    return out, side
+
+
+def _two_groups(r: MetricResult) -> str:
+    """ "1 of 5 repetitions 30% below the others": the smaller group against the larger."""
+    s = r.single
+    few = r.single_values[list(s.bimodal)]
+    rest = np.delete(r.single_values, list(s.bimodal))
+    rel = float(np.median(few) / np.median(rest) - 1) if np.median(rest) else math.nan
+    side = "below" if rel < 0 else "above"
+    return f"bimodal: {len(few)} of {s.n} repetitions {100 * abs(rel):.0f}% {side} the others"
+
+
+def _advice(a: RunAnalysis, r: MetricResult, target: float, stopped_by: str | None) -> str:
+    """A quieter host when some repetitions were disturbed or when the noise is too large for
+    repetitions to reach the target within ``MAX_REPETITIONS``; else more repetitions.
+    ``stopped_by`` is what ended this cell's adaptive repetitions short of the target."""
+    s = r.single
+    if a.skewed(r):
+        return (
+            "a quieter host: some repetitions ran on a busier host than the rest (other load, "
+            "or steal by a hypervisor below); compare the median with the mean"
+        )
+    need = repetitions_for(s.cv, target)
+    goal = f"±{100 * target:g}%"
+    if need <= s.n:
+        return (
+            f"none for the mean (±{100 * s.ci_half_width:.1f}%); a quieter host for steadier runs"
+        )
+    if need > MAX_REPETITIONS:
+        return f"a quieter host: {goal} would take about {need} repetitions"
+    hint = {
+        "max_repetitions": f" (adaptive max_repetitions: {need})",
+        "budget_minutes": " (a larger adaptive budget_minutes)",
+    }.get(stopped_by or "", "")
+    return f"more repetitions: about {need} for {goal}{hint}"
+
+
 def _warnings(a: RunAnalysis) -> list[str]:
-    """Noisy cells (high CV, steal time) and outliers, one line each."""
+    """Starved instances (of headline figures) and failed samples, one line each; noise is in
+    ``RunAnalysis.noise``."""
     out = []
     for r in a.results:
-        where = f"{r.cell.platform} / {r.cell.workload} / {r.cell.instances} inst. / {r.name}"
-        if r.single.noisy:
-            out.append(f"{where}: noisy, CV {100 * r.single.cv:.1f}% over {r.single.n} repetitions")
-        if r.single.outliers:
-            vals = ", ".join(f"{r.single_values[i]:.4g}" for i in r.single.outliers)
-            out.append(f"{where}: outlier repetition(s): {vals}")
-    for cid, h in a.host_cpu.items():
-        if h.states.get("steal", 0.0) > NOISY_STEAL:
-            c = next(c for c in a.cells if c.id == cid)
+        if not r.headline:
+            continue
+        for inst, st in r.starved.items():
+            ratio = f"{st.share:.2f}×" if r.higher_is_better else f"{1 / st.share:.2f}× (↓)"
             out.append(
-                f"{c.platform} / {c.workload} / {c.instances} inst.: host noisy, steal time "
-                f"{100 * h.states['steal']:.1f}% of the host's CPU"
+                f"{_where(r)}: instance {inst} is starved: {ratio} the other instances' median "
+                f"in {st.behind} of {st.of} repetitions (CV across instances "
+                f"{100 * r.instance_cv:.0f}%); the mean per instance hides it"
             )
     for cell, rep, error in a.failed:
         out.append(

@@ -227,7 +227,7 @@ def outliers(values: np.ndarray) -> tuple[int, ...]:
     A fixed threshold on the modified z-score (3.5, from the median absolute deviation) flagged
     a fifth of clean cells at n = 5; calibrated to 1% it would miss half of the values 20
     standard deviations off, for the MAD of 5 values is itself very noisy. Left out of its own
-    yardstick, such a value is found 98% of the time.
+    yardstick, such a value is found 97% of the time.
     """
     x = np.asarray(values, dtype=float)
     n = len(x)
