@@ -8,6 +8,7 @@ study runs in them before they are stopped.
 
 from __future__ import annotations
 
+import math
 import os
 import secrets
 import signal
@@ -24,6 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from hvbench import __version__
+from hvbench.analysis.run import cell_info, headline_singles
 from hvbench.analysis.stats import needs_more
 from hvbench.drivers import driver_class
 from hvbench.drivers.base import Driver, Instance, Needs
@@ -206,30 +208,36 @@ class Runner:
             return
         t0 = time.monotonic()
         budget = adaptive.budget_minutes * 60
+        stopped_by = "max_repetitions"
         for rep in range(self.study.repetitions + 1, adaptive.max_repetitions + 1):
-            wanted = self._imprecise_cells(adaptive.ci_target)
-            spent = time.monotonic() - t0
-            if not wanted or spent > budget:
-                return
+            wanted = self._imprecise_cells(adaptive.ci_target, adaptive.max_repetitions)
+            if not wanted:
+                break
             groups = self._groups(range(rep, rep + 1), wanted)
-            self._run_groups(groups, needs, ledger, workdir, deadline=t0 + budget)
+            if time.monotonic() - t0 > budget or not self._run_groups(
+                groups, needs, ledger, workdir, deadline=t0 + budget
+            ):
+                stopped_by = "budget_minutes"
+                break
+        short = self._imprecise_cells(adaptive.ci_target, math.inf)
+        self.store.add_artifact(
+            self.run_id,
+            "adaptive",
+            {**adaptive.model_dump(), "stopped_by": stopped_by, "short": sorted(short)},
+            replace=True,
+        )
 
-    def _imprecise_cells(self, ci_target: float) -> set[str]:
-        """Keys of cells where some metric's CI (over repetitions, instances averaged) is still
-        wider than the target."""
-        keys = {c.id: c.key for c in self.store.cells(self.run_id)}
-        series: dict[tuple[str, str], dict[int, list[float]]] = {}
-        for cell_id, rep, _inst, name, value, *_ in self.store.metric_rows(self.run_id):
-            if value is not None:
-                series.setdefault((keys[cell_id], name), {}).setdefault(rep, []).append(value)
+    def _imprecise_cells(self, ci_target: float, max_count: float) -> set[str]:
+        """Keys of cells with fewer than ``ADAPTIVE_MIN_N`` repetitions or a headline metric
+        whose CI (over repetitions, instances averaged) is still wider than the target, among
+        those with fewer than ``max_count``. Side figures (a retransmits count) do not keep a
+        cell going."""
+        cells = {c.id: cell_info(c) for c in self.store.cells(self.run_id)}
+        singles = headline_singles(self.store.metric_rows(self.run_id), cells)
         return {
-            key
-            for (key, _), by_rep in series.items()
-            if needs_more(
-                [sum(v) / len(v) for v in by_rep.values()],
-                ci_target,
-                max_count=self.study.adaptive.max_repetitions,
-            )
+            cells[cell_id].key
+            for (cell_id, _), single in singles.items()
+            if needs_more(list(single), ci_target, max_count=max_count)
         }
 
     def _run_groups(
@@ -239,7 +247,8 @@ class Runner:
         ledger: Ledger,
         workdir: Path,
         deadline: float = float("inf"),
-    ) -> None:
+    ) -> bool:
+        """Measure the groups in order; False if one would not fit the ``deadline``."""
         total = sum(len(cells) for *_, cells in groups)
         estimates = {
             c.key: self.study.workload(c.workload_index).estimate_seconds(self.quick)
@@ -250,7 +259,7 @@ class Runner:
         done = 0
         for rep, platform, count, cells in groups:
             if time.monotonic() + sum(estimates[c.key] for c in cells) > deadline:
-                return  # the next group would not fit the time budget
+                return False  # the next group would not fit the time budget
             settings = self.study.platforms[platform]
             driver = driver_class(settings)(
                 platform, settings, needs, ledger, self._network, workdir / platform
@@ -265,6 +274,7 @@ class Runner:
                 self.on_progress(
                     Progress(cell, rep, done, total, record.status, record.error, remaining)
                 )
+        return True
 
     def _cell_id(self, cell: Cell, driver: Driver) -> int:
         settings = self.study.workloads[cell.workload_index]

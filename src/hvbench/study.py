@@ -39,8 +39,11 @@ alias bomb (nine levels of nine aliases) has 9^9, which would keep validation bu
 
 
 class Adaptive(BaseModel):
-    """Repeat a cell past ``repetitions`` while its 95% CI is wider than ``ci_target``, within
-    ``max_repetitions`` and ``budget_minutes`` of extra time: never unbounded."""
+    """Repeat a cell past ``repetitions`` while the 95% CI of one of its headline metrics is
+    wider than ``ci_target``, or it has fewer than 5 repetitions (a narrow interval at 3 is often
+    luck: stopping there lowers its coverage), within ``max_repetitions`` and ``budget_minutes``
+    of extra time: never unbounded. A cell that stops short of the target is named in the
+    report."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 

@@ -15,10 +15,16 @@ difference" only when it lies within ±``PRACTICAL``, else inconclusive. Welch's
 needs no equal variances and, unlike a permutation test, can reach p < 0.01 with the 3
 repetitions studies usually have (3 against 3 permutations cannot go below p = 0.1), is the
 test; Holm's step-down keeps a family of them (``compare``'s metrics) from crying wolf.
+
+Outliers and bimodal cells are judged by statistics whose distribution over clean (normal)
+repetitions depends only on n; their thresholds are that distribution's upper quantile, drawn
+once per n by a seeded simulation, so that a clean cell is flagged as rarely as ``OUTLIER_LEVEL``
+and ``BIMODAL_LEVEL`` say at every n (a fixed threshold flags a fifth of clean cells at n = 5).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from collections import defaultdict
@@ -34,14 +40,33 @@ BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_BATCH = 250
 """Resamples computed at once: bounds memory at 250 × series × n floats."""
 SEED = 20260521
-OUTLIER_Z = 3.5
-"""Modified z-score (Iglewicz and Hoaglin) past which a value is flagged as an outlier."""
+OUTLIER_LEVEL = 0.01
+"""Share of clean cells (normal noise) in which the outlier rule flags a repetition."""
 OUTLIER_MIN_N = 5
-"""Fewer repetitions than this have no outliers to speak of: the MAD of 3 values is mostly
-noise."""
+"""Fewer repetitions than this have no outliers to speak of: the spread of the 2 or 3 others
+is mostly noise."""
 OUTLIER_MIN_REL = 0.02
 """...and only if it is also this far from the median, relative to it: with few repetitions
-of a quiet cell the MAD is tiny, and a 0.5% wobble is not worth a warning."""
+of a quiet cell the spread is tiny, and a 0.5% wobble is not worth a warning. The same floor
+applies to the gap of a bimodal cell."""
+BIMODAL_LEVEL = 0.02
+"""Share of clean cells called bimodal. Twice ``OUTLIER_LEVEL``: at n = 5 one slow repetition
+in five is then found 83% of the time rather than 63% (CV 2%, 30% slower)."""
+BIMODAL_MIN_N = 4
+"""At 3 repetitions the spread within a group rests on one degree of freedom: even a third of
+them 30% slower is found no more often than a clean cell is flagged."""
+NULL_SAMPLES = 20_000
+NULL_VALUES = 1_000_000
+"""Clean samples drawn per threshold: ``NULL_SAMPLES`` of n up to 50, this many values beyond
+(a quantile of 20,000 draws flags clean cells within ±0.1 points of the level asked for)."""
+CI_TARGET = 0.03
+"""Default half-width a cell's interval should reach (relative to the mean): ±3%."""
+MAX_REPETITIONS = 30
+"""Most repetitions ``needs_more`` asks for, and the most the report advises."""
+ADAPTIVE_MIN_N = 5
+"""Repetitions before a narrow interval may stop adaptive repetitions: stopping at 3 when the
+spread happens to be small takes the coverage of the 95% interval down to 90% (CV 5%, target
+±3%, at most 10); from 5 it stays between 92% and 95% (simulated: tests/test_cell_statistics)."""
 NOISY_CV = 0.10
 """Coefficient of variation past which a cell is called noisy."""
 ALPHA = 0.05
@@ -63,6 +88,13 @@ def _scipy() -> ModuleType:
     return scipy.stats
 
 
+@functools.cache
+def _t_quantile(q: float, df: int) -> float:
+    """Student's t quantile, remembered: adaptive repetitions and the simulations that check
+    them ask for the same few thousands of times."""
+    return float(_scipy().t.ppf(q, df))
+
+
 @dataclass(frozen=True)
 class Summary:
     """One series of repetitions, summarized. ``ci_low``/``ci_high`` are NaN for n < 2."""
@@ -75,7 +107,9 @@ class Summary:
     ci_low: float
     ci_high: float
     outliers: tuple[int, ...]
-    """Indexes (into the series) of values flagged by the MAD rule."""
+    """Indexes (into the series) of values flagged as outliers (see ``outliers``)."""
+    bimodal: tuple[int, ...] = ()
+    """Indexes of the smaller of two groups the values fall into (see ``bimodal``)."""
 
     @property
     def ci_half_width(self) -> float:
@@ -104,8 +138,8 @@ def confidence_intervals(
         if np.ptp(x) == 0:
             out[i] = (float(x[0]), float(x[0]))
         elif n < BOOTSTRAP_MIN_N:
-            mean, sem = float(np.mean(x)), float(_scipy().sem(x))
-            half = sem * float(_scipy().t.ppf((1 + confidence) / 2, n - 1))
+            mean, sem = float(np.mean(x)), float(np.std(x, ddof=1)) / math.sqrt(n)
+            half = sem * _t_quantile((1 + confidence) / 2, n - 1)
             out[i] = (mean - half, mean + half)
         else:
             by_length[n].append(i)
@@ -152,27 +186,100 @@ def confidence_interval(values: np.ndarray, confidence: float = CONFIDENCE) -> t
     return confidence_intervals([np.asarray(values, dtype=float)], confidence)[0]
 
 
-def mad_outliers(values: np.ndarray, threshold: float = OUTLIER_Z) -> tuple[int, ...]:
-    """Indexes whose modified z-score 0.6745·|x − median| / MAD exceeds ``threshold`` and that
-    are more than OUTLIER_MIN_REL away from the median.
+def _left_out_t(x: np.ndarray) -> np.ndarray:
+    """Per row of a (samples × n) array, each value's distance from the mean of the others in
+    units of their standard deviation (n − 2 degrees of freedom): the suspect does not widen
+    the yardstick it is measured with. Infinite when the others are all equal."""
+    n = x.shape[-1]
+    c = x - x.mean(axis=-1, keepdims=True)  # centred: the others' sum is −c
+    others_mean = -c / (n - 1)
+    others_ss = np.sum(c * c, axis=-1, keepdims=True) - c * c - c * c / (n - 1)
+    sd = np.sqrt(np.maximum(others_ss, 0.0) / (n - 2))
+    dist = np.abs(c - others_mean)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(dist > 0, dist / sd, 0.0)
 
-    The median absolute deviation is not pulled by the outliers themselves as the standard
-    deviation is; with MAD = 0 (most values identical) any far value is flagged.
+
+def _gap_t(x: np.ndarray) -> np.ndarray:
+    """Per row of a (samples × n) array of sorted values, for each split into the k lowest and
+    the n − k highest (k = 1 … n − 1): the gap between the two groups in units of their pooled
+    standard deviation (n − 2 degrees of freedom); infinite when both groups are constant."""
+    n = x.shape[-1]
+    c = x - x.mean(axis=-1, keepdims=True)  # centred: sums of squares without cancellation
+    s1, q1 = np.cumsum(c, axis=-1)[..., :-1], np.cumsum(c * c, axis=-1)[..., :-1]
+    total_q = np.sum(c * c, axis=-1, keepdims=True)
+    k = np.arange(1, n)
+    within = q1 - s1**2 / k + (total_q - q1) - s1**2 / (n - k)  # the high group's sum is −s1
+    sd = np.sqrt(np.maximum(within, 0.0) / (n - 2))
+    gap = np.diff(x, axis=-1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(gap > 0, gap / sd, 0.0)
+
+
+_NULL_STATISTICS = {
+    "outlier": lambda z: _left_out_t(z).max(axis=-1),
+    "bimodal": lambda z: _gap_t(np.sort(z, axis=-1)).max(axis=-1),
+}
+
+
+@functools.cache
+def null_threshold(statistic: str, n: int, level: float) -> float:
+    """The value of ``statistic`` ("outlier": the largest ``_left_out_t``; "bimodal": the
+    largest ``_gap_t``) that clean samples of n normal values exceed with probability
+    ``level``. Both are free of location and scale, so one seeded simulation per n serves every
+    cell, and a report is the same each time it is made."""
+    draws = max(2000, min(NULL_SAMPLES, NULL_VALUES // n))
+    z = np.random.default_rng(SEED + n).normal(size=(draws, n))
+    return float(np.quantile(_NULL_STATISTICS[statistic](z), 1 - level))
+
+
+def outliers(values: np.ndarray) -> tuple[int, ...]:
+    """Indexes of values further from the mean of the others, in units of their standard
+    deviation, than the furthest of n clean values is with probability ``OUTLIER_LEVEL`` (11.5
+    at n = 5, 5.2 at 10), and more than OUTLIER_MIN_REL away from the median.
+
+    A fixed threshold on the modified z-score (3.5, from the median absolute deviation) flagged
+    a fifth of clean cells at n = 5; calibrated to 1% it would miss half of the values 20
+    standard deviations off, for the MAD of 5 values is itself very noisy. Left out of its own
+    yardstick, such a value is found 97% of the time.
     """
-    if len(values) < OUTLIER_MIN_N:
+    x = np.asarray(values, dtype=float)
+    n = len(x)
+    if n < OUTLIER_MIN_N:
         return ()
-    med = np.median(values)
-    dev = np.abs(values - med)
-    far = dev > OUTLIER_MIN_REL * abs(med)
-    mad = np.median(dev)
-    z = np.where(far, np.inf, 0.0) if mad == 0 else 0.6745 * dev / mad
-    return tuple(int(i) for i in np.flatnonzero((z > threshold) & far))
+    far = np.abs(x - np.median(x)) > OUTLIER_MIN_REL * abs(float(np.median(x)))
+    t = _left_out_t(x)
+    return tuple(
+        int(i) for i in np.flatnonzero((t > null_threshold("outlier", n, OUTLIER_LEVEL)) & far)
+    )
+
+
+def bimodal(values: np.ndarray) -> tuple[int, ...]:
+    """Indexes of the smaller of two groups the values fall into, if they do: the widest gap
+    between the sorted values, in units of the spread within the groups on either side of it,
+    exceeds what clean normal samples of this size reach with probability ``BIMODAL_LEVEL``,
+    and is more than OUTLIER_MIN_REL of the median. A host busy during some repetitions makes
+    such a cell (a fifth of them 30% slower: found in 83% of cells at n = 5, all from 8)."""
+    x = np.asarray(values, dtype=float)
+    n = len(x)
+    if n < BIMODAL_MIN_N:
+        return ()
+    order = np.argsort(x, kind="stable")
+    t = _gap_t(x[order])
+    k = int(np.argmax(t))
+    gap = x[order[k + 1]] - x[order[k]]
+    if t[k] <= null_threshold("bimodal", n, BIMODAL_LEVEL):
+        return ()
+    if gap <= OUTLIER_MIN_REL * abs(float(np.median(x))):
+        return ()
+    low, high = order[: k + 1], order[k + 1 :]
+    return tuple(sorted(int(i) for i in (low if len(low) <= len(high) else high)))
 
 
 def summarize_many(series: Sequence[Sequence[float] | np.ndarray]) -> list[Summary]:
-    """Median, mean, standard deviation (n − 1), CV, 95% CI of the mean and MAD outliers of
-    each series. Bootstraps are batched, and identical series (the aggregate of a single
-    instance is its single figure) are summarized once."""
+    """Median, mean, standard deviation (n − 1), CV, 95% CI of the mean, outliers and
+    bimodality of each series. Bootstraps are batched, and identical series (the aggregate of
+    a single instance is its single figure) are summarized once."""
     arrays = [np.asarray(v, dtype=float) for v in series]
     if any(len(x) == 0 for x in arrays):
         raise ValueError("summarize() needs at least one value per series")
@@ -198,7 +305,8 @@ def _summary(x: np.ndarray, ci: tuple[float, float]) -> Summary:
         cv=std / abs(mean) if mean else math.nan,
         ci_low=ci[0],
         ci_high=ci[1],
-        outliers=mad_outliers(x),
+        outliers=outliers(x),
+        bimodal=bimodal(x),
     )
 
 
@@ -420,10 +528,10 @@ def detectable(
 
 def needs_more(
     values: Sequence[float],
-    ci_target: float = 0.03,
+    ci_target: float = CI_TARGET,
     *,
-    min_count: int = 3,
-    max_count: int = 30,
+    min_count: int = ADAPTIVE_MIN_N,
+    max_count: float = MAX_REPETITIONS,
     elapsed_s: float = 0.0,
     budget_s: float = math.inf,
 ) -> bool:
@@ -441,8 +549,21 @@ def needs_more(
         return False
     if n < min_count:
         return True
-    half = summarize(values).ci_half_width
-    return math.isfinite(half) and half > ci_target
+    x = np.asarray(values, dtype=float)
+    low, high = confidence_interval(x)
+    mean = abs(float(np.mean(x)))
+    return mean > 0 and math.isfinite(low) and (high - low) / 2 / mean > ci_target
+
+
+def repetitions_for(cv: float, ci_target: float, confidence: float = CONFIDENCE) -> int:
+    """About how many repetitions bring Student's interval of the mean to ±``ci_target`` at
+    this CV (the smallest n with t(n − 1)·CV/√n ≤ target); at least 2."""
+    if not math.isfinite(cv) or cv <= 0:
+        return 2
+    n = max(2, math.ceil((1.96 * cv / ci_target) ** 2))
+    while _t_quantile((1 + confidence) / 2, n - 1) * cv / math.sqrt(n) > ci_target:
+        n += 1
+    return n
 
 
 def geometric_mean(values: Sequence[float] | np.ndarray, axis: int = -1) -> np.ndarray | float:

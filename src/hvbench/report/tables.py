@@ -13,7 +13,18 @@ from dataclasses import dataclass, field
 from hvbench.analysis.cost import HOST_STATES, work_cost
 from hvbench.analysis.normalize import Normalized, span
 from hvbench.analysis.run import ASYMMETRY, COMPOSITE, CellInfo, MetricResult, RunAnalysis
-from hvbench.analysis.stats import EQUIVALENT, INCONCLUSIVE, NOT_TESTED, PRACTICAL, Summary
+from hvbench.analysis.stats import (
+    BIMODAL_LEVEL,
+    EQUIVALENT,
+    INCONCLUSIVE,
+    NOISY_CV,
+    NOT_TESTED,
+    OUTLIER_LEVEL,
+    OUTLIER_MIN_REL,
+    PRACTICAL,
+    Summary,
+    null_threshold,
+)
 
 HOST_KEYS = (
     "hostname",
@@ -175,13 +186,16 @@ def values_table(a: RunAnalysis, workload: str, count: int) -> Table:
         kind="values",
         notes=[
             "mean per instance ±half-width of its 95% confidence interval; n = repetitions; "
-            "↑ higher is better, ↓ lower is better"
+            "↑ higher is better, ↓ lower is better; (median …) where some repetitions ran on a "
+            "busier host (see the warnings)"
         ],
     )
     for p, row in zip(platforms, grid, strict=True):
         n = max((r.single.n for r in row if r), default=0)
         cells = [
-            with_ci(r.single) if r else a.text_only.get((p, workload, name, count), "")
+            (with_ci(r.single) + (f" (median {num(r.single.median)})" if a.skewed(r) else ""))
+            if r
+            else a.text_only.get((p, workload, name, count), "")
             for name, r in zip(names, row, strict=True)
         ]
         t.rows.append([a.label(p), str(n), *cells])
@@ -281,14 +295,20 @@ def statistics_table(a: RunAnalysis, workload: str) -> Table:
             "mean",
             "sd",
             "CV",
+            "CV across instances",
             "95% CI",
             "outliers",
         ],
         kind="statistics",
         notes=[
             "per-instance figure over repetitions; CI of the mean (Student's t below 10 "
-            "repetitions, else BCa bootstrap widened for small n); outliers by median absolute "
-            "deviation (modified z > 3.5 and more than 2% off the median), from 5 repetitions"
+            "repetitions, else BCa bootstrap widened for small n); CV across instances: within "
+            "each repetition, averaged over them; outliers: repetitions further from the mean "
+            "of the others, in their standard deviations, than 1 clean cell in "
+            f"{round(1 / OUTLIER_LEVEL)} has one at that n "
+            f"({null_threshold('outlier', 5, OUTLIER_LEVEL):.1f} at n = 5, "
+            f"{null_threshold('outlier', 10, OUTLIER_LEVEL):.1f} at 10), and more than "
+            f"{100 * OUTLIER_MIN_REL:.0f}% off the median; from 5 repetitions"
         ],
     )
     key = _cell_order(a)
@@ -307,6 +327,7 @@ def statistics_table(a: RunAnalysis, workload: str) -> Table:
                 num(s.mean),
                 num(s.std),
                 f"{100 * s.cv:.1f}%" if math.isfinite(s.cv) else "n/a",
+                f"{100 * r.instance_cv:.1f}%" if math.isfinite(r.instance_cv) else "",
                 ci,
                 ", ".join(num(r.single_values[i]) for i in s.outliers),
             ]
@@ -518,6 +539,47 @@ def workload_tables(a: RunAnalysis, workload: str) -> list[Table]:
         out.append(t)
     out.append(statistics_table(a, workload))
     return out
+
+
+def noise_table(a: RunAnalysis) -> Table | None:
+    """The noisy headline figures, worst first: why each is noisy and what would help."""
+    if not a.noise and not a.noisy_side:
+        return None
+    t = Table(
+        "noisy figures, worst first",
+        ["platform", "workload", "instances", "metric", "n", "CV", "95% CI", "why", "what to do"],
+        kind="noise",
+        notes=[
+            f"headline figures with a CV above {100 * NOISY_CV:.0f}%, outlier repetitions, "
+            f"repetitions in two groups (bimodal: a gap between them that 1 clean cell in "
+            f"{round(1 / BIMODAL_LEVEL)} shows, and more than {100 * OUTLIER_MIN_REL:.0f}% of "
+            "the median; from 4 repetitions, and likely from 5 when a fifth of them are 30% "
+            "slower), steal time above 5% of the host's CPU in any repetition, or an interval "
+            "still wider than adaptive repetitions' target; repetitions needed: Student's t at "
+            "this CV"
+        ],
+    )
+    for x in a.noise:
+        r, s = x.result, x.result.single
+        t.rows.append(
+            [
+                a.label(r.cell.platform),
+                r.cell.workload,
+                str(r.cell.instances),
+                r.name,
+                str(s.n),
+                f"{100 * s.cv:.1f}%" if math.isfinite(s.cv) else "n/a",
+                f"±{100 * s.ci_half_width:.1f}%" if math.isfinite(s.ci_half_width) else "n/a",
+                "; ".join(x.reasons),
+                x.advice,
+            ]
+        )
+    if a.noisy_side:
+        t.notes.append(
+            f"{a.noisy_side} side figure{'s are' if a.noisy_side > 1 else ' is'} noisy as well "
+            "(not judged by the verdicts): see the statistics tables"
+        )
+    return t
 
 
 def all_tables(a: RunAnalysis) -> list[Table]:

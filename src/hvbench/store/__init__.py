@@ -133,12 +133,15 @@ class Store:
             run.status = status
             run.finished_at = datetime.now(UTC) if finished else None
 
-    def add_artifact(self, run_id: str, name: str, content: dict) -> None:
-        """Keep a document once per run (a second call with the same name is a no-op)."""
+    def add_artifact(self, run_id: str, name: str, content: dict, replace: bool = False) -> None:
+        """Keep a document once per run: a second call with the same name is a no-op, or, with
+        ``replace``, takes the place of the first (a resumed run's newer account)."""
         with Session(self.engine) as s, s.begin():
-            exists = s.scalar(select(Artifact.id).filter_by(run_id=run_id, name=name))
-            if exists is None:
+            found = s.scalar(select(Artifact).filter_by(run_id=run_id, name=name))
+            if found is None:
                 s.add(Artifact(run_id=run_id, name=name, content=content))
+            elif replace:
+                found.content = content
 
     def cell_id(self, run_id: str, cell: CellRow) -> int:
         """The id of a run's cell, made on first use (so a resumed run finds its cells)."""
