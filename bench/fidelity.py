@@ -24,9 +24,12 @@ How to read it. Per metric and round, two ratios:
 Each column prints the median of the per-round ratios and the 95% interval of their mean
 (``hvbench.analysis.stats.summarize``). The last column is Welch's test of the hvbench/bare
 ratios against the bare/bare ones (``stats.welch``; the two are independent by construction):
-the change of the mean and its interval, and "OUTSIDE" when hvbench's effect lies outside what
-the A/A noise explains (p < 0.05), "within" otherwise. The target is an effect within ±2 %; on a
-noisy host both intervals are wide and then nothing below their width can be concluded.
+how far the mean hvbench/bare ratio is from the mean A/A ratio, its interval, and "OUTSIDE" when
+hvbench's effect lies outside what the A/A noise explains (p < 0.05), "within" otherwise. One
+disturbed round moves a mean more than a median, so on a noisy host the medians and this
+column can disagree; the intervals say how much either can be trusted. The target is an effect
+within ±2 %; on a noisy host both intervals are wide and nothing below their width can be
+concluded.
 
 A last line gives the CPU the bench's own process spent per round in each arm (starting the
 tools, capturing their output, waiting for them): an upper bound, independent of the host's
@@ -122,7 +125,7 @@ def table(results: Rounds) -> str:
 
     lines = [
         f"{'metric':30} {'bare median':>11}  {'hvbench/bare [95%]':22}  "
-        f"{'bare/bare (A/A) [95%]':22}  hvbench vs A/A [95%]",
+        f"{'bare/bare (A/A) [95%]':22}  mean hvbench/bare vs mean A/A [95%]",
     ]
     for name in METRICS:
         f = fidelity(name, results[name])
