@@ -19,6 +19,7 @@ from qemu.qmp.legacy import QEMUMonitorProtocol
 
 from hvbench.drivers import DRIVERS
 from hvbench.drivers.base import Needs
+from hvbench.drivers.last_words import last_words
 from hvbench.drivers.qemu import (
     Guest,
     QemuDriver,
@@ -318,11 +319,39 @@ def test_killed_qemu_fails_the_command_cleanly(guest_run: GuestRun):
     t.join(30)
     assert not t.is_alive()
     assert len(errors) == 1 and isinstance(errors[0], InstanceError)
-    assert "QEMU" in str(errors[0])
+    # QEMU's last words: how it ended, and what it and the guest said last
+    message = str(errors[0])
+    assert "QEMU died during sleep (killed by SIGKILL; stderr: " in message, message
+    assert "hvbench: agent" in message.split("console: ")[1], message
     assert not inst.alive()
-    with pytest.raises(InstanceError, match="not running"):
+    with pytest.raises(InstanceError, match=r"not running any more \(killed by SIGKILL"):
         inst.exec(["true"], 10)
     d.stop([inst])
+
+
+@pytest.mark.guest
+def test_qemu_refusing_its_command_line_says_why(guest_run: GuestRun):
+    """A setting QEMU itself refuses (more vCPUs than the machine takes): the error carries
+    QEMU's exit status and its own message."""
+    d = driver(guest_run, nic="none", vcpus=999)
+    with pytest.raises(InstanceError) as failed:
+        d.start(1, deadline())
+    message = str(failed.value)
+    assert "QEMU exited" in message and "exit status 1" in message, message
+    assert "maximum" in message.lower() or "max cpus" in message.lower(), message
+
+
+def test_last_words_name_the_signal_and_the_cause(tmp_path):
+    """The cause line before a dump is kept with the last lines; signals are named."""
+    log = tmp_path / "stderr"
+    dump = "".join(f"RAX={i:016x}\n" for i in range(40))
+    script = f"echo 'KVM internal error. Suberror: 1' >&2; printf '{dump}' >&2; kill -SEGV $$"
+    with log.open("wb") as err:
+        proc = subprocess.run(["sh", "-c", script], stderr=err, check=False)
+    words = last_words(proc.returncode, stderr=log, console=tmp_path / "missing")
+    assert words.startswith("killed by SIGSEGV; stderr: KVM internal error. Suberror: 1 | ... |")
+    assert words.endswith(f"RAX={39:016x}; console: (no log)"), words
+    assert last_words(3) == "exit status 3" and last_words(-999) == "killed by signal 999"
 
 
 @pytest.mark.guest

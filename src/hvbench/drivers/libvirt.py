@@ -54,6 +54,7 @@ from pydantic import model_validator
 
 from hvbench.drivers.agent_instance import AgentInstance
 from hvbench.drivers.base import Availability, Driver, Instance, format_data_disk
+from hvbench.drivers.last_words import last_words
 from hvbench.drivers.qemu import (
     DATA_SERIAL,
     AccelVerdict,
@@ -74,6 +75,8 @@ BINDING_FIX = (
 )
 NIC_MODELS = {"virtio-net": "virtio", "e1000": "e1000", "rtl8139": "rtl8139"}
 AGENT_CHUNK = 1 << 20
+QEMU_LOGS = Path("/var/log/libvirt/qemu")
+"""Where libvirtd's QEMU driver keeps each domain's log (QEMU's stderr among it)."""
 """Bytes per guest-file-read through libvirt: its remote protocol caps a string at 4 MiB, and
 the answer is base64."""
 
@@ -360,6 +363,14 @@ class LibvirtInstance(AgentInstance):
 
     def alive(self) -> bool:
         return is_active(self.domain)
+
+    def last_words(self) -> str:
+        """The guest's console and, on this host, libvirt's log of the domain's QEMU (its
+        command line, its errors, and how libvirt saw it end)."""
+        logs = {"console": self.console.log if self.console else None}
+        if not self.remote and self.domain is not None:
+            logs["qemu log"] = QEMU_LOGS / f"{self.domain.name()}.log"
+        return last_words(None, **logs)
 
     def close(self) -> None:
         if self.domain is not None:

@@ -37,6 +37,7 @@ from hvbench.drivers.base import (
     PlatformSettings,
     format_data_disk,
 )
+from hvbench.drivers.last_words import last_words
 from hvbench.drivers.qemu_devices import (
     Aio,
     Boot,
@@ -186,7 +187,6 @@ def _probe_kvm(cache: Path | None) -> AccelVerdict:
             reached = guest.console.wait_for("init", start + PROBE_SECONDS, guest.alive)
         finally:
             guest.kill()
-        last_words = _first_error(guest.stderr)
     if reached:
         return AccelVerdict("kvm", f"a stock guest reached init under KVM in {reached:.1f} s")
     hint = ""
@@ -195,7 +195,7 @@ def _probe_kvm(cache: Path | None) -> AccelVerdict:
     why = (
         f"did not reach init in {PROBE_SECONDS:.0f} s"
         if guest.proc.returncode == -9
-        else f"made QEMU fail ({last_words})"
+        else f"made QEMU fail ({guest.last_words()})"
     )
     return AccelVerdict("tcg", f"/dev/kvm is present but a stock guest {why}{hint}")
 
@@ -300,12 +300,15 @@ class Guest:
                 stderr=err,
                 start_new_session=True,
             )
+        console = Console(proc.stdout, prefix.with_suffix(".console.log"), started)
+        console.start()
         try:
             process = ledger.add_process(proc.pid)
         except psutil.Error as e:
-            raise InstanceError(f"{machine.name}: QEMU exited at once: {_tail(stderr)}") from e
-        console = Console(proc.stdout, prefix.with_suffix(".console.log"), started)
-        console.start()
+            proc.wait()
+            console.join(5)
+            words = last_words(proc.returncode, stderr=stderr, console=console.log)
+            raise InstanceError(f"{machine.name}: QEMU exited at once ({words})") from e
         agent = GuestAgent(machine.agent_socket, machine.name)
         return cls(machine, proc, process, console, agent, started, stderr)
 
@@ -319,10 +322,14 @@ class Guest:
         except InstanceError as e:
             if not self.alive():
                 raise InstanceError(
-                    f"{self.machine.name}: QEMU exited: {_tail(self.stderr)}"
+                    f"{self.machine.name}: QEMU exited ({self.last_words()})"
                 ) from e
             raise
         self.console.phases["ready"] = time.monotonic() - self.started
+
+    def last_words(self) -> str:
+        """QEMU's exit status, its stderr (its own errors) and the guest's console."""
+        return last_words(self.proc.poll(), stderr=self.stderr, console=self.console.log)
 
     def kill(self) -> None:
         self.agent.close()
@@ -342,24 +349,6 @@ class Guest:
         finally:
             qmp.close()
         return [int(c["thread-id"]) for c in cpus if isinstance(c, dict) and "thread-id" in c]
-
-
-def _tail(path: Path) -> str:
-    try:
-        lines = path.read_bytes()[-2000:].decode(errors="replace").strip().splitlines()
-    except OSError:
-        return "(no stderr)"
-    return " | ".join(lines[-3:]) or "(no stderr)"
-
-
-def _first_error(path: Path) -> str:
-    """QEMU's first error line, without its program name: the cause, not the consequences."""
-    with contextlib.suppress(OSError):
-        lines = path.read_bytes()[:4000].decode(errors="replace").splitlines()
-        errors = [line for line in lines if "error" in line.lower()] or lines
-        if errors:
-            return errors[0].removeprefix(f"{QEMU}: ")[:160]
-    return "no message"
 
 
 def _boot(img: guest_image.GuestImage, form: str, append: str) -> Boot:
@@ -394,6 +383,9 @@ class QemuInstance(AgentInstance):
     def kill(self) -> None:
         if self.guest:
             self.guest.kill()
+
+    def last_words(self) -> str:
+        return self.guest.last_words() if self.guest else "never started"
 
     def host_pids(self) -> list[int]:
         return [self.guest.proc.pid] if self.guest and self.guest.alive() else []
