@@ -10,6 +10,7 @@ that timestamps the boot phases.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import itertools
 import json
@@ -54,6 +55,8 @@ from hvbench.guest import image as guest_image
 from hvbench.guest import userland
 from hvbench.guest.agent import GuestAgent
 from hvbench.guest.files import DISK_LIST
+from hvbench.host import hugepages
+from hvbench.host.hugepages import PAGE_KIB
 from hvbench.host.resources import Ledger, Resource
 from hvbench.units import Size
 
@@ -63,6 +66,7 @@ CONSOLE_LIMIT = 16 << 20
 PROBE_SECONDS = 25.0
 """How long a stock guest gets to reach its init under KVM before KVM is judged unusable."""
 DATA_SERIAL = "hvbench-data"
+VHOST_NET = "/dev/vhost-net"
 
 
 # settings ---------------------------------------------------------------------------------
@@ -83,9 +87,13 @@ class QemuDisk(BaseModel):
     aio: Aio = "threads"
     size: Size = 2 << 30
     """Size of a ``file`` image (sparse)."""
+    queues: PositiveInt = 1
+    """virtio-blk request queues (``num-queues``), each with its own interrupt."""
 
     @model_validator(mode="after")
     def _consistent(self) -> QemuDisk:
+        if self.queues > 1 and self.bus != "virtio-blk":
+            raise ValueError("disk queues: only virtio-blk takes several queues here")
         if self.aio == "native" and self.cache not in ("none", "directsync"):
             raise ValueError("aio: native needs cache: none or directsync (O_DIRECT)")
         if self.backing == "block" and not self.path:
@@ -105,6 +113,14 @@ class QemuSettings(PlatformSettings):
     pin: bool = False
     """Pin each vCPU thread to a host core (round robin over the instances' vCPUs)."""
     nic: NicModel | Literal["none"] = "virtio-net"
+    vhost: bool = False
+    """virtio-net's data path in the host kernel (vhost-net, /dev/vhost-net) rather than in
+    QEMU's own I/O thread: the setting behind most differences in VMMs' network figures."""
+    queues: PositiveInt = 1
+    """virtio-net queue pairs (multiqueue); the guest enables them all (ethtool -L)."""
+    hugepages: Literal["thp", "2M", "1G"] = "thp"
+    """Guest memory: thp is QEMU's anonymous memory, advised for transparent huge pages; 2M or
+    1G puts it on hugetlbfs pages the run reserves on the host and gives back afterwards."""
     disk: QemuDisk = QemuDisk()
     kernel: Literal["amd64", "cloud-amd64"] = "amd64"
     kernel_form: Literal["auto", "vmlinux", "bzimage"] = "auto"
@@ -127,7 +143,34 @@ class QemuSettings(PlatformSettings):
             raise ValueError(f"kernel: cloud-amd64 has no {self.nic} driver; use kernel: amd64")
         if self.memory < 128 << 20:
             raise ValueError("memory: at least 128M (the initramfs lives in guest memory)")
+        if (self.vhost or self.queues > 1) and self.nic != "virtio-net":
+            raise ValueError("vhost and queues are virtio-net's: set nic: virtio-net")
+        if self.hugepages != "thp" and self.memory % (PAGE_KIB[self.hugepages] << 10):
+            raise ValueError(f"memory: a multiple of the {self.hugepages} huge page size")
+        if self.accel == "tcg" and (self.cpu or "").split(",")[0] == "host":
+            raise ValueError("cpu: host needs KVM; under TCG use max or a named model")
         return self
+
+    def host_misfits(self, count: int) -> list[str]:
+        out = []
+        if self.vhost and not os.path.exists(VHOST_NET):
+            out.append(
+                f"vhost: on needs {VHOST_NET}, which this host lacks "
+                "(modprobe vhost_net, or set vhost: off)"
+            )
+        if self.hugepages != "thp":
+            out += filter(None, [hugepages.misfit(self.hugepages, count * self.memory)])
+        model = (self.cpu or "").split(",")[0]
+        if model and which(QEMU) and model not in cpu_models():
+            out.append(f"cpu: {model} is no CPU model of this QEMU (see {QEMU} -cpu help)")
+        return out
+
+
+@functools.cache
+def cpu_models() -> frozenset[str]:
+    """The CPU models this QEMU knows (``-cpu help``), host and max among them."""
+    out = subprocess.run([QEMU, "-cpu", "help"], capture_output=True, text=True, check=False)
+    return frozenset(ln.split()[1] for ln in out.stdout.splitlines() if ln.startswith("x86 "))
 
 
 # the KVM probe ----------------------------------------------------------------------------
@@ -427,6 +470,8 @@ class QemuDriver(Driver):
             return
         s = self.qsettings
         tools = set(self.needs.tools)
+        if s.queues > 1 and which("ethtool"):
+            tools.add("ethtool")  # the guest enables the queues beyond its vCPUs with it
         key = (frozenset(tools), s.kernel)
         cached = _IMAGES.get(key)
         if cached is None or not cached.initrd.exists():
@@ -443,6 +488,8 @@ class QemuDriver(Driver):
             self._accel = AccelVerdict(s.accel, "set in the study")
         self._pins: dict[str, list[int]] = {}
         self._overcommit = False
+        self._reserved: list[Resource] = []
+        self._net_queues: dict[str, str] = {}
 
     def machine(self, index: int, prefix: Path) -> Machine:
         s = self.qsettings
@@ -464,6 +511,7 @@ class QemuDriver(Driver):
             agent_socket=f"{prefix}.agent.sock",
             qmp_socket=f"{prefix}.qmp.sock",
             name=f"{self.platform}-{index}",
+            hugepages=None if s.hugepages == "thp" else s.hugepages,
         )
 
     def start(self, count: int, deadline: float) -> list[Instance]:
@@ -474,6 +522,7 @@ class QemuDriver(Driver):
         instances = [QemuInstance(self.platform, i, s.vcpus, s.memory >> 20) for i in range(count)]
         if s.nic != "none":
             self.network.up()  # once, before the instances' threads add their taps
+        self.reserve_hugepages(count)
         self.start_parallel(instances, self._start_one, deadline)
         if s.pin:
             self._pin(instances, cores)
@@ -489,9 +538,9 @@ class QemuDriver(Driver):
         netns = None
         if s.nic != "none":
             tap = f"hvq{os.getpid() % 10000}t{next(_taps)}"
-            made.append(self.network.add_tap(tap))
+            made.append(self.network.add_tap(tap, multi_queue=s.queues > 1))
             mac = f"52:54:00:12:{inst.index >> 8 & 0xFF:02x}:{inst.index & 0xFF:02x}"
-            machine.nics.append(Nic(s.nic, tap, mac))
+            machine.nics.append(Nic(s.nic, tap, mac, s.vhost, s.queues))
             netns = self.network.netns
             inst.address = self.network.address(inst.index)
         if self._rootfs:
@@ -499,8 +548,11 @@ class QemuDriver(Driver):
         if self.needs.data_disk:
             path, description = self.data_disk(prefix, made)
             machine.disks.append(
-                Disk("data", path, s.disk.bus, s.disk.format, s.disk.cache, s.disk.aio, DATA_SERIAL)
-            )
+                Disk(
+                    "data", path, s.disk.bus, s.disk.format, s.disk.cache, s.disk.aio,
+                    DATA_SERIAL, queues=s.disk.queues,
+                )
+            )  # fmt: skip
         guest = Guest.launch(machine, prefix, self.ledger, netns)
         made.append(guest.process)
         inst.guest = guest
@@ -510,6 +562,8 @@ class QemuDriver(Driver):
         except CommandTimeout as e:
             raise InstanceError(f"{inst.name}: not ready in time ({e})") from e
         inst.boot = {k: round(v, 3) for k, v in guest.console.phases.items() if k != "agent"}
+        if s.queues > 1:
+            self._net_queues[inst.name] = enable_queues(inst, s.queues)
         if self.needs.data_disk:
             device = find_disk(inst, DATA_SERIAL)
             format_data_disk(inst, device, description)
@@ -564,6 +618,19 @@ class QemuDriver(Driver):
                 self.ledger.release(inst.resources.pop())
             if inst.guest:
                 inst.guest.console.join(5)
+        self.give_back_hugepages()  # after the guests that held them
+
+    def reserve_hugepages(self, count: int) -> None:
+        """The huge pages ``count`` guests' memory takes, added to the host's pool (2M, 1G)."""
+        s = self.qsettings
+        if s.hugepages != "thp":
+            pages = hugepages.pages_for(s.hugepages, count * s.memory)
+            who = f"platform {self.platform}"
+            self._reserved.append(hugepages.reserve(self.ledger, s.hugepages, pages, who))
+
+    def give_back_hugepages(self) -> None:
+        while getattr(self, "_reserved", None):
+            self.ledger.release(self._reserved.pop())
 
     def describe(self) -> dict:
         info = super().describe()
@@ -578,7 +645,11 @@ class QemuDriver(Driver):
                 "overcommit": self._overcommit,
                 "host_cores": os.cpu_count(),
                 "qemu": _qemu_version(),
+                "cpu": self.qsettings.cpu or ("host" if accel.accel == "kvm" else "max"),
+                "memory_backing": _memory_backing(self.qsettings.hugepages),
             }
+            if self._net_queues:
+                info["resolved"]["net_queues"] = self._net_queues
         if image:
             info["image"] = image.manifest
         rootfs = getattr(self, "_rootfs", None)
@@ -591,6 +662,28 @@ class QemuDriver(Driver):
                 "files_sha256": hashlib.sha256(listing.encode()).hexdigest(),
             }
         return info
+
+
+def _memory_backing(size: str) -> str:
+    """How guest memory was backed, for the report's provenance."""
+    if size != "thp":
+        return f"hugetlbfs {size} pages (memfd), reserved on the host for the run"
+    with contextlib.suppress(OSError):
+        mode = Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text()
+        chosen = mode[mode.index("[") + 1 : mode.index("]")]
+        return f"anonymous memory, transparent huge pages: {chosen}"
+    return "anonymous memory"
+
+
+def enable_queues(inst: Instance, queues: int) -> str:
+    """Enable every virtio-net queue pair in the guest (Linux enables one per vCPU by itself)
+    and say how many are active, from sysfs; why not, where the guest has no ethtool."""
+    result = inst.exec(["sh", "-c", f"ethtool -L eth0 combined {queues}"], timeout=60)
+    listing = inst.exec(["ls", "/sys/class/net/eth0/queues"], timeout=60).text().split()
+    active = sum(1 for q in listing if q.startswith("rx-"))
+    if result.ok:
+        return f"{active} of {queues} active"
+    return f"{active} of {queues} active (ethtool -L failed: {result.describe_failure()[:120]})"
 
 
 def guest_disks(inst: Instance) -> dict[str, str]:
