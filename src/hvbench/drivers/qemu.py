@@ -646,6 +646,8 @@ class QemuDriver(Driver):
                 "host_cores": os.cpu_count(),
                 "qemu": _qemu_version(),
                 "cpu": self.qsettings.cpu or ("host" if accel.accel == "kvm" else "max"),
+                # KVM inside a virtual machine: functional, its figures are no KVM's
+                "nested": accel.accel == "kvm" and _host_is_a_guest(),
                 "memory_backing": _memory_backing(self.qsettings.hugepages),
             }
             if self._net_queues:
@@ -662,6 +664,15 @@ class QemuDriver(Driver):
                 "files_sha256": hashlib.sha256(listing.encode()).hexdigest(),
             }
         return info
+
+
+def _host_is_a_guest() -> bool:
+    """Whether this host is itself a virtual machine (the CPU's hypervisor flag)."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return "hypervisor" in line.split()
+    return False
 
 
 def _memory_backing(size: str) -> str:
