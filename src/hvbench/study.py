@@ -143,6 +143,7 @@ class Study:
                     f"platform {name}: {count} instances × {cores} pinned vCPU(s) need "
                     f"{count * cores} cores, the host has {host_cores}"
                 )
+            out += [f"platform {name}: {line}" for line in settings.host_misfits(count)]
         return out
 
     def estimate_seconds(self, quick: bool) -> float:

@@ -56,6 +56,12 @@ class PlatformSettings(BaseModel):
         pinned = getattr(self, "vcpus", 1) if getattr(self, "pin", False) else 0
         return int(memory), int(pinned)
 
+    def host_misfits(self, count: int) -> list[str]:
+        """What ``count`` instances need of this host beyond memory and cores that it lacks
+        (a device, huge pages, a CPU model), one line each with the fix; checked before a run
+        starts anything."""
+        return []
+
 
 @dataclass
 class DataDisk:

@@ -45,6 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from hvbench.drivers.agent_instance import AgentInstance
 from hvbench.drivers.base import Availability, Driver, Instance, PlatformSettings, format_data_disk
+from hvbench.drivers.last_words import last_words
 from hvbench.drivers.qemu import Console
 from hvbench.drivers.serial_relay import LineRelay
 from hvbench.errors import CommandTimeout, HvbenchError, InstanceError
@@ -417,6 +418,12 @@ class UmlInstance(AgentInstance):
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
 
+    def last_words(self) -> str:
+        """UML's exit status and its console (its kernel's messages and its own errors)."""
+        if self.proc is None:
+            return "never started"
+        return last_words(self.proc.poll(), console=self.console.log if self.console else None)
+
     def kill(self) -> None:
         if self.agent:
             self.agent.close()
@@ -579,19 +586,20 @@ class UmlDriver(Driver):
             )
         finally:
             theirs.close()
+        inst.console = Console(inst.proc.stdout, Path(f"{prefix}.console.log"), started)
+        inst.console.start()
         try:
             inst.resources.append(self.ledger.add_process(inst.proc.pid))
         except psutil.Error as e:
-            raise InstanceError(f"{inst.name}: UML exited at once") from e
-        log = Path(f"{prefix}.console.log")
-        inst.console = Console(inst.proc.stdout, log, started)
-        inst.console.start()
+            inst.proc.wait()
+            inst.console.join(5)
+            raise InstanceError(f"{inst.name}: UML exited at once ({inst.last_words()})") from e
         inst.agent = GuestAgent(sock.name, inst.name)
         try:
             inst.agent.wait_ready(min(deadline, started + s.boot_timeout), inst.alive)
         except InstanceError as e:
             why = "exited" if not inst.alive() else "did not answer in time"
-            raise InstanceError(f"{inst.name}: UML {why}: {_tail(log)}") from e
+            raise InstanceError(f"{inst.name}: UML {why} ({inst.last_words()})") from e
         inst.console.phases["ready"] = time.monotonic() - started
         inst.boot = {k: round(v, 3) for k, v in inst.console.phases.items() if k != "agent"}
         if s.nic == "vector":
@@ -633,11 +641,3 @@ class UmlDriver(Driver):
             }
             info["image"] = self._image.manifest
         return info
-
-
-def _tail(path: Path) -> str:
-    try:
-        lines = path.read_bytes()[-3000:].decode(errors="replace").strip().splitlines()
-    except OSError:
-        return "(no console output)"
-    return " | ".join(ln.strip() for ln in lines[-3:]) or "(no console output)"

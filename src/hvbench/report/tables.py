@@ -190,6 +190,15 @@ def values_table(a: RunAnalysis, workload: str, count: int) -> Table:
             "busier host (see the warnings)"
         ],
     )
+    nested = sorted(
+        {c.platform for c in a.cells if c.platform_settings.get("resolved", {}).get("nested")}
+        & set(platforms)
+    )
+    if nested:
+        t.notes.append(
+            f"{', '.join(nested)}: KVM nested in a virtual machine (resolved nested: true): "
+            "a functional check of the KVM path, not KVM's figures"
+        )
     for p, row in zip(platforms, grid, strict=True):
         n = max((r.single.n for r in row if r), default=0)
         cells = [
