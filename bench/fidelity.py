@@ -22,10 +22,11 @@ How to read it. Per metric and round, two ratios:
   host's noise alone does to a ratio measured this way.
 
 Each column prints the median of the per-round ratios and the 95% interval of their mean
-(``hvbench.analysis.stats.summarize``). The last column is Welch's test of the hvbench/bare
-ratios against the bare/bare ones (``stats.welch``; the two are independent by construction):
-how far the mean hvbench/bare ratio is from the mean A/A ratio, its interval, and "OUTSIDE" when
-hvbench's effect lies outside what the A/A noise explains (p < 0.05), "within" otherwise. One
+(``hvbench.analysis.stats.summarize``). The last column sets the hvbench/bare ratios against
+the bare/bare ones (``stats.ratio``: Fieller's interval and its test; the two are independent
+by construction): how far the mean hvbench/bare ratio is from the mean A/A ratio, its interval,
+and "OUTSIDE" when hvbench's effect lies outside what the A/A noise explains (the interval
+excludes 0, p < 0.05), "within" otherwise. One
 disturbed round moves a mean more than a median, so on a noisy host the medians and this
 column can disagree; the intervals say how much either can be trusted. The target is an effect
 within ±2 %; on a noisy host both intervals are wide and nothing below their width can be
@@ -53,7 +54,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hvbench.analysis.stats import Difference, Summary, summarize, welch
+from hvbench.analysis.stats import Ratio, Summary, ratio, summarize
 from hvbench.drivers.base import Needs
 from hvbench.drivers.native import NativeDriver, NativeSettings
 from hvbench.host.network import RunNetwork
@@ -95,12 +96,12 @@ class Fidelity:
     """hvbench / geometric mean of the round's two bare runs."""
     control: Summary
     """bare-2 / bare-1."""
-    against_control: Difference
-    """Mean effect ratio relative to the mean A/A ratio, Welch's test."""
+    against_control: Ratio
+    """Mean effect ratio over the mean A/A ratio, with Fieller's interval."""
 
     @property
     def outside(self) -> bool:
-        return self.against_control.significant()
+        return self.against_control.significant
 
 
 def fidelity(name: str, by_arm: Mapping[str, Sequence[float]]) -> Fidelity:
@@ -113,14 +114,14 @@ def fidelity(name: str, by_arm: Mapping[str, Sequence[float]]) -> Fidelity:
         bare=statistics.median([*b1, *b2]),
         effect=summarize(effect),
         control=summarize(control),
-        against_control=welch(control, effect),
+        against_control=ratio(control, effect),
     )
 
 
 def table(results: Rounds) -> str:
     """The figures, one line per metric."""
 
-    def ratio(s: Summary) -> str:
+    def median(s: Summary) -> str:
         return f"{s.median:5.3f} [{s.ci_low:5.3f}, {s.ci_high:5.3f}]"
 
     lines = [
@@ -132,9 +133,9 @@ def table(results: Rounds) -> str:
         d = f.against_control
         verdict = "OUTSIDE" if f.outside else "within"
         lines.append(
-            f"{name.split('.', 1)[1]:30} {f.bare:11.2f}  {ratio(f.effect):22}  "
-            f"{ratio(f.control):22}  {d.change:+6.1%} [{d.ci_low * 100:+5.1f}, "
-            f"{d.ci_high * 100:+5.1f}] p={d.p_value:.2f} {verdict}"
+            f"{name.split('.', 1)[1]:30} {f.bare:11.2f}  {median(f.effect):22}  "
+            f"{median(f.control):22}  {d.estimate - 1:+6.1%} [{(d.low - 1) * 100:+5.1f}, "
+            f"{(d.high - 1) * 100:+5.1f}] p={d.p_value:.2f} {verdict}"
         )
     return "\n".join(lines)
 
