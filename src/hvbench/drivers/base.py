@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt
 
-from hvbench.errors import HvbenchError, InstanceError
+from hvbench.errors import HvbenchError, InstanceError, StartFailed
 from hvbench.host.monitor import LOCAL, HostCpuSource
 from hvbench.host.process import ExecResult
 from hvbench.units import Size
@@ -176,16 +176,22 @@ class Driver(ABC):
         self, instances: list[I], start_one: Callable[[I, float], None], deadline: float
     ) -> list[I]:
         """Run ``start_one`` for every instance at once (N guests boot together, as they will
-        run); if any fails, stop them all and raise the first error."""
+        run); if any fails, let the others finish, stop them all and raise StartFailed with how
+        many failed and the first error."""
         with ThreadPoolExecutor(max_workers=max(1, len(instances))) as pool:
             futures = [pool.submit(start_one, inst, deadline) for inst in instances]
             failed = [e for e in (f.exception() for f in futures) if e is not None]
         if failed:
             self.stop(list(instances))
             first = failed[0]
-            if isinstance(first, InstanceError | HvbenchError):
-                raise first
-            raise InstanceError(f"{self.platform}: start failed: {first}") from first
+            if isinstance(first, HvbenchError):
+                raise first  # bad settings, not a boot that failed
+            text = str(first) if isinstance(first, InstanceError) else f"start failed: {first}"
+            if len(instances) > 1:
+                text = f"{len(failed)} of {len(instances)} instances failed to start; first: {text}"
+            elif not isinstance(first, InstanceError):
+                text = f"{self.platform}: {text}"
+            raise StartFailed(text, len(failed)) from first
         return instances
 
 
