@@ -3,10 +3,12 @@ output is in it, with the same unit and direction."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
 import pytest
+from workload_env import native_instances, run_workload
 
 from hvbench.workloads.base import Context, GroupStart, Metric
 from hvbench.workloads.bonnie import parse_bonnie_csv
@@ -19,6 +21,7 @@ from hvbench.workloads.iperf import parse_iperf_csv
 from hvbench.workloads.iperf3 import parse_iperf3_json
 from hvbench.workloads.kernbench import parse_time_line, summarise
 from hvbench.workloads.latency import parse_sockperf
+from hvbench.workloads.memory import Memory, MemorySettings
 
 ROOT = Path(__file__).parent.parent
 FIX = Path(__file__).parent / "fixtures"
@@ -40,6 +43,23 @@ class _NoBoot:
 
 class _Booted:
     name, boot = "qemu-0", {"kernel": 0.2, "init": 1.5, "ready": 1.8}
+
+
+def memory_metrics() -> list[Metric]:
+    """The memory workload's metrics, as it makes them: real, from this test process (which
+    maps no guest RAM: its whole PSS is overhead), and as "not attributable" on native."""
+
+    class _Vmm:
+        name, memory_mib, guest_is_host_processes = "qemu-0", 128, False
+
+        def host_pids(self) -> list[int]:
+            return [os.getpid()]
+
+    with native_instances(1) as (instances, network):
+        (native,) = run_workload(Memory(MemorySettings(name="memory")), instances, network)
+    ctx = Context(network=None, quick=True, instance_count=1)  # type: ignore[arg-type]
+    measured = Memory(MemorySettings(name="memory")).measure(_Vmm(), ctx)  # type: ignore[arg-type]
+    return [*native.metrics, *measured.metrics]
 
 
 def all_metrics() -> list[Metric]:
@@ -82,6 +102,7 @@ def all_metrics() -> list[Metric]:
         *summarise(time_line, [time_line, time_line]),
         *Boot(BootSettings(name="boot")).measure(_NoBoot(), ctx).metrics,  # type: ignore[arg-type]
         *Boot(BootSettings(name="boot")).measure(_Booted(), storm_ctx).metrics,  # type: ignore[arg-type]
+        *memory_metrics(),
     ]
 
 

@@ -86,6 +86,11 @@ class Instance(ABC):
     """Where workloads make their scratch directories inside the instance: its own /tmp, or
     for one that shares the host's files (native), a directory that goes with the run."""
 
+    guest_is_host_processes: ClassVar[bool] = False
+    """True where ``host_pids()`` are the guest's own processes (a container's, native's
+    commands) rather than a VMM holding the guest's RAM: their memory is then the guest's own,
+    and what the instance costs beyond it (kernel objects: cgroup, namespaces) is in no process."""
+
     @property
     def name(self) -> str:
         return f"{self.platform}-{self.index}"
