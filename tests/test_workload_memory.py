@@ -1,5 +1,6 @@
-"""memory: a TCG guest's overhead is its QEMU's PSS beyond the guest RAM it touched; a container
-and native say they cannot attribute one. One run of the real runner over all three."""
+"""memory: a TCG guest's overhead is its QEMU's PSS beyond the guest RAM it touched, a UML
+guest's likewise for its processes; a container and native say they cannot attribute one. One
+run of the real runner over all four."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ STUDY = """\
 name: memory
 platforms:
   tcg: {driver: qemu, accel: tcg, machine: microvm, memory: 128M, nic: none}
+  uml: {driver: uml, memory: 128M}
   container: {driver: container, memory: 128M}
   native: {driver: native}
 workloads:
@@ -36,13 +38,14 @@ def test_memory_overhead_per_driver():
         got.setdefault(platform[row.cell_id], {})[row.name] = (row.value, row.text)
     for name in ("container", "native"):
         assert got[name] == {f"memory.{n}": (None, NOT_ATTRIBUTABLE) for n in METRICS}, name
-    tcg = {name: value for name, (value, _) in got["tcg"].items()}
-    pss, ram, overhead = (
-        tcg[f"memory.{n}"] for n in ("host_pss_mib", "guest_ram_mib", "overhead_mib")
-    )
-    assert 0 < ram <= 128, "the guest touched some of its 128 MiB, never more"
-    assert overhead > 1, "QEMU itself costs something beyond the guest's RAM"
-    assert abs(pss - ram - overhead) <= 0.2
     total = psutil.virtual_memory().total / 2**20
-    fits = {int(total / (128 + overhead + d)) for d in (-0.05, 0.05)}  # overhead is rounded
-    assert tcg["memory.density_instances"] in fits
+    for vm in ("tcg", "uml"):
+        v = {name: value for name, (value, _) in got[vm].items()}
+        pss, ram, overhead = (
+            v[f"memory.{n}"] for n in ("host_pss_mib", "guest_ram_mib", "overhead_mib")
+        )
+        assert 0 < ram <= 128, f"{vm}: the guest touched some of its 128 MiB, never more"
+        assert overhead > 1, f"{vm}: the VMM itself costs something beyond the guest's RAM"
+        assert abs(pss - ram - overhead) <= 0.2
+        fits = {int(total / (128 + overhead + d)) for d in (-0.05, 0.05)}  # overhead is rounded
+        assert v["memory.density_instances"] in fits

@@ -3,7 +3,6 @@ output is in it, with the same unit and direction."""
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from hvbench.workloads.iperf import parse_iperf_csv
 from hvbench.workloads.iperf3 import parse_iperf3_json
 from hvbench.workloads.kernbench import parse_time_line, summarise
 from hvbench.workloads.latency import parse_sockperf
-from hvbench.workloads.memory import Memory, MemorySettings
+from hvbench.workloads.memory import METRICS, Memory, MemorySettings, memory_metric
 
 ROOT = Path(__file__).parent.parent
 FIX = Path(__file__).parent / "fixtures"
@@ -46,20 +45,11 @@ class _Booted:
 
 
 def memory_metrics() -> list[Metric]:
-    """The memory workload's metrics, as it makes them: real, from this test process (which
-    maps no guest RAM: its whole PSS is overhead), and as "not attributable" on native."""
-
-    class _Vmm:
-        name, memory_mib, guest_is_host_processes = "qemu-0", 128, False
-
-        def host_pids(self) -> list[int]:
-            return [os.getpid()]
-
+    """The memory workload's metrics as it makes them: on native ("not attributable") and,
+    with a value, each of its table."""
     with native_instances(1) as (instances, network):
         (native,) = run_workload(Memory(MemorySettings(name="memory")), instances, network)
-    ctx = Context(network=None, quick=True, instance_count=1)  # type: ignore[arg-type]
-    measured = Memory(MemorySettings(name="memory")).measure(_Vmm(), ctx)  # type: ignore[arg-type]
-    return [*native.metrics, *measured.metrics]
+    return [*native.metrics, *(memory_metric(n, 1.0) for n in METRICS)]
 
 
 def all_metrics() -> list[Metric]:

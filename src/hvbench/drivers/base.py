@@ -103,6 +103,12 @@ class Instance(ABC):
     def host_pids(self) -> list[int]:
         """Host processes that make up this instance, for its share of host CPU."""
 
+    def guest_ram(self, path: str, size: int) -> bool:
+        """Whether a mapping (its file, or "" for anonymous memory, and its size in bytes) of
+        ``host_pids()`` holds the guest's RAM: by default, the one of exactly the guest's
+        memory size (QEMU's RAM block)."""
+        return size == self.memory_mib << 20
+
     def accounted_cpu_seconds(self) -> float | None:
         """CPU seconds its platform charges to the instance apart from ``host_pids()`` (a Xen
         domain's vCPUs, a domain on a remote host), or None where those processes say it all."""

@@ -65,10 +65,11 @@ class Memory(Workload):
         if instance.guest_is_host_processes or not pids:
             why = f"{instance.name}: {NOT_ATTRIBUTABLE} (its host processes are the guest's own)"
             return Outcome(
-                [_metric(n, None, NOT_ATTRIBUTABLE) for n in METRICS], [keep("memory", [], why)]
+                [memory_metric(n, None, NOT_ATTRIBUTABLE) for n in METRICS],
+                [keep("memory", [], why)],
             )
         guest_bytes = instance.memory_mib * MIB
-        used = host_memory(pids, guest_bytes)
+        used = host_memory(pids, instance.guest_ram)
         host_total = psutil.virtual_memory().total
         values = {
             "host_pss_mib": used.pss / MIB,
@@ -78,11 +79,12 @@ class Memory(Workload):
         }
         raw = (
             f"{instance.name}: {used.processes} host processes {pids}, PSS {used.pss} B, "
-            f"guest RAM mapping ({guest_bytes} B) PSS {used.guest_ram} B, "
+            f"guest RAM ({guest_bytes} B) PSS {used.guest_ram} B, "
             f"overhead {used.overhead} B; host memory {host_total} B"
         )
         return Outcome(
-            [_metric(n, round(float(v), 1)) for n, v in values.items()], [keep("memory", [], raw)]
+            [memory_metric(n, round(float(v), 1)) for n, v in values.items()],
+            [keep("memory", [], raw)],
         )
 
     def estimate_seconds(self, quick: bool) -> float:
@@ -90,7 +92,7 @@ class Memory(Workload):
         return QUICK_SETTLE_S if quick else self.settings.settle
 
 
-def _metric(name: str, value: float | None, text: str | None = None) -> Metric:
+def memory_metric(name: str, value: float | None, text: str | None = None) -> Metric:
     unit, higher_is_better = METRICS[name]
     return Metric(
         f"memory.{name}", value, unit, higher_is_better, text, headline=name == "overhead_mib"
