@@ -14,6 +14,10 @@ import numpy as np
 from hvbench.analysis.run import COMPOSITE, MetricResult, RunAnalysis
 from hvbench.analysis.stats import ALPHA, geometric_mean, welch
 
+DENSITY = "memory.density_instances"
+OVERHEAD = "memory.overhead_mib"
+"""The memory workload's figures the density line reads (names from docs/metrics.md)."""
+
 
 def headline(a: RunAnalysis, workload: str) -> str | None:
     """The one metric that stands for a workload where one is needed (cost, scaling): its
@@ -149,10 +153,34 @@ def scaling_line(a: RunAnalysis, workload: str) -> str | None:
     return f"{workload} scaling of the aggregate: " + "; ".join(parts) if parts else None
 
 
+def density_line(a: RunAnalysis, workload: str) -> str | None:
+    """ "density: instances of their size this host's memory fits: tcg 92 (33 MiB overhead
+    each)" from the memory workload's figures at the smallest count."""
+    parts = []
+    for platform, rs in _at(a, workload, min(a.counts(workload))).items():
+        by_name = {r.name: r for r in rs}
+        fit, overhead = by_name.get(DENSITY), by_name.get(OVERHEAD)
+        if fit is not None and overhead is not None:
+            parts.append(
+                f"{platform} {fit.single.mean:.0f} ({overhead.single.mean:.0f} MiB overhead each)"
+            )
+    return (
+        "density: instances of their size this host's memory fits: " + "; ".join(parts)
+        if parts
+        else None
+    )
+
+
 def verdicts(a: RunAnalysis) -> list[str]:
     """Every plain-words line of the report's top, workload by workload."""
     out = []
     for w in a.workloads():
-        lines = (keeps_line(a, w), symmetry_line(a, w), cost_line(a, w), scaling_line(a, w))
+        lines = (
+            keeps_line(a, w),
+            symmetry_line(a, w),
+            cost_line(a, w),
+            scaling_line(a, w),
+            density_line(a, w),
+        )
         out.extend(line for line in lines if line is not None)
     return out
