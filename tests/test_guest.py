@@ -123,7 +123,8 @@ def _serve(tmp_path: Path, respond: Callable[[socket.socket, bytes], None]) -> s
                 buf += data
                 while b"\n" in buf:
                     line, _, buf = buf.partition(b"\n")
-                    respond(conn, line)
+                    # 0xFF resets the parser, as in qemu-ga: what came before it is dropped
+                    respond(conn, line.rpartition(b"\xff")[2])
         server.close()
 
     threading.Thread(target=loop, daemon=True).start()

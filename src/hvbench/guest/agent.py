@@ -91,9 +91,9 @@ class GuestAgent:
             self._sock = sock
         return self._sock
 
-    def _send(self, message: dict) -> None:
+    def _send(self, message: dict, prefix: bytes = b"") -> None:
         try:
-            self._connect().sendall(json.dumps(message).encode() + b"\n")
+            self._connect().sendall(prefix + json.dumps(message).encode() + b"\n")
         except OSError as e:
             self.close()
             raise InstanceError(f"{self.name}: agent connection lost ({e.strerror})") from e
@@ -139,7 +139,9 @@ class GuestAgent:
         token = random.randrange(1, 1 << 31) ^ next(_counter)
         accept.add(token)
         self._synced = False
-        self._send({"execute": "guest-sync-delimited", "arguments": {"id": token}})
+        # SENTINEL first resets qemu-ga's JSON parser: the tail of a request cut off when the
+        # guest (re)opened its port would otherwise make it read every later one as garbage
+        self._send({"execute": "guest-sync-delimited", "arguments": {"id": token}}, SENTINEL)
         while True:
             while SENTINEL not in self._buf:
                 self._buf = b""
