@@ -7,6 +7,7 @@ control channel that is never the device under test, and the driver ``stop``s th
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -159,6 +160,10 @@ class Driver(ABC):
         self.network = network
         self.workdir = workdir
         """A directory of this run's own for files the driver makes (removed with the run)."""
+        self.parallel_start_s: float | None = None
+        """How long the last ``start_parallel`` took: from starting every instance at once
+        until all were ready (what a boot storm measures: without the driver's preparation
+        before it, such as finding or building the guest image)."""
 
     @classmethod
     @abstractmethod
@@ -189,9 +194,11 @@ class Driver(ABC):
         """Run ``start_one`` for every instance at once (N guests boot together, as they will
         run); if any fails, let the others finish, stop them all and raise StartFailed with how
         many failed and the first error."""
+        t0 = time.monotonic()
         with ThreadPoolExecutor(max_workers=max(1, len(instances))) as pool:
             futures = [pool.submit(start_one, inst, deadline) for inst in instances]
             failed = [e for e in (f.exception() for f in futures) if e is not None]
+        self.parallel_start_s = time.monotonic() - t0
         if failed:
             self.stop(list(instances))
             first = failed[0]

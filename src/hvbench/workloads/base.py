@@ -78,7 +78,8 @@ class GroupStart:
     boot storm measures)."""
 
     seconds: float
-    """From the driver's start call until it returned with every instance ready."""
+    """From starting every instance at once until all were ready (``Driver.parallel_start_s``:
+    the driver's preparation before, such as finding the guest image, is not in it)."""
     boots: dict[str, dict[str, float]]
     """Each instance's boot phases (``Instance.boot``) by instance name, in instance order."""
     failed: int = 0
