@@ -21,7 +21,7 @@ from hvbench.drivers.base import Needs
 from hvbench.drivers.qemu import QemuDriver, QemuSettings
 from hvbench.errors import CommandTimeout, InstanceError, ToolMissing
 from hvbench.guest import cpio, image
-from hvbench.guest.agent import LINE_LIMIT, GuestAgent
+from hvbench.guest.agent import LINE_LIMIT, POLL, GuestAgent
 
 guest_image = guest_fixtures.guest_image  # fixtures, until conftest imports guest_fixtures
 guest_run = guest_fixtures.guest_run
@@ -123,7 +123,8 @@ def _serve(tmp_path: Path, respond: Callable[[socket.socket, bytes], None]) -> s
                 buf += data
                 while b"\n" in buf:
                     line, _, buf = buf.partition(b"\n")
-                    respond(conn, line)
+                    # 0xFF resets the parser, as in qemu-ga: what came before it is dropped
+                    respond(conn, line.rpartition(b"\xff")[2])
         server.close()
 
     threading.Thread(target=loop, daemon=True).start()
@@ -167,6 +168,24 @@ def test_agent_silence_times_out(tmp_path: Path):
     with pytest.raises(CommandTimeout):
         agent.wait_ready(time.monotonic() + 1.5)
     assert time.monotonic() - start < 5
+
+
+def test_agent_slower_than_the_poll_is_ready_and_in_sync(tmp_path: Path):
+    """qemu-ga on a loaded host answers each sync later than POLL: ready all the same (the
+    answer to an earlier sync counts), and the next command gets its own answer, not a sync's."""
+
+    def slow(conn: socket.socket, line: bytes) -> None:
+        request = json.loads(line)
+        if request["execute"] == "guest-sync-delimited":
+            time.sleep(3 * POLL)  # qemu-ga answers in order, one request at a time
+            conn.sendall(b"\xff" + json.dumps({"return": request["arguments"]["id"]}).encode())
+            conn.sendall(b"\n")
+        else:
+            conn.sendall(b'{"return": {"pong": 1}}\n')
+
+    agent = GuestAgent(_serve(tmp_path, slow), "g")
+    agent.wait_ready(time.monotonic() + 10)
+    assert agent.call("guest-ping", 10) == {"pong": 1}
 
 
 # the channel in a real guest --------------------------------------------------------------

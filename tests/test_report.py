@@ -109,6 +109,21 @@ def test_verdict_over_several_headline_times(tmp_path):
     assert "kvm keeps 50% [" in line
 
 
+def test_density_line_from_the_memory_figures(tmp_path):
+    s = Store(f"sqlite:///{tmp_path}/results.db")
+    b = RunBuilder(s)
+    kinds = {"memory.overhead_mib": ("MiB", False), "memory.density_instances": ("count", True)}
+    for platform, overhead, fit in (("tcg", 33.0, 92.0), ("uml", 8.0, 177.0)):
+        cell = b.cell(platform, "memory")
+        for rep in range(3):
+            metrics = {"memory.overhead_mib": [overhead], "memory.density_instances": [fit]}
+            b.sample(cell, rep, metrics, kinds=kinds, headline={"memory.overhead_mib"})
+    b.sample(b.cell("container", "memory", driver="container"), 0, {"memory.overhead_mib": [None]})
+    line = "density: instances of their size this host's memory fits: "
+    line += "tcg 92 (33 MiB overhead each); uml 177 (8 MiB overhead each)"
+    assert line in verdicts(analyse(s, "latest"))
+
+
 def test_jsonl_one_sample_per_line(store):
     lines = render(analyse(store, "latest"), "json").splitlines()
     assert len(lines) == 4 * 3 * 4  # platforms × repetitions × metrics

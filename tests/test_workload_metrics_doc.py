@@ -7,8 +7,9 @@ import re
 from pathlib import Path
 
 import pytest
+from workload_env import native_instances, run_workload
 
-from hvbench.workloads.base import Context, Metric
+from hvbench.workloads.base import Context, GroupStart, Metric
 from hvbench.workloads.bonnie import parse_bonnie_csv
 from hvbench.workloads.boot import Boot, BootSettings
 from hvbench.workloads.cpu import PARTS
@@ -19,6 +20,7 @@ from hvbench.workloads.iperf import parse_iperf_csv
 from hvbench.workloads.iperf3 import parse_iperf3_json
 from hvbench.workloads.kernbench import parse_time_line, summarise
 from hvbench.workloads.latency import parse_sockperf
+from hvbench.workloads.memory import METRICS, Memory, MemorySettings, memory_metric
 
 ROOT = Path(__file__).parent.parent
 FIX = Path(__file__).parent / "fixtures"
@@ -38,10 +40,24 @@ class _NoBoot:
     name, boot = "native-0", {}
 
 
+class _Booted:
+    name, boot = "qemu-0", {"kernel": 0.2, "init": 1.5, "ready": 1.8}
+
+
+def memory_metrics() -> list[Metric]:
+    """The memory workload's metrics as it makes them: on native ("not attributable") and,
+    with a value, each of its table."""
+    with native_instances(1) as (instances, network):
+        (native,) = run_workload(Memory(MemorySettings(name="memory")), instances, network)
+    return [*native.metrics, *(memory_metric(n, 1.0) for n in METRICS)]
+
+
 def all_metrics() -> list[Metric]:
     text = lambda p: (FIX / p).read_text()  # noqa: E731
     time_line = parse_time_line(text("kernbench/subcmd.txt"))
     ctx = Context(network=None, quick=True, instance_count=1)  # type: ignore[arg-type]
+    storm = GroupStart(2.5, {_Booted.name: _Booted.boot, "qemu-1": {"ready": 2.1}}, failed=1)
+    storm_ctx = Context(network=None, quick=True, instance_count=2, start=storm)  # type: ignore[arg-type]
     files = [
         "stress-ng/zlib.yaml",
         "stress-ng/matrix.yaml",
@@ -75,6 +91,8 @@ def all_metrics() -> list[Metric]:
         *parse_sockperf(text("sockperf/pp.txt")),
         *summarise(time_line, [time_line, time_line]),
         *Boot(BootSettings(name="boot")).measure(_NoBoot(), ctx).metrics,  # type: ignore[arg-type]
+        *Boot(BootSettings(name="boot")).measure(_Booted(), storm_ctx).metrics,  # type: ignore[arg-type]
+        *memory_metrics(),
     ]
 
 

@@ -29,7 +29,7 @@ from hvbench.analysis.run import cell_info, headline_singles
 from hvbench.analysis.stats import needs_more
 from hvbench.drivers import driver_class
 from hvbench.drivers.base import Driver, Instance, Needs
-from hvbench.errors import HvbenchError, InstanceError, StudyError
+from hvbench.errors import HvbenchError, InstanceError, StartFailed, StudyError
 from hvbench.host import inventory
 from hvbench.host.monitor import CpuMonitor
 from hvbench.host.network import RunNetwork
@@ -37,7 +37,7 @@ from hvbench.host.resources import Ledger
 from hvbench.store import MetricRecord, RawRecord, SampleRecord, Store
 from hvbench.store.schema import CellRow, Run
 from hvbench.study import Cell, Study, parse_study
-from hvbench.workloads.base import Context, Outcome, Workload
+from hvbench.workloads.base import Context, GroupStart, Outcome, Workload
 
 WORK_ROOT = Path("/var/tmp/hvbench")
 """Disk images and logs of a run; on disk, not tmpfs, so disk workloads measure a disk."""
@@ -305,13 +305,13 @@ class Runner:
                 if instances is None:
                     started, t0 = datetime.now(UTC), time.monotonic()
                     try:
-                        instances, retried = self._start(driver, count)
+                        instances, start, retried = self._start(driver, count)
                     except (InstanceError, HvbenchError) as e:
                         for rest in cells[i:]:
                             yield rest, self._failed(rep, started, t0, f"start: {_one_line(e)}")
                         return
                 record = self._sample(
-                    self.study.workload(cell.workload_index), driver, instances, rep
+                    self.study.workload(cell.workload_index), driver, instances, rep, start
                 )
                 if retried:
                     record.platform_state["start_retried_after"] = retried
@@ -325,15 +325,17 @@ class Runner:
                 driver.stop(instances)
 
     @staticmethod
-    def _start(driver: Driver, count: int) -> tuple[list[Instance], str | None]:
-        """Start the instances; a guest that did not come up is no measurement, so a failed
-        start is tried once more, and the first error is kept with the next sample."""
+    def _start(driver: Driver, count: int) -> tuple[list[Instance], GroupStart, str | None]:
+        """Start the instances, timed; a guest that did not come up is no measurement, so a
+        failed start is tried once more, the first error is kept with the next sample and the
+        instances that failed in it are counted in the GroupStart."""
         try:
-            return driver.start(count, time.monotonic() + START_TIMEOUT_S), None
+            return (*_timed_start(driver, count, failed=0), None)
         except InstanceError as e:
             first = _one_line(e)
+            failed = e.failed if isinstance(e, StartFailed) else count
         try:
-            return driver.start(count, time.monotonic() + START_TIMEOUT_S), first
+            return (*_timed_start(driver, count, failed), first)
         except (InstanceError, HvbenchError) as e:
             raise InstanceError(f"{first}; tried again: {_one_line(e)}") from e
 
@@ -354,7 +356,12 @@ class Runner:
     # one sample ------------------------------------------------------------------------
 
     def _sample(
-        self, workload: Workload, driver: Driver, instances: list[Instance], rep: int
+        self,
+        workload: Workload,
+        driver: Driver,
+        instances: list[Instance],
+        rep: int,
+        start: GroupStart,
     ) -> SampleRecord:
         """prepare on every instance, a barrier, measure on all at once, cleanup."""
         started = datetime.now(UTC)
@@ -371,6 +378,7 @@ class Runner:
             quick=self.quick,
             instance_count=len(instances),
             barrier=barrier.wait,
+            start=start,
         )
 
         def one(inst: Instance) -> Outcome:
@@ -433,6 +441,13 @@ class Runner:
                 for r in o.raw
             ],
         )
+
+
+def _timed_start(driver: Driver, count: int, failed: int) -> tuple[list[Instance], GroupStart]:
+    instances = driver.start(count, time.monotonic() + START_TIMEOUT_S)
+    seconds = driver.parallel_start_s
+    assert seconds is not None, f"{driver.name}: start did not go through start_parallel"
+    return instances, GroupStart(seconds, {i.name: dict(i.boot) for i in instances}, failed)
 
 
 def _overcommit(instances: list[Instance]) -> dict:

@@ -28,6 +28,10 @@ from hvbench.analysis.stats import (
     reading,
 )
 
+DENSITY = "memory.density_instances"
+OVERHEAD = "memory.overhead_mib"
+"""The memory workload's figures the density line reads (names from docs/metrics.md)."""
+
 
 def headline(a: RunAnalysis, workload: str) -> str | None:
     """The one metric that stands for a workload where one is needed (cost, scaling): its
@@ -259,6 +263,25 @@ def ran_line(a: RunAnalysis) -> str | None:
     return "; ".join(lines) or None
 
 
+def density_line(a: RunAnalysis, workload: str) -> str | None:
+    """ "density: instances of their size this host's memory fits: tcg 92 (33 MiB overhead
+    each)" from the memory workload's figures at the smallest count."""
+    parts = []
+    for platform, rs in _at(a, workload, min(a.counts(workload))).items():
+        by_name = {r.name: r for r in rs}
+        fit, overhead = by_name.get(DENSITY), by_name.get(OVERHEAD)
+        if fit is not None and overhead is not None:
+            parts.append(
+                f"{a.label(platform)} {fit.single.mean:.0f} "
+                f"({overhead.single.mean:.0f} MiB overhead each)"
+            )
+    return (
+        "density: instances of their size this host's memory fits: " + "; ".join(parts)
+        if parts
+        else None
+    )
+
+
 def verdicts(a: RunAnalysis) -> list[str]:
     """Every plain-words line of the report's top: what ran where it was left to choose, then
     workload by workload."""
@@ -272,6 +295,7 @@ def verdicts(a: RunAnalysis) -> list[str]:
             symmetry_line(a, w),
             cost_line(a, w),
             scaling_line(a, w),
+            density_line(a, w),
         )
         out.extend(line for line in lines if line is not None)
     return out

@@ -111,6 +111,8 @@ def cgroup_procs(cgroups_path: str) -> list[int]:
 class OciInstance(Instance):
     """One container, run by the driver's runtime."""
 
+    guest_is_host_processes: ClassVar[bool] = True
+
     runtime: list[str] = field(default_factory=list)
     """The runtime's argv up to the subcommand (binary, --root and global flags)."""
     container_id: str = ""

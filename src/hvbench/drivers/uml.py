@@ -404,6 +404,12 @@ class UmlInstance(AgentInstance):
     def agent_channel(self) -> GuestAgent | None:
         return self.agent
 
+    def guest_ram(self, path: str, size: int) -> bool:
+        """UML's physical memory is a file it creates unlinked (O_TMPFILE, in /dev/shm or its
+        TMPDIR), mapped in pieces around the kernel image by the kernel and each of its
+        processes: every mapping of a file that no longer exists."""
+        return path.startswith("/") and not os.path.exists(path)
+
     def host_pids(self) -> list[int]:
         """The UML kernel and every process it made (one per guest address space, helpers)."""
         if not self.alive():

@@ -72,6 +72,21 @@ class Outcome:
     raw: list[RawOutput] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class GroupStart:
+    """How the cell's instances were started: all at once, by one call of the driver (what a
+    boot storm measures)."""
+
+    seconds: float
+    """From starting every instance at once until all were ready (``Driver.parallel_start_s``:
+    the driver's preparation before, such as finding the guest image, is not in it)."""
+    boots: dict[str, dict[str, float]]
+    """Each instance's boot phases (``Instance.boot``) by instance name, in instance order."""
+    failed: int = 0
+    """Instances that failed to start in an attempt given up before this one (the runner tries
+    a failed start once more)."""
+
+
 @dataclass
 class Context:
     """What a workload may use besides its instance."""
@@ -81,6 +96,8 @@ class Context:
     instance_count: int
     barrier: Callable[[], None] = lambda: None
     """Call right before the measured part; returns when every instance of the cell is there."""
+    start: GroupStart | None = None
+    """How the instances the cell runs in were started (the runner always says)."""
 
 
 class ParseError(ValueError):
