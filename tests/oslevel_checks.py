@@ -16,7 +16,7 @@ from hvbench.store import Store
 from hvbench.study import parse_study
 
 CPU = (
-    "{name: cpu, integer: {duration: 1}, float: {duration: 1}, memory: {duration: 1},"
+    "{name: cpu, suite: micro, integer: {duration: 1}, float: {duration: 1}, memory: {duration: 1},"
     " branchy: {duration: 1}}"
 )
 WORKLOADS = f"""\
@@ -86,7 +86,7 @@ def killed_run_is_cleaned_up(platform: str, tmp_path: Path) -> None:
     study = tmp_path / "study.yaml"
     study.write_text(
         f"name: killed\nplatforms:\n  p: {platform}\n"
-        "workloads:\n  - {name: cpu, integer: {duration: 60}}\nrepetitions: 1\n"
+        "workloads:\n  - {name: cpu, suite: micro, integer: {duration: 60}}\nrepetitions: 1\n"
     )
     proc = subprocess.Popen(
         [sys.executable, "-m", "hvbench", "run", str(study)],

@@ -101,6 +101,16 @@ def test_missing_tool_is_one_clear_line():
         image.build({"no-such-benchmark-tool"})
 
 
+def test_a_tool_given_by_path_brings_its_data_files_and_directories():
+    """povray (by path, as cpu apps names it) brings its configuration, its include directory
+    and the benchmark scene, at their host paths."""
+    files = image.host_files(["/usr/bin/povray"])
+    assert "/etc/povray/3.7/povray.conf" in files
+    assert "/usr/share/povray-3.7/include/colors.inc" in files
+    assert "/usr/share/doc/povray/examples/advanced/benchmark/benchmark.pov" in files
+    assert "/usr/bin/povray" in files and any("libstdc++" in f for f in files)
+
+
 def test_vmlinux_is_an_elf(guest_image: image.GuestImage):
     assert guest_image.vmlinux is not None
     assert guest_image.vmlinux.read_bytes()[:4] == b"\x7fELF"

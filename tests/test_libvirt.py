@@ -291,8 +291,8 @@ name: libvirt-test
 platforms:
   lv: {{driver: libvirt, uri: "{uri}", memory: 256M, disk: {{size: 256M}}}}
 workloads:
-  - {{name: cpu, integer: {{duration: 1}}, float: {{duration: 1}}, memory: {{duration: 1}},
-     branchy: {{duration: 1}}}}
+  - {{name: cpu, suite: micro, integer: {{duration: 1}}, float: {{duration: 1}},
+     memory: {{duration: 1}}, branchy: {{duration: 1}}}}
   - {{name: disk, tool: dd, size: 16M}}
   - {{name: net, tool: iperf3, directions: [in, out], parallel: 1, seconds: 2}}
 instances: [1]
@@ -336,8 +336,8 @@ platforms:
         memory: 256M, disk: {{size: 256M, format: qcow2}}}}
 workloads:
   - {{name: boot}}
-  - {{name: cpu, integer: {{duration: 1}}, float: {{duration: 1}}, memory: {{duration: 1}},
-     branchy: {{duration: 1}}}}
+  - {{name: cpu, suite: micro, integer: {{duration: 1}}, float: {{duration: 1}},
+     memory: {{duration: 1}}, branchy: {{duration: 1}}}}
   - {{name: disk, tool: dd, size: 16M}}
 instances: [1]
 repetitions: 1

@@ -22,7 +22,7 @@ from hvbench.store import Store
 from hvbench.study import parse_study
 
 CPU = (
-    "{name: cpu, integer: {duration: 1}, float: {duration: 1}, memory: {duration: 1},"
+    "{name: cpu, suite: micro, integer: {duration: 1}, float: {duration: 1}, memory: {duration: 1},"
     " branchy: {duration: 1}}"
 )
 STUDY = f"""\

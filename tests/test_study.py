@@ -164,6 +164,22 @@ MALFORMED = [
     (VALID.replace("  - {name: cpu}", "  - {tool: fio}"), 7, ["workloads.0.name", "None"]),
     (VALID.replace("  - {name: cpu}", "  - {name: cpu, speed: 11}"), 7, ["speed", "unknown"]),
     (
+        VALID.replace("  - {name: cpu}", "  - {name: cpu, suite: spec}"),
+        7,
+        ["workloads.0.suite", "['apps', 'micro']", "'spec'"],
+    ),
+    (
+        VALID.replace("  - {name: cpu}", "  - {name: cpu, integer: {duration: 3}}"),
+        7,
+        ["integer", "unknown", "scale"],  # micro's settings need suite: micro
+    ),
+    (VALID.replace("  - {name: cpu}", "  - {name: cpu, scale: 0}"), 7, ["scale", "> 0"]),
+    (
+        VALID.replace("  - {name: cpu}", "  - {name: cpu, suite: micro, scale: 2}"),
+        7,
+        ["scale", "unknown"],
+    ),
+    (
         VALID.replace("{driver: native}", "{driver: native, disk: {size: huge}}", 1),
         4,
         ["disk.size", "huge"],
@@ -207,6 +223,19 @@ def test_malformed_study_on_the_command_line_exits_2_without_traceback(tmp_path)
     assert f"{bad}:9: repetitions" in proc.stderr
 
 
+def test_unknown_cpu_suite_is_refused_by_study_check_in_one_line(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(VALID.replace("  - {name: cpu}", "  - {name: cpu, suite: hepspec}"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "hvbench", "study", "check", str(bad)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0, proc.stderr
+    assert f"{bad}:7: workloads.0.suite: expected one of ['apps', 'micro']" in proc.stderr
+
+
 def test_missing_study_file_is_one_line(tmp_path):
     with pytest.raises(StudyError, match="cannot read the study"):
         load_study(tmp_path / "nope.yaml")
@@ -219,12 +248,12 @@ def test_workload_instances_override_the_study_but_not_native():
     study = parse_study(text, "t")
     got = [(c.platform, c.workload, c.instances) for c in study.cells()]
     assert got == [
-        ("vm", "cpu", 1),
+        ("vm", "cpu apps", 1),
         ("vm", "boot", 1),
-        ("vm", "cpu", 2),
-        ("vm", "cpu", 4),
+        ("vm", "cpu apps", 2),
+        ("vm", "cpu apps", 4),
         ("vm", "boot", 8),
-        ("native", "cpu", 1),
+        ("native", "cpu apps", 1),
         ("native", "boot", 1),
     ]
 

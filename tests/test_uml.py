@@ -210,7 +210,7 @@ name: uml-test
 platforms:
   uml: {driver: uml, memory: 256M, disk: {size: 256M}}
 workloads:
-  - {name: cpu, integer: {duration: 1}, float: {duration: 1}, memory: {duration: 1},
+  - {name: cpu, suite: micro, integer: {duration: 1}, float: {duration: 1}, memory: {duration: 1},
      branchy: {duration: 1}}
   - {name: disk, tool: dd, size: 16M}
   - {name: net, tool: iperf3, directions: [in, out], parallel: 1, seconds: 2}

@@ -41,7 +41,7 @@ def test_sysbench_killed_half_way_is_a_parse_error():
 
 
 def test_settings_and_estimate():
-    assert workload_class("cpu", None) is Cpu
+    assert workload_class("cpu", "micro") is Cpu
     w = Cpu(CpuSettings(name="cpu", integer={"duration": 10}))
     assert w.estimate_seconds(quick=False) == 10 + 60 + 30 + 60 + 4 * 1.0
     assert w.estimate_seconds(quick=True) < 15

@@ -13,6 +13,7 @@ from hvbench.workloads.base import Context, GroupStart, Metric
 from hvbench.workloads.bonnie import parse_bonnie_csv
 from hvbench.workloads.boot import Boot, BootSettings
 from hvbench.workloads.cpu import PARTS
+from hvbench.workloads.cpu_apps import PROGRAMS, QUICK_SCALE
 from hvbench.workloads.dbench import parse_dbench
 from hvbench.workloads.dd import parse_dd
 from hvbench.workloads.fio import parse_fio_json
@@ -67,8 +68,14 @@ def all_metrics() -> list[Metric]:
     cpu = [
         Metric(p.metric, p.parse(text(f)), p.unit, True) for p, f in zip(PARTS, files, strict=True)
     ]
+    apps = [
+        Metric(p.metric, p.throughput(text(f"cpu-apps/{p.key}.txt"), 2, p.job(QUICK_SCALE, 1)),
+               p.unit, True)
+        for p in PROGRAMS
+    ]  # fmt: skip
     return [
         *cpu,
+        *apps,
         *parse_bonnie_csv(text("bonnie++/ext4.csv")),
         *parse_fio_json(text("fio/two-jobs.json")),
         Metric(

@@ -48,7 +48,7 @@ platforms:
   libvirt-pv: {driver: libvirt, uri: "xen:///system", mode: pv, memory: 256M,
                disk: {size: 256M, backend: qdisk}}
 workloads:
-  - {name: cpu, integer: {duration: 2}, float: {duration: 2}, memory: {duration: 2},
+  - {name: cpu, suite: micro, integer: {duration: 2}, float: {duration: 2}, memory: {duration: 2},
      branchy: {duration: 2}, memory_block: 4M}
   - {name: disk, tool: dd, size: 32M}
   - {name: net, tool: iperf3, directions: [in, out], parallel: 1, seconds: 2}

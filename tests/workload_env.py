@@ -16,6 +16,7 @@ from hvbench.drivers.native import NativeDriver, NativeSettings
 from hvbench.host.network import RunNetwork
 from hvbench.host.resources import Ledger
 from hvbench.workloads.base import Context, Outcome, Workload
+from hvbench.workloads.cpu_apps import CORPUS, CpuApps, CpuAppsSettings
 
 
 @contextlib.contextmanager
@@ -58,3 +59,16 @@ def run_workload(
     finally:
         for inst in instances:
             workload.cleanup(inst, ctx)
+
+
+def corpus_digest(instance: Instance) -> str:
+    """sha256 of the corpus the cpu apps suite generates in ``instance`` at the --quick scale:
+    the same bytes must come out on every platform."""
+    workload = CpuApps(CpuAppsSettings(name="cpu"))
+    ctx = Context(network=None, quick=True, instance_count=1)  # type: ignore[arg-type]
+    workload.prepare(instance, ctx)
+    try:
+        path = f"{workload.scratch(instance)}/{CORPUS}"
+        return instance.exec(["sha256sum", path], 120).text().split()[0]
+    finally:
+        workload.cleanup(instance, ctx)

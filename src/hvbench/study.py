@@ -27,7 +27,7 @@ from hvbench.drivers import DRIVERS, driver_class
 from hvbench.drivers.base import PlatformSettings
 from hvbench.errors import StudyError
 from hvbench.units import format_size
-from hvbench.workloads import WORKLOADS, workload_class
+from hvbench.workloads import WORKLOADS, selector, workload_class, workload_of
 from hvbench.workloads.base import Workload, WorkloadSettings
 
 PLATFORM_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
@@ -98,8 +98,7 @@ class Study:
     source: str
 
     def workload(self, index: int) -> Workload:
-        settings = self.workloads[index]
-        return workload_class(settings.name, getattr(settings, "tool", None))(settings)
+        return workload_of(self.workloads[index])
 
     def counts(self, platform: str, workload: WorkloadSettings | None = None) -> list[int]:
         """Instance counts of a platform (for one workload, or all of its workloads). The
@@ -371,12 +370,12 @@ def _workload(loc: _Located, index: int, raw: Any) -> WorkloadSettings:
     name = raw.get("name")
     if name not in WORKLOADS:
         raise loc.error((*path, "name"), f"expected one of {sorted(WORKLOADS)}, found {name!r}")
-    tools = WORKLOADS[name]
-    tool = raw.get("tool")
-    if tool is not None and tool not in tools:
-        choices = sorted(t for t in tools if t)
-        raise loc.error((*path, "tool"), f"expected one of {choices}, found {tool!r}")
-    cls = workload_class(name, tool)
+    classes, key = WORKLOADS[name], selector(name)
+    choice = raw.get(key)
+    if choice is not None and choice not in classes:
+        choices = sorted(t for t in classes if t)
+        raise loc.error((*path, key), f"expected one of {choices}, found {choice!r}")
+    cls = workload_class(name, choice)
     try:
         return TypeAdapter(cls.settings_model).validate_python(raw)
     except ValidationError as e:

@@ -42,8 +42,15 @@ BASE_TOOLS = ("qemu-ga", "mkfs.ext4")
 _EXTRA_DATA = {
     "mkfs.ext4": ("/etc/mke2fs.conf",),
     "dbench": ("/usr/share/dbench/client.txt",),  # dbench's load file (disk workload)
+    "povray": (  # its configuration, include files and the benchmark scene (cpu apps)
+        "/etc/povray/3.7/povray.conf",
+        "/etc/povray/3.7/povray.ini",
+        "/usr/share/povray-3.7/include",
+        "/usr/share/doc/povray/examples/advanced/benchmark",
+    ),
 }
-"""Data files a tool reads besides its libraries."""
+"""Data files (or directories of them) a tool, named or given by path, reads besides its
+libraries."""
 
 
 def cache_root() -> Path:
@@ -120,7 +127,11 @@ def host_files(tools: Iterable[str]) -> dict[str, Path]:
     files: dict[str, Path] = {}
     todo = [_which(t) for t in sorted({*BASE_TOOLS, *tools})]
     for tool in {*BASE_TOOLS, *tools}:
-        todo += [Path(p) for p in _EXTRA_DATA.get(tool, ()) if Path(p).exists()]
+        for path in map(Path, _EXTRA_DATA.get(Path(tool).name, ())):
+            if path.is_dir():
+                todo += sorted(p for p in path.rglob("*") if p.is_file())
+            elif path.exists():
+                todo.append(path)
     while todo:
         path = todo.pop()
         if str(path) in files:

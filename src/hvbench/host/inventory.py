@@ -29,7 +29,11 @@ TOOLS: dict[str, Tool] = {
     "dbench": Tool("dbench", ()),
     "sysbench": Tool("sysbench"),
     "stress-ng": Tool("stress-ng"),
-    "7z": Tool("p7zip-full", ()),
+    "povray": Tool("povray"),
+    "/usr/games/stockfish": Tool("stockfish", ("quit",)),  # Debian's games are not on $PATH
+    "xz": Tool("xz-utils"),
+    "zstd": Tool("zstd"),
+    "sqlite3": Tool("sqlite3"),
     "openssl": Tool("openssl", ("version",)),
     "sockperf": Tool("sockperf"),
     "gcc": Tool("gcc"),

@@ -1,10 +1,12 @@
-"""Workloads by name and tool: ``{name: disk, tool: fio}`` picks ``WORKLOADS["disk"]["fio"]``."""
+"""Workloads by name and tool (or suite): ``{name: disk, tool: fio}`` picks
+``WORKLOADS["disk"]["fio"]``, ``{name: cpu, suite: micro}`` ``WORKLOADS["cpu"]["micro"]``."""
 
-from hvbench.workloads.base import Workload
+from hvbench.workloads.base import Workload, WorkloadSettings
 from hvbench.workloads.bonnie import Bonnie
 from hvbench.workloads.boot import Boot
 from hvbench.workloads.consolidation import Consolidation
 from hvbench.workloads.cpu import Cpu
+from hvbench.workloads.cpu_apps import CpuApps
 from hvbench.workloads.dbench import Dbench
 from hvbench.workloads.dd import Dd
 from hvbench.workloads.fio import Fio
@@ -15,6 +17,7 @@ from hvbench.workloads.latency import Latency
 from hvbench.workloads.memory import Memory
 
 _CLASSES: tuple[type[Workload], ...] = (
+    CpuApps,
     Cpu,
     Kernbench,
     Bonnie,
@@ -31,10 +34,22 @@ _CLASSES: tuple[type[Workload], ...] = (
 
 WORKLOADS: dict[str, dict[str | None, type[Workload]]] = {}
 for _cls in _CLASSES:
-    WORKLOADS.setdefault(_cls.name, {})[getattr(_cls, "tool", None)] = _cls
+    WORKLOADS.setdefault(_cls.name, {})[_cls.tool] = _cls
 
 
-def workload_class(name: str, tool: str | None) -> type[Workload]:
-    """The class for a workload name and tool; the first registered tool is the default."""
-    tools = WORKLOADS[name]
-    return tools[tool] if tool is not None else next(iter(tools.values()))
+def selector(name: str) -> str:
+    """The study key that picks among the classes of a workload name (``tool``, ``suite``)."""
+    return next(iter(WORKLOADS[name].values())).selector
+
+
+def workload_class(name: str, choice: str | None) -> type[Workload]:
+    """The class for a workload name and the value of its selector key; the first registered
+    class is the default."""
+    classes = WORKLOADS[name]
+    return classes[choice] if choice is not None else next(iter(classes.values()))
+
+
+def workload_of(settings: WorkloadSettings) -> Workload:
+    """The workload object for validated settings."""
+    choice = getattr(settings, selector(settings.name), None)
+    return workload_class(settings.name, choice)(settings)

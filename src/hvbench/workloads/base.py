@@ -109,7 +109,10 @@ class Workload(ABC):
 
     name: ClassVar[str]
     tool: ClassVar[str | None] = None
-    """The ``tool:`` value that picks this class; None for a workload without a choice."""
+    """The value of the ``selector`` key that picks this class; None without a choice."""
+    selector: ClassVar[str] = "tool"
+    """The study key that picks one of a workload's classes: ``tool`` (disk, net) or ``suite``
+    (cpu)."""
     settings_model: ClassVar[type[WorkloadSettings]]
     needs_data_disk: ClassVar[bool] = False
     """True if the instance must have a separate, formatted data disk (disk workloads)."""

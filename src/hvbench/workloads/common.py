@@ -30,9 +30,11 @@ def keep(tool: str, argv: Sequence[str], content: str) -> RawOutput:
     return RawOutput(tool=tool, command=list(argv), content=content)
 
 
-def run(instance: Instance, argv: Sequence[str], timeout: float) -> ExecResult:
+def run(
+    instance: Instance, argv: Sequence[str], timeout: float, stdin: bytes | None = None
+) -> ExecResult:
     """Run argv inside the instance; a non-zero exit fails the cell with the tool's last words."""
-    result = instance.exec(list(argv), timeout)
+    result = instance.exec(list(argv), timeout, stdin)
     if not result.ok:
         raise InstanceError(f"{instance.name}: {result.describe_failure()}")
     return result

@@ -1,0 +1,543 @@
+"""cpu, suite ``apps``: real programs from Debian doing a fixed amount of work, HEP-SPEC06's way.
+
+HEP-SPEC06 runs C++ applications from SPEC CPU2006, one copy per core, all started together, and
+scores each by reference time over measured time. SPEC is licensed; these are programs from
+Debian main with a fixed job each, chosen for what they exercise:
+
+=========  ====================================  =============================================
+program    the job (at ``scale: 1``)             why
+=========  ====================================  =============================================
+povray     POV-Ray's benchmark scene (HS06 has   floating point: ray-object intersections,
+           povray), rendered at 80x80 pixels     media and photons, deep C++ call chains
+stockfish  ``bench`` over its 47 positions, 500k  integer, branchy: alpha-beta search with hard
+           nodes each (one thread)               to predict branches, NNUE in SIMD integers
+xz         ``xz -6`` of the generated corpus,    memory latency: LZMA's binary-tree match
+           twice                                 finder walks an 8 MiB window (cache and TLB
+                                                 misses, nested paging's cost)
+zstd       ``zstd -3`` of the corpus, 500 times  streaming: memory bandwidth and the read and
+                                                 write system calls of a fast compressor
+sqlite     ``sqlite3`` building a 200 000-row    pointer chasing and malloc-heavy code (B-tree
+           table, indexes, joins, group-bys,     inserts, index lookups, sorts), like HS06's
+           updates; 18 rounds                    omnetpp and xalancbmk
+aes        ``openssl speed -evp aes-256-gcm``,   crypto instructions (AES-NI, PCLMULQDQ): a CPU
+           16 KiB blocks, 20 s                   model that hides them runs generic code
+sha256     ``openssl speed -evp sha256``, 20 s   SHA extensions or AVX2, as above
+=========  ====================================  =============================================
+
+The corpus is a CSV table of orders (dates, names, cities, products, amounts) that ``sqlite3``
+generates in the instance from a fixed linear congruential sequence, so every platform
+compresses the same bytes with no data shipped. Each program runs for 20-60 s natively at
+``scale: 1``; ``scale`` multiplies every job (pixels, nodes, bytes, rows, seconds), which is why
+it is part of the label: jobs of different sizes are different cells.
+
+``openssl speed`` has no fixed-work mode: it runs for a fixed time and counts the blocks it
+processed. ``-elapsed`` makes it divide by wall-clock time, not its CPU time, so time stolen
+from the instance counts against the platform as it does for the others; its rate is its count
+over its time. It is the one program whose duration does not grow on a slow platform.
+
+Fixed work takes as long as the platform needs: in a QEMU guest with TCG the suite runs 10 to 60
+times slower than natively (POV-Ray most, its floating point going through soft-float helpers),
+so timeouts allow for that, and ``skip`` leaves a program out where a study cannot afford it.
+
+Dropped: 7-Zip's benchmark sizes its work from a CPU frequency it measures first (not fixed
+work; LZMA is here through xz); x264 and ffmpeg bring ~160-235 MB of libraries into every guest
+image; gcc needs its whole toolchain and headers, which the initramfs image has not, and
+compiling is measured by kernbench in a full root filesystem.
+
+Like HS06, one copy runs per vCPU (``copies`` overrides), all started together right after the
+barrier by one shell inside the instance, each timed by the instance's clock (``/proc/uptime``,
+10 ms). A program's metric is its throughput summed over the copies (work units per second);
+the composite, computed by the analysis step, is the geometric mean of the programs'
+throughputs each divided by the baseline platform's. The per-copy times stay in the raw output.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shlex
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar, Literal
+
+from pydantic import PositiveFloat, PositiveInt, model_validator
+
+from hvbench.errors import InstanceError
+from hvbench.workloads.base import Context, Metric, Outcome, ParseError, WorkloadSettings
+from hvbench.workloads.common import ScratchWorkload, combined, keep, number, run, search
+
+if TYPE_CHECKING:
+    from hvbench.drivers.base import Instance
+
+QUICK_SCALE = 0.02
+"""``--quick``: a fiftieth of each job, about a second per program natively."""
+START_OVERHEAD_S = 1.0
+"""Start-up per program, for estimates (POV-Ray's is 2 s: it parses the scene and shoots
+photons whatever the image size)."""
+SLOWEST_PLATFORM = 150.0
+"""How much slower than native a platform may run fixed work before a sample counts as hung:
+QEMU's TCG runs POV-Ray 40-60 times slower (floating point through soft-float helpers), more on
+a busy host."""
+
+MIB = 1 << 20
+POVRAY_SCENE = "/usr/share/doc/povray/examples/advanced/benchmark"
+"""benchmark.pov and benchmark.ini, from Debian's povray-examples."""
+SQLITE3 = "/usr/bin/sqlite3"
+CORPUS = "corpus.csv"
+CORPUS_ROWS = 200_000
+"""Rows of the corpus at ``scale: 1`` (11.6 MiB of CSV); smaller below it."""
+SQLITE_SCRIPT = "round.sql"
+
+COPIES_SCRIPT = r"""
+cd "$1" || exit 1
+copies=$2
+cmd=$3
+i=0
+while [ "$i" -lt "$copies" ]; do
+    (
+        read -r t0 _ < /proc/uptime
+        eval "$cmd" > "copy$i.out" 2>&1
+        rc=$?
+        read -r t1 _ < /proc/uptime
+        echo "$rc $t0 $t1" > "copy$i.time"
+    ) &
+    i=$((i + 1))
+done
+wait
+i=0
+while [ "$i" -lt "$copies" ]; do
+    echo "=== copy $i: $(cat "copy$i.time")"
+    tail -n 60 "copy$i.out"
+    i=$((i + 1))
+done
+"""
+"""Start ``copies`` copies of a shell command at once in directory $1, time each, then print
+each copy's exit status, start and end (seconds since boot) and the tail of its output."""
+
+_COPY = re.compile(r"^=== copy (\d+): (-?\d+) ([0-9.]+) ([0-9.]+)$", re.MULTILINE)
+
+# the generated table -----------------------------------------------------------------------
+
+_M, _A, _C = 1 << 31, 1103515245, 12345
+"""A linear congruential generator (glibc's constants); each row takes three steps."""
+_A2, _C2 = _A * _A % _M, (_A * _C + _C) % _M
+_A3, _C3 = _A2 * _A % _M, (_A2 * _C + _A * _C + _C) % _M
+_SEED = 20240601
+
+
+def _words(text: str) -> str:
+    return "'[" + ",".join(f'"{w}"' for w in text.split()) + "]'"
+
+
+_FIRST = _words(
+    "Anna Ben Chloe David Emma Felix Grace Hugo Ines Jonas Karin Luca Mia Noah Olga Paul"
+)
+_LAST = _words("Meyer Rossi Dubois Novak Jensen Garcia Smith Kowalski Silva Horvat Nagy Berg")
+_CITY = _words("Geneva Lyon Milano Zurich Hamburg Praha Wien Madrid Lisboa Oslo")
+_PRODUCT = _words(
+    "cable adapter battery monitor keyboard mouse laptop printer router switch camera speaker"
+)
+
+
+def orders_sql(rows: int) -> str:
+    """A SELECT of ``rows`` generated orders: the same rows wherever the same sqlite3 runs."""
+    return f"""WITH RECURSIVE r(i, a, b, c) AS (
+  SELECT 1, {_SEED}, {(_SEED * _A + _C) % _M}, {(_SEED * _A2 + _C2) % _M}
+  UNION ALL
+  SELECT i + 1, (c * {_A} + {_C}) % {_M}, (c * {_A2} + {_C2}) % {_M}, (c * {_A3} + {_C3}) % {_M}
+  FROM r WHERE i < {rows}
+), f(i, u, v, w) AS (SELECT i, a >> 15, b >> 15, c >> 15 FROM r)
+SELECT i AS id,
+  date('2020-01-01', '+' || (u % 1461) || ' days') AS day,
+  json_extract({_FIRST}, '$[' || (v % 16) || ']') || ' '
+    || json_extract({_LAST}, '$[' || (v / 16 % 12) || ']') AS customer,
+  json_extract({_CITY}, '$[' || (v / 192 % 10) || ']') AS city,
+  json_extract({_PRODUCT}, '$[' || (w % 12) || ']') AS product,
+  1 + w / 12 % 9 AS qty,
+  (u * 65536 + w) % 250000 AS cents,
+  CASE (u + v) % 7 WHEN 0 THEN 'returned' WHEN 1 THEN 'pending' ELSE 'shipped' END AS status,
+  1 + (v * 65536 + u) % {rows} AS ref
+FROM f"""
+
+
+def corpus_sql(rows: int) -> str:
+    """The compressors' corpus: the orders as CSV lines."""
+    return (
+        "SELECT printf('%d,%s,%s,%s,%s,%d,%d.%02d,%s', id, day, customer, city, product, qty, "
+        f"cents / 100, cents % 100, status) FROM ({orders_sql(rows)});"
+    )
+
+
+def sqlite_round_sql(rows: int) -> str:
+    """One round of the sqlite job: build, index, query, change and drop a table of orders.
+    Query results go to /dev/null; the rows of each round are tallied for SQLITE_TALLY."""
+    return f""".output /dev/null
+CREATE TABLE IF NOT EXISTS tally(n INTEGER);
+CREATE TABLE orders(id INTEGER PRIMARY KEY, day TEXT, customer TEXT, city TEXT,
+  product TEXT, qty INTEGER, cents INTEGER, status TEXT, ref INTEGER);
+INSERT INTO orders {orders_sql(rows)};
+INSERT INTO tally SELECT count(*) FROM orders;
+CREATE INDEX orders_city ON orders(city, day);
+CREATE INDEX orders_customer ON orders(customer, cents);
+SELECT city, product, count(*), sum(qty * cents) FROM orders
+  GROUP BY city, product ORDER BY 4 DESC LIMIT 1;
+SELECT count(*), sum(b.cents) FROM orders a JOIN orders b ON b.id = a.ref WHERE b.city = a.city;
+UPDATE orders SET status = 'archived' WHERE day < '2021-01-01';
+DELETE FROM orders WHERE status = 'returned';
+SELECT customer, count(*), max(cents) FROM orders GROUP BY customer ORDER BY 2 DESC LIMIT 1;
+DROP TABLE orders;
+.output stdout
+"""
+
+
+SQLITE_TALLY = "SELECT 'rounds', count(*), sum(n) FROM tally;"
+"""The last statement of the sqlite job: rounds run and rows inserted."""
+
+
+# programs ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Job:
+    """What one copy of a program does at a scale."""
+
+    command: list[str]
+    """The copy's command line, run in the scratch directory."""
+    units: float
+    """Work units the copy must complete (pixels, nodes, bytes, rows; 0 where counted)."""
+    discard_stdout: bool = False
+    """Send the program's stdout to /dev/null (compressed data), not to the copy's output."""
+
+
+@dataclass(frozen=True)
+class Program(ABC):
+    """One program of the suite."""
+
+    key: str
+    metric: str
+    unit: str
+    path: str
+    """The program, by absolute path: a guest's busybox has applets of the same name (xz), and
+    Debian puts stockfish in /usr/games. Guest images copy the host's file to the same path."""
+    native_seconds: float
+    """One copy's wall time at ``scale: 1`` natively on a quiet 2-core host, for estimates."""
+
+    start_seconds: float = START_OVERHEAD_S
+    """Start-up whatever the job's size, for estimates."""
+
+    @property
+    def tools(self) -> tuple[str, ...]:
+        """What the instance must have to run it."""
+        return (self.path,)
+
+    def prepare(self, instance: Instance, scratch: str, scale: float) -> None:  # noqa: B027
+        """Untimed set-up in the scratch directory (optional)."""
+
+    @abstractmethod
+    def job(self, scale: float, corpus_bytes: int) -> Job:
+        """The fixed job at this scale."""
+
+    @abstractmethod
+    def rate(self, output: str, seconds: float, job: Job) -> float:
+        """One copy's throughput from the tail of its output and its wall time."""
+
+    def estimate(self, scale: float) -> float:
+        return self.native_seconds * scale + self.start_seconds
+
+    def throughput(self, report: str, copies: int, job: Job) -> float:
+        """The instance's throughput: the sum of its copies' rates, from COPIES_SCRIPT's report."""
+        try:
+            return sum(
+                self.rate(out, seconds, job) for seconds, out in parse_copies(report, copies)
+            )
+        except ParseError as e:
+            raise ParseError(f"cpu apps {self.key}: {e}") from None
+
+
+def _side(scale: float) -> int:
+    return max(4, round(80 * math.sqrt(scale)))
+
+
+@dataclass(frozen=True)
+class Povray(Program):
+    def prepare(self, instance: Instance, scratch: str, scale: float) -> None:
+        if not instance.exec(["test", "-r", f"{POVRAY_SCENE}/benchmark.pov"], timeout=60).ok:
+            raise InstanceError(
+                f"{instance.name}: POV-Ray's benchmark scene {POVRAY_SCENE}/benchmark.pov is "
+                "missing (apt-get install povray-examples on the host)"
+            )
+
+    def job(self, scale: float, corpus_bytes: int) -> Job:
+        side = _side(scale)
+        argv = [
+            self.path,
+            f"{POVRAY_SCENE}/benchmark.ini",
+            f"+I{POVRAY_SCENE}/benchmark.pov",
+            f"+W{side}",
+            f"+H{side}",
+            "+WT1",
+            "-D",
+        ]
+        return Job(argv, side * side)
+
+    def rate(self, output: str, seconds: float, job: Job) -> float:
+        return parse_povray(output, int(job.units)) / seconds
+
+
+def parse_povray(text: str, pixels: int) -> int:
+    """The pixels POV-Ray says it rendered, checked against the image size."""
+    search(r"^POV-Ray finished", text, "POV-Ray's end of render")
+    done = re.findall(r"Rendered (\d+) of (\d+) pixels", text)
+    if not done:
+        raise ParseError("POV-Ray printed no 'Rendered N of M pixels' line")
+    rendered, total = (int(x) for x in done[-1])
+    if rendered != total or total != pixels:
+        raise ParseError(f"POV-Ray rendered {rendered} of {total} pixels, expected {pixels}")
+    return rendered
+
+
+@dataclass(frozen=True)
+class Stockfish(Program):
+    def job(self, scale: float, corpus_bytes: int) -> Job:
+        nodes = max(1000, round(500_000 * scale))
+        # bench TT-MiB threads limit positions limit-type
+        return Job([self.path, "bench", "16", "1", str(nodes), "default", "nodes"], 0)
+
+    def rate(self, output: str, seconds: float, job: Job) -> float:
+        return parse_stockfish(output) / seconds
+
+
+def parse_stockfish(text: str) -> int:
+    """Nodes searched, from the summary of ``bench`` (a node limit makes it deterministic)."""
+    m = search(r"^Nodes searched\s*:\s*(\d+)\s*$", text, "stockfish bench's 'Nodes searched'")
+    nodes = int(m.group(1))
+    if nodes <= 0:
+        raise ParseError("stockfish bench searched no nodes")
+    return nodes
+
+
+@dataclass(frozen=True)
+class Compressor(Program):
+    """Compresses the corpus ``passes`` times (more passes above ``scale: 1``, a smaller corpus
+    below it), the compressed stream going to /dev/null."""
+
+    options: tuple[str, ...] = ()
+    passes: int = 1
+
+    @property
+    def tools(self) -> tuple[str, ...]:
+        return (self.path, SQLITE3)  # sqlite3 makes the corpus
+
+    def job(self, scale: float, corpus_bytes: int) -> Job:
+        passes = max(1, round(self.passes * max(1.0, scale)))
+        argv = [self.path, *self.options, "-c", *[CORPUS] * passes]
+        return Job(argv, passes * corpus_bytes, discard_stdout=True)
+
+    def rate(self, output: str, seconds: float, job: Job) -> float:
+        if output.strip():
+            raise ParseError(f"{self.key} complained: {output.strip().splitlines()[-1][:160]}")
+        return job.units / MIB / seconds
+
+
+@dataclass(frozen=True)
+class Sqlite(Program):
+    def prepare(self, instance: Instance, scratch: str, scale: float) -> None:
+        script = sqlite_round_sql(sqlite_rows(scale)).encode()
+        run(instance, ["sh", "-c", 'cat > "$1"', "sh", f"{scratch}/{SQLITE_SCRIPT}"], 60, script)
+
+    def job(self, scale: float, corpus_bytes: int) -> Job:
+        rounds = max(1, round(18 * max(1.0, scale)))
+        reads = [f".read {SQLITE_SCRIPT}"] * rounds
+        return Job(
+            [self.path, "-bail", ":memory:", *reads, SQLITE_TALLY], rounds * sqlite_rows(scale)
+        )
+
+    def rate(self, output: str, seconds: float, job: Job) -> float:
+        return parse_sqlite(output, int(job.units)) / seconds
+
+
+def sqlite_rows(scale: float) -> int:
+    return max(1000, round(200_000 * min(1.0, scale)))
+
+
+def parse_sqlite(text: str, rows: int) -> int:
+    """Rows inserted over every round, from the tally, checked against the job's."""
+    m = search(r"^rounds\|(\d+)\|(\d+)$", text, "sqlite3's tally of rounds and rows")
+    if int(m.group(2)) != rows:
+        raise ParseError(f"sqlite3 inserted {m.group(2)} rows in {m.group(1)} rounds, not {rows}")
+    return rows
+
+
+@dataclass(frozen=True)
+class OpensslSpeed(Program):
+    """Fixed time, counted work: see the module docstring."""
+
+    algorithm: str = ""
+
+    def job(self, scale: float, corpus_bytes: int) -> Job:
+        seconds = max(1, round(20 * scale))
+        argv = [self.path, "speed", "-elapsed", "-mr", "-seconds", str(seconds)]
+        return Job([*argv, "-bytes", "16384", "-evp", self.algorithm], 0)
+
+    def rate(self, output: str, seconds: float, job: Job) -> float:
+        return parse_openssl_speed(output, self.algorithm) / MIB
+
+    def estimate(self, scale: float) -> float:
+        return max(1, round(20 * scale)) + self.start_seconds
+
+
+def parse_openssl_speed(text: str, algorithm: str) -> float:
+    """Bytes per second from ``openssl speed -mr``: blocks counted, block size, seconds."""
+    size = search(r"^\+DT:[^:]+:\d+:(\d+)$", text, f"openssl speed {algorithm} block size")
+    m = search(r"^\+R:(\d+):([^:]+):([0-9.]+)$", text, f"openssl speed {algorithm} result")
+    if m.group(2).lower() != algorithm.lower():
+        raise ParseError(f"openssl speed measured {m.group(2)}, not {algorithm}")
+    seconds = number(m.group(3), f"openssl speed {algorithm} seconds")
+    if seconds <= 0 or int(m.group(1)) <= 0:
+        raise ParseError(f"openssl speed {algorithm}: no blocks in {seconds} s")
+    return int(m.group(1)) * int(size.group(1)) / seconds
+
+
+PROGRAMS: tuple[Program, ...] = (
+    Povray("povray", "cpu.apps.povray.pixels_per_s", "pixels/s", "/usr/bin/povray", 35, 2),
+    Stockfish("stockfish", "cpu.apps.stockfish.nodes_per_s", "nodes/s", "/usr/games/stockfish", 25),
+    Compressor(
+        "xz", "cpu.apps.xz.mib_per_s", "MiB/s", "/usr/bin/xz", 30, options=("-6", "-T1"), passes=2
+    ),
+    Compressor(
+        "zstd",
+        "cpu.apps.zstd.mib_per_s",
+        "MiB/s",
+        "/usr/bin/zstd",
+        25,
+        options=("-3", "-q"),
+        passes=500,
+    ),
+    Sqlite("sqlite", "cpu.apps.sqlite.rows_per_s", "rows/s", SQLITE3, 30),
+    OpensslSpeed(
+        "aes", "cpu.apps.aes.mib_per_s", "MiB/s", "/usr/bin/openssl", 20, algorithm="aes-256-gcm"
+    ),
+    OpensslSpeed(
+        "sha256", "cpu.apps.sha256.mib_per_s", "MiB/s", "/usr/bin/openssl", 20, algorithm="sha256"
+    ),
+)
+SUB_SCORES: tuple[str, ...] = tuple(p.metric for p in PROGRAMS)
+"""The metrics whose normalised geometric mean is the composite cpu score."""
+
+
+def parse_copies(text: str, copies: int) -> list[tuple[float, str]]:
+    """Per copy: wall seconds and the tail of its output, from COPIES_SCRIPT's report; a copy
+    that failed fails the program with its last words."""
+    heads = list(_COPY.finditer(text))
+    if [int(m.group(1)) for m in heads] != list(range(copies)):
+        raise ParseError(f"expected reports of {copies} copies, found {len(heads)}")
+    found = []
+    for m, end in zip(heads, [*(h.start() for h in heads[1:]), len(text)], strict=True):
+        output = text[m.end() : end].strip("\n")
+        status = int(m.group(2))
+        if status != 0:
+            last = " | ".join(output.splitlines()[-2:])[:160]
+            raise ParseError(f"copy {m.group(1)} exited with {status}: {last or '(no output)'}")
+        seconds = float(m.group(4)) - float(m.group(3))
+        if seconds <= 0:
+            raise ParseError(f"copy {m.group(1)} took no measurable time; raise the scale")
+        found.append((seconds, output))
+    return found
+
+
+ProgramKey = Literal["povray", "stockfish", "xz", "zstd", "sqlite", "aes", "sha256"]
+"""The keys of PROGRAMS, for the ``skip`` setting."""
+
+
+class CpuAppsSettings(WorkloadSettings):
+    name: Literal["cpu"]
+    suite: Literal["apps"] = "apps"
+    copies: PositiveInt | None = None
+    """Copies of each program; default: one per vCPU of the instance, as HS06 runs one per core."""
+    scale: PositiveFloat = 1.0
+    """Size of every program's job: 1 is 20-60 s natively, 0.1 a tenth of that."""
+    skip: tuple[ProgramKey, ...] = ()
+    """Programs left out, with their metrics: where a short study cannot afford one (POV-Ray's
+    parse and photon pass alone take about a minute in a TCG guest)."""
+
+    @model_validator(mode="after")
+    def _some_program_left(self) -> CpuAppsSettings:
+        if set(self.skip) >= {p.key for p in PROGRAMS}:
+            raise ValueError("skip leaves no program to run; remove some of its entries")
+        return self
+
+    def label(self) -> str:
+        parts = ["cpu apps"]
+        if self.scale != 1:
+            parts.append(f"scale={self.scale:g}")
+        if self.copies is not None:
+            parts.append(f"copies={self.copies}")
+        if self.skip:
+            parts.append(f"skip={','.join(sorted(set(self.skip)))}")
+        return " ".join(parts)
+
+
+class CpuApps(ScratchWorkload):
+    name: ClassVar[str] = "cpu"
+    tool: ClassVar[str | None] = "apps"
+    selector: ClassVar[str] = "suite"
+    settings_model = CpuAppsSettings
+    settings: CpuAppsSettings
+
+    def __init__(self, settings: CpuAppsSettings) -> None:
+        super().__init__(settings)
+        self.programs = [p for p in PROGRAMS if p.key not in settings.skip]
+        self._corpus: dict[str, int] = {}
+        """Per instance name: bytes of the corpus made in prepare (0 without compressors)."""
+
+    def tools(self) -> list[str]:
+        return sorted({t for p in self.programs for t in p.tools})
+
+    def _scale(self, quick: bool) -> float:
+        return min(self.settings.scale, QUICK_SCALE) if quick else self.settings.scale
+
+    def prepare(self, instance: Instance, ctx: Context) -> None:
+        """Untimed: what the programs need in the scratch directory, the corpus among it."""
+        super().prepare(instance, ctx)
+        scale, scratch = self._scale(ctx.quick), self.scratch(instance)
+        for program in self.programs:
+            program.prepare(instance, scratch, scale)
+        compress = any(isinstance(p, Compressor) for p in self.programs)
+        self._corpus[instance.name] = make_corpus(instance, scratch, scale) if compress else 0
+
+    def measure(self, instance: Instance, ctx: Context) -> Outcome:
+        copies = self.settings.copies or instance.vcpus
+        scale = self._scale(ctx.quick)
+        outcome = Outcome()
+        for program in self.programs:
+            job = program.job(scale, self._corpus[instance.name])
+            argv = ["sh", "-c", COPIES_SCRIPT, "sh", self.scratch(instance), str(copies)]
+            timeout = 60 + SLOWEST_PLATFORM * program.estimate(scale)
+            ctx.barrier()
+            text = combined(run(instance, [*argv, _shell(job)], timeout))
+            outcome.raw.append(keep(program.path.rsplit("/", 1)[-1], job.command, text))
+            rate = program.throughput(text, copies, job)
+            outcome.metrics.append(Metric(program.metric, rate, program.unit, True))
+        return outcome
+
+    def estimate_seconds(self, quick: bool) -> float:
+        scale = self._scale(quick)
+        return sum(p.estimate(scale) for p in self.programs)
+
+    def timeout(self, quick: bool) -> float:
+        """Fixed work takes as long as the platform needs: generous for a TCG guest."""
+        return 120 + SLOWEST_PLATFORM * self.estimate_seconds(quick)
+
+
+def make_corpus(instance: Instance, scratch: str, scale: float) -> int:
+    """Generate the compressors' corpus in the scratch directory; its size in bytes."""
+    corpus = f"{scratch}/{CORPUS}"
+    rows = max(1000, round(CORPUS_ROWS * min(1.0, scale)))
+    make = [SQLITE3, "-cmd", f".output {corpus}", ":memory:", corpus_sql(rows)]
+    run(instance, make, timeout=60 + SLOWEST_PLATFORM * rows / 100_000)
+    size = run(instance, ["wc", "-c", corpus], timeout=60).text().split()
+    return int(number(size[0] if size else "", "corpus size"))
+
+
+def _shell(job: Job) -> str:
+    return shlex.join(job.command) + (" >/dev/null" if job.discard_stdout else "")

@@ -1,0 +1,155 @@
+"""cpu, suite apps: parsers against real output of every program (two copies each, captured
+natively at the --quick scale), the jobs' sizes, and a quick run on native."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import get_args
+
+import pytest
+from workload_env import corpus_digest, native_instances, run_workload
+
+from hvbench.workloads import workload_class, workload_of
+from hvbench.workloads.base import ParseError
+from hvbench.workloads.cpu import Cpu, CpuSettings
+from hvbench.workloads.cpu_apps import (
+    CORPUS,
+    MIB,
+    PROGRAMS,
+    QUICK_SCALE,
+    SUB_SCORES,
+    CpuApps,
+    CpuAppsSettings,
+    ProgramKey,
+    parse_copies,
+)
+
+FIX = Path(__file__).parent / "fixtures" / "cpu-apps"
+PROGRAM = {p.key: p for p in PROGRAMS}
+CORPUS_BYTES = 242_000
+"""Any corpus size: a compressor's work is its passes times the corpus, whatever it holds."""
+
+
+def report(key: str) -> str:
+    return (FIX / f"{key}.txt").read_text()
+
+
+def throughput(key: str) -> float:
+    job = PROGRAM[key].job(QUICK_SCALE, CORPUS_BYTES)
+    return PROGRAM[key].throughput(report(key), 2, job)
+
+
+def test_every_program_reads_its_captured_output():
+    got = {p.key: throughput(p.key) for p in PROGRAMS}
+    assert all(v > 0 for v in got.values()), got
+    # the povray report: 121 pixels (11 x 11) per copy, over each copy's own wall time
+    seconds = [s for s, _ in parse_copies(report("povray"), 2)]
+    assert got["povray"] == pytest.approx(sum(121 / s for s in seconds))
+    # stockfish: the nodes it says it searched, over the copy's wall time
+    copy0 = parse_copies(report("stockfish"), 2)[0]
+    assert "Nodes searched  : 460379" in copy0[1]
+    assert got["stockfish"] > 460379 / copy0[0]
+    # openssl: its own count and clock (+R:count:algorithm:seconds), 16 KiB blocks
+    assert got["aes"] > 100 and got["sha256"] > 100
+
+
+def test_compressors_count_passes_over_the_corpus():
+    job = PROGRAM["zstd"].job(QUICK_SCALE, CORPUS_BYTES)
+    assert job.command.count(CORPUS) == 500 and job.units == 500 * CORPUS_BYTES
+    seconds = [s for s, _ in parse_copies(report("zstd"), 2)]
+    assert throughput("zstd") == pytest.approx(sum(job.units / MIB / s for s in seconds))
+
+
+def test_a_failed_copy_fails_the_program_with_its_words():
+    job = PROGRAM["xz"].job(QUICK_SCALE, CORPUS_BYTES)
+    with pytest.raises(ParseError, match=r"cpu apps xz: copy 0 exited with 1: .*No such file"):
+        PROGRAM["xz"].throughput(report("xz-no-corpus"), 2, job)
+
+
+@pytest.mark.parametrize(
+    ("key", "cut", "complaint"),
+    [
+        ("povray", "POV-Ray finished", "end of render"),
+        ("stockfish", "Nodes searched", "Nodes searched"),
+        ("sqlite", "rounds|", "tally"),
+        ("aes", "+R:", "result"),
+    ],
+)
+def test_a_copy_killed_half_way_is_a_parse_error(key, cut, complaint):
+    text = report(key)
+    last = text.rindex(cut)
+    with pytest.raises(ParseError, match=complaint):
+        PROGRAM[key].throughput(text[:last], 2, PROGRAM[key].job(QUICK_SCALE, CORPUS_BYTES))
+
+
+def test_reports_of_too_few_copies_or_the_wrong_job_are_refused():
+    job = PROGRAM["povray"].job(QUICK_SCALE, CORPUS_BYTES)
+    with pytest.raises(ParseError, match="expected reports of 3 copies, found 2"):
+        PROGRAM["povray"].throughput(report("povray"), 3, job)
+    bigger = PROGRAM["povray"].job(0.0625, CORPUS_BYTES)  # 20 x 20
+    with pytest.raises(ParseError, match="rendered 121 of 121 pixels, expected 400"):
+        PROGRAM["povray"].throughput(report("povray"), 2, bigger)
+    with pytest.raises(ParseError, match="inserted 72000 rows in 18 rounds, not 144000"):
+        PROGRAM["sqlite"].throughput(report("sqlite"), 2, PROGRAM["sqlite"].job(0.04, 0))
+    with pytest.raises(ParseError, match="measured sha256, not aes-256-gcm"):
+        PROGRAM["aes"].throughput(report("sha256"), 2, job)
+
+
+def test_scale_multiplies_every_job():
+    small, full, double = (
+        {p.key: p.job(s, CORPUS_BYTES) for p in PROGRAMS} for s in (0.25, 1.0, 2.0)
+    )
+    assert full["povray"].units == 80 * 80 and small["povray"].units == 40 * 40
+    assert "500000" in full["stockfish"].command and "1000000" in double["stockfish"].command
+    assert double["xz"].units == 2 * full["xz"].units
+    assert double["sqlite"].units == 2 * full["sqlite"].units == 2 * 18 * 200_000
+    assert small["sqlite"].units == full["sqlite"].units / 4
+    assert full["aes"].command[full["aes"].command.index("-seconds") + 1] == "20"
+
+
+def test_settings_label_estimate_and_suites():
+    assert workload_class("cpu", None) is CpuApps and workload_class("cpu", "micro") is Cpu
+    apps = workload_of(CpuAppsSettings(name="cpu"))
+    assert isinstance(apps, CpuApps) and isinstance(workload_of(CpuSettings(name="cpu")), Cpu)
+    assert apps.settings.label() == "cpu apps"
+    assert CpuAppsSettings(name="cpu", scale=0.1, copies=1).label() == "cpu apps scale=0.1 copies=1"
+    assert 190 <= apps.estimate_seconds(quick=False) <= 200
+    assert apps.estimate_seconds(quick=True) < 15
+    assert apps.timeout(quick=True) > 10 * apps.estimate_seconds(quick=True)
+    assert "/usr/games/stockfish" in apps.tools() and "/usr/bin/xz" in apps.tools()
+    with pytest.raises(ValueError):
+        CpuAppsSettings(name="cpu", scale=0)
+
+
+def test_skip_leaves_programs_out_with_their_tools_and_time():
+    assert set(get_args(ProgramKey)) == {p.key for p in PROGRAMS}
+    settings = CpuAppsSettings(name="cpu", scale=0.5, skip=["povray", "xz"])
+    workload = CpuApps(settings)
+    assert [p.key for p in workload.programs] == ["stockfish", "zstd", "sqlite", "aes", "sha256"]
+    assert "/usr/bin/povray" not in workload.tools() and "/usr/bin/sqlite3" in workload.tools()
+    full = CpuApps(CpuAppsSettings(name="cpu", scale=0.5)).estimate_seconds(quick=False)
+    assert workload.estimate_seconds(quick=False) == full - (17.5 + 2) - (15 + 1)
+    assert settings.label() == "cpu apps scale=0.5 skip=povray,xz"
+    with pytest.raises(ValueError, match="skip leaves no program"):
+        CpuAppsSettings(name="cpu", skip=[p.key for p in PROGRAMS])
+    with pytest.raises(ValueError):
+        CpuAppsSettings(name="cpu", skip=["gcc"])
+
+
+def test_quick_run_on_native():
+    workload = CpuApps(CpuAppsSettings(name="cpu"))
+    with native_instances(1) as (instances, network):
+        (outcome,) = run_workload(workload, instances, network)
+    assert [m.name for m in outcome.metrics] == list(SUB_SCORES)
+    assert all(m.value and m.value > 0 and m.higher_is_better for m in outcome.metrics)
+    assert [r.tool for r in outcome.raw][:2] == ["povray", "stockfish"]
+    copies = instances[0].vcpus
+    assert all(r.content.count("=== copy ") == copies for r in outcome.raw)
+
+
+def test_corpus_is_deterministic_on_native():
+    with native_instances(1) as (instances, _network):
+        first, second = corpus_digest(instances[0]), corpus_digest(instances[0])
+    assert first == second and len(first) == 64
+    assert first != hashlib.sha256(b"").hexdigest()  # not an empty file
