@@ -35,7 +35,7 @@ platforms:
   microvm-auto: {driver: qemu, accel: auto, machine: microvm, memory: 256M,
                  disk: {bus: virtio-blk, size: 256M, queues: 2}}
 workloads:
-  - {name: cpu, integer: {duration: 2}, float: {duration: 2}, memory: {duration: 2},
+  - {name: cpu, suite: micro, integer: {duration: 2}, float: {duration: 2}, memory: {duration: 2},
      branchy: {duration: 2}, memory_block: 4M}
   - {name: disk, tool: dd, size: 32M}
   - {name: net, tool: iperf3, directions: [in, out], parallel: 1, seconds: 2}
