@@ -39,6 +39,8 @@ from hvbench.runner import needs_of
 from hvbench.store import Store
 from hvbench.study import parse_study
 
+pytestmark = pytest.mark.timeout(1700)  # the lab's one boot is in the first test's time
+
 STUDY = """\
 name: xen-lab
 description: the xen driver and libvirt's Xen variant in the nested lab
