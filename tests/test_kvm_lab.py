@@ -4,7 +4,9 @@ This host's /dev/kvm is PVM and runs no stock guest (PLATFORMS.md), so KVM runs 
 an L1 under QEMU TCG with AMD's SVM and nested paging, kvm_amd loaded, hvbench running there as
 checked out. The lab boots once per module and runs doctor and one ``--quick`` study in that
 boot; the tests read what it left in the exchange directory. Figures from it are functional
-only (guest code runs at TCG speed): they carry ``nested`` in their provenance.
+only (guest code runs at TCG speed): they carry ``nested`` in their provenance. Huge pages are
+tested on the host (test_qemu.py), not here: in one of two lab boots L1's kernel hung
+(khugepaged blocked) once the run gave its 2M pages back.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ description: the qemu driver under KVM, nested in a TCG guest with SVM
 baseline: pc-kvm
 platforms:
   pc-kvm: {driver: qemu, accel: kvm, machine: pc, memory: 256M, vcpus: 2, nic: virtio-net,
-           vhost: true, queues: 2, hugepages: 2M, disk: {bus: nvme, size: 256M}}
+           vhost: true, queues: 2, disk: {bus: nvme, size: 256M}}
   microvm-auto: {driver: qemu, accel: auto, machine: microvm, memory: 256M,
                  disk: {bus: virtio-blk, size: 256M, queues: 2}}
 workloads:
@@ -52,7 +54,6 @@ echo "hvbench-run-exit $?"
 {hvbench} doctor --json > /lab/doctor.json
 cp /var/tmp/hvbench/results.db /lab/results.db
 echo "qemus: $(pgrep -c qemu-system)"
-echo "hugepages: $(cat /proc/sys/vm/nr_hugepages)"
 echo "netns: $(ip netns list | wc -l)"
 echo "ledgers: $(ls /run/hvbench 2>/dev/null | wc -l)"
 """
@@ -116,16 +117,14 @@ def test_lab_runs_cpu_disk_and_net_under_kvm(kvm_lab):
         resolved = by_platform[platform].platform_settings["resolved"]
         assert resolved["accel"] == "kvm" and resolved["nested"] is True, resolved
     pc = by_platform["pc-kvm"].platform_settings
-    assert pc["vhost"] and pc["queues"] == 2 and pc["hugepages"] == "2M"
+    assert pc["vhost"] and pc["queues"] == 2
     assert pc["resolved"]["net_queues"] == {"pc-kvm-0": "2 of 2 active"}
-    assert pc["resolved"]["memory_backing"].startswith("hugetlbfs 2M")
 
 
 @pytest.mark.guest
 def test_lab_leaves_nothing_in_l1(kvm_lab):
     assert "hvbench-run-exit 0" in kvm_lab.result.output
     assert kvm_lab.count("qemus") == 0
-    assert kvm_lab.count("hugepages") == 0  # the run's pages given back
     assert kvm_lab.count("netns") == 0
     assert kvm_lab.count("ledgers") == 0
 
