@@ -319,9 +319,12 @@ class DomainAgent(GuestAgent):
             raise InstanceError(f"{self.name}: libvirt: {e.get_error_message()}") from None
         return (answer or "").encode()
 
-    def sync(self, timeout: float) -> None:
-        """libvirt synchronises the channel before every command: a ping shows it answers."""
+    def _sync(self, timeout: float, accept: set[int]) -> int:
+        """libvirt synchronises the channel before every command: a ping shows it answers (so
+        ``sync`` and ``wait_ready`` need no ids of their own here)."""
         self._request({"execute": "guest-ping"}, timeout)
+        self._synced = True
+        return 0
 
     def close(self) -> None:
         """The channel is libvirt's, and goes with the domain."""
