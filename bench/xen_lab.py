@@ -1,4 +1,4 @@
-"""Run a study in the nested Xen lab: hvbench in a dom0 booted under QEMU TCG (tests/xenlab.py).
+"""Run a study in the nested Xen lab: hvbench in a dom0 booted under QEMU TCG (tests/lab.py).
 
 For checking the xen driver by hand on a host without Xen, e.g. the PVH and HVM modes the suite
 leaves out (README, "Platforms"); at two levels of emulation the figures mean nothing. The lab's
@@ -17,14 +17,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-import xenlab  # the lab lives with the tests that use it
+import lab as nested  # the lab lives with the tests that use it
 
 from hvbench.guest import image
 from hvbench.runner import needs_of
 from hvbench.study import load_study
 
 COMMANDS = (
-    xenlab.LIBVIRTD
+    nested.LIBVIRTD
     + """\
 xl info | grep -E '^(virt_caps|xen_version)'
 {hvbench} run /lab/study.yaml --db sqlite:////tmp/results.db
@@ -47,8 +47,11 @@ def main() -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(args.study, args.out / "study.yaml")
     hvbench = Path(sys.executable).parent / "hvbench"
-    result = xenlab.run(
-        xenlab.prepare(), args.out.resolve(), COMMANDS.format(hvbench=hvbench), args.timeout
+    result = nested.run(
+        nested.prepare(nested.XEN),
+        args.out.resolve(),
+        COMMANDS.format(hvbench=hvbench),
+        args.timeout,
     )
     print(result.output)
     print(f"lab: {result.seconds:.0f} s, dom0 commands exited with {result.exit_code}")

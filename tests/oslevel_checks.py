@@ -3,6 +3,7 @@ check that a run left nothing of its containers behind."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -103,7 +104,10 @@ def killed_run_is_cleaned_up(platform: str, tmp_path: Path) -> None:
     proc.wait()
     assert container_leftovers(run_id) != []
     cleanup = subprocess.run(
-        [sys.executable, "-m", "hvbench", "cleanup"], capture_output=True, text=True, check=True
+        [sys.executable, "-m", "hvbench", "cleanup", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
     )
-    assert run_id in cleanup.stdout
+    assert run_id in [r["run"] for r in json.loads(cleanup.stdout)]
     assert container_leftovers(run_id) == []

@@ -11,7 +11,15 @@ import pytest
 
 from hvbench.analysis import analyse, needs_more, summarize, welch
 from hvbench.analysis.run import COMPOSITE
-from hvbench.analysis.stats import confidence_interval, geometric_mean, mad_outliers
+from hvbench.analysis.stats import (
+    confidence_interval,
+    fieller,
+    geometric_mean,
+    holm,
+    outliers,
+    ratio,
+    reading,
+)
 from hvbench.store import MetricRecord, RawRecord, SampleRecord, Store
 from hvbench.store.schema import CellRow, Run
 
@@ -76,9 +84,11 @@ class RunBuilder:
         state: dict | None = None,
         status: str = "ok",
         kinds: dict[str, tuple[str, bool]] | None = None,
+        headline: set[str] | None = None,
     ) -> None:
         """``metrics``: name -> one value per instance; ``kinds``: name -> (unit, higher is
-        better) where not ``unit``/``higher_is_better``."""
+        better) where not ``unit``/``higher_is_better``; ``headline``: the names flagged as
+        such (None: no flag at all, as in runs stored before it existed)."""
         kinds = kinds or {}
         records = [
             MetricRecord(
@@ -87,6 +97,7 @@ class RunBuilder:
                 v,
                 *kinds.get(name, (unit, higher_is_better)),
                 None if v is not None else "+++++",
+                None if headline is None else name in headline,
             )
             for name, values in metrics.items()
             for i, v in enumerate(values)
@@ -262,8 +273,13 @@ def test_failed_samples_texts_and_noise_become_warnings(store):
     r = a.result("kvm", "disk", "disk.x", 1)
     assert r.single.n == 5 and r.single.outliers == (4,)
     assert a.result("kvm", "disk", "disk.create", 1) is None  # only text, no number
-    text = "\n".join(a.warnings)
-    assert "outlier" in text and "steal" in text and "noisy" in text and "failed" in text
+    assert a.warnings == ["kvm / disk / 1 inst.: repetition 9 failed: guest crashed"]
+    (noise,) = a.noise  # noise is one table, not lines (disk.create has no number)
+    assert noise.result is r
+    why = "; ".join(noise.reasons)
+    assert "CV above 10%" in why and "outlier" in why and "steal time up to 10%" in why
+    assert "bimodal: 1 of 5 repetitions 60% above the others" in why
+    assert noise.advice.startswith("a quieter host")
     assert a.baseline is None  # no native platform in this run
 
 
@@ -276,8 +292,8 @@ def test_summary_arithmetic():
     one = summarize([7.0])
     assert one.n == 1 and math.isnan(one.ci_low) and math.isnan(one.ci_half_width)
     assert confidence_interval(np.array([5.0] * 12)) == (5.0, 5.0)
-    assert mad_outliers(np.array([10, 10.1, 9.9, 10, 50])) == (4,)
-    assert mad_outliers(np.array([10, 10.1, 9.9, 10.05, 10.02])) == ()
+    assert outliers(np.array([10, 10.1, 9.9, 10, 50])) == (4,)
+    assert outliers(np.array([10, 10.1, 9.9, 10.05, 10.02])) == ()
 
 
 @pytest.mark.parametrize(
@@ -295,20 +311,24 @@ def test_ci_coverage_on_synthetic_samples(n, dist):
     assert 0.91 <= hits / trials <= 0.99
 
 
-def test_welch_change_and_ci():
+def test_ratio_change_interval_and_welch():
     a = [100.0, 101.0, 99.0, 100.5, 99.5]
     b = [90.0, 91.0, 89.0, 90.5, 89.5]
-    d = welch(a, b)
-    assert d.change == pytest.approx(-0.10)
-    assert d.ci_low < -0.10 < d.ci_high
-    assert d.significant(0.01)
-    assert not welch([1.0], [2.0]).significant()
+    r = ratio(a, b)
+    assert r.estimate == pytest.approx(0.90)
+    assert r.low < 0.90 < r.high and r.high < 1
+    assert r.significant and r.p_value < 0.01
+    assert welch(a, b) < 0.01
+    one = ratio([1.0], [2.0])
+    assert one.estimate == 2.0 and not one.tested and not one.significant
+    assert math.isnan(one.low) and math.isnan(welch([1.0], [2.0]))
 
 
 def test_needs_more_is_bounded():
     assert needs_more([], 0.03)
     assert needs_more([100.0, 101.0], 0.03)  # below min_count
-    assert not needs_more([100.0, 100.1, 99.9], 0.03)  # CI already tight
+    assert needs_more([100.0, 100.1, 99.9], 0.03)  # tight by luck, perhaps: below 5
+    assert not needs_more([100.0, 100.1, 99.9, 100.05, 99.95], 0.03)  # CI tight at 5
     wide = [100.0, 130.0, 80.0]
     assert needs_more(wide, 0.03)
     assert not needs_more(wide, 0.03, max_count=3)
@@ -329,12 +349,106 @@ def test_welch_matches_scipy():
 
     rng = np.random.default_rng(5)
     a, b = rng.normal(100, 2, 7), rng.normal(97, 4, 5)
-    ref = stats.ttest_ind(b, a, equal_var=False)
-    ci = ref.confidence_interval(0.99)
-    d = welch(a, b, confidence=0.99)
-    assert d.p_value == pytest.approx(ref.pvalue)
-    assert d.ci_low * a.mean() == pytest.approx(ci.low)
-    assert d.ci_high * a.mean() == pytest.approx(ci.high)
+    assert welch(a, b) == pytest.approx(stats.ttest_ind(b, a, equal_var=False).pvalue)
+
+
+def test_fieller_interval_is_the_set_the_test_does_not_reject():
+    """Both bounds solve (mean(B) − θ·mean(A))² = t²·(V_B + θ²·V_A), and the p-value of a ratio
+    of 1 crosses 1 − confidence exactly where the interval's edge crosses 1."""
+    from scipy import stats
+
+    rng = np.random.default_rng(8)
+    a, b = rng.normal(100, 3, 4), rng.normal(80, 5, 6)
+    r = ratio(a, b, confidence=0.99)
+    va, vb = a.var(ddof=1) / 4, b.var(ddof=1) / 6
+    t = stats.t.ppf(0.995, r.df)
+    for theta in (r.low, r.high):
+        lhs = (b.mean() - theta * a.mean()) ** 2
+        assert lhs == pytest.approx(t**2 * (vb + theta**2 * va))
+    assert r.se == pytest.approx(math.sqrt(va + vb) / a.mean())
+    for shift in np.linspace(0.8, 1.0, 41):  # B moved towards A: significance ends at 1
+        s = ratio(a, b / r.estimate * shift, confidence=0.99)
+        assert (s.p_value < 0.01) == (s.high < 1 or s.low > 1)
+
+
+def test_fieller_is_unbounded_when_the_denominator_may_be_zero():
+    r = ratio([1.0, -2.0, 3.0], [10.0, 11.0, 12.0])
+    assert r.tested and not r.bounded and (r.low, r.high) == (-math.inf, math.inf)
+    assert not r.significant
+
+
+@pytest.mark.parametrize("n", [3, 5, 10])
+def test_ratio_interval_coverage_is_nominal(n):
+    """Fieller's 95% interval of mean(B)/mean(A) holds the true ratio 0.8 in 93–97% of 4000
+    seeded experiments (normal noise, CV 5% on both sides); B's interval divided by mean(A),
+    the old whiskers, covers less, and less as n grows."""
+    rng = np.random.default_rng(100 + n)
+    trials, true = 4000, 0.8
+    a = rng.normal(100, 5, (trials, n))
+    b = rng.normal(100 * true, 100 * true * 0.05, (trials, n))
+    out = fieller(a.mean(1), a.var(1, ddof=1), np.full(trials, n), b.mean(1), b.var(1, ddof=1), n)
+    coverage = np.mean((out["low"] <= true) & (true <= out["high"]))
+    assert abs(coverage - 0.95) <= 0.02, coverage
+    half = stats_t_quantile(n) * b.std(1, ddof=1) / math.sqrt(n)
+    old = np.mean(np.abs(b.mean(1) - true * a.mean(1)) <= half)
+    assert old < coverage - 0.03, old
+
+
+def stats_t_quantile(n: int) -> float:
+    from scipy import stats
+
+    return float(stats.t.ppf(0.975, n - 1))
+
+
+def test_pct_of_native_interval_inverts_for_lower_is_better():
+    from hvbench.analysis.normalize import normalize
+
+    base, slow = np.array([50.0, 51.0, 49.0]), np.array([100.0, 103.0, 97.0])
+    time = normalize(slow, base, higher_is_better=False)
+    r = ratio(base, slow)
+    assert time.ratio == pytest.approx(2.0)
+    assert (time.ratio_low, time.ratio_high) == (r.low, r.high)
+    assert time.pct_of_native == pytest.approx(50)
+    assert time.pct_low == pytest.approx(100 / r.high)
+    assert time.pct_high == pytest.approx(100 / r.low)
+    assert (time.n, time.n_baseline) == (3, 3)
+    speed = normalize(base, slow, higher_is_better=True)
+    assert speed.pct_low == pytest.approx(100 * ratio(slow, base).low)
+
+
+def test_a_real_loss_at_low_power_is_not_called_no_difference():
+    """3 repetitions, CV 5%, a real 10% loss: read as "p ≥ 0.05, no significant difference" it
+    vanished in most experiments; read off the interval (equivalence within ±5%) it is called
+    that in at most 5%, and otherwise a loss or inconclusive."""
+    from hvbench.analysis.normalize import normalize
+
+    rng = np.random.default_rng(21)
+    trials, same, old_same = 2000, 0, 0
+    for _ in range(trials):
+        base, value = rng.normal(100, 5, 3), rng.normal(90, 4.5, 3)
+        same += (
+            normalize(value, base, higher_is_better=True).reading() == "no significant difference"
+        )
+        old_same += welch(base, value) >= 0.05
+    assert same / trials <= 0.05
+    assert old_same / trials > 0.4
+
+
+def test_holm_step_down():
+    adjusted = holm([0.01, 0.04, 0.03, 0.005, math.nan])
+    # sorted: 0.005·4, 0.01·3, 0.03·2, 0.04·1 -> made non-decreasing: 0.02, 0.03, 0.06, 0.06
+    assert adjusted[:4] == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert math.isnan(adjusted[4])
+    assert holm([0.9, 0.8]).tolist() == [1.0, 1.0]
+
+
+def test_reading_is_three_way():
+    assert reading(0.80, 0.90, True) == "loss"
+    assert reading(1.06, 1.10, True) == "gain"
+    assert reading(0.97, 1.04, True) == "no significant difference"
+    assert reading(0.90, 1.02, True) == "inconclusive"
+    assert reading(-math.inf, math.inf, True) == "inconclusive"
+    assert reading(math.nan, math.nan, False) == "not tested"
 
 
 def test_batched_intervals_match_one_by_one():

@@ -21,7 +21,7 @@ from hvbench.drivers.base import Needs
 from hvbench.drivers.qemu import QemuDriver, QemuSettings
 from hvbench.errors import CommandTimeout, InstanceError, ToolMissing
 from hvbench.guest import cpio, image
-from hvbench.guest.agent import LINE_LIMIT, GuestAgent
+from hvbench.guest.agent import LINE_LIMIT, POLL, GuestAgent
 
 guest_image = guest_fixtures.guest_image  # fixtures, until conftest imports guest_fixtures
 guest_run = guest_fixtures.guest_run
@@ -133,7 +133,8 @@ def _serve(tmp_path: Path, respond: Callable[[socket.socket, bytes], None]) -> s
                 buf += data
                 while b"\n" in buf:
                     line, _, buf = buf.partition(b"\n")
-                    respond(conn, line)
+                    # 0xFF resets the parser, as in qemu-ga: what came before it is dropped
+                    respond(conn, line.rpartition(b"\xff")[2])
         server.close()
 
     threading.Thread(target=loop, daemon=True).start()
@@ -177,6 +178,24 @@ def test_agent_silence_times_out(tmp_path: Path):
     with pytest.raises(CommandTimeout):
         agent.wait_ready(time.monotonic() + 1.5)
     assert time.monotonic() - start < 5
+
+
+def test_agent_slower_than_the_poll_is_ready_and_in_sync(tmp_path: Path):
+    """qemu-ga on a loaded host answers each sync later than POLL: ready all the same (the
+    answer to an earlier sync counts), and the next command gets its own answer, not a sync's."""
+
+    def slow(conn: socket.socket, line: bytes) -> None:
+        request = json.loads(line)
+        if request["execute"] == "guest-sync-delimited":
+            time.sleep(3 * POLL)  # qemu-ga answers in order, one request at a time
+            conn.sendall(b"\xff" + json.dumps({"return": request["arguments"]["id"]}).encode())
+            conn.sendall(b"\n")
+        else:
+            conn.sendall(b'{"return": {"pong": 1}}\n')
+
+    agent = GuestAgent(_serve(tmp_path, slow), "g")
+    agent.wait_ready(time.monotonic() + 10)
+    assert agent.call("guest-ping", 10) == {"pong": 1}
 
 
 # the channel in a real guest --------------------------------------------------------------
@@ -239,11 +258,16 @@ def test_image_commands_list_show_prune(tmp_path: Path, monkeypatch, guest_image
         (tmp_path / name / "manifest.json").write_text(json.dumps(manifest))
         time.sleep(0.01)  # "newest first" goes by the manifest's time
     cli = CliRunner()
-    listed = cli.invoke(app, ["list"], terminal_width=200)
-    assert listed.exit_code == 0 and listed.output.index("bbbb") < listed.output.index("aaaa")
-    shown = cli.invoke(app, ["show", "aaaa", "--files"], terminal_width=300)
-    assert shown.exit_code == 0 and "qemu-guest-agent" in shown.output
-    assert "/usr/bin/iperf3" in shown.output
+    listed = cli.invoke(app, ["list", "--json"])
+    assert listed.exit_code == 0, listed.output
+    assert [i["key"] for i in json.loads(listed.output)] == [
+        "bbbb000000000000",
+        "aaaa000000000000",
+    ]
+    shown = cli.invoke(app, ["show", "aaaa", "--json"])
+    assert shown.exit_code == 0, shown.output
+    manifest = json.loads(shown.output)
+    assert "qemu-guest-agent" in manifest["packages"] and "/usr/bin/iperf3" in manifest["files"]
     ambiguous = cli.invoke(app, ["show", "zz"])
     assert ambiguous.exit_code != 0 and "no image" in str(ambiguous.exception)
     (tmp_path / "uml").mkdir()

@@ -11,6 +11,7 @@ import subprocess
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -232,10 +233,33 @@ def test_domain_xml_is_the_typed_machine():
     assert dom.find("seclabel").get("relabel") == "no"
 
 
+def test_kvm_users_settings_map_to_the_domain():
+    """vhost-net, queues, huge pages and a named CPU model, as libvirt spells them."""
+    machine = replace(
+        _machine(),
+        cpu="EPYC",
+        hugepages="2M",
+        nics=[Nic("virtio-net", "hvl1t0", "52:54:00:14:00:00", vhost=True, queues=2)],
+        disks=[Disk("data", "", "virtio-blk", queues=4)],
+    )
+    dom = ET.fromstring(domain_xml(machine, "kvm", {"data": Source("file", {"file": "/d"})}))
+    assert dom.get("type") == "kvm"
+    assert dom.find("memoryBacking/hugepages/page").attrib == {"size": "2048", "unit": "KiB"}
+    assert dom.find("memoryBacking/source").get("type") == "memfd"
+    assert dom.find("cpu").get("mode") == "custom" and dom.findtext("cpu/model") == "EPYC"
+    assert dom.find("devices/interface/driver").attrib == {"name": "vhost", "queues": "2"}
+    assert dom.find("devices/disk/driver").get("queues") == "4"
+    plain = replace(machine, hugepages=None, nics=[Nic("virtio-net", "t", "52:54:00:14:00:01")])
+    dom = ET.fromstring(domain_xml(plain, "qemu", {"data": Source("file", {"file": "/d"})}))
+    assert dom.find("memoryBacking") is None
+    assert dom.find("devices/interface/driver").attrib == {"name": "qemu"}  # no vhost-net
+
+
 @pytest.mark.parametrize(
     ("fields", "complaint"),
     [
         ({"uri": "lxc:///system"}, "only QEMU .* and Xen"),
+        ({"uri": "qemu+ssh://h/system", "nic": "none", "hugepages": "2M"}, "this host only"),
         ({"uri": "qemu+ssh://elsewhere/system"}, "set nic: none"),
         ({"uri": "qemu+ssh://elsewhere/system", "nic": "none", "disk": {"path": "/d"}}, "volume"),
         ({"machine": "microvm"}, "microvm"),

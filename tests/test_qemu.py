@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -19,6 +20,7 @@ from qemu.qmp.legacy import QEMUMonitorProtocol
 
 from hvbench.drivers import DRIVERS
 from hvbench.drivers.base import Needs
+from hvbench.drivers.last_words import last_words
 from hvbench.drivers.qemu import (
     Guest,
     QemuDriver,
@@ -31,6 +33,9 @@ from hvbench.drivers.qemu import (
 )
 from hvbench.drivers.qemu_devices import Disk, opts
 from hvbench.errors import CommandTimeout, InstanceError
+from hvbench.host import hugepages
+from hvbench.host.inventory import capacity
+from hvbench.study import parse_study
 
 guest_image = guest_fixtures.guest_image  # fixtures, until conftest imports guest_fixtures
 guest_run = guest_fixtures.guest_run
@@ -45,6 +50,24 @@ WRITE_READ = (
     " done"
 )
 """Guest side of the disk check: write the pattern, drop the guest's buffers, read it back."""
+
+
+HUGE_STUDY = """\
+name: v
+platforms:
+  v: {driver: qemu, hugepages: 1G, memory: 16G, instances: [2]}
+workloads: [{name: cpu}]
+"""
+HOLD_PAGES = """\
+import time
+from hvbench.host import hugepages
+from hvbench.host.resources import Ledger
+ledger = Ledger("20261122-hugepages")
+ledger.claim()
+hugepages.reserve(ledger, "2M", 3, "test")
+print("reserved", flush=True)
+time.sleep(60)
+"""
 
 
 def settings(**kw) -> QemuSettings:
@@ -80,11 +103,59 @@ def test_registered():
         ({"disk": {"bus": "floppy"}}, "bus"),
         ({"memory": "64M"}, "at least 128M"),
         ({"nic": "virtio-net", "bogus": 1}, "bogus"),
+        ({"nic": "e1000", "vhost": True}, "virtio-net's"),
+        ({"nic": "e1000", "queues": 2}, "virtio-net's"),
+        ({"disk": {"bus": "nvme", "queues": 2}}, "only virtio-blk"),
+        ({"hugepages": "2M", "memory": "255M"}, "multiple of the 2M"),
+        ({"hugepages": "4M"}, "hugepages"),
+        ({"accel": "tcg", "cpu": "host"}, "cpu: host needs KVM"),
     ],
 )
 def test_settings_rejected(fields, complaint):
     with pytest.raises(ValidationError, match=complaint):
         settings(**fields)
+
+
+def test_host_refusals_are_one_line_each_before_anything_starts():
+    """What this host cannot give is named before a run starts: vhost-net without its device,
+    more huge pages than the host has memory, a CPU model QEMU does not know."""
+    big = settings(hugepages="1G", memory="8G", vhost=True, cpu="EPYC-NoSuchModel")
+    lines = big.host_misfits(count=4)  # 32 GiB of 1G pages: more than this host's memory
+    vhost = [ln for ln in lines if ln.startswith("vhost")]
+    assert vhost == ([] if os.path.exists("/dev/vhost-net") else [
+        "vhost: on needs /dev/vhost-net, which this host lacks (modprobe vhost_net, or set "
+        "vhost: off)"
+    ])  # fmt: skip
+    assert any(ln.startswith("hugepages: 1G: 32 pages need 32768 MiB") for ln in lines), lines
+    assert "cpu: EPYC-NoSuchModel is no CPU model of this QEMU" in " ".join(lines)
+    assert settings(cpu="EPYC,+svm", hugepages="2M").host_misfits(1) == []
+    study = parse_study(HUGE_STUDY, "vhost.yaml")
+    misfits = study.misfits(*capacity())
+    assert any(m.startswith("platform v: ") and "hugepages: 1G" in m for m in misfits), misfits
+
+
+def test_cleanup_gives_back_a_killed_runs_huge_pages(tmp_path):
+    """Pages a run added to the host's pool are in its ledger first: after the run is
+    SIGKILLed, ``hvbench cleanup`` shrinks the pool back."""
+    pool = hugepages.pool("2M")
+    before = int(pool.read_text())
+    env = {**os.environ, "HVBENCH_STATE_DIR": str(tmp_path)}
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_PAGES], env=env, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout.readline().strip() == "reserved"
+        assert int(pool.read_text()) == before + 3
+    finally:
+        holder.kill()
+        holder.wait()
+    cleanup = subprocess.run(
+        [sys.executable, "-m", "hvbench", "cleanup", "--json"],
+        env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert cleanup.returncode == 0, cleanup.stderr
+    assert "20261122-hugepages" in [r["run"] for r in json.loads(cleanup.stdout)]
+    assert int(pool.read_text()) == before
 
 
 def test_options_are_escaped_not_pasted():
@@ -318,11 +389,72 @@ def test_killed_qemu_fails_the_command_cleanly(guest_run: GuestRun):
     t.join(30)
     assert not t.is_alive()
     assert len(errors) == 1 and isinstance(errors[0], InstanceError)
-    assert "QEMU" in str(errors[0])
+    # QEMU's last words: how it ended, and what it and the guest said last
+    message = str(errors[0])
+    assert "QEMU died during sleep (killed by SIGKILL; stderr: " in message, message
+    assert "hvbench: agent" in message.split("console: ")[1], message
     assert not inst.alive()
-    with pytest.raises(InstanceError, match="not running"):
+    with pytest.raises(InstanceError, match=r"not running any more \(killed by SIGKILL"):
         inst.exec(["true"], 10)
     d.stop([inst])
+
+
+@pytest.mark.guest
+def test_multiqueue_hugepages_and_cpu_model_reach_the_guest(guest_run: GuestRun):
+    """Two virtio-net queue pairs and two virtio-blk queues, enabled in the guest; guest memory
+    on 2M pages the driver added to the host's pool and gave back; a named CPU model."""
+    pool = hugepages.pool("2M")
+    before = int(pool.read_text())
+    needs = Needs(tools=GUEST_TOOLS, data_disk=True)
+    d = driver(guest_run, needs, vcpus=2, queues=2, hugepages="2M", cpu="EPYC",
+               disk={"queues": 2, "size": "64M"})  # fmt: skip
+    [inst] = d.start(1, deadline())
+    try:
+        assert int(pool.read_text()) == before + 128  # 256M in 2M pages
+        argv = inst.guest.machine.argv()
+        assert "memory-backend-memfd,id=ram,size=256M,hugetlb=on,hugetlbsize=2M" in argv
+        assert any("mq=on,vectors=6" in a for a in argv)
+        queues = inst.exec(["ls", "/sys/class/net/eth0/queues"], 30).text().split()
+        assert sorted(queues) == ["rx-0", "rx-1", "tx-0", "tx-1"]
+        device = inst.data_disk.device.removeprefix("/dev/")
+        assert inst.exec(["ls", f"/sys/block/{device}/mq"], 30).text().split() == ["0", "1"]
+        cpuinfo = inst.exec(["cat", "/proc/cpuinfo"], 30).text()
+        assert "AMD EPYC" in cpuinfo
+        ping = inst.exec(["ping", "-c", "1", "198.18.0.1"], 60)
+        assert ping.ok, ping.describe_failure()
+        resolved = d.describe()["resolved"]
+        assert resolved["cpu"] == "EPYC" and resolved["net_queues"] == {"q-0": "2 of 2 active"}
+        assert resolved["memory_backing"].startswith("hugetlbfs 2M pages")
+        assert d.describe()["queues"] == 2 and d.describe()["disk"]["queues"] == 2
+    finally:
+        d.stop([inst])
+    assert int(pool.read_text()) == before
+    assert not [r for r in guest_run.ledger.live if r.kind == "hugepages"]
+
+
+@pytest.mark.guest
+def test_qemu_refusing_its_command_line_says_why(guest_run: GuestRun):
+    """A setting QEMU itself refuses (more vCPUs than the machine takes): the error carries
+    QEMU's exit status and its own message."""
+    d = driver(guest_run, nic="none", vcpus=999)
+    with pytest.raises(InstanceError) as failed:
+        d.start(1, deadline())
+    message = str(failed.value)
+    assert "QEMU exited" in message and "exit status 1" in message, message
+    assert "maximum" in message.lower() or "max cpus" in message.lower(), message
+
+
+def test_last_words_name_the_signal_and_the_cause(tmp_path):
+    """The cause line before a dump is kept with the last lines; signals are named."""
+    log = tmp_path / "stderr"
+    dump = "".join(f"RAX={i:016x}\n" for i in range(40))
+    script = f"echo 'KVM internal error. Suberror: 1' >&2; printf '{dump}' >&2; kill -SEGV $$"
+    with log.open("wb") as err:
+        proc = subprocess.run(["sh", "-c", script], stderr=err, check=False)
+    words = last_words(proc.returncode, stderr=log, console=tmp_path / "missing")
+    assert words.startswith("killed by SIGSEGV; stderr: KVM internal error. Suberror: 1 | ... |")
+    assert words.endswith(f"RAX={39:016x}; console: (no log)"), words
+    assert last_words(3) == "exit status 3" and last_words(-999) == "killed by signal 999"
 
 
 @pytest.mark.guest

@@ -49,10 +49,10 @@ def store(tmp_path) -> Store:
 def test_markdown_has_the_seeds_tables(store):
     md = render(analyse(store, "latest"), "md")
     assert "### disk, 1 instance: % of native" in md
-    assert "| e1000 | 70 |" in md  # the wiki's "comparison to native"
-    assert "| tcg | 59.00 |" in md  # the paper's "% loss"
+    assert "| e1000 | 70 [68–72] |" in md  # the wiki's "comparison to native"
+    assert "| tcg | 59.00 [58.06–59.92] |" in md  # the paper's "% loss"
     assert "### kernbench, 1 instance: value / native" in md
-    assert "| virtio | 1.09 |" in md  # kernbench's elapsed / native (1 / 0.92)
+    assert "| virtio | 1.09 [1.06–1.11] |" in md  # kernbench's elapsed / native (1 / 0.92)
     assert "asymmetric: outbound 30% lower" in md
     assert "h\\|<b>" in md  # a pipe from the host cannot break the table
     assert "tool: tool --flag <b>" in md  # the exact command, in a code block
@@ -61,13 +61,67 @@ def test_markdown_has_the_seeds_tables(store):
 def test_verdicts_in_plain_words(store):
     lines = verdicts(analyse(store, "latest"))
     assert (
-        "disk (1 instance, disk.bonnie.block_kbps): virtio keeps 92% of native; e1000 70%; tcg 41%"
-        in lines
+        "disk (1 instance, disk.bonnie.block_kbps): virtio keeps 92% [90–94%] of native; "
+        "e1000 70% [68–72%]; tcg 41% [40–42%]" in lines
+    )
+    # in and out: per repetition their geometric mean, e1000's sqrt(0.70 × 0.49) = 59%
+    assert (
+        "net (1 instance, geometric mean of 2 throughput metrics): virtio keeps 92% [90–94%] of "
+        "native; e1000 59% [57–60%]; tcg 41% [40–42%]" in lines
     )
     assert "net direction: native, tcg, virtio are symmetric, e1000 loses 30% outbound" in lines
     # tcg: 41% of the throughput for 2×41% of the CPU -> per core half of the others'
     cost = next(line for line in lines if line.startswith("net: the same"))
-    assert cost.startswith("net: the same Gbit/s costs tcg 2.0× the host CPU of")
+    # throughput and host CPU move together here: the per-core figures have no spread
+    assert cost.startswith("net: the same Gbit/s costs tcg 2.0× [2.00–2.00×] the host CPU of")
+
+
+def test_verdicts_judge_the_headline_metrics_only(tmp_path):
+    """A throughput the workload does not call its answer (fio's IO/s beside its MiB/s) stays
+    out of the verdict, whatever it says."""
+    s = Store(f"sqlite:///{tmp_path}/results.db")
+    b = RunBuilder(s)
+    for platform, bw, iops in (("native", 100.0, 1000.0), ("kvm", 50.0, 1000.0)):
+        cell = b.cell(platform, "disk")
+        for rep, n in enumerate([-0.01, 0.0, 0.01]):
+            b.sample(
+                cell,
+                rep,
+                {"disk.fio.x_mibps": [bw * (1 + n)], "disk.fio.x_iops": [iops * (1 + n)]},
+                headline={"disk.fio.x_mibps"},
+            )
+    a = analyse(s, "latest")
+    assert {r.name for r in a.results if r.headline} == {"disk.fio.x_mibps"}
+    assert "disk (1 instance, disk.fio.x_mibps): kvm keeps 50% [49–51%] of native" in verdicts(a)
+
+
+def test_verdict_over_several_headline_times(tmp_path):
+    """Several headline metrics where lower is better (kernbench's cold and warm times) are
+    turned before their per-repetition geometric mean: twice the time is 50% of native."""
+    s = Store(f"sqlite:///{tmp_path}/times.db")
+    b = RunBuilder(s)
+    names = {"kernbench.cold.elapsed_s", "kernbench.warm.elapsed_s"}
+    for platform, f in (("native", 1.0), ("kvm", 2.0)):
+        cell = b.cell(platform, "kernbench")
+        for rep, n in enumerate([-0.01, 0.0, 0.01]):
+            b.sample(cell, rep, {m: [60 * f * (1 + n)] for m in names}, "s", False, headline=names)
+    line = next(v for v in verdicts(analyse(s, "latest")) if v.startswith("kernbench"))
+    assert "kvm keeps 50% [" in line
+
+
+def test_density_line_from_the_memory_figures(tmp_path):
+    s = Store(f"sqlite:///{tmp_path}/results.db")
+    b = RunBuilder(s)
+    kinds = {"memory.overhead_mib": ("MiB", False), "memory.density_instances": ("count", True)}
+    for platform, overhead, fit in (("tcg", 33.0, 92.0), ("uml", 8.0, 177.0)):
+        cell = b.cell(platform, "memory")
+        for rep in range(3):
+            metrics = {"memory.overhead_mib": [overhead], "memory.density_instances": [fit]}
+            b.sample(cell, rep, metrics, kinds=kinds, headline={"memory.overhead_mib"})
+    b.sample(b.cell("container", "memory", driver="container"), 0, {"memory.overhead_mib": [None]})
+    line = "density: instances of their size this host's memory fits: "
+    line += "tcg 92 (33 MiB overhead each); uml 177 (8 MiB overhead each)"
+    assert line in verdicts(analyse(s, "latest"))
 
 
 def test_jsonl_one_sample_per_line(store):
@@ -180,7 +234,9 @@ def test_run_summary_has_verdicts_and_pct_tables(store):
     from hvbench.report.markdown import render_summary
 
     text = render_summary(analyse(store, "latest"))
-    assert text.startswith("- disk (1 instance, disk.bonnie.block_kbps): virtio keeps 92% of")
+    assert text.startswith(
+        "- disk (1 instance, disk.bonnie.block_kbps): virtio keeps 92% [90–94%] of"
+    )
     assert "### net, 1 instance: % of native" in text and "values" not in text
 
 
@@ -190,11 +246,11 @@ def test_wide_tables_turn_metrics_into_rows(tmp_path):
     native, kvm = b.cell("native", "kernbench"), b.cell("kvm", "kernbench")
     names = [f"kernbench.warm.run{i}.elapsed_s" for i in range(1, 11)]
     for rep in range(3):
-        b.sample(native, rep, {n: [50.0 + rep] for n in names}, "s", False)
-        b.sample(kvm, rep, {n: [100.0 + 2 * rep] for n in names}, "s", False)
+        b.sample(native, rep, {n: [50.0 + rep] for n in names}, "s", False, headline=set(names))
+        b.sample(kvm, rep, {n: [100.0 + 2 * rep] for n in names}, "s", False, headline=set(names))
     md = render(analyse(s, "latest"), "md")
     assert "|  | native | kvm |" in md
-    assert "| kernbench.warm.run10.elapsed_s | 100 | 50 |" in md  # % of native
+    assert "| kernbench.warm.run10.elapsed_s | 100 | 50 [48–52] |" in md  # % of native
 
 
 def test_statistics_per_cell(store):
@@ -202,3 +258,242 @@ def test_statistics_per_cell(store):
     section = md.split("### disk: statistics per cell")[1].split("###")[0]
     # e1000: 40600 × (0.99, 1, 1.01): median 40600, sd 406, CV 1.0%
     assert "| e1000 | 1 | disk.bonnie.block_kbps | 3 | 40600 | 40600 | 406.0 | 1.0% |" in section
+
+
+def test_one_repetition_is_not_tested(tmp_path):
+    """A --quick run (one repetition) tests nothing: its verdict, tables and exports say so,
+    never "no significant difference", and still show the figure."""
+    s = Store(f"sqlite:///{tmp_path}/quick.db")
+    b = RunBuilder(s)
+    native, virtio, uml = b.cell("native", "disk"), b.cell("virtio", "disk"), b.cell("uml", "disk")
+    b.sample(native, 0, {"disk.dd.read_mbps": [1000.0], "disk.dd.write_mbps": [800.0]})
+    b.sample(virtio, 0, {"disk.dd.read_mbps": [110.0], "disk.dd.write_mbps": [88.0]})
+    for rep in range(1, 3):  # the baseline with 3 repetitions, uml with 1: still not tested
+        b.sample(native, rep, {"disk.dd.read_mbps": [1000.0 + rep], "disk.dd.write_mbps": [800.0]})
+    b.sample(uml, 0, {"disk.dd.read_mbps": [500.0], "disk.dd.write_mbps": [400.0]})
+    for platform, gbps in (("native", 9.0), ("virtio", 2.0)):
+        b.sample(
+            b.cell(platform, "net"),
+            0,
+            {"net.iperf3.inbound_gbps": [gbps], "net.iperf3.outbound_gbps": [gbps / 2]},
+            "Gbit/s",
+            host_cpu=host(10, 10.0),
+        )
+    a = analyse(s, "latest")
+    lines = verdicts(a)
+    line = next(v for v in lines if v.startswith("disk"))
+    assert "virtio 11%: not tested (1 repetition)" in line
+    assert "uml 50%: not tested (1 repetition)" in line
+    assert "virtio loses 50% outbound, not tested (1 repetition)" in "\n".join(lines)
+    cost = next(v for v in lines if v.startswith("net: host CPU"))
+    assert cost.endswith("not tested (1 repetition)")
+    md = render(a, "md")
+    assert "no significant difference" not in md
+    assert "| virtio | 11, not tested (1 repetition) | 11, not tested (1 repetition) |" in md
+    rows = list(csv.DictReader(io.StringIO(render(a, "csv"))))
+    row = next(r for r in rows if r["platform"] == "virtio" and r["view"] == "single")
+    assert row["vs_baseline"] == "not tested" and row["pct_of_baseline_ci_low"] == ""
+    assert float(row["pct_of_baseline"]) == pytest.approx(11, rel=0.01)
+    meta = [json.loads(x)["metadata"] for x in render(a, "json").splitlines()]
+    virtio_meta = next(m for m in meta if m["platform"] == "virtio")
+    assert virtio_meta["vs_baseline"] == "not tested"
+    assert virtio_meta["pct_of_baseline_ci_low"] is None and virtio_meta["n"] == 1
+
+
+def test_equivalent_inconclusive_and_loss(tmp_path):
+    """ "no significant difference" only when the interval lies within ±5% of native; an interval
+    that holds 100 but reaches further is inconclusive, with its bounds."""
+    s = Store(f"sqlite:///{tmp_path}/three.db")
+    b = RunBuilder(s)
+    series = {
+        "native": [100.0, 100.5, 99.5],
+        "same": [100.2, 99.8, 100.1],  # within ±1%: equivalent
+        "unsure": [92.0, 97.0, 102.0],  # mean 97, CV 5%: the interval reaches beyond −5%
+        "slow": [80.0, 80.5, 79.5],
+    }
+    for platform, values in series.items():
+        b.series(b.cell(platform, "disk"), "disk.x_mbps", values)
+    a = analyse(s, "latest")
+    same = a.result("same", "disk", "disk.x_mbps", 1).vs_baseline
+    unsure = a.result("unsure", "disk", "disk.x_mbps", 1).vs_baseline
+    assert same.reading() == "no significant difference" and 95 < same.pct_low < 100
+    assert unsure.reading() == "inconclusive" and unsure.pct_low < 95 and unsure.pct_high > 100
+    line = next(v for v in verdicts(a) if v.startswith("disk"))
+    low, high = round(unsure.pct_low - 100), round(unsure.pct_high - 100)
+    assert f"unsure: inconclusive: between −{-low}% and +{high}%" in line
+    assert "same 100% [" in line and "]: no significant difference (within ±5%)" in line
+    assert "slow keeps 80% [" in line
+    md = render(a, "md")
+    table = md.split("### disk, 1 instance: % of native")[1].split("###")[0]
+    assert "| same | 100 [" in table and "]† |" in table
+    assert "| unsure | 97 [" in table and "]‡ |" in table
+    assert "† no significant difference: the interval lies within ±5%" in table
+    assert "‡ inconclusive" in table and "Fieller" in table
+
+
+def test_bar_whiskers_are_the_ratio_interval(tmp_path):
+    """The plots' whiskers are Fieller's interval of % of native: with a noisy native and a
+    quiet platform, far wider than the platform's own interval divided by native's mean (the
+    old whiskers, which left native's noise out); the baseline's own bar has none."""
+    from hvbench.report.plots import _relative
+
+    s = Store(f"sqlite:///{tmp_path}/whiskers.db")
+    b = RunBuilder(s)
+    b.series(b.cell("native", "disk"), "disk.x_mbps", [90.0, 100.0, 110.0])
+    b.series(b.cell("kvm", "disk"), "disk.x_mbps", [50.0, 50.05, 49.95])
+    a = analyse(s, "latest")
+    r = a.result("kvm", "disk", "disk.x_mbps", 1)
+    height, below, above, label = _relative(r, relative=True)
+    v = r.vs_baseline
+    assert (height - below, height + above) == pytest.approx((v.pct_low, v.pct_high))
+    assert label == "" and height == pytest.approx(50)
+    old = 100 * (r.single.ci_high - r.single.ci_low) / 100
+    assert v.pct_high - v.pct_low > 10 * old
+    assert _relative(a.result("native", "disk", "disk.x_mbps", 1), True)[1:] == (0, 0, "")
+
+
+QEMU_TCG = {
+    "accel": "auto",
+    "disk": {"cache": "none"},
+    "resolved": {"accel": "tcg", "accel_reason": "no /dev/kvm on this host"},
+}
+
+
+@pytest.fixture
+def fell_back(tmp_path) -> Store:
+    """kvm-virtio with accel: auto that ran under TCG at 16% of native, beside native."""
+    s = Store(f"sqlite:///{tmp_path}/fell-back.db")
+    b = RunBuilder(s)
+    native = b.cell("native", "net")
+    kvm = b.cell("kvm-virtio", "net", platform_settings=QEMU_TCG)
+    for rep, n in enumerate([-0.01, 0.0, 0.01]):
+        for cell, f in ((native, 1.0), (kvm, 0.16)):
+            b.sample(cell, rep, {"net.iperf3.inbound_gbps": [10 * f * (1 + n)]}, "Gbit/s")
+    return s
+
+
+def test_every_format_names_the_accelerator_that_ran(fell_back):
+    a = analyse(fell_back, "latest")
+    assert a.label("kvm-virtio") == "kvm-virtio [tcg]" and a.label("native") == "native"
+    lines = verdicts(a)
+    assert lines[0] == "kvm-virtio [tcg]: accel auto chose tcg: no /dev/kvm on this host"
+    assert (
+        "net (1 instance, net.iperf3.inbound_gbps): kvm-virtio [tcg] keeps 16% [16–16%] of native"
+        in (lines)
+    )
+    md = render(a, "md")
+    assert "| kvm-virtio [tcg] | 16 [16–16] |" in md  # % of native
+    assert "| kvm-virtio |" not in md
+    rows = [json.loads(line)["metadata"] for line in render(a, "json").splitlines()]
+    kvm = next(m for m in rows if m["platform"] == "kvm-virtio")
+    assert kvm["accel"] == "tcg" and kvm["label"] == "kvm-virtio [tcg]"
+    assert kvm["platform_settings"] == {
+        "driver": "qemu",
+        "accel": "auto",
+        "disk": {"cache": "none"},
+    }
+    assert next(m for m in rows if m["platform"] == "native")["accel"] is None
+    table = list(csv.DictReader(io.StringIO(render(a, "csv"))))
+    row = next(r for r in table if r["platform"] == "kvm-virtio")
+    assert (row["accel"], row["label"]) == ("tcg", "kvm-virtio [tcg]")
+    assert json.loads(row["platform_settings"])["accel"] == "auto"
+    html = render(a, "html")
+    assert "kvm-virtio [tcg]</text>" in html  # the bars' legend, as SVG text
+    assert "kvm-virtio [tcg]</td>" in html
+
+
+def test_run_summary_names_the_accelerator(fell_back):
+    from hvbench.report.markdown import render_summary
+
+    text = render_summary(analyse(fell_back, "latest"))
+    assert "kvm-virtio [tcg] keeps 16% [16–16%] of native" in text
+    assert "| kvm-virtio [tcg] | 16 [16–16] |" in text
+
+
+def test_pct_tables_carry_headline_metrics_and_costs_are_per_unit_of_work(tmp_path):
+    """Retransmits and %CPU beside a throughput stay in the detail tables; the cost of the
+    throughput is host CPU-seconds per Gbit."""
+    from hvbench.report.tables import cost_table, pct_table, values_table
+
+    s = Store(f"sqlite:///{tmp_path}/side.db")
+    b = RunBuilder(s)
+    kinds = {"net.iperf3.inbound_retransmits": ("count", False), "net.iperf3.cpu_pct": ("%", False)}
+    for platform, f, busy in (("native", 1.0, 10.0), ("kvm", 0.5, 20.0)):
+        cell = b.cell(platform, "net")
+        for rep, n in enumerate([-0.01, 0.0, 0.01]):
+            metrics = {
+                "net.iperf3.inbound_gbps": [10 * f * (1 + n)],
+                "net.iperf3.inbound_retransmits": [1 + 368 * (1 - f) + rep],
+                "net.iperf3.cpu_pct": [20 / f + rep],
+            }
+            b.sample(
+                cell,
+                rep,
+                metrics,
+                "Gbit/s",
+                kinds=kinds,
+                headline={"net.iperf3.inbound_gbps"},
+                host_cpu=host(10, busy * (1 + n)),
+            )
+    a = analyse(s, "latest")
+    pct = pct_table(a, "net", 1)
+    assert pct.columns == ["platform", "net.iperf3.inbound_gbps"]
+    assert pct.rows[1] == ["kvm", "50 [49–51]"]
+    assert any("retransmits" in c for c in values_table(a, "net", 1).columns)
+    cost = cost_table(a)
+    assert [row[1] for row in cost.rows] == ["net.iperf3.inbound_gbps"] * 2
+    # kvm: 2 host cores busy (20 CPU-s in 10 s) for 5 Gbit/s: 0.4 CPU-s per Gbit, 4× native's
+    kvm = next(row for row in cost.rows if row[2] == "kvm")
+    assert kvm[4].startswith("0.400 ±") and kvm[4].endswith(" host CPU-s per Gbit")
+    assert kvm[5] == "4.00×"
+
+
+def test_disk_figures_above_native_are_flagged_not_won(tmp_path):
+    """uml's dd read at 337% (ubd has no O_DIRECT) is put down to the host page cache and left
+    out of the verdict, in the tables too; a cache=none disk significantly above native is
+    suspect; at one repetition, only a known cache is named."""
+    from hvbench.report.tables import pct_table
+
+    s = Store(f"sqlite:///{tmp_path}/cached.db")
+    b = RunBuilder(s, inventory={"cores_logical": 2})
+    headline = {"disk.dd.read_mbps", "disk.dd.write_mbps"}
+    platforms = {
+        "native": ("native", {}, 1.0, 1.0),
+        "uml": ("uml", {"disk": {"sync": False}}, 3.37, 0.8),
+        "direct": ("qemu", {"accel": "kvm", "disk": {"cache": "none"}}, 1.3, 0.9),
+        "same": ("qemu", {"accel": "kvm", "disk": {"cache": "writeback"}}, 1.001, 0.9),
+    }
+    for platform, (driver, settings, read, write) in platforms.items():
+        cell = b.cell(platform, "disk", driver=driver, platform_settings=settings)
+        for rep, n in enumerate([-0.01, 0.0, 0.01] if platform != "same" else [-0.05, 0, 0.05]):
+            metrics = {
+                "disk.dd.read_mbps": [500 * read * (1 + n)],
+                "disk.dd.write_mbps": [400 * write * (1 + n)],
+            }
+            b.sample(cell, rep, metrics, headline=headline)
+    a = analyse(s, "latest")
+    uml = a.result("uml", "disk", "disk.dd.read_mbps", 1)
+    assert uml.suspect == "likely the host page cache: UML's ubd has no O_DIRECT"
+    assert a.result("uml", "disk", "disk.dd.write_mbps", 1).suspect is None
+    assert a.result("direct", "disk", "disk.dd.read_mbps", 1).suspect.startswith("suspect")
+    assert a.result("same", "disk", "disk.dd.read_mbps", 1).suspect is None  # within noise
+    lines = verdicts(a)
+    keeps = next(line for line in lines if line.startswith("disk (1 instance"))
+    assert "uml keeps 80% [78–82%] of native" in keeps  # the write alone: the read is not a win
+    above = next(line for line in lines if line.startswith("disk above native"))
+    assert "uml disk.dd.read_mbps 337% (likely the host page cache" in above
+    assert "direct [kvm] disk.dd.read_mbps 130% (suspect" in above
+    pct = pct_table(a, "disk", 1)
+    read = pct.columns.index("disk.dd.read_mbps")
+    assert next(r for r in pct.rows if r[0] == "uml")[read] == "337 [329–345]§"
+    assert any(n.startswith("§ uml: above native, not a win: likely") for n in pct.notes)
+
+    one = Store(f"sqlite:///{tmp_path}/one.db")
+    b = RunBuilder(one)
+    for platform, (driver, settings, read, write) in platforms.items():
+        cell = b.cell(platform, "disk", driver=driver, platform_settings=settings)
+        metrics = {"disk.dd.read_mbps": [500 * read], "disk.dd.write_mbps": [400 * write]}
+        b.sample(cell, 0, metrics, headline=headline)
+    a = analyse(one, "latest")
+    assert a.result("uml", "disk", "disk.dd.read_mbps", 1).suspect.startswith("likely the host")
+    assert a.result("direct", "disk", "disk.dd.read_mbps", 1).suspect is None  # nothing tested

@@ -3,6 +3,7 @@ interruption and resumption, and cleanup of everything a run made."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -11,7 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
+from test_analysis import RunBuilder
 
+from hvbench.analysis import analyse
+from hvbench.analysis.run import COMPOSITE
 from hvbench.host.resources import STATE_ROOT
 from hvbench.runner import Runner
 from hvbench.store import Store
@@ -123,9 +127,12 @@ def test_sigkill_mid_cell_then_cleanup_and_resume_gives_every_sample_once(tmp_pa
     assert leftovers(run_id) != []  # the namespace of the killed run is still there
 
     cleanup = subprocess.run(
-        [sys.executable, "-m", "hvbench", "cleanup"], capture_output=True, text=True, check=True
+        [sys.executable, "-m", "hvbench", "cleanup", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
     )
-    assert run_id in cleanup.stdout
+    assert run_id in [r["run"] for r in json.loads(cleanup.stdout)]
     assert leftovers(run_id) == [] and _host_scratch() <= scratch
 
     resumed = _hvbench("run", "--resume", run_id)
@@ -158,14 +165,22 @@ def test_interrupt_cleans_up_and_marks_the_run(tmp_path, sig):
 
 
 @pytest.mark.parametrize(
-    ("adaptive", "expected"),
+    ("adaptive", "expected", "stopped_by", "short"),
     [
-        ("{ci_target: 0.000001, max_repetitions: 4}", 4),  # never precise enough: stops at max
-        ("{ci_target: 100, max_repetitions: 4}", 3),  # precise at once: the minimum of three
-        ("{ci_target: 0.000001, max_repetitions: 4, budget_minutes: 0.0001}", 2),  # no time
+        # never precise enough: stops at max, and says so
+        ("{ci_target: 0.000001, max_repetitions: 4}", 4, "max_repetitions", ["native|cpu|1"]),
+        # precise at once, yet not before five repetitions (the interval of 3 may be luck)
+        ("{ci_target: 100, max_repetitions: 6}", 5, "max_repetitions", []),
+        # no time for any more
+        (
+            "{ci_target: 0.000001, max_repetitions: 4, budget_minutes: 0.0001}",
+            2,
+            "budget_minutes",
+            ["native|cpu|1"],
+        ),
     ],
 )
-def test_adaptive_repetitions_are_bounded(adaptive, expected):
+def test_adaptive_repetitions_are_bounded(adaptive, expected, stopped_by, short):
     text = STUDY.replace("  again: {driver: native}\n", "").replace(
         "repetitions: 3", f"repetitions: 2\nadaptive: {adaptive}"
     )
@@ -174,3 +189,31 @@ def test_adaptive_repetitions_are_bounded(adaptive, expected):
     assert runner.run() == "finished"
     reps = [s.repetition for s in store.samples(runner.run_id)]
     assert reps == list(range(1, expected + 1))
+    record = store.artifacts(runner.run_id)["adaptive"]
+    assert (record["stopped_by"], record["short"]) == (stopped_by, short)
+    noise = analyse(store, runner.run_id).noise
+    said = [x for x in noise if any(f"after {expected} repetitions" in r for r in x.reasons)]
+    assert [x.result.name for x in said] == ([COMPOSITE] if short else [])
+
+
+def test_only_headline_metrics_ask_for_more_repetitions(tmp_path):
+    """A retransmits count all over the place does not keep a net cell going; its throughput
+    does; a cpu cell is judged by its composite, not by a wobbly sub-score."""
+    store = Store(f"sqlite:///{tmp_path}/results.db")
+    b = RunBuilder(store)
+    net, cpu = b.cell("native", "net"), b.cell("native", "cpu")
+    for rep in range(5):
+        steady = {"net.x_gbps": [10.0 + 0.01 * rep], "net.retransmits": [float(rep**3)]}
+        b.sample(net, rep, steady, headline={"net.x_gbps"})
+        b.sample(
+            cpu,
+            rep,
+            {"cpu.a.ops": [100.0 + 0.1 * rep], "cpu.b.ops": [50.0 + 0.05 * rep]},
+            headline=set(),
+        )
+    runner = Runner(parse_study(STUDY, "t"), store, b.run_id, quick=False)
+    assert runner._imprecise_cells(0.03, 10) == set()
+    b.sample(net, 5, {"net.x_gbps": [5.0], "net.retransmits": [0.0]}, headline={"net.x_gbps"})
+    b.sample(cpu, 5, {"cpu.a.ops": [30.0], "cpu.b.ops": [50.0]}, headline=set())
+    assert runner._imprecise_cells(0.03, 10) == {"native|net|1", "native|cpu|1"}
+    assert runner._imprecise_cells(0.03, 6) == set()  # at the cap

@@ -91,6 +91,8 @@ def exercise(store: Store) -> None:
     store.add_artifact("r1", "image", {"sha256": "ab"})
     store.add_artifact("r1", "image", {"sha256": "cd"})
     assert store.artifacts("r1") == {"image": {"sha256": "ab"}}
+    store.add_artifact("r1", "image", {"sha256": "ef"}, replace=True)
+    assert store.artifacts("r1") == {"image": {"sha256": "ef"}}
     store.set_run_status("r1", "finished", finished=True)
     assert store.run("latest").status == "finished"
     with pytest.raises(HvbenchError, match="no run 'nope'"):

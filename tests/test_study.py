@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
+from hvbench.analysis.platforms import label, what_ran
+from hvbench.drivers import DRIVERS
+from hvbench.drivers.qemu import AccelVerdict
 from hvbench.errors import StudyError
-from hvbench.study import default_study, load_study, parse_study
+from hvbench.store import Store
+from hvbench.study import Study, default_study, load_study, parse_study
 
 VALID = """\
 name: demo
@@ -43,6 +48,81 @@ def test_default_study_keeps_only_available_drivers():
     study = default_study({"native"})
     assert {s.driver for s in study.platforms.values()} == {"native"}
     assert study.baseline == "native"
+
+
+def described(study: Study, platform: str, accel: AccelVerdict | None = None) -> dict:
+    """What a driver's describe() records for a platform: its settings, and for qemu and
+    libvirt (qemu URI) the accelerator it resolved (doctor's verdict, for accel: auto)."""
+    settings = study.platforms[platform]
+    info = settings.model_dump(mode="json")
+    if "accel" in info:
+        chosen = accel if settings.accel == "auto" else AccelVerdict(settings.accel, "study")
+        assert chosen is not None
+        info["resolved"] = {"accel": chosen.accel, "accel_reason": chosen.reason}
+    return info
+
+
+def labelled(study: Study, accel: AccelVerdict | None = None) -> dict[str, str]:
+    return {
+        p: label(p, [ran] if (ran := what_ran(s.driver, described(study, p, accel))) else [])
+        for p, s in study.platforms.items()
+    }
+
+
+@pytest.mark.parametrize(
+    "verdict",
+    [AccelVerdict("kvm", "a stock guest reached init"), AccelVerdict("tcg", "no /dev/kvm")],
+)
+def test_default_study_names_what_ran_whatever_doctor_finds(verdict):
+    """No platform name claims an accelerator it may not get; the labels name the one doctor's
+    probe gives accel: auto, and gVisor's interception."""
+    study = default_study(set(DRIVERS))
+    assert {"qemu-virtio", "qemu-emulated"} <= set(study.platforms)
+    labels = labelled(study, verdict)
+    assert labels["qemu-virtio"] == f"qemu-virtio [{verdict.accel}]"
+    assert labels["qemu-emulated"] == f"qemu-emulated [{verdict.accel}]"
+    assert labels["gvisor"] == "gvisor [systrap]"
+    assert {labels[p] for p in ("native", "uml", "container")} == {"native", "uml", "container"}
+
+
+LABELS = """\
+name: labels
+platforms:
+  kvm-virtio: {driver: qemu, accel: auto}
+  kvm: {driver: qemu, accel: kvm}
+  tcg: {driver: qemu, accel: tcg}
+  virtio: {driver: qemu, accel: tcg}
+  lv-kvm: {driver: libvirt, accel: auto}
+  lv-xen: {driver: libvirt, uri: "xen:///system", mode: pvh}
+  xen-pv: {driver: xen, mode: hvm}
+  xen-pvh: {driver: xen, mode: pvh}
+  sandbox-ptrace: {driver: gvisor, platform: ptrace}
+  uml: {driver: uml}
+workloads: [{name: boot}]
+"""
+
+
+def test_labels_name_what_each_driver_ran():
+    """kvm-virtio on a host without KVM is kvm-virtio [tcg]; a name that says what ran stays as
+    it is; xen names its mode (and a name claiming another is corrected), gVisor its
+    interception; uml has nothing to choose."""
+    study = parse_study(LABELS, "labels.yaml")
+    assert labelled(study, AccelVerdict("tcg", "no /dev/kvm")) == {
+        "kvm-virtio": "kvm-virtio [tcg]",
+        "kvm": "kvm",
+        "tcg": "tcg",
+        "virtio": "virtio [tcg]",
+        "lv-kvm": "lv-kvm [tcg]",
+        "lv-xen": "lv-xen [pvh]",
+        "xen-pv": "xen-pv [hvm]",
+        "xen-pvh": "xen-pvh",
+        "sandbox-ptrace": "sandbox-ptrace",
+        "uml": "uml",
+    }
+    assert labelled(study, AccelVerdict("kvm", "probe booted"))["kvm-virtio"] == "kvm-virtio"
+    unresolved = study.platforms["kvm-virtio"].model_dump(mode="json")  # start failed before
+    assert what_ran("qemu", unresolved) is None
+    assert label("kvm-virtio", ["kvm", "tcg"]) == "kvm-virtio [kvm/tcg]"
 
 
 # (study text, line, words the message must contain)
@@ -176,3 +256,71 @@ def test_workload_instances_override_the_study_but_not_native():
         ("native", "cpu apps", 1),
         ("native", "boot", 1),
     ]
+
+
+def test_alias_bomb_is_refused_at_once(tmp_path):
+    """Nine levels of nine aliases (9^9 values once expanded): one line, exit 2, in well under
+    the second it is allowed."""
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x]"]
+    for i in range(1, 10):
+        lines.append(f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]")
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text("\n".join(lines) + "\nname: *a9\n")
+    t0 = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "hvbench", "study", "check", str(bomb)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    took = time.monotonic() - t0
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().count("\n") == 0 and "alias" in proc.stderr, proc.stderr
+    with pytest.raises(StudyError, match="YAML aliases"):
+        t0 = time.monotonic()
+        parse_study(bomb.read_text(), "bomb.yaml")
+    assert time.monotonic() - t0 < 1.0
+    assert took < 10  # the interpreter's start included
+
+
+def test_a_few_aliases_are_fine():
+    shared = "platforms:\n  vm1: &vm {driver: qemu, memory: 1G}\n  vm2: *vm\n"
+    study = parse_study(VALID.replace("platforms:\n", shared), "t")
+    assert study.platforms["vm1"] == study.platforms["vm2"]
+
+
+def test_a_study_larger_than_the_host_is_refused_before_anything_starts(tmp_path):
+    big = VALID.replace("platforms:\n", "platforms:\n  vm: {driver: qemu, memory: 1G}\n")
+    big = big.replace("instances: [1, 2, 4]", "instances: [100000]")
+    study = parse_study(big, "big.yaml")
+    misfits = study.misfits(24 << 30, 2)
+    assert misfits == [
+        "platform vm: 100000 instances × 1G of memory need 100000.0 GiB, the host has 24.0 GiB"
+    ]
+    pinned = parse_study(big.replace("memory: 1G}", "memory: 1G, vcpus: 2, pin: true}"), "p")
+    assert "100000 instances × 2 pinned vCPU(s) need 200000 cores, the host has 2" in "; ".join(
+        pinned.misfits(24 << 30, 2)
+    )
+    assert parse_study(VALID, "t").misfits(24 << 30, 2) == []
+
+    study_file = tmp_path / "big.yaml"
+    study_file.write_text(big)
+    db = f"sqlite:///{tmp_path}/results.db"
+    run = subprocess.run(
+        [sys.executable, "-m", "hvbench", "run", str(study_file), "--db", db],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert run.returncode == 2, run.stderr
+    assert "cannot run on this host" in run.stderr and "100000 instances" in run.stderr
+    assert run.stderr.strip().count("\n") == 0, run.stderr
+    assert Store(db).runs() == []  # nothing was started, not even a run record
+    check = subprocess.run(
+        [sys.executable, "-m", "hvbench", "study", "check", str(study_file)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert check.returncode == 0 and "warning: not on this host" in check.stderr, check.stderr

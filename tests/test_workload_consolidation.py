@@ -59,7 +59,8 @@ def test_metrics_are_documented():
     for m in role_metrics("nfs", (FIX / "fileio-db.txt").read_text(), 100):
         found = [r for r in rows if r[0].match(m.name)]
         assert found, f"{m.name} is not in docs/metrics.md"
-        assert found[0][1:] == (m.unit, "↑" if m.higher_is_better else "↓"), m.name
+        direction = "↑" if m.higher_is_better else "↓"
+        assert found[0][1:] == (m.unit, direction, m.headline), m.name
 
 
 def test_settings_roles_and_estimate():

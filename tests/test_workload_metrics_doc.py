@@ -7,8 +7,9 @@ import re
 from pathlib import Path
 
 import pytest
+from workload_env import native_instances, run_workload
 
-from hvbench.workloads.base import Context, Metric
+from hvbench.workloads.base import Context, GroupStart, Metric
 from hvbench.workloads.bonnie import parse_bonnie_csv
 from hvbench.workloads.boot import Boot, BootSettings
 from hvbench.workloads.cpu import PARTS
@@ -20,18 +21,19 @@ from hvbench.workloads.iperf import parse_iperf_csv
 from hvbench.workloads.iperf3 import parse_iperf3_json
 from hvbench.workloads.kernbench import parse_time_line, summarise
 from hvbench.workloads.latency import parse_sockperf
+from hvbench.workloads.memory import METRICS, Memory, MemorySettings, memory_metric
 
 ROOT = Path(__file__).parent.parent
 FIX = Path(__file__).parent / "fixtures"
-ROW = re.compile(r"^\| `([^`]+)` \| ([^|]+) \| (↑|↓|as above) \|", re.MULTILINE)
+ROW = re.compile(r"^\| `([^`]+)` \| ([^|]+) \| (↑|↓|as above) \| (★)?", re.MULTILINE)
 
 
-def doc_rows() -> list[tuple[re.Pattern, str, str]]:
+def doc_rows() -> list[tuple[re.Pattern, str, str, bool]]:
     rows = []
-    for name, unit, direction in ROW.findall((ROOT / "docs/metrics.md").read_text()):
+    for name, unit, direction, star in ROW.findall((ROOT / "docs/metrics.md").read_text()):
         regex = re.sub(r"<[a-z]+>", "[a-z0-9_]+", re.escape(name))
         pattern = re.compile(f"^{regex}$")
-        rows.append((pattern, unit.strip(), direction))
+        rows.append((pattern, unit.strip(), direction, bool(star)))
     return rows
 
 
@@ -39,10 +41,24 @@ class _NoBoot:
     name, boot = "native-0", {}
 
 
+class _Booted:
+    name, boot = "qemu-0", {"kernel": 0.2, "init": 1.5, "ready": 1.8}
+
+
+def memory_metrics() -> list[Metric]:
+    """The memory workload's metrics as it makes them: on native ("not attributable") and,
+    with a value, each of its table."""
+    with native_instances(1) as (instances, network):
+        (native,) = run_workload(Memory(MemorySettings(name="memory")), instances, network)
+    return [*native.metrics, *(memory_metric(n, 1.0) for n in METRICS)]
+
+
 def all_metrics() -> list[Metric]:
     text = lambda p: (FIX / p).read_text()  # noqa: E731
     time_line = parse_time_line(text("kernbench/subcmd.txt"))
     ctx = Context(network=None, quick=True, instance_count=1)  # type: ignore[arg-type]
+    storm = GroupStart(2.5, {_Booted.name: _Booted.boot, "qemu-1": {"ready": 2.1}}, failed=1)
+    storm_ctx = Context(network=None, quick=True, instance_count=2, start=storm)  # type: ignore[arg-type]
     files = [
         "stress-ng/zlib.yaml",
         "stress-ng/matrix.yaml",
@@ -62,9 +78,19 @@ def all_metrics() -> list[Metric]:
         *apps,
         *parse_bonnie_csv(text("bonnie++/ext4.csv")),
         *parse_fio_json(text("fio/two-jobs.json")),
-        Metric("disk.dd.write_mbps", parse_dd(text("dd/gnu-write.txt"), "write"), "MB/s", True),
         Metric(
-            "disk.dbench.throughput_mbps", parse_dbench(text("dbench/run.txt"), 2)[0], "MB/s", True
+            "disk.dd.write_mbps",
+            parse_dd(text("dd/gnu-write.txt"), "write"),
+            "MB/s",
+            True,
+            headline=True,
+        ),
+        Metric(
+            "disk.dbench.throughput_mbps",
+            parse_dbench(text("dbench/run.txt"), 2)[0],
+            "MB/s",
+            True,
+            headline=True,
         ),
         *parse_iperf3_json(text("iperf3/in.json"), "in"),
         *parse_iperf3_json(text("iperf3/out.json"), "out"),
@@ -72,6 +98,8 @@ def all_metrics() -> list[Metric]:
         *parse_sockperf(text("sockperf/pp.txt")),
         *summarise(time_line, [time_line, time_line]),
         *Boot(BootSettings(name="boot")).measure(_NoBoot(), ctx).metrics,  # type: ignore[arg-type]
+        *Boot(BootSettings(name="boot")).measure(_Booted(), storm_ctx).metrics,  # type: ignore[arg-type]
+        *memory_metrics(),
     ]
 
 
@@ -79,7 +107,8 @@ def all_metrics() -> list[Metric]:
 def test_metric_is_documented(metric: Metric):
     rows = [r for r in doc_rows() if r[0].match(metric.name)]
     assert rows, f"{metric.name} is not in docs/metrics.md"
-    _, unit, direction = rows[0]
+    _, unit, direction, headline = rows[0]
+    assert metric.headline == headline, f"{metric.name}: ★ in docs/metrics.md iff headline"
     if direction != "as above":
         assert unit == metric.unit, metric.name
         assert direction == ("↑" if metric.higher_is_better else "↓"), metric.name

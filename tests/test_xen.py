@@ -1,7 +1,7 @@
 """The xen driver and libvirt's Xen variant: settings, xl configuration and domain XML here,
 and both for real in the nested lab.
 
-The lab (xenlab.py) boots Xen and a dom0 under QEMU TCG once per module, starts libvirtd with its
+The lab (lab.py) boots Xen and a dom0 under QEMU TCG once per module, starts libvirtd with its
 libxl driver in dom0, and runs ``hvbench run`` there on a study of two platforms: a PV domain made
 with xl (blkback disk) and a PV domain made through libvirt (``xen:///system``, QEMU's qdisk
 backend). The tests read the results it left in the exchange directory, with the store and the
@@ -16,14 +16,15 @@ takes minutes to reach user space, so neither is in the lab's study.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
+import lab as nested
 import pytest
-import xenlab
 from pydantic import ValidationError
 
 from hvbench.drivers import DRIVERS, driver_class
@@ -37,6 +38,8 @@ from hvbench.host.resources import Ledger
 from hvbench.runner import needs_of
 from hvbench.store import Store
 from hvbench.study import parse_study
+
+pytestmark = pytest.mark.timeout(1700)  # the lab's one boot is in the first test's time
 
 STUDY = """\
 name: xen-lab
@@ -56,11 +59,11 @@ repetitions: 1
 """
 
 LAB_COMMANDS = (
-    xenlab.LIBVIRTD
+    nested.LIBVIRTD
     + """\
 set -x
 xl info | grep -E '^(virt_caps|xen_version)'
-LIBVIRT_DEFAULT_URI=xen:///system {hvbench} doctor | grep -i libvirt | sed 's/^/doctor: /'
+LIBVIRT_DEFAULT_URI=xen:///system {hvbench} doctor --json > /lab/doctor.json
 {hvbench} run /lab/study.yaml --db sqlite:////tmp/results.db
 echo "hvbench-run-exit $?"
 cp /tmp/results.db /lab/results.db
@@ -233,7 +236,7 @@ def test_hotplug_script_is_valid_shell(tmp_path):
 
 @dataclass
 class LabRun:
-    result: xenlab.LabResult
+    result: nested.LabResult
     exchange: Path
     run_id: str
 
@@ -253,8 +256,8 @@ def lab(tmp_path_factory) -> LabRun:
     hvbench = Path(sys.executable).parent / "hvbench"
     # the guest image is built here, where it takes seconds; dom0 finds it in the shared cache
     image.build(needs_of(parse_study(STUDY, "xen-lab.yaml")).tools)
-    result = xenlab.run(
-        xenlab.prepare(), exchange, LAB_COMMANDS.format(hvbench=hvbench), timeout=1500
+    result = nested.run(
+        nested.prepare(nested.XEN), exchange, LAB_COMMANDS.format(hvbench=hvbench), timeout=1500
     )
     assert result.exit_code is not None, f"dom0 did not finish:\n{result.console[-3000:]}"
     run_id = next(
@@ -299,8 +302,10 @@ def test_lab_domains_run_cpu_disk_and_net_with_xl_and_libvirt(lab):
 
 @pytest.mark.guest
 def test_lab_doctor_sees_libvirt_with_xen(lab):
-    doctor = [ln for ln in lab.result.output.splitlines() if ln.startswith("doctor: ")]
-    assert any("xen:///system" in ln and "Xen" in ln for ln in doctor), doctor
+    findings = json.loads((lab.exchange / "doctor.json").read_text())
+    libvirt = next(f for f in findings if f["kind"] == "driver" and f["name"] == "libvirt")
+    assert libvirt["ok"] and "xen:///system" in libvirt["detail"], libvirt
+    assert "Xen" in libvirt["detail"], libvirt
 
 
 @pytest.mark.guest
@@ -330,11 +335,11 @@ def test_lab_run_reports_on_the_host(lab):
     store = Store(db)
     cells = {(c.platform, c.workload_name): c for c in store.cells(lab.run_id)}
     resolved = cells["xen-pv", "cpu"].platform_settings["resolved"]
-    assert resolved["xen_version"].startswith(xenlab.XEN_VERSION)
+    assert resolved["xen_version"].startswith(nested.XEN_VERSION)
     assert "vCPU time (xl list)" in resolved["host_cpu"]
     via_libvirt = cells["libvirt-pv", "cpu"].platform_settings["resolved"]
     assert via_libvirt["uri"] == "xen:///system" and via_libvirt["libvirt"].startswith("9.")
-    assert via_libvirt["xen_version"].startswith(xenlab.XEN_VERSION)
+    assert via_libvirt["xen_version"].startswith(nested.XEN_VERSION)
     for platform in ("xen-pv", "libvirt-pv"):
         cell = cells[platform, "cpu"]
         cpu = [s.host_cpu for s in store.samples(lab.run_id) if s.cell_id == cell.id]

@@ -19,5 +19,13 @@ class InstanceError(Exception):
     """An instance failed (crashed, hung, answered garbage). Fails the current cell, not the run."""
 
 
+class StartFailed(InstanceError):
+    """Some of a group of instances started together did not become ready (all are stopped)."""
+
+    def __init__(self, message: str, failed: int) -> None:
+        super().__init__(message)
+        self.failed = failed
+
+
 class CommandTimeout(InstanceError):
     """A command inside an instance ran past its timeout and was stopped."""

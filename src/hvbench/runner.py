@@ -8,6 +8,7 @@ study runs in them before they are stopped.
 
 from __future__ import annotations
 
+import math
 import os
 import secrets
 import signal
@@ -24,10 +25,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from hvbench import __version__
+from hvbench.analysis.run import cell_info, headline_singles
 from hvbench.analysis.stats import needs_more
 from hvbench.drivers import driver_class
 from hvbench.drivers.base import Driver, Instance, Needs
-from hvbench.errors import HvbenchError, InstanceError
+from hvbench.errors import HvbenchError, InstanceError, StartFailed, StudyError
 from hvbench.host import inventory
 from hvbench.host.monitor import CpuMonitor
 from hvbench.host.network import RunNetwork
@@ -35,7 +37,7 @@ from hvbench.host.resources import Ledger
 from hvbench.store import MetricRecord, RawRecord, SampleRecord, Store
 from hvbench.store.schema import CellRow, Run
 from hvbench.study import Cell, Study, parse_study
-from hvbench.workloads.base import Context, Outcome, Workload
+from hvbench.workloads.base import Context, GroupStart, Outcome, Workload
 
 WORK_ROOT = Path("/var/tmp/hvbench")
 """Disk images and logs of a run; on disk, not tmpfs, so disk workloads measure a disk."""
@@ -123,7 +125,11 @@ class Runner:
 
     @classmethod
     def create(cls, study: Study, store: Store, quick: bool, **kw) -> Runner:
-        """A new run: stored with its study and the host inventory before anything starts."""
+        """A new run: stored with its study and the host inventory before anything starts; a
+        study whose instances cannot fit this host is refused before that."""
+        misfits = study.misfits(*inventory.capacity())
+        if misfits:
+            raise StudyError(f"{study.source}: cannot run on this host: {'; '.join(misfits)}")
         run_id = new_run_id()
         store.create_run(
             Run(
@@ -202,30 +208,36 @@ class Runner:
             return
         t0 = time.monotonic()
         budget = adaptive.budget_minutes * 60
+        stopped_by = "max_repetitions"
         for rep in range(self.study.repetitions + 1, adaptive.max_repetitions + 1):
-            wanted = self._imprecise_cells(adaptive.ci_target)
-            spent = time.monotonic() - t0
-            if not wanted or spent > budget:
-                return
+            wanted = self._imprecise_cells(adaptive.ci_target, adaptive.max_repetitions)
+            if not wanted:
+                break
             groups = self._groups(range(rep, rep + 1), wanted)
-            self._run_groups(groups, needs, ledger, workdir, deadline=t0 + budget)
+            if time.monotonic() - t0 > budget or not self._run_groups(
+                groups, needs, ledger, workdir, deadline=t0 + budget
+            ):
+                stopped_by = "budget_minutes"
+                break
+        short = self._imprecise_cells(adaptive.ci_target, math.inf)
+        self.store.add_artifact(
+            self.run_id,
+            "adaptive",
+            {**adaptive.model_dump(), "stopped_by": stopped_by, "short": sorted(short)},
+            replace=True,
+        )
 
-    def _imprecise_cells(self, ci_target: float) -> set[str]:
-        """Keys of cells where some metric's CI (over repetitions, instances averaged) is still
-        wider than the target."""
-        keys = {c.id: c.key for c in self.store.cells(self.run_id)}
-        series: dict[tuple[str, str], dict[int, list[float]]] = {}
-        for cell_id, rep, _inst, name, value, *_ in self.store.metric_rows(self.run_id):
-            if value is not None:
-                series.setdefault((keys[cell_id], name), {}).setdefault(rep, []).append(value)
+    def _imprecise_cells(self, ci_target: float, max_count: float) -> set[str]:
+        """Keys of cells with fewer than ``ADAPTIVE_MIN_N`` repetitions or a headline metric
+        whose CI (over repetitions, instances averaged) is still wider than the target, among
+        those with fewer than ``max_count``. Side figures (a retransmits count) do not keep a
+        cell going."""
+        cells = {c.id: cell_info(c) for c in self.store.cells(self.run_id)}
+        singles = headline_singles(self.store.metric_rows(self.run_id), cells)
         return {
-            key
-            for (key, _), by_rep in series.items()
-            if needs_more(
-                [sum(v) / len(v) for v in by_rep.values()],
-                ci_target,
-                max_count=self.study.adaptive.max_repetitions,
-            )
+            cells[cell_id].key
+            for (cell_id, _), single in singles.items()
+            if needs_more(list(single), ci_target, max_count=max_count)
         }
 
     def _run_groups(
@@ -235,7 +247,8 @@ class Runner:
         ledger: Ledger,
         workdir: Path,
         deadline: float = float("inf"),
-    ) -> None:
+    ) -> bool:
+        """Measure the groups in order; False if one would not fit the ``deadline``."""
         total = sum(len(cells) for *_, cells in groups)
         estimates = {
             c.key: self.study.workload(c.workload_index).estimate_seconds(self.quick)
@@ -246,7 +259,7 @@ class Runner:
         done = 0
         for rep, platform, count, cells in groups:
             if time.monotonic() + sum(estimates[c.key] for c in cells) > deadline:
-                return  # the next group would not fit the time budget
+                return False  # the next group would not fit the time budget
             settings = self.study.platforms[platform]
             driver = driver_class(settings)(
                 platform, settings, needs, ledger, self._network, workdir / platform
@@ -261,6 +274,7 @@ class Runner:
                 self.on_progress(
                     Progress(cell, rep, done, total, record.status, record.error, remaining)
                 )
+        return True
 
     def _cell_id(self, cell: Cell, driver: Driver) -> int:
         settings = self.study.workloads[cell.workload_index]
@@ -291,13 +305,13 @@ class Runner:
                 if instances is None:
                     started, t0 = datetime.now(UTC), time.monotonic()
                     try:
-                        instances, retried = self._start(driver, count)
+                        instances, start, retried = self._start(driver, count)
                     except (InstanceError, HvbenchError) as e:
                         for rest in cells[i:]:
                             yield rest, self._failed(rep, started, t0, f"start: {_one_line(e)}")
                         return
                 record = self._sample(
-                    self.study.workload(cell.workload_index), driver, instances, rep
+                    self.study.workload(cell.workload_index), driver, instances, rep, start
                 )
                 if retried:
                     record.platform_state["start_retried_after"] = retried
@@ -311,15 +325,17 @@ class Runner:
                 driver.stop(instances)
 
     @staticmethod
-    def _start(driver: Driver, count: int) -> tuple[list[Instance], str | None]:
-        """Start the instances; a guest that did not come up is no measurement, so a failed
-        start is tried once more, and the first error is kept with the next sample."""
+    def _start(driver: Driver, count: int) -> tuple[list[Instance], GroupStart, str | None]:
+        """Start the instances, timed; a guest that did not come up is no measurement, so a
+        failed start is tried once more, the first error is kept with the next sample and the
+        instances that failed in it are counted in the GroupStart."""
         try:
-            return driver.start(count, time.monotonic() + START_TIMEOUT_S), None
+            return (*_timed_start(driver, count, failed=0), None)
         except InstanceError as e:
             first = _one_line(e)
+            failed = e.failed if isinstance(e, StartFailed) else count
         try:
-            return driver.start(count, time.monotonic() + START_TIMEOUT_S), first
+            return (*_timed_start(driver, count, failed), first)
         except (InstanceError, HvbenchError) as e:
             raise InstanceError(f"{first}; tried again: {_one_line(e)}") from e
 
@@ -340,7 +356,12 @@ class Runner:
     # one sample ------------------------------------------------------------------------
 
     def _sample(
-        self, workload: Workload, driver: Driver, instances: list[Instance], rep: int
+        self,
+        workload: Workload,
+        driver: Driver,
+        instances: list[Instance],
+        rep: int,
+        start: GroupStart,
     ) -> SampleRecord:
         """prepare on every instance, a barrier, measure on all at once, cleanup."""
         started = datetime.now(UTC)
@@ -357,6 +378,7 @@ class Runner:
             quick=self.quick,
             instance_count=len(instances),
             barrier=barrier.wait,
+            start=start,
         )
 
         def one(inst: Instance) -> Outcome:
@@ -409,7 +431,7 @@ class Runner:
             platform_state=state,
             host_cpu=host_cpu,
             metrics=[
-                MetricRecord(idx, m.name, m.value, m.unit, m.higher_is_better, m.text)
+                MetricRecord(idx, m.name, m.value, m.unit, m.higher_is_better, m.text, m.headline)
                 for idx, o in enumerate(outcomes)
                 for m in o.metrics
             ],
@@ -419,6 +441,13 @@ class Runner:
                 for r in o.raw
             ],
         )
+
+
+def _timed_start(driver: Driver, count: int, failed: int) -> tuple[list[Instance], GroupStart]:
+    instances = driver.start(count, time.monotonic() + START_TIMEOUT_S)
+    seconds = driver.parallel_start_s
+    assert seconds is not None, f"{driver.name}: start did not go through start_parallel"
+    return instances, GroupStart(seconds, {i.name: dict(i.boot) for i in instances}, failed)
 
 
 def _overcommit(instances: list[Instance]) -> dict:

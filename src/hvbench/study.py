@@ -26,17 +26,24 @@ from pydantic import (
 from hvbench.drivers import DRIVERS, driver_class
 from hvbench.drivers.base import PlatformSettings
 from hvbench.errors import StudyError
+from hvbench.units import format_size
 from hvbench.workloads import WORKLOADS, selector, workload_class, workload_of
 from hvbench.workloads.base import Workload, WorkloadSettings
 
 PLATFORM_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 BOOT_ESTIMATE_S = 15.0
 """Rough cost of starting a group of guests under TCG, for estimates only."""
+MAX_VALUES = 10_000
+"""Values a study may expand to, aliases followed: a hand-written study has a few hundred; an
+alias bomb (nine levels of nine aliases) has 9^9, which would keep validation busy for ever."""
 
 
 class Adaptive(BaseModel):
-    """Repeat a cell past ``repetitions`` while its 95% CI is wider than ``ci_target``, within
-    ``max_repetitions`` and ``budget_minutes`` of extra time: never unbounded."""
+    """Repeat a cell past ``repetitions`` while the 95% CI of one of its headline metrics is
+    wider than ``ci_target``, or it has fewer than 5 repetitions (a narrow interval at 3 is often
+    luck: stopping there lowers its coverage), within ``max_repetitions`` and ``budget_minutes``
+    of extra time: never unbounded. A cell that stops short of the target is named in the
+    report."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -117,6 +124,27 @@ class Study:
             if n in self.counts(p, w)
         ]
 
+    def misfits(self, host_memory: int, host_cores: int) -> list[str]:
+        """What the study's largest group of instances holds beyond this host: the guests'
+        memory together (instances started at once: one platform at one count), and their
+        vCPUs where pinned. Each is one line saying what it needs and what the host has."""
+        out = []
+        for name, settings in self.platforms.items():
+            memory, cores = settings.holds()
+            count = max(self.counts(name))
+            if count * memory > host_memory:
+                out.append(
+                    f"platform {name}: {count} instances × {format_size(memory)} of memory need "
+                    f"{_gib(count * memory)}, the host has {_gib(host_memory)}"
+                )
+            if count * cores > host_cores:
+                out.append(
+                    f"platform {name}: {count} instances × {cores} pinned vCPU(s) need "
+                    f"{count * cores} cores, the host has {host_cores}"
+                )
+            out += [f"platform {name}: {line}" for line in settings.host_misfits(count)]
+        return out
+
     def estimate_seconds(self, quick: bool) -> float:
         groups = sum(len(self.counts(p)) for p in self.platforms)
         work = sum(self.workload(c.workload_index).estimate_seconds(quick) for c in self.cells())
@@ -146,6 +174,35 @@ _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
 class _DuplicateKey(Exception):
     def __init__(self, key: Any, line: int) -> None:
         self.key, self.line = key, line
+
+
+def _gib(size: int) -> str:
+    return f"{size / (1 << 30):.1f} GiB"
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, int], open_: set[int]) -> int:
+    """Nodes in the document once every alias is expanded, counted over the composed graph
+    (each node once, so a bomb is measured without being expanded); a node that contains
+    itself counts as too large."""
+    key = id(node)
+    if key in sizes:
+        return sizes[key]
+    if key in open_:
+        return MAX_VALUES + 1
+    open_.add(key)
+    children: list[yaml.Node] = []
+    if isinstance(node, yaml.MappingNode):
+        children = [n for pair in node.value for n in pair]
+    elif isinstance(node, yaml.SequenceNode):
+        children = list(node.value)
+    total = 1
+    for child in children:
+        total += _expanded_size(child, sizes, open_)
+        if total > MAX_VALUES:
+            break
+    open_.discard(key)
+    sizes[key] = total
+    return total
 
 
 def _line_index(node: yaml.Node | None, path: tuple = (), out: dict | None = None) -> dict:
@@ -230,6 +287,11 @@ def parse_study(text: str, source: str) -> Study:
     """Validate study text (from a file, the package or the store)."""
     try:
         node = yaml.compose(text, Loader=_UniqueKeyLoader)
+        if node is not None and _expanded_size(node, {}, set()) > MAX_VALUES:
+            raise StudyError(
+                f"{source}:1: the document expands to more than {MAX_VALUES} values through "
+                "YAML aliases (an alias bomb?); write the study out without nested aliases"
+            )
         data = yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader subclass
     except _DuplicateKey as e:
         raise StudyError(f"{source}:{e.line}: {e.key}: duplicate key; each key once") from None

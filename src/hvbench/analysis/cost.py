@@ -6,14 +6,28 @@ instances' process times per sample, well under a millisecond).
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass
 
 import numpy as np
 
+from hvbench.analysis.stats import Summary
+
 NOISY_STEAL = 0.05
-"""Steal time above this share of the host's CPU makes a cell's host noisy."""
+"""Steal time above this share of the host's CPU, in any repetition, makes a cell's host
+noisy (one repetition in five with 20% steal averages to 4%: the average would hide it)."""
 HOST_STATES = ("user", "nice", "system", "iowait", "irq", "softirq", "steal", "guest")
+WORK_UNITS = {
+    "KiB/s": ("GiB", 2**20),
+    "KB/s": ("GB", 1e6),
+    "MiB/s": ("GiB", 2**10),
+    "MB/s": ("GB", 1e3),
+    "Mbit/s": ("Gbit", 1e3),
+    "Gbit/s": ("Gbit", 1.0),
+}
+"""Byte and bit rates -> the amount of work a cost is given for, and how many of the rate's
+units make it: CPU-seconds per KiB would be a column of 1e-06."""
 
 
 @dataclass
@@ -25,6 +39,8 @@ class HostCpu:
     states: dict[str, float]
     busy_cores: dict[int, float]
     """Per repetition, host cores kept busy (busy seconds / wall seconds)."""
+    steal: dict[int, float]
+    """Per repetition, steal time as a share of the host's CPU."""
     instance_cores: float | None
     """Cores used by the instances' own processes (psutil), mean over samples."""
 
@@ -43,6 +59,7 @@ def host_cpu_of(samples: list[tuple[int, dict]]) -> HostCpu | None:
     shares: dict[str, list[float]] = defaultdict(list)
     busy, inst = [], []
     cores_busy: dict[int, float] = {}
+    steal: dict[int, float] = {}
     for rep, h in good:
         capacity = h["wall_s"] * h["cores"]
         states = h.get("states_s") or {}
@@ -50,6 +67,7 @@ def host_cpu_of(samples: list[tuple[int, dict]]) -> HostCpu | None:
             shares[s].append(float(states.get(s, 0.0)) / capacity)
         busy.append(float(h.get("busy_s", 0.0)) / capacity)
         cores_busy[rep] = float(h.get("busy_s", 0.0)) / h["wall_s"]
+        steal[rep] = float(states.get("steal", 0.0)) / capacity
         per = [x for x in h.get("instances_s") or [] if x is not None]
         if per:
             inst.append(sum(per) / h["wall_s"])
@@ -58,5 +76,43 @@ def host_cpu_of(samples: list[tuple[int, dict]]) -> HostCpu | None:
         busy=float(np.mean(busy)),
         states={s: float(np.mean(v)) for s, v in shares.items()},
         busy_cores=cores_busy,
+        steal=steal,
         instance_cores=float(np.mean(inst)) if inst else None,
+    )
+
+
+@dataclass(frozen=True)
+class WorkCost:
+    """Host CPU for one unit of work, with the 95% interval (NaN where there is none)."""
+
+    mean: float
+    low: float
+    high: float
+    unit: str
+    """ "host CPU-s per GB", "host CPU-s per 1000 events", "host cores per ×native"."""
+
+
+def work_cost(unit: str, per_core: Summary) -> WorkCost | None:
+    """Host CPU per unit of work: the inverse of throughput per busy host core. For a rate of X
+    per second, busy cores per (X/s) are CPU-seconds per X: given per GB, GiB or Gbit for byte
+    and bit rates, per 1000 for counts (operations, events); a figure that is no rate (the cpu
+    composite) costs host cores per unit of it. The interval is the per-core figure's, inverted
+    (a decreasing map keeps its coverage)."""
+    if not per_core.mean > 0:
+        return None
+    if unit in WORK_UNITS:
+        work, scale = WORK_UNITS[unit]
+        what = f"host CPU-s per {work}"
+    elif unit.endswith("/s"):
+        counted = unit.removesuffix("/s")
+        scale = 1000.0
+        what = f"host CPU-s per 1000 {'operations' if counted == '1' else counted}"
+    else:
+        scale, what = 1.0, f"host cores per {unit}"
+
+    def inverse(x: float) -> float:
+        return scale / x if x > 0 else math.nan
+
+    return WorkCost(
+        inverse(per_core.mean), inverse(per_core.ci_high), inverse(per_core.ci_low), what
     )

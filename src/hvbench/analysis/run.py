@@ -6,16 +6,27 @@ Rules the tables rely on (also in the report's footnotes):
   **aggregate** is their sum, for throughput metrics only (higher is better, not a percentage).
 - A cell is compared with the **baseline** platform's cell of the same workload at the same
   instance count; if the baseline was not run at that count, with its highest count below it
-  (native usually runs once, with the whole host), else its lowest.
+  (native usually runs once, with the whole host), else its lowest. The ratio of their means
+  and % of native carry Fieller's 95% interval (``normalize``); the baseline against itself is
+  100%, exactly.
 - The **cpu composite** (``cpu.composite.score``) is, per repetition and instance, the
   geometric mean of every higher-is-better metric of a ``cpu`` workload, each divided by the
-  baseline's single-instance mean of that metric (sub-scores the baseline lacks are left out;
-  without a baseline, the geometric mean of the raw values).
+  baseline's single-instance mean of that metric (sub-scores the baseline lacks or measured as
+  0 are left out; without a baseline, the geometric mean of the raw values). A repetition whose
+  sub-score is 0 or missing has no composite: a warning names it.
 - **Scaling efficiency** at N instances is aggregate(N) / (N/m · aggregate(m)) with m the
   platform's smallest count: 100% means every added instance adds as much as the first.
 - **Per host core** is the aggregate divided by the host cores busy during the sample
   (busy CPU seconds / wall seconds, from /proc/stat); the CPU a sample measures is that of the
   whole sample, so all metrics of one workload share it.
+- A platform is shown by its **label**: its name, with the accelerator or mode that ran in
+  brackets where the name does not say exactly that (``kvm-virtio [tcg]``; ``platforms.label``).
+- A headline **disk figure above the baseline's** is not a win: a guest cannot beat the host's
+  own path to the medium. It is flagged with its likely cause (the platform's disk path through
+  the host page cache) or as suspect, and left out of the verdict (``platforms.above_baseline``).
+- **Noise** (one table, worst first, with what to do): a headline figure with a CV above 10%,
+  outlier repetitions, repetitions in two groups (bimodal: a busy host), steal time above 5% in
+  any repetition, or an interval still wider than adaptive repetitions' target.
 """
 
 from __future__ import annotations
@@ -31,12 +42,23 @@ import yaml
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from hvbench.analysis.aggregate import is_throughput, overcommit, scaling, series
+from hvbench.analysis.aggregate import Starved, is_throughput, overcommit, scaling, series
 from hvbench.analysis.cost import NOISY_STEAL, HostCpu, host_cpu_of
-from hvbench.analysis.normalize import Normalized, normalize
-from hvbench.analysis.stats import ALPHA, Summary, geometric_mean, summarize_many, welch
+from hvbench.analysis.normalize import Normalized, normalize, reference
+from hvbench.analysis.platforms import above_baseline, platform_labels, what_ran
+from hvbench.analysis.stats import (
+    ALPHA,
+    CI_TARGET,
+    MAX_REPETITIONS,
+    NOISY_CV,
+    Summary,
+    geometric_mean,
+    repetitions_for,
+    summarize_many,
+    welch,
+)
 from hvbench.errors import HvbenchError
-from hvbench.store import Store
+from hvbench.store import MetricView, Store
 from hvbench.store.schema import CellRow, RawOutputRow, SampleRow
 
 COMPOSITE = "cpu.composite.score"
@@ -54,7 +76,29 @@ class CellInfo:
     workload_name: str
     instances: int
     platform_settings: dict
+    """What the driver's describe() recorded: the settings, and what it resolved from them."""
     workload_settings: dict
+    key: str = ""
+    """The study's key of the cell (platform|workload|count), as the runner knows it."""
+
+    @property
+    def accel(self) -> str | None:
+        """The accelerator or mode its guests ran under (``platforms.what_ran``)."""
+        return what_ran(self.driver, self.platform_settings)
+
+
+def cell_info(c: CellRow) -> CellInfo:
+    return CellInfo(
+        c.id,
+        c.platform,
+        c.driver,
+        c.workload,
+        c.workload_name,
+        c.instances,
+        dict(c.platform_settings or {}),
+        dict(c.workload_settings or {}),
+        c.key,
+    )
 
 
 @dataclass
@@ -66,11 +110,17 @@ class MetricResult:
     unit: str
     higher_is_better: bool
     throughput: bool
+    headline: bool
+    """What the workload's verdict is judged on (see ``_mark_headlines``)."""
     repetitions: np.ndarray
     single_values: np.ndarray
     aggregate_values: np.ndarray | None
     per_instance: np.ndarray
     """Mean over repetitions of each instance's value (the spread across instances)."""
+    instance_cv: float
+    """Mean over repetitions of the CV across the instances of each (NaN with one instance)."""
+    starved: dict[int, Starved]
+    """Instances far behind the others of the cell (``Series.starved``)."""
     single: Summary
     aggregate: Summary | None
     vs_baseline: Normalized | None = None
@@ -81,6 +131,8 @@ class MetricResult:
     per_core: Summary | None = None
     cost_vs_baseline: float | None = None
     """Host CPU this platform spends for one unit of the work, relative to the baseline."""
+    suspect: str | None = None
+    """Why a figure above the baseline's is not a win (``platforms.above_baseline``)."""
 
 
 @dataclass
@@ -97,13 +149,27 @@ class Symmetry:
     p_value: float
 
     @property
+    def tested(self) -> bool:
+        """Both directions have 2 repetitions or more."""
+        return math.isfinite(self.p_value)
+
+    @property
     def asymmetric(self) -> bool:
-        tested_equal = math.isfinite(self.p_value) and self.p_value >= ALPHA
+        tested_equal = self.tested and self.p_value >= ALPHA
         return self.gap > ASYMMETRY and not tested_equal
 
     @property
     def weaker(self) -> str:
         return "outbound" if self.ratio < 1 else "inbound"
+
+
+@dataclass
+class Noise:
+    """A headline figure less certain than its interval says: why, and what would help."""
+
+    result: MetricResult
+    reasons: list[str]
+    advice: str
 
 
 @dataclass
@@ -134,11 +200,35 @@ class RunAnalysis:
     text_only: dict[tuple[str, str, str, int], str] = field(default_factory=dict)
     """(platform, workload, metric, count) -> what the tool printed instead of a number, for
     metrics that never had one there (bonnie++'s "+++++": too fast to measure)."""
-    rows: list[tuple] = field(default_factory=list)
+    rows: list[MetricView] = field(default_factory=list)
     """The store's metric rows of the ok samples (``Store.metric_rows``), for sample exports."""
     started: dict[tuple[int, int], datetime] = field(default_factory=dict)
     """When each (cell id, repetition) started."""
     warnings: list[str] = field(default_factory=list)
+    """What else a reader must know, one line each (failed samples, starved instances,
+    repetitions left out of a composite)."""
+    noise: list[Noise] = field(default_factory=list)
+    """Noisy headline figures, worst (highest CV) first."""
+    noisy_side: int = 0
+    """Side metrics (not headline) that are noisy as well: counted, shown in the statistics."""
+    labels: dict[str, str] = field(default_factory=dict)
+    """Platform -> the name reports give it, with what ran (``platforms.label``)."""
+    ran: dict[str, str | None] = field(default_factory=dict)
+    """Platform -> the accelerator or mode its guests ran under, None if nothing to choose."""
+
+    def label(self, platform: str) -> str:
+        return self.labels.get(platform, platform)
+
+    def steal_reps(self, cell_id: int) -> dict[int, float]:
+        """Repetitions of a cell during which steal time took more than NOISY_STEAL of the
+        host's CPU, with that share."""
+        h = self.host_cpu.get(cell_id)
+        return {} if h is None else {r: x for r, x in h.steal.items() if x > NOISY_STEAL}
+
+    def skewed(self, r: MetricResult) -> bool:
+        """Whether some repetitions of this figure ran on a busier host than others (bimodal,
+        outliers, steal time): its median says more than its mean."""
+        return bool(r.single.bimodal or r.single.outliers or self.steal_reps(r.cell.id))
 
     def workloads(self) -> list[str]:
         return list(dict.fromkeys(c.workload for c in self.cells))
@@ -194,54 +284,103 @@ def pick_baseline_cell(cells: list[CellInfo], workload: str, count: int) -> Cell
 class _Grouped:
     """Metric rows grouped per (cell, metric): arrays of repetition, instance, value."""
 
-    def __init__(self, rows: list[tuple]) -> None:
+    def __init__(self, rows: list[MetricView]) -> None:
         values: dict[tuple[int, str], list[tuple[int, int, float]]] = defaultdict(list)
         texts: dict[tuple[int, str], set[str]] = defaultdict(set)
         meta: dict[tuple[int, str], tuple[str, bool]] = {}
-        for cell_id, rep, inst, name, value, text, unit, hib in rows:
-            key = (cell_id, name)
-            meta.setdefault(key, (unit, bool(hib)))
-            if value is None:
-                if text:
-                    texts[key].add(text)
+        headline: dict[tuple[int, str], bool | None] = {}
+        for m in rows:
+            key = (m.cell_id, m.name)
+            meta.setdefault(key, (m.unit, bool(m.higher_is_better)))
+            headline.setdefault(key, m.headline)
+            if m.value is None:
+                if m.text:
+                    texts[key].add(m.text)
             else:
-                values[key].append((rep, inst, value))
+                values[key].append((m.repetition, m.instance, m.value))
         self.meta = meta
+        self.headline = headline
+        """The workloads' own flag; None for runs stored before it existed."""
         self.texts = texts
         self.values = {k: np.array(v, dtype=float).reshape(-1, 3) for k, v in values.items()}
 
 
 def _composite_rows(
-    grouped: _Grouped, cells: dict[int, CellInfo], baseline_means: dict[tuple[str, str], float]
-) -> None:
+    grouped: _Grouped,
+    cells: dict[int, CellInfo],
+    baseline_means: dict[tuple[str, str], float],
+    baseline: str | None = None,
+    labels: dict[str, str] | None = None,
+) -> list[str]:
     """Add ``cpu.composite.score`` to every cpu cell: geometric mean of normalized sub-scores.
 
-    Sub-scores the baseline did not measure are left out (they have nothing to be normalized
-    by); without any baseline figures for the workload, the raw sub-scores are used.
+    Sub-scores the baseline did not measure (or measured as 0) are left out (they have nothing to
+    be normalized by); without any baseline figures for the workload, the raw sub-scores are
+    used. A repetition (and instance) with a sub-score of 0 or none has no composite, for a
+    geometric mean cannot hold a zero. Returns one line per such gap: which sub-score, where,
+    and why, so that no figure goes missing silently (platforms named by ``labels``).
     """
     by_cell: dict[int, list[str]] = defaultdict(list)
     for (cell_id, name), (_unit, hib) in grouped.meta.items():
         if cells[cell_id].workload_name == CPU_WORKLOAD and hib and name != COMPOSITE:
             by_cell[cell_id].append(name)
+    notes: list[str] = []
+    labels = labels or {}
+    left_out: dict[str, set[str]] = defaultdict(set)
     for cell_id, names in by_cell.items():
-        workload = cells[cell_id].workload
-        base = {n: m for (w, n), m in baseline_means.items() if w == workload and m > 0}
+        cell = cells[cell_id]
+        base = {n: m for (w, n), m in baseline_means.items() if w == cell.workload}
         if base:
+            left_out[cell.workload].update(n for n in names if n not in base)
             names = [n for n in names if n in base]
-        table: dict[tuple[int, int], list[float]] = defaultdict(list)
+        table: dict[tuple[int, int], dict[str, float]] = defaultdict(dict)
         for name in names:
-            scale = base.get(name, 1.0)
             for rep, inst, value in grouped.values.get((cell_id, name), np.empty((0, 3))):
-                table[(int(rep), int(inst))].append(value / scale)
-        rows = [
-            (rep, inst, geometric_mean(v))
-            for (rep, inst), v in sorted(table.items())
-            if len(v) == len(names)
+                table[(int(rep), int(inst))][name] = value
+        rows = []
+        gaps: dict[tuple[str, bool], list[tuple[int, int]]] = defaultdict(list)
+        for (rep, inst), got in sorted(table.items()):
+            zero = [f"{n} was {got[n]:g}" for n in names if n in got and not got[n] > 0]
+            missing = [f"{n} has no value" for n in names if n not in got]
+            if zero or missing:
+                gaps[("; ".join(zero + missing), bool(zero))].append((rep, inst))
+            else:
+                rows.append((rep, inst, geometric_mean([got[n] / base.get(n, 1.0) for n in names])))
+        where = (
+            f"{labels.get(cell.platform, cell.platform)} / {cell.workload} / {cell.instances} inst."
+        )
+        notes += [
+            f"{where}: {_composite_gap(cell, why, at, bool(rows))}" for why, at in gaps.items()
         ]
-        rows = [r for r in rows if math.isfinite(r[2])]
         if rows:
             grouped.values[(cell_id, COMPOSITE)] = np.array(rows, dtype=float)
             grouped.meta[(cell_id, COMPOSITE)] = ("×native" if base else "score", True)
+    for workload, names in left_out.items():
+        notes += [
+            f"{workload}: {n} is left out of its {COMPOSITE}: {baseline} has no value of it above "
+            "0 to normalize by"
+            for n in sorted(names)
+        ]
+    return notes
+
+
+def _composite_gap(
+    cell: CellInfo, why: tuple[str, bool], at: list[tuple[int, int]], some_left: bool
+) -> str:
+    """One line: where a composite lost repetitions (or all of them) and which sub-score did it;
+    ``why`` is the sub-scores' text and whether one of them was 0 (rather than missing)."""
+    if not some_left:
+        lost = f"no {COMPOSITE} at all (its % of the baseline reads n/a)"
+    elif cell.instances > 1:
+        lost = f"{COMPOSITE} leaves out (repetition, instance) " + ", ".join(
+            f"({r}, {i})" for r, i in at
+        )
+    else:
+        lost = f"{COMPOSITE} leaves out {_reps([r for r, _ in at])}"
+    text, zero = why
+    if zero:
+        text += " (a geometric mean cannot hold a value of 0 or less)"
+    return f"{lost}: {text}"
 
 
 def analyse(store: Store, run_id: str) -> RunAnalysis:
@@ -250,19 +389,7 @@ def analyse(store: Store, run_id: str) -> RunAnalysis:
     cell_rows = store.cells(run.id)
     if not cell_rows:
         raise HvbenchError(f"run {run.id} has no cells yet; nothing to report")
-    cells = {
-        c.id: CellInfo(
-            c.id,
-            c.platform,
-            c.driver,
-            c.workload,
-            c.workload_name,
-            c.instances,
-            dict(c.platform_settings or {}),
-            dict(c.workload_settings or {}),
-        )
-        for c in cell_rows
-    }
+    cells = {c.id: cell_info(c) for c in cell_rows}
     platforms = list(dict.fromkeys(c.platform for c in cells.values()))
     drivers = {c.platform: c.driver for c in cells.values()}
     baseline = baseline_of(run.study_text, drivers)
@@ -294,9 +421,13 @@ def analyse(store: Store, run_id: str) -> RunAnalysis:
             if pick is not c:
                 continue
             for (cid, name), triples in grouped.values.items():
-                if cid == c.id and grouped.meta[(cid, name)][1]:
-                    baseline_means[(c.workload, name)] = float(np.mean(triples[:, 2]))
-    _composite_rows(grouped, cells, baseline_means)
+                if cid != c.id or not grouped.meta[(cid, name)][1]:
+                    continue
+                positive = triples[:, 2][triples[:, 2] > 0]  # a 0 is no rate (and is warned of)
+                if len(positive):
+                    baseline_means[(c.workload, name)] = float(np.mean(positive))
+    labels, ran = platform_labels(cells.values())
+    composite_notes = _composite_rows(grouped, cells, baseline_means, baseline, labels)
 
     # first every series, then all their summaries at once (bootstraps are batched)
     specs = []
@@ -332,10 +463,13 @@ def analyse(store: Store, run_id: str) -> RunAnalysis:
                 unit=unit,
                 higher_is_better=hib,
                 throughput=throughput,
+                headline=bool(grouped.headline.get((cid, name))),
                 repetitions=ser.reps,
                 single_values=ser.single,
                 aggregate_values=ser.aggregate if throughput else None,
                 per_instance=ser.per_instance,
+                instance_cv=ser.instance_cv(),
+                starved=ser.starved(hib),
                 single=next(summaries),
                 aggregate=next(summaries) if throughput else None,
                 overcommit=overcommit(cells[cid], states[cid], host_cores),
@@ -344,8 +478,11 @@ def analyse(store: Store, run_id: str) -> RunAnalysis:
             )
         )
     results.sort(key=lambda r: (r.cell.id, r.name != COMPOSITE))  # stable: tool order
+    _mark_headlines(results, grouped)
 
     _compare_to_baseline(results, list(cells.values()), baseline)
+    for r in results:
+        r.suspect = above_baseline(r)
     scaling(results)
     symmetry = _symmetry(results)
     analysis = RunAnalysis(
@@ -375,9 +512,53 @@ def analyse(store: Store, run_id: str) -> RunAnalysis:
         },
         rows=rows,
         started=started,
+        labels=labels,
+        ran=ran,
     )
-    analysis.warnings = _warnings(analysis)
+    analysis.noise, analysis.noisy_side = _noise(analysis)
+    analysis.warnings = composite_notes + _warnings(analysis)
     return analysis
+
+
+def _headline_names(grouped: _Grouped, cell_id: int, names: list[str]) -> set[str]:
+    """The cpu composite stands for its cell (its sub-scores do not); the rest is the
+    workloads' own flag. Runs stored before the flag existed get the rule that judged them
+    then: every throughput metric, else the cell's first metric."""
+    if COMPOSITE in names:
+        return {COMPOSITE}
+    flags = [grouped.headline.get((cell_id, n)) for n in names]
+    if any(f is not None for f in flags):
+        return {n for n, f in zip(names, flags, strict=True) if f}
+    return set([n for n in names if is_throughput(*grouped.meta[(cell_id, n)])] or names[:1])
+
+
+def _mark_headlines(results: list[MetricResult], grouped: _Grouped) -> None:
+    by_cell: dict[int, list[MetricResult]] = defaultdict(list)
+    for r in results:
+        by_cell[r.cell.id].append(r)
+    for cid, rs in by_cell.items():
+        chosen = _headline_names(grouped, cid, [r.name for r in rs])
+        for r in rs:
+            r.headline = r.name in chosen
+
+
+def headline_singles(
+    rows: list[MetricView], cells: dict[int, CellInfo]
+) -> dict[tuple[int, str], np.ndarray]:
+    """(cell id, headline metric) -> its per-instance figure in each repetition: what adaptive
+    repetitions judge a cell's precision by. The cpu composite is the geometric mean of the raw
+    sub-scores here; the baseline's means would scale it by a constant, which leaves its
+    interval relative to its mean as it is."""
+    grouped = _Grouped(rows)
+    _composite_rows(grouped, cells, {})
+    names: dict[int, list[str]] = defaultdict(list)
+    for cid, name in grouped.values:
+        names[cid].append(name)
+    return {
+        (cid, name): series(grouped.values[(cid, name)], cells[cid].instances).single
+        for cid, ns in names.items()
+        for name in _headline_names(grouped, cid, ns)
+    }
 
 
 def _samples(store: Store, run_id: str) -> list[tuple]:
@@ -431,11 +612,16 @@ def _compare_to_baseline(
         base = index.get((pick.id, r.name)) if pick else None
         if base is None:
             continue
-        r.vs_baseline = normalize(r.single_values, base.single_values, r.higher_is_better)
-        if r.aggregate_values is not None and base.aggregate_values is not None:
-            r.aggregate_vs_baseline = normalize(
-                r.aggregate_values, base.aggregate_values, r.higher_is_better
-            )
+        if base is r:
+            r.vs_baseline = reference(r.single.n)
+            if r.aggregate is not None:
+                r.aggregate_vs_baseline = reference(r.aggregate.n)
+        else:
+            r.vs_baseline = normalize(r.single_values, base.single_values, r.higher_is_better)
+            if r.aggregate_values is not None and base.aggregate_values is not None:
+                r.aggregate_vs_baseline = normalize(
+                    r.aggregate_values, base.aggregate_values, r.higher_is_better
+                )
         if r.per_core is not None and base.per_core is not None and r.per_core.mean > 0:
             r.cost_vs_baseline = base.per_core.mean / r.per_core.mean
 
@@ -456,32 +642,112 @@ def _symmetry(results: list[MetricResult]) -> list[Symmetry]:
         if o is None or r.single.mean <= 0 or o.single.mean <= 0:
             continue
         ratio = o.single.mean / r.single.mean
-        p = welch(r.single_values, o.single_values).p_value
+        p = welch(r.single_values, o.single_values)
         gap = 1 - min(ratio, 1 / ratio)
         out.append(Symmetry(r.cell, r, o, ratio, gap, p))
     return out
 
 
+def _cell_where(a: RunAnalysis, cell: CellInfo) -> str:
+    return f"{a.label(cell.platform)} / {cell.workload} / {cell.instances} inst."
+
+
+def _where(a: RunAnalysis, r: MetricResult) -> str:
+    return f"{_cell_where(a, r.cell)} / {r.name}"
+
+
+def _reps(reps: list[int]) -> str:
+    return f"repetition{'s' * (len(reps) > 1)} {', '.join(map(str, reps))}"
+
+
+def _noise(a: RunAnalysis) -> tuple[list[Noise], int]:
+    """Headline figures whose noise a reader must know of, worst first, with what would help;
+    and how many side figures are noisy too. Adaptive repetitions that stopped short of their
+    target are the runner's record (artifact ``adaptive``)."""
+    adaptive = a.artifacts.get("adaptive") or {}
+    target = float(adaptive.get("ci_target", CI_TARGET))
+    short = set(adaptive.get("short") or [])
+    out: list[Noise] = []
+    side = 0
+    for r in a.results:
+        s = r.single
+        reasons = []
+        if s.noisy:
+            reasons.append(f"CV above {100 * NOISY_CV:.0f}%")
+        if s.bimodal:
+            reasons.append(_two_groups(r))
+        if s.outliers:
+            vals = ", ".join(f"{r.single_values[i]:.4g}" for i in s.outliers)
+            reasons.append(f"outlier repetition{'s' * (len(s.outliers) > 1)}: {vals}")
+        if not r.headline:
+            side += bool(reasons)
+            continue
+        if steal := a.steal_reps(r.cell.id):
+            reasons.append(
+                f"steal time up to {100 * max(steal.values()):.0f}% of the host's CPU "
+                f"({_reps(sorted(steal))})"
+            )
+        stopped = adaptive.get("stopped_by") if r.cell.key in short else None
+        if stopped and s.ci_half_width > target:
+            reasons.append(
+                f"95% CI ±{100 * s.ci_half_width:.1f}% after {s.n} repetitions, target "
+                f"±{100 * target:g}% (adaptive {stopped} reached)"
+            )
+        if reasons:
+            out.append(Noise(r, reasons, _advice(a, r, target, stopped)))
+    out.sort(key=lambda x: -x.result.single.cv if math.isfinite(x.result.single.cv) else 0.0)
+    return out, side
+
+
+def _two_groups(r: MetricResult) -> str:
+    """ "1 of 5 repetitions 30% below the others": the smaller group against the larger."""
+    s = r.single
+    few = r.single_values[list(s.bimodal)]
+    rest = np.delete(r.single_values, list(s.bimodal))
+    rel = float(np.median(few) / np.median(rest) - 1) if np.median(rest) else math.nan
+    side = "below" if rel < 0 else "above"
+    return f"bimodal: {len(few)} of {s.n} repetitions {100 * abs(rel):.0f}% {side} the others"
+
+
+def _advice(a: RunAnalysis, r: MetricResult, target: float, stopped_by: str | None) -> str:
+    """A quieter host when some repetitions were disturbed or when the noise is too large for
+    repetitions to reach the target within ``MAX_REPETITIONS``; else more repetitions.
+    ``stopped_by`` is what ended this cell's adaptive repetitions short of the target."""
+    s = r.single
+    if a.skewed(r):
+        return (
+            "a quieter host: some repetitions ran on a busier host than the rest (other load, "
+            "or steal by a hypervisor below); compare the median with the mean"
+        )
+    need = repetitions_for(s.cv, target)
+    goal = f"±{100 * target:g}%"
+    if need <= s.n:
+        return (
+            f"none for the mean (±{100 * s.ci_half_width:.1f}%); a quieter host for steadier runs"
+        )
+    if need > MAX_REPETITIONS:
+        return f"a quieter host: {goal} would take about {need} repetitions"
+    hint = {
+        "max_repetitions": f" (adaptive max_repetitions: {need})",
+        "budget_minutes": " (a larger adaptive budget_minutes)",
+    }.get(stopped_by or "", "")
+    return f"more repetitions: about {need} for {goal}{hint}"
+
+
 def _warnings(a: RunAnalysis) -> list[str]:
-    """Noisy cells (high CV, steal time) and outliers, one line each."""
+    """Starved instances (of headline figures) and failed samples, one line each; noise is in
+    ``RunAnalysis.noise``."""
     out = []
     for r in a.results:
-        where = f"{r.cell.platform} / {r.cell.workload} / {r.cell.instances} inst. / {r.name}"
-        if r.single.noisy:
-            out.append(f"{where}: noisy, CV {100 * r.single.cv:.1f}% over {r.single.n} repetitions")
-        if r.single.outliers:
-            vals = ", ".join(f"{r.single_values[i]:.4g}" for i in r.single.outliers)
-            out.append(f"{where}: outlier repetition(s) by MAD: {vals}")
-    for cid, h in a.host_cpu.items():
-        if h.states.get("steal", 0.0) > NOISY_STEAL:
-            c = next(c for c in a.cells if c.id == cid)
+        if not r.headline:
+            continue
+        for inst, st in r.starved.items():
+            ratio = f"{st.share:.2f}×" if r.higher_is_better else f"{1 / st.share:.2f}× (↓)"
             out.append(
-                f"{c.platform} / {c.workload} / {c.instances} inst.: host noisy, steal time "
-                f"{100 * h.states['steal']:.1f}% of the host's CPU"
+                f"{_where(a, r)}: instance {inst} is starved: {ratio} the other instances' median "
+                f"in {st.behind} of {st.of} repetitions (CV across instances "
+                f"{100 * r.instance_cv:.0f}%); the mean per instance hides it"
             )
     for cell, rep, error in a.failed:
-        out.append(
-            f"{cell.platform} / {cell.workload} / {cell.instances} inst.: repetition "
-            f"{rep} failed: {error}"
-        )
+        out.append(f"{_cell_where(a, cell)}: repetition {rep} failed: {error}")
     return out

@@ -1,8 +1,10 @@
 """The report's first lines: each workload class's answer in plain words.
 
-Only differences that are significant are stated as differences; the rest read "no significant
-difference". Each workload is judged at its smallest instance count (usually 1, the seeds'
-"single" figures); scaling has a line of its own.
+A figure is stated with its 95% interval when that interval excludes native; "no significant
+difference" only when the interval lies within ±5% of native (``stats.PRACTICAL``);
+"inconclusive: between −x% and +y%" when it admits more; "not tested (1 repetition)" when a
+side has a single repetition. Each workload is judged at its smallest instance count (usually
+1, the seeds' "single" figures); scaling has a line of its own.
 """
 
 from __future__ import annotations
@@ -11,28 +13,40 @@ import math
 
 import numpy as np
 
-from hvbench.analysis.run import COMPOSITE, MetricResult, RunAnalysis
-from hvbench.analysis.stats import ALPHA, geometric_mean, welch
+from hvbench.analysis.normalize import Normalized, normalize, span
+from hvbench.analysis.platforms import auto_reason
+from hvbench.analysis.run import COMPOSITE, MetricResult, RunAnalysis, pick_baseline_cell
+from hvbench.analysis.stats import (
+    EQUIVALENT,
+    GAIN,
+    INCONCLUSIVE,
+    LOSS,
+    NOT_TESTED,
+    PRACTICAL,
+    geometric_mean,
+    ratio,
+    reading,
+)
+
+DENSITY = "memory.density_instances"
+OVERHEAD = "memory.overhead_mib"
+"""The memory workload's figures the density line reads (names from docs/metrics.md)."""
 
 
 def headline(a: RunAnalysis, workload: str) -> str | None:
-    """The metric that stands for a workload: the cpu composite, else its first throughput one,
-    else its first metric."""
-    names = a.metric_names(workload)
-    if COMPOSITE in names:
-        return COMPOSITE
-    throughput = [r.name for r in a.results if r.cell.workload == workload and r.throughput]
-    return throughput[0] if throughput else (names[0] if names else None)
+    """The one metric that stands for a workload where one is needed (cost, scaling): its
+    first headline metric, else its first metric."""
+    rs = [r for r in a.results if r.cell.workload == workload]
+    first = next((r.name for r in rs if r.headline), None)
+    return first or (rs[0].name if rs else None)
 
 
-def _headlines(a: RunAnalysis, workload: str, rs: list[MetricResult]) -> list[MetricResult]:
-    """What a workload's verdict is judged on: the cpu composite; else every throughput metric
-    (disk read and write, network in and out); else the headline metric (kernbench's elapsed
-    time), so that side figures (context switches, %CPU, spreads) do not dilute it."""
-    comp = [r for r in rs if r.name == COMPOSITE]
-    if comp:
-        return comp
-    return [r for r in rs if r.throughput] or [r for r in rs if r.name == headline(a, workload)]
+def _headlines(rs: list[MetricResult]) -> list[MetricResult]:
+    """What a workload's verdict is judged on: its headline metrics (disk read and write,
+    network in and out, the cpu composite), so that side figures (context switches, %CPU,
+    spreads) do not dilute it, and figures above native that cannot be wins
+    (``suspect_line``) do not inflate it."""
+    return [r for r in rs if r.headline and not r.suspect]
 
 
 def _at(a: RunAnalysis, workload: str, count: int) -> dict[str, list[MetricResult]]:
@@ -48,26 +62,72 @@ def _pct(x: float) -> str:
     return f"{x:.0f}%" if math.isfinite(x) else "n/a"
 
 
+def _per_repetition(rs: list[MetricResult]) -> np.ndarray:
+    """Per repetition that every one of ``rs`` measured, the geometric mean of their figures,
+    each turned so that higher is better (1/x for a time)."""
+    values = [
+        dict(
+            zip(
+                r.repetitions.tolist(),
+                r.single_values ** (1 if r.higher_is_better else -1),
+                strict=True,
+            )
+        )
+        for r in rs
+    ]
+    common = sorted(set.intersection(*(set(v) for v in values)))
+    table = np.array([[v[rep] for rep in common] for v in values], dtype=float)
+    gm = np.asarray(geometric_mean(table, axis=0)) if common else np.empty(0)
+    return gm[np.isfinite(gm)]
+
+
+def combined(a: RunAnalysis, workload: str, used: list[MetricResult]) -> Normalized | None:
+    """The figure a platform's verdict states: its one headline metric's % of the baseline, or,
+    for several (throughput in and out, read and write), the ratio of their per-repetition
+    geometric means on each side with its interval. Taken per repetition, the metrics measured
+    together keep their shared noise in the interval."""
+    if len(used) == 1:
+        return used[0].vs_baseline
+    cell = used[0].cell
+    base_cells = [c for c in a.cells if c.platform == a.baseline]
+    pick = pick_baseline_cell(base_cells, workload, cell.instances)
+    if pick is None:
+        return None
+    bases = [a.result(pick.platform, workload, r.name, pick.instances) for r in used]
+    if any(b is None for b in bases):
+        return None
+    return normalize(_per_repetition(used), _per_repetition(bases), True)
+
+
 def keeps_line(a: RunAnalysis, workload: str) -> str | None:
-    """ "disk: kvm-virtio keeps 92% of native; emulated 41%" (geometric mean over its metrics)."""
+    """ "disk: kvm-virtio keeps 92% [90–94%] of native; emulated 41% [39–43%]; uml: not tested
+    (1 repetition)", over the workload's headline metrics (``combined``)."""
     if a.baseline is None:
         return None
     count = min(a.counts(workload))
     texts: list[str] = []
     n_metrics = 0
+    said = False
     for platform, rs in _at(a, workload, count).items():
         if platform == a.baseline:
             continue
-        used = [r for r in _headlines(a, workload, rs) if r.vs_baseline is not None]
-        if not used:
+        used = [r for r in _headlines(rs) if r.vs_baseline is not None]
+        v = combined(a, workload, used) if used else None
+        if v is None:
             continue
         n_metrics = max(n_metrics, len(used))
-        if not any(r.vs_baseline.significant for r in used):
-            texts.append(f"{platform}: no significant difference")
-            continue
-        pct = _pct(float(geometric_mean([r.vs_baseline.pct_of_native for r in used])))
-        said = any("keeps" in t for t in texts)
-        texts.append(f"{platform} {pct}" if said else f"{platform} keeps {pct} of {a.baseline}")
+        name = a.label(platform)
+        interval = span(v.pct_low, v.pct_high, lambda x: f"{x:.0f}", "%")
+        figure = f"{_pct(v.pct_of_native)} {interval}".strip()
+        kind = v.reading()
+        if kind in (LOSS, GAIN):
+            base = a.label(a.baseline)
+            texts.append(f"{name} {figure}" if said else f"{name} keeps {figure} of {base}")
+            said = True
+        elif kind == INCONCLUSIVE:
+            texts.append(f"{name}: {v.describe()}")
+        else:
+            texts.append(f"{name} {figure}: {v.describe()}")
     if not texts:
         return None
     names = a.metric_names(workload)
@@ -87,9 +147,12 @@ def symmetry_line(a: RunAnalysis, workload: str) -> str | None:
     pairs = [s for s in a.symmetry if s.cell.workload == workload and s.cell.instances == count]
     if not pairs:
         return None
-    symmetric = sorted({s.cell.platform for s in pairs if not s.asymmetric})
+    symmetric = sorted({a.label(s.cell.platform) for s in pairs if not s.asymmetric})
     lossy = [
-        f"{s.cell.platform} loses {_pct(100 * s.gap)} {s.weaker}" for s in pairs if s.asymmetric
+        f"{a.label(s.cell.platform)} loses {_pct(100 * s.gap)} {s.weaker}"
+        + ("" if s.tested else f", {NOT_TESTED} (1 repetition)")
+        for s in pairs
+        if s.asymmetric
     ]
     parts = []
     if symmetric:
@@ -99,30 +162,46 @@ def symmetry_line(a: RunAnalysis, workload: str) -> str | None:
 
 
 def cost_line(a: RunAnalysis, workload: str) -> str | None:
-    """ "same Gbit/s costs emulated 2.1× the host CPU of virtio" (per-core figures, headline)."""
+    """ "same Gbit/s costs emulated 2.1× [1.9–2.3×] the host CPU of virtio" (per-core figures,
+    headline), read off the interval of the ratio like a % of native."""
     name = headline(a, workload)
     count = min(a.counts(workload))
     rs = [
         r
         for rs in _at(a, workload, count).values()
         for r in rs
-        if r.name == name and r.per_core is not None and r.per_core.mean > 0
+        if r.name == name and r.per_core is not None and r.per_core.mean > 0 and not r.suspect
     ]
     if len(rs) < 2:
         return None
     best = max(rs, key=lambda r: r.per_core.mean)
     worst = min(rs, key=lambda r: r.per_core.mean)
     work = "composite score" if name == COMPOSITE else rs[0].unit
-    p = welch(best.per_core_values, worst.per_core_values).p_value
-    if not (math.isfinite(p) and p < ALPHA):
+    r = ratio(worst.per_core_values, best.per_core_values)
+    times = f"{r.estimate:.1f}×"
+    cheap, dear = a.label(best.cell.platform), a.label(worst.cell.platform)
+    pair = f"{dear} vs {cheap}"
+    what = reading(r.low, r.high, r.tested)
+    if what == GAIN:
+        interval = span(r.low, r.high, lambda x: f"{x:.2f}", "×")
         return (
-            f"{workload}: no significant difference in host CPU per {work} "
-            f"({name}, {best.cell.platform} vs {worst.cell.platform})"
+            f"{workload}: the same {work} costs {dear} {times} {interval} the host CPU of "
+            f"{cheap} ({name})"
         )
-    ratio = best.per_core.mean / worst.per_core.mean
+    if what == NOT_TESTED:
+        n = min(r.n_a, r.n_b)
+        return (
+            f"{workload}: host CPU per {work} {times} ({pair}, {name}): {NOT_TESTED} "
+            f"({n} repetition{'s' if n != 1 else ''})"
+        )
+    if what == EQUIVALENT:
+        return (
+            f"{workload}: {EQUIVALENT} in host CPU per {work} (within ±{100 * PRACTICAL:.0f}%; "
+            f"{name}, {pair})"
+        )
     return (
-        f"{workload}: the same {work} costs {worst.cell.platform} {ratio:.1f}× the host CPU of "
-        f"{best.cell.platform} ({name})"
+        f"{workload}: host CPU per {work} {INCONCLUSIVE}: {dear} between "
+        f"{r.low:.2f}× and {r.high:.2f}× that of {cheap} ({name})"
     )
 
 
@@ -148,16 +227,75 @@ def scaling_line(a: RunAnalysis, workload: str) -> str | None:
         gain = last.aggregate.mean / first.aggregate.mean
         over = ", overcommitted" if last.overcommit else ""
         parts.append(
-            f"{platform} {gain:.1f}× at {last.cell.instances} vs {first.cell.instances} "
+            f"{a.label(platform)} {gain:.1f}× at {last.cell.instances} vs {first.cell.instances} "
             f"({_pct(100 * (last.efficiency or np.nan))} efficiency{over})"
         )
     return f"{workload} scaling of the aggregate: " + "; ".join(parts) if parts else None
 
 
+def suspect_line(a: RunAnalysis, workload: str) -> str | None:
+    """ "disk above native, not a win: uml disk.dd.read_mbps 337% (likely the host page cache:
+    UML's ubd has no O_DIRECT)": the figures ``keeps_line`` leaves out, with their cause."""
+    count = min(a.counts(workload))
+    parts = [
+        f"{a.label(r.cell.platform)} {r.name} {_pct(r.vs_baseline.pct_of_native)} ({r.suspect})"
+        for rs in _at(a, workload, count).values()
+        for r in rs
+        if r.suspect and r.vs_baseline is not None
+    ]
+    if not parts:
+        return None
+    base = a.label(a.baseline) if a.baseline else "the baseline"
+    return f"{workload} above {base}, not a win: " + "; ".join(parts)
+
+
+def ran_line(a: RunAnalysis) -> str | None:
+    """ "qemu-virtio [tcg], qemu-emulated [tcg]: accel auto chose tcg: no /dev/kvm on this
+    host": why platforms left to choose their accelerator did not get KVM."""
+    fell_back: dict[str, list[str]] = {}
+    for c in a.cells:
+        reason = auto_reason(c.platform_settings)
+        if reason is not None and c.accel == "tcg":
+            names = fell_back.setdefault(reason, [])
+            if (name := a.label(c.platform)) not in names:
+                names.append(name)
+    lines = [f"{', '.join(n)}: accel auto chose tcg: {why}" for why, n in fell_back.items()]
+    return "; ".join(lines) or None
+
+
+def density_line(a: RunAnalysis, workload: str) -> str | None:
+    """ "density: instances of their size this host's memory fits: tcg 92 (33 MiB overhead
+    each)" from the memory workload's figures at the smallest count."""
+    parts = []
+    for platform, rs in _at(a, workload, min(a.counts(workload))).items():
+        by_name = {r.name: r for r in rs}
+        fit, overhead = by_name.get(DENSITY), by_name.get(OVERHEAD)
+        if fit is not None and overhead is not None:
+            parts.append(
+                f"{a.label(platform)} {fit.single.mean:.0f} "
+                f"({overhead.single.mean:.0f} MiB overhead each)"
+            )
+    return (
+        "density: instances of their size this host's memory fits: " + "; ".join(parts)
+        if parts
+        else None
+    )
+
+
 def verdicts(a: RunAnalysis) -> list[str]:
-    """Every plain-words line of the report's top, workload by workload."""
+    """Every plain-words line of the report's top: what ran where it was left to choose, then
+    workload by workload."""
     out = []
+    if (line := ran_line(a)) is not None:
+        out.append(line)
     for w in a.workloads():
-        lines = (keeps_line(a, w), symmetry_line(a, w), cost_line(a, w), scaling_line(a, w))
+        lines = (
+            keeps_line(a, w),
+            suspect_line(a, w),
+            symmetry_line(a, w),
+            cost_line(a, w),
+            scaling_line(a, w),
+            density_line(a, w),
+        )
         out.extend(line for line in lines if line is not None)
     return out

@@ -20,6 +20,7 @@ from hvbench.cli import image as image_cmd
 from hvbench.cli import reporting
 from hvbench.cli import run as run_cmd
 from hvbench.errors import HvbenchError
+from hvbench.host.inventory import capacity
 from hvbench.host.resources import orphan_ledgers
 from hvbench.store import Store
 from hvbench.study import load_study
@@ -83,6 +84,8 @@ def study_check(files: Annotated[list[Path], typer.Argument(help="study files")]
     for file in files:
         study = load_study(file)
         out.print(f"{file}: ok ({len(study.cells())} cells × {study.repetitions} repetitions)")
+        for misfit in study.misfits(*capacity()):
+            err.print(f"{file}: warning: not on this host: {misfit}", markup=False, soft_wrap=True)
 
 
 @study_app.command("show")
@@ -119,14 +122,18 @@ def doctor_cmd(as_json: Annotated[bool, typer.Option("--json")] = False) -> None
 
 
 @app.command()
-def cleanup() -> None:
+def cleanup(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Remove what runs killed by SIGKILL or power loss left behind (from their ledgers)."""
-    ledgers = orphan_ledgers()
-    for ledger in ledgers:
-        names = ", ".join(f"{r.kind} {r.name}" for r in ledger.live) or "nothing"
+    removed: dict[str, list[str]] = {}
+    for ledger in orphan_ledgers():
+        removed[ledger.run_id] = [f"{r.kind} {r.name}" for r in ledger.live]
         ledger.release_all()
-        out.print(f"run {ledger.run_id}: removed {names}")
-    if not ledgers:
+    if as_json:
+        print(json.dumps([{"run": k, "removed": v} for k, v in removed.items()], indent=2))
+        return
+    for run_id, names in removed.items():
+        out.print(f"run {run_id}: removed {', '.join(names) or 'nothing'}")
+    if not removed:
         out.print("nothing to clean up")
 
 

@@ -22,8 +22,15 @@ def _mib(size: int) -> str:
 
 
 @app.command("list")
-def list_images() -> None:
+def list_images(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Images in the cache, newest first."""
+    if as_json:
+        listed = [
+            {"key": i.key, "dir": str(i.dir), "size": i.size, "manifest": i.manifest}
+            for i in guest_image.images()
+        ]
+        print(json.dumps(listed, indent=1))
+        return
     table = Table("key", "form", "tools", "built", "size")
     for img in guest_image.images():
         m = img.manifest

@@ -1,7 +1,8 @@
 """``hvbench report`` and ``hvbench compare``: the store's runs as tables, plots and verdicts.
 
 Exit codes: 0 ok, 1 a significant regression (compare only, so it can gate an upgrade in CI),
-2 bad input (HvbenchError, one line).
+2 bad input (HvbenchError, one line), 3 no regression but a headline metric inconclusive
+(compare only).
 """
 
 from __future__ import annotations
@@ -11,8 +12,8 @@ from typing import Annotated
 
 import typer
 
-from hvbench.analysis import analyse
-from hvbench.analysis.compare import THRESHOLD
+from hvbench.analysis import RunAnalysis, analyse
+from hvbench.analysis.compare import ALLOWANCE, THRESHOLD
 from hvbench.analysis.compare import compare as compare_runs
 from hvbench.report import emit, render, render_comparison
 from hvbench.store import Store
@@ -40,19 +41,46 @@ def report(
 
 
 def compare(
-    run_a: Annotated[str, typer.Argument(help="the reference run (before)")],
-    run_b: Annotated[str, typer.Argument(help="the run to judge (after)")],
+    run_a: Annotated[
+        str, typer.Argument(help="the reference run (before); several: comma-separated ids")
+    ],
+    run_b: Annotated[
+        str, typer.Argument(help="the run to judge (after); several: comma-separated ids")
+    ],
     format: Annotated[str, typer.Option("--format", "-f", help="md, json or html")] = "md",
     output: OutputOption = None,
     threshold: Annotated[
-        float, typer.Option(help="noise threshold: smaller relative changes are not called")
+        float,
+        typer.Option(help="practical threshold: smaller relative changes are not regressions"),
     ] = THRESHOLD,
+    allowance: Annotated[
+        float | None,
+        typer.Option(
+            help="run-to-run standard deviation of a run's mean, relative, with one run per "
+            f"side (default {ALLOWANCE})"
+        ),
+    ] = None,
     db: DbOption = None,
 ) -> None:
-    """Is B faster or slower than A, metric by metric, and is that significant? Exit code 1 on a
-    significant regression."""
+    """Is B faster or slower than A, metric by metric, beyond noise?
+
+    Each change gets a 99% interval; a regression is a headline metric (★ in docs/metrics.md:
+    the cpu composite, throughputs, kernbench's time) worse by more than the threshold, past
+    Holm's step-down over the headline metrics. With one run per side the repetitions are the
+    observations and a run-to-run allowance widens the interval; with several runs per side
+    (comma-separated) each run's mean is one observation. Sounder still, to gate a change: A and
+    B as two platforms of one study, their repetitions interleaved on the same host, so that
+    what the host does between runs falls on both alike and no allowance is needed.
+
+    Exit codes: 0 no regression, every headline metric settled; 1 a significant regression;
+    2 bad input; 3 no regression, but a headline metric inconclusive or not tested.
+    """
     store = Store(db)
-    result = compare_runs(analyse(store, run_a), analyse(store, run_b), threshold=threshold)
+
+    def runs(ids: str) -> list[RunAnalysis]:
+        return [analyse(store, run_id.strip()) for run_id in ids.split(",") if run_id.strip()]
+
+    result = compare_runs(runs(run_a), runs(run_b), threshold=threshold, allowance=allowance)
     emit(render_comparison(result, format), output)
-    if result.regressions:
-        raise typer.Exit(1)
+    if result.exit_code:
+        raise typer.Exit(result.exit_code)

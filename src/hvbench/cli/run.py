@@ -43,13 +43,14 @@ def run(
     if resume:
         if study_file is not None:
             raise HvbenchError("--resume takes the study stored with the run; give no STUDY")
-        runner_factory = lambda **kw: Runner.resume(store, resume, **kw)  # noqa: E731
+        runner = Runner.resume(store, resume)
     else:
         if study_file is not None:
             study = load_study(study_file)
         else:
             study = default_study(doctor.available_drivers(doctor.examine()))
-        runner_factory = lambda **kw: Runner.create(study, store, quick, **kw)  # noqa: E731
+        runner = Runner.create(study, store, quick)
+    print(f"run {runner.run_id}", flush=True)
 
     with Progress(
         TextColumn("{task.description}"),
@@ -77,8 +78,7 @@ def run(
                 eta=f"{p.eta_s / 60:.1f} min",
             )
 
-        runner = runner_factory(on_progress=on_progress)
-        print(f"run {runner.run_id}", flush=True)
+        runner.on_progress = on_progress
         status = runner.run()
     analysis = analyse(store, runner.run_id)
     print(render_summary(analysis))

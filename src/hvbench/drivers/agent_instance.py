@@ -33,10 +33,16 @@ class AgentInstance(Instance):
     def kill(self) -> None:
         """Stop the guest now."""
 
+    @abstractmethod
+    def last_words(self) -> str:
+        """How the VMM ended and what it said last (``last_words``), for "died" errors."""
+
     def exec(self, argv: Sequence[str], timeout: float, stdin: bytes | None = None) -> ExecResult:
         agent = self.agent_channel()
         if agent is None or not self.alive():
-            raise InstanceError(f"{self.name}: {self.vmm} is not running any more")
+            raise InstanceError(
+                f"{self.name}: {self.vmm} is not running any more ({self.last_words()})"
+            )
         try:
             return agent.exec(argv, timeout, stdin)
         except AgentSilent as e:
@@ -46,7 +52,9 @@ class AgentInstance(Instance):
             raise
         except InstanceError as e:
             if self._dies_within(DEATH_GRACE_S):
-                raise InstanceError(f"{self.name}: {self.vmm} died during {argv[0]}") from e
+                raise InstanceError(
+                    f"{self.name}: {self.vmm} died during {argv[0]} ({self.last_words()})"
+                ) from e
             raise
 
     def _dies_within(self, seconds: float) -> bool:

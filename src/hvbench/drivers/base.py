@@ -7,6 +7,7 @@ control channel that is never the device under test, and the driver ``stop``s th
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -16,7 +17,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt
 
-from hvbench.errors import HvbenchError, InstanceError
+from hvbench.errors import HvbenchError, InstanceError, StartFailed
 from hvbench.host.monitor import LOCAL, HostCpuSource
 from hvbench.host.process import ExecResult
 from hvbench.units import Size
@@ -49,6 +50,19 @@ class PlatformSettings(BaseModel):
         default=None, description="instance counts for this platform (default: the study's)"
     )
 
+    def holds(self) -> tuple[int, int]:
+        """Host memory (bytes) and host cores one instance keeps for itself: its guest memory,
+        and its vCPUs where they are pinned (0 for what a driver has not: native has neither)."""
+        memory = getattr(self, "memory", None) or 0
+        pinned = getattr(self, "vcpus", 1) if getattr(self, "pin", False) else 0
+        return int(memory), int(pinned)
+
+    def host_misfits(self, count: int) -> list[str]:
+        """What ``count`` instances need of this host beyond memory and cores that it lacks
+        (a device, huge pages, a CPU model), one line each with the fix; checked before a run
+        starts anything."""
+        return []
+
 
 @dataclass
 class DataDisk:
@@ -79,6 +93,11 @@ class Instance(ABC):
     """Where workloads make their scratch directories inside the instance: its own /tmp, or
     for one that shares the host's files (native), a directory that goes with the run."""
 
+    guest_is_host_processes: ClassVar[bool] = False
+    """True where ``host_pids()`` are the guest's own processes (a container's, native's
+    commands) rather than a VMM holding the guest's RAM: their memory is then the guest's own,
+    and what the instance costs beyond it (kernel objects: cgroup, namespaces) is in no process."""
+
     @property
     def name(self) -> str:
         return f"{self.platform}-{self.index}"
@@ -90,6 +109,12 @@ class Instance(ABC):
     @abstractmethod
     def host_pids(self) -> list[int]:
         """Host processes that make up this instance, for its share of host CPU."""
+
+    def guest_ram(self, path: str, size: int) -> bool:
+        """Whether a mapping (its file, or "" for anonymous memory, and its size in bytes) of
+        ``host_pids()`` holds the guest's RAM: by default, the one of exactly the guest's
+        memory size (QEMU's RAM block)."""
+        return size == self.memory_mib << 20
 
     def accounted_cpu_seconds(self) -> float | None:
         """CPU seconds its platform charges to the instance apart from ``host_pids()`` (a Xen
@@ -141,6 +166,10 @@ class Driver(ABC):
         self.network = network
         self.workdir = workdir
         """A directory of this run's own for files the driver makes (removed with the run)."""
+        self.parallel_start_s: float | None = None
+        """How long the last ``start_parallel`` took: from starting every instance at once
+        until all were ready (what a boot storm measures: without the driver's preparation
+        before it, such as finding or building the guest image)."""
 
     @classmethod
     @abstractmethod
@@ -169,16 +198,24 @@ class Driver(ABC):
         self, instances: list[I], start_one: Callable[[I, float], None], deadline: float
     ) -> list[I]:
         """Run ``start_one`` for every instance at once (N guests boot together, as they will
-        run); if any fails, stop them all and raise the first error."""
+        run); if any fails, let the others finish, stop them all and raise StartFailed with how
+        many failed and the first error."""
+        t0 = time.monotonic()
         with ThreadPoolExecutor(max_workers=max(1, len(instances))) as pool:
             futures = [pool.submit(start_one, inst, deadline) for inst in instances]
             failed = [e for e in (f.exception() for f in futures) if e is not None]
+        self.parallel_start_s = time.monotonic() - t0
         if failed:
             self.stop(list(instances))
             first = failed[0]
-            if isinstance(first, InstanceError | HvbenchError):
-                raise first
-            raise InstanceError(f"{self.platform}: start failed: {first}") from first
+            if isinstance(first, HvbenchError):
+                raise first  # bad settings, not a boot that failed
+            text = str(first) if isinstance(first, InstanceError) else f"start failed: {first}"
+            if len(instances) > 1:
+                text = f"{len(failed)} of {len(instances)} instances failed to start; first: {text}"
+            elif not isinstance(first, InstanceError):
+                text = f"{self.platform}: {text}"
+            raise StartFailed(text, len(failed)) from first
         return instances
 
 

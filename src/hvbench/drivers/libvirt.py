@@ -54,6 +54,7 @@ from pydantic import model_validator
 
 from hvbench.drivers.agent_instance import AgentInstance
 from hvbench.drivers.base import Availability, Driver, Instance, format_data_disk
+from hvbench.drivers.last_words import last_words
 from hvbench.drivers.qemu import (
     DATA_SERIAL,
     AccelVerdict,
@@ -65,6 +66,7 @@ from hvbench.drivers.qemu import (
 from hvbench.drivers.qemu_devices import AGENT_PORT, Disk, Machine, Nic
 from hvbench.errors import HvbenchError, InstanceError
 from hvbench.guest.agent import AgentSilent, GuestAgent
+from hvbench.host.hugepages import PAGE_KIB
 from hvbench.host.monitor import LOCAL, STATES, HostCpuSource
 from hvbench.host.resources import Resource
 
@@ -74,6 +76,8 @@ BINDING_FIX = (
 )
 NIC_MODELS = {"virtio-net": "virtio", "e1000": "e1000", "rtl8139": "rtl8139"}
 AGENT_CHUNK = 1 << 20
+QEMU_LOGS = Path("/var/log/libvirt/qemu")
+"""Where libvirtd's QEMU driver keeps each domain's log (QEMU's stderr among it)."""
 """Bytes per guest-file-read through libvirt: its remote protocol caps a string at 4 MiB, and
 the answer is base64."""
 
@@ -137,6 +141,11 @@ class LibvirtSettings(QemuSettings):
                     "disk path: on a remote host the data disk is a volume in the storage pool "
                     "(pool:), not a file in a directory of this host; drop path"
                 )
+            if self.hugepages != "thp":
+                raise ValueError(
+                    "hugepages: hvbench reserves huge pages on this host only; a remote host's "
+                    "guests use hugepages: thp"
+                )
         if self.machine == "microvm":
             raise ValueError("machine: libvirt 9 has no microvm machine type; use pc or q35")
         if self.disk.bus == "nvme":
@@ -144,6 +153,10 @@ class LibvirtSettings(QemuSettings):
         if self.machine == "q35" and self.disk.bus == "ide":
             raise ValueError("disk bus ide: q35 has no IDE controller under libvirt; use ahci")
         return self
+
+    def host_misfits(self, count: int) -> list[str]:
+        """A remote host's devices and pools are its own: only this host's are checked."""
+        return [] if is_remote(self.uri) else super().host_misfits(count)
 
 
 # domain XML -------------------------------------------------------------------------------
@@ -191,7 +204,11 @@ def _disks(devices: ET.Element, disks: Sequence[Disk], sources: Mapping[str, Sou
         names[prefix] = index + 1
         source = sources[disk.id]
         element = xml_child(devices, "disk", type=source.type, device="disk")
-        xml_child(element, "driver", name="qemu", type=disk.format, cache=disk.cache, io=disk.aio)
+        queues = {"queues": str(disk.queues)} if disk.queues > 1 else {}
+        xml_child(
+            element, "driver", name="qemu", type=disk.format, cache=disk.cache, io=disk.aio,
+            **queues,
+        )  # fmt: skip
         xml_child(element, "source", **source.attrs)
         xml_child(element, "target", dev=f"{prefix}{chr(ord('a') + index)}", bus=bus)
         if disk.serial:
@@ -212,6 +229,11 @@ def domain_xml(
     xml_child(dom, "name", machine.name)
     xml_child(dom, "memory", str(machine.memory_mib), unit="MiB")
     xml_child(dom, "vcpu", str(machine.vcpus))
+    if machine.hugepages:
+        backing = xml_child(dom, "memoryBacking")
+        size = str(PAGE_KIB[machine.hugepages])
+        xml_child(xml_child(backing, "hugepages"), "page", size=size, unit="KiB")
+        xml_child(backing, "source", type="memfd")
     if pins:
         tune = xml_child(dom, "cputune")
         for vcpu, core in enumerate(pins):
@@ -249,6 +271,9 @@ def domain_xml(
         xml_child(interface, "mac", address=nic.mac)
         xml_child(interface, "target", dev=nic.tap)
         xml_child(interface, "model", type=NIC_MODELS[nic.model])
+        if nic.model == "virtio-net":  # libvirt asks for vhost-net by default: say which
+            queues = {"queues": str(nic.queues)} if nic.queues > 1 else {}
+            xml_child(interface, "driver", name="vhost" if nic.vhost else "qemu", **queues)
     xml_child(devices, "memballoon", model="none")
     label = xml_child(dom, "seclabel", type="static", model="dac", relabel="no")
     xml_child(label, "label", "+0:+0")
@@ -294,9 +319,12 @@ class DomainAgent(GuestAgent):
             raise InstanceError(f"{self.name}: libvirt: {e.get_error_message()}") from None
         return (answer or "").encode()
 
-    def sync(self, timeout: float) -> None:
-        """libvirt synchronises the channel before every command: a ping shows it answers."""
+    def _sync(self, timeout: float, accept: set[int]) -> int:
+        """libvirt synchronises the channel before every command: a ping shows it answers (so
+        ``sync`` and ``wait_ready`` need no ids of their own here)."""
         self._request({"execute": "guest-ping"}, timeout)
+        self._synced = True
+        return 0
 
     def close(self) -> None:
         """The channel is libvirt's, and goes with the domain."""
@@ -360,6 +388,14 @@ class LibvirtInstance(AgentInstance):
 
     def alive(self) -> bool:
         return is_active(self.domain)
+
+    def last_words(self) -> str:
+        """The guest's console and, on this host, libvirt's log of the domain's QEMU (its
+        command line, its errors, and how libvirt saw it end)."""
+        logs = {"console": self.console.log if self.console else None}
+        if not self.remote and self.domain is not None:
+            logs["qemu log"] = QEMU_LOGS / f"{self.domain.name()}.log"
+        return last_words(None, **logs)
 
     def close(self) -> None:
         if self.domain is not None:
@@ -504,10 +540,13 @@ class LibvirtDriver(Driver):
         ]
         self._live += count
         try:
+            if not self.remote:
+                self._qemu.reserve_hugepages(count)
             return list(self.start_parallel(instances, self._start_one, deadline))
         except BaseException:
             self._live -= count
             self._release_uploads()
+            self._qemu.give_back_hugepages()
             raise
 
     def _on_host(self, path: str) -> str:
@@ -662,6 +701,7 @@ class LibvirtDriver(Driver):
                 self.ledger.release(inst.resources.pop())
         self._live -= len(instances)
         self._release_uploads()
+        self._qemu.give_back_hugepages()
 
     def host_cpu_source(self) -> HostCpuSource:
         """A remote host's CPU states as libvirt reads them there (its /proc/stat)."""

@@ -46,6 +46,7 @@ class NativeSettings(PlatformSettings):
 
 @dataclass
 class NativeInstance(Instance):
+    guest_is_host_processes: ClassVar[bool] = True
     netns: str = ""
     _running: set[int] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)

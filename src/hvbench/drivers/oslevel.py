@@ -48,6 +48,7 @@ from hvbench.drivers.base import (
     Instance,
     PlatformSettings,
 )
+from hvbench.drivers.last_words import last_words
 from hvbench.errors import CommandTimeout, HvbenchError, InstanceError
 from hvbench.guest import image as guest_image
 from hvbench.guest import rootfs
@@ -109,6 +110,8 @@ def cgroup_procs(cgroups_path: str) -> list[int]:
 @dataclass
 class OciInstance(Instance):
     """One container, run by the driver's runtime."""
+
+    guest_is_host_processes: ClassVar[bool] = True
 
     runtime: list[str] = field(default_factory=list)
     """The runtime's argv up to the subcommand (binary, --root and global flags)."""
@@ -271,7 +274,8 @@ class OciDriver(Driver):
                 check=False,
             )
         if proc.returncode != 0:
-            raise InstanceError(f"{inst.name}: {self.runtime_name} run failed: {_tail(log)}")
+            words = last_words(proc.returncode, output=log)
+            raise InstanceError(f"{inst.name}: {self.runtime_name} run failed ({words})")
         inst.init = self._init_process(inst)
         probe = inst.exec(["true"], timeout=max(1.0, deadline - time.monotonic()))
         if not probe.ok:
@@ -450,14 +454,6 @@ def _tmpfs(destination: str, *options: str) -> dict:
         "source": "tmpfs",
         "options": ["nosuid", *options],
     }
-
-
-def _tail(path: Path) -> str:
-    try:
-        lines = path.read_bytes()[-2000:].decode(errors="replace").strip().splitlines()
-    except OSError:
-        return "(no output)"
-    return " | ".join(lines[-3:]) or "(no output)"
 
 
 def runtime_version(binary: str) -> str:

@@ -10,6 +10,7 @@ that timestamps the boot phases.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import itertools
 import json
@@ -37,6 +38,7 @@ from hvbench.drivers.base import (
     PlatformSettings,
     format_data_disk,
 )
+from hvbench.drivers.last_words import last_words
 from hvbench.drivers.qemu_devices import (
     Aio,
     Boot,
@@ -53,6 +55,8 @@ from hvbench.guest import image as guest_image
 from hvbench.guest import userland
 from hvbench.guest.agent import GuestAgent
 from hvbench.guest.files import DISK_LIST
+from hvbench.host import hugepages
+from hvbench.host.hugepages import PAGE_KIB
 from hvbench.host.resources import Ledger, Resource
 from hvbench.units import Size
 
@@ -62,6 +66,7 @@ CONSOLE_LIMIT = 16 << 20
 PROBE_SECONDS = 25.0
 """How long a stock guest gets to reach its init under KVM before KVM is judged unusable."""
 DATA_SERIAL = "hvbench-data"
+VHOST_NET = "/dev/vhost-net"
 
 
 # settings ---------------------------------------------------------------------------------
@@ -82,9 +87,13 @@ class QemuDisk(BaseModel):
     aio: Aio = "threads"
     size: Size = 2 << 30
     """Size of a ``file`` image (sparse)."""
+    queues: PositiveInt = 1
+    """virtio-blk request queues (``num-queues``), each with its own interrupt."""
 
     @model_validator(mode="after")
     def _consistent(self) -> QemuDisk:
+        if self.queues > 1 and self.bus != "virtio-blk":
+            raise ValueError("disk queues: only virtio-blk takes several queues here")
         if self.aio == "native" and self.cache not in ("none", "directsync"):
             raise ValueError("aio: native needs cache: none or directsync (O_DIRECT)")
         if self.backing == "block" and not self.path:
@@ -104,6 +113,14 @@ class QemuSettings(PlatformSettings):
     pin: bool = False
     """Pin each vCPU thread to a host core (round robin over the instances' vCPUs)."""
     nic: NicModel | Literal["none"] = "virtio-net"
+    vhost: bool = False
+    """virtio-net's data path in the host kernel (vhost-net, /dev/vhost-net) rather than in
+    QEMU's own I/O thread: the setting behind most differences in VMMs' network figures."""
+    queues: PositiveInt = 1
+    """virtio-net queue pairs (multiqueue); the guest enables them all (ethtool -L)."""
+    hugepages: Literal["thp", "2M", "1G"] = "thp"
+    """Guest memory: thp is QEMU's anonymous memory, advised for transparent huge pages; 2M or
+    1G puts it on hugetlbfs pages the run reserves on the host and gives back afterwards."""
     disk: QemuDisk = QemuDisk()
     kernel: Literal["amd64", "cloud-amd64"] = "amd64"
     kernel_form: Literal["auto", "vmlinux", "bzimage"] = "auto"
@@ -126,7 +143,34 @@ class QemuSettings(PlatformSettings):
             raise ValueError(f"kernel: cloud-amd64 has no {self.nic} driver; use kernel: amd64")
         if self.memory < 128 << 20:
             raise ValueError("memory: at least 128M (the initramfs lives in guest memory)")
+        if (self.vhost or self.queues > 1) and self.nic != "virtio-net":
+            raise ValueError("vhost and queues are virtio-net's: set nic: virtio-net")
+        if self.hugepages != "thp" and self.memory % (PAGE_KIB[self.hugepages] << 10):
+            raise ValueError(f"memory: a multiple of the {self.hugepages} huge page size")
+        if self.accel == "tcg" and (self.cpu or "").split(",")[0] == "host":
+            raise ValueError("cpu: host needs KVM; under TCG use max or a named model")
         return self
+
+    def host_misfits(self, count: int) -> list[str]:
+        out = []
+        if self.vhost and not os.path.exists(VHOST_NET):
+            out.append(
+                f"vhost: on needs {VHOST_NET}, which this host lacks "
+                "(modprobe vhost_net, or set vhost: off)"
+            )
+        if self.hugepages != "thp":
+            out += filter(None, [hugepages.misfit(self.hugepages, count * self.memory)])
+        model = (self.cpu or "").split(",")[0]
+        if model and which(QEMU) and model not in cpu_models():
+            out.append(f"cpu: {model} is no CPU model of this QEMU (see {QEMU} -cpu help)")
+        return out
+
+
+@functools.cache
+def cpu_models() -> frozenset[str]:
+    """The CPU models this QEMU knows (``-cpu help``), host and max among them."""
+    out = subprocess.run([QEMU, "-cpu", "help"], capture_output=True, text=True, check=False)
+    return frozenset(ln.split()[1] for ln in out.stdout.splitlines() if ln.startswith("x86 "))
 
 
 # the KVM probe ----------------------------------------------------------------------------
@@ -186,7 +230,6 @@ def _probe_kvm(cache: Path | None) -> AccelVerdict:
             reached = guest.console.wait_for("init", start + PROBE_SECONDS, guest.alive)
         finally:
             guest.kill()
-        last_words = _first_error(guest.stderr)
     if reached:
         return AccelVerdict("kvm", f"a stock guest reached init under KVM in {reached:.1f} s")
     hint = ""
@@ -195,7 +238,7 @@ def _probe_kvm(cache: Path | None) -> AccelVerdict:
     why = (
         f"did not reach init in {PROBE_SECONDS:.0f} s"
         if guest.proc.returncode == -9
-        else f"made QEMU fail ({last_words})"
+        else f"made QEMU fail ({guest.last_words()})"
     )
     return AccelVerdict("tcg", f"/dev/kvm is present but a stock guest {why}{hint}")
 
@@ -300,12 +343,15 @@ class Guest:
                 stderr=err,
                 start_new_session=True,
             )
+        console = Console(proc.stdout, prefix.with_suffix(".console.log"), started)
+        console.start()
         try:
             process = ledger.add_process(proc.pid)
         except psutil.Error as e:
-            raise InstanceError(f"{machine.name}: QEMU exited at once: {_tail(stderr)}") from e
-        console = Console(proc.stdout, prefix.with_suffix(".console.log"), started)
-        console.start()
+            proc.wait()
+            console.join(5)
+            words = last_words(proc.returncode, stderr=stderr, console=console.log)
+            raise InstanceError(f"{machine.name}: QEMU exited at once ({words})") from e
         agent = GuestAgent(machine.agent_socket, machine.name)
         return cls(machine, proc, process, console, agent, started, stderr)
 
@@ -319,10 +365,14 @@ class Guest:
         except InstanceError as e:
             if not self.alive():
                 raise InstanceError(
-                    f"{self.machine.name}: QEMU exited: {_tail(self.stderr)}"
+                    f"{self.machine.name}: QEMU exited ({self.last_words()})"
                 ) from e
             raise
         self.console.phases["ready"] = time.monotonic() - self.started
+
+    def last_words(self) -> str:
+        """QEMU's exit status, its stderr (its own errors) and the guest's console."""
+        return last_words(self.proc.poll(), stderr=self.stderr, console=self.console.log)
 
     def kill(self) -> None:
         self.agent.close()
@@ -342,24 +392,6 @@ class Guest:
         finally:
             qmp.close()
         return [int(c["thread-id"]) for c in cpus if isinstance(c, dict) and "thread-id" in c]
-
-
-def _tail(path: Path) -> str:
-    try:
-        lines = path.read_bytes()[-2000:].decode(errors="replace").strip().splitlines()
-    except OSError:
-        return "(no stderr)"
-    return " | ".join(lines[-3:]) or "(no stderr)"
-
-
-def _first_error(path: Path) -> str:
-    """QEMU's first error line, without its program name: the cause, not the consequences."""
-    with contextlib.suppress(OSError):
-        lines = path.read_bytes()[:4000].decode(errors="replace").splitlines()
-        errors = [line for line in lines if "error" in line.lower()] or lines
-        if errors:
-            return errors[0].removeprefix(f"{QEMU}: ")[:160]
-    return "no message"
 
 
 def _boot(img: guest_image.GuestImage, form: str, append: str) -> Boot:
@@ -394,6 +426,9 @@ class QemuInstance(AgentInstance):
     def kill(self) -> None:
         if self.guest:
             self.guest.kill()
+
+    def last_words(self) -> str:
+        return self.guest.last_words() if self.guest else "never started"
 
     def host_pids(self) -> list[int]:
         return [self.guest.proc.pid] if self.guest and self.guest.alive() else []
@@ -435,6 +470,8 @@ class QemuDriver(Driver):
             return
         s = self.qsettings
         tools = set(self.needs.tools)
+        if s.queues > 1 and which("ethtool"):
+            tools.add("ethtool")  # the guest enables the queues beyond its vCPUs with it
         key = (frozenset(tools), s.kernel)
         cached = _IMAGES.get(key)
         if cached is None or not cached.initrd.exists():
@@ -451,6 +488,8 @@ class QemuDriver(Driver):
             self._accel = AccelVerdict(s.accel, "set in the study")
         self._pins: dict[str, list[int]] = {}
         self._overcommit = False
+        self._reserved: list[Resource] = []
+        self._net_queues: dict[str, str] = {}
 
     def machine(self, index: int, prefix: Path) -> Machine:
         s = self.qsettings
@@ -472,6 +511,7 @@ class QemuDriver(Driver):
             agent_socket=f"{prefix}.agent.sock",
             qmp_socket=f"{prefix}.qmp.sock",
             name=f"{self.platform}-{index}",
+            hugepages=None if s.hugepages == "thp" else s.hugepages,
         )
 
     def start(self, count: int, deadline: float) -> list[Instance]:
@@ -482,6 +522,7 @@ class QemuDriver(Driver):
         instances = [QemuInstance(self.platform, i, s.vcpus, s.memory >> 20) for i in range(count)]
         if s.nic != "none":
             self.network.up()  # once, before the instances' threads add their taps
+        self.reserve_hugepages(count)
         self.start_parallel(instances, self._start_one, deadline)
         if s.pin:
             self._pin(instances, cores)
@@ -497,9 +538,9 @@ class QemuDriver(Driver):
         netns = None
         if s.nic != "none":
             tap = f"hvq{os.getpid() % 10000}t{next(_taps)}"
-            made.append(self.network.add_tap(tap))
+            made.append(self.network.add_tap(tap, multi_queue=s.queues > 1))
             mac = f"52:54:00:12:{inst.index >> 8 & 0xFF:02x}:{inst.index & 0xFF:02x}"
-            machine.nics.append(Nic(s.nic, tap, mac))
+            machine.nics.append(Nic(s.nic, tap, mac, s.vhost, s.queues))
             netns = self.network.netns
             inst.address = self.network.address(inst.index)
         if self._rootfs:
@@ -507,8 +548,11 @@ class QemuDriver(Driver):
         if self.needs.data_disk:
             path, description = self.data_disk(prefix, made)
             machine.disks.append(
-                Disk("data", path, s.disk.bus, s.disk.format, s.disk.cache, s.disk.aio, DATA_SERIAL)
-            )
+                Disk(
+                    "data", path, s.disk.bus, s.disk.format, s.disk.cache, s.disk.aio,
+                    DATA_SERIAL, queues=s.disk.queues,
+                )
+            )  # fmt: skip
         guest = Guest.launch(machine, prefix, self.ledger, netns)
         made.append(guest.process)
         inst.guest = guest
@@ -518,6 +562,8 @@ class QemuDriver(Driver):
         except CommandTimeout as e:
             raise InstanceError(f"{inst.name}: not ready in time ({e})") from e
         inst.boot = {k: round(v, 3) for k, v in guest.console.phases.items() if k != "agent"}
+        if s.queues > 1:
+            self._net_queues[inst.name] = enable_queues(inst, s.queues)
         if self.needs.data_disk:
             device = find_disk(inst, DATA_SERIAL)
             format_data_disk(inst, device, description)
@@ -572,6 +618,19 @@ class QemuDriver(Driver):
                 self.ledger.release(inst.resources.pop())
             if inst.guest:
                 inst.guest.console.join(5)
+        self.give_back_hugepages()  # after the guests that held them
+
+    def reserve_hugepages(self, count: int) -> None:
+        """The huge pages ``count`` guests' memory takes, added to the host's pool (2M, 1G)."""
+        s = self.qsettings
+        if s.hugepages != "thp":
+            pages = hugepages.pages_for(s.hugepages, count * s.memory)
+            who = f"platform {self.platform}"
+            self._reserved.append(hugepages.reserve(self.ledger, s.hugepages, pages, who))
+
+    def give_back_hugepages(self) -> None:
+        while getattr(self, "_reserved", None):
+            self.ledger.release(self._reserved.pop())
 
     def describe(self) -> dict:
         info = super().describe()
@@ -586,7 +645,13 @@ class QemuDriver(Driver):
                 "overcommit": self._overcommit,
                 "host_cores": os.cpu_count(),
                 "qemu": _qemu_version(),
+                "cpu": self.qsettings.cpu or ("host" if accel.accel == "kvm" else "max"),
+                # KVM inside a virtual machine: functional, its figures are no KVM's
+                "nested": accel.accel == "kvm" and _host_is_a_guest(),
+                "memory_backing": _memory_backing(self.qsettings.hugepages),
             }
+            if self._net_queues:
+                info["resolved"]["net_queues"] = self._net_queues
         if image:
             info["image"] = image.manifest
         rootfs = getattr(self, "_rootfs", None)
@@ -599,6 +664,37 @@ class QemuDriver(Driver):
                 "files_sha256": hashlib.sha256(listing.encode()).hexdigest(),
             }
         return info
+
+
+def _host_is_a_guest() -> bool:
+    """Whether this host is itself a virtual machine (the CPU's hypervisor flag)."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return "hypervisor" in line.split()
+    return False
+
+
+def _memory_backing(size: str) -> str:
+    """How guest memory was backed, for the report's provenance."""
+    if size != "thp":
+        return f"hugetlbfs {size} pages (memfd), reserved on the host for the run"
+    with contextlib.suppress(OSError):
+        mode = Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text()
+        chosen = mode[mode.index("[") + 1 : mode.index("]")]
+        return f"anonymous memory, transparent huge pages: {chosen}"
+    return "anonymous memory"
+
+
+def enable_queues(inst: Instance, queues: int) -> str:
+    """Enable every virtio-net queue pair in the guest (Linux enables one per vCPU by itself)
+    and say how many are active, from sysfs; why not, where the guest has no ethtool."""
+    result = inst.exec(["sh", "-c", f"ethtool -L eth0 combined {queues}"], timeout=60)
+    listing = inst.exec(["ls", "/sys/class/net/eth0/queues"], timeout=60).text().split()
+    active = sum(1 for q in listing if q.startswith("rx-"))
+    if result.ok:
+        return f"{active} of {queues} active"
+    return f"{active} of {queues} active (ethtool -L failed: {result.describe_failure()[:120]})"
 
 
 def guest_disks(inst: Instance) -> dict[str, str]:

@@ -57,6 +57,8 @@ class Disk:
     aio: Aio = "threads"
     serial: str = ""
     slot: int = 0
+    queues: int = 1
+    """virtio-blk's request queues (``num-queues``), each with its own interrupt."""
     """Position among the machine's IDE disks (IDE buses take fixed units)."""
 
     def args(self, machine: MachineType) -> list[str]:
@@ -77,6 +79,7 @@ class Disk:
                     "virtio-blk-device" if microvm else "virtio-blk-pci",
                     drive=self.id,
                     serial=serial,
+                    num_queues=self.queues if self.queues > 1 else None,
                 )
             ],
             "virtio-scsi": [
@@ -106,15 +109,35 @@ class Nic:
     model: NicModel
     tap: str
     mac: str
+    vhost: bool = False
+    """virtio-net's data path in the host kernel (vhost-net) instead of QEMU's own thread."""
+    queues: int = 1
+    """virtio-net queue pairs: the tap opens as many, the device gets two vectors each (PCI)."""
 
     def args(self, microvm: bool) -> list[str]:
-        netdev = opts("tap", id=f"{self.tap}n", ifname=self.tap, script="no", downscript="no")
+        multi = self.queues > 1
+        netdev = opts(
+            "tap",
+            id=f"{self.tap}n",
+            ifname=self.tap,
+            script="no",
+            downscript="no",
+            vhost=True if self.vhost else None,
+            queues=self.queues if multi else None,
+        )
         model = {
             "virtio-net": "virtio-net-device" if microvm else "virtio-net-pci",
             "e1000": "e1000",
             "rtl8139": "rtl8139",
         }[self.model]
-        return ["-netdev", netdev, "-device", opts(model, netdev=f"{self.tap}n", mac=self.mac)]
+        device = opts(
+            model,
+            netdev=f"{self.tap}n",
+            mac=self.mac,
+            mq=True if multi else None,
+            vectors=2 * self.queues + 2 if multi and not microvm else None,
+        )
+        return ["-netdev", netdev, "-device", device]
 
 
 @dataclass(frozen=True)
@@ -142,6 +165,9 @@ class Machine:
     name: str = "hvbench"
     nics: list[Nic] = field(default_factory=list)
     disks: list[Disk] = field(default_factory=list)
+    hugepages: Literal["2M", "1G"] | None = None
+    """Guest memory on hugetlbfs pages of this size (a memfd), reserved on the host beforehand;
+    None: QEMU's anonymous memory, which it advises for transparent huge pages."""
 
     def guest_modules(self) -> list[str]:
         """The guest driver modules this machine's devices need, in load order."""
@@ -155,7 +181,8 @@ class Machine:
     def argv(self, qemu: str = "qemu-system-x86_64") -> list[str]:
         """The command line; the console is the serial port, on QEMU's stdout."""
         microvm = self.type == "microvm"
-        machine = opts(self.type, accel=self.accel)
+        backend = "ram" if self.hugepages else None
+        machine = opts(self.type, accel=self.accel, memory_backend=backend)
         argv = [
             qemu,
             "-name", opts(self.name),
@@ -175,6 +202,9 @@ class Machine:
             "-device", "virtio-serial-device" if microvm else "virtio-serial-pci",
             "-device", opts("virtserialport", chardev="agent", name=AGENT_PORT),
         ]  # fmt: skip
+        if self.hugepages:
+            argv += ["-object", opts("memory-backend-memfd", id="ram", size=f"{self.memory_mib}M",
+                                     hugetlb=True, hugetlbsize=self.hugepages)]  # fmt: skip
         if self.boot.initrd:
             argv += ["-initrd", self.boot.initrd]
         for nic in self.nics:

@@ -132,15 +132,6 @@ class LineRelay(threading.Thread):
         self._client = None
         self._to_guest.clear()
 
-    def tail(self) -> str:
-        """The last lines of the console log, for an error message."""
-        try:
-            text = self.log.read_bytes()[-3000:].decode(errors="replace") if self.log else ""
-        except OSError:
-            text = ""
-        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-        return " | ".join(lines[-3:]) or "(no console output)"
-
     def stop(self) -> None:
         with contextlib.suppress(OSError):
             os.write(self._wake_w, b"x")

@@ -45,6 +45,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from hvbench.drivers.agent_instance import AgentInstance
 from hvbench.drivers.base import Availability, Driver, Instance, PlatformSettings, format_data_disk
+from hvbench.drivers.last_words import last_words
 from hvbench.drivers.qemu import Console
 from hvbench.drivers.serial_relay import LineRelay
 from hvbench.errors import CommandTimeout, HvbenchError, InstanceError
@@ -403,6 +404,12 @@ class UmlInstance(AgentInstance):
     def agent_channel(self) -> GuestAgent | None:
         return self.agent
 
+    def guest_ram(self, path: str, size: int) -> bool:
+        """UML's physical memory is a file it creates unlinked (O_TMPFILE, in /dev/shm or its
+        TMPDIR), mapped in pieces around the kernel image by the kernel and each of its
+        processes: every mapping of a file that no longer exists."""
+        return path.startswith("/") and not os.path.exists(path)
+
     def host_pids(self) -> list[int]:
         """The UML kernel and every process it made (one per guest address space, helpers)."""
         if not self.alive():
@@ -416,6 +423,12 @@ class UmlInstance(AgentInstance):
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+    def last_words(self) -> str:
+        """UML's exit status and its console (its kernel's messages and its own errors)."""
+        if self.proc is None:
+            return "never started"
+        return last_words(self.proc.poll(), console=self.console.log if self.console else None)
 
     def kill(self) -> None:
         if self.agent:
@@ -579,19 +592,20 @@ class UmlDriver(Driver):
             )
         finally:
             theirs.close()
+        inst.console = Console(inst.proc.stdout, Path(f"{prefix}.console.log"), started)
+        inst.console.start()
         try:
             inst.resources.append(self.ledger.add_process(inst.proc.pid))
         except psutil.Error as e:
-            raise InstanceError(f"{inst.name}: UML exited at once") from e
-        log = Path(f"{prefix}.console.log")
-        inst.console = Console(inst.proc.stdout, log, started)
-        inst.console.start()
+            inst.proc.wait()
+            inst.console.join(5)
+            raise InstanceError(f"{inst.name}: UML exited at once ({inst.last_words()})") from e
         inst.agent = GuestAgent(sock.name, inst.name)
         try:
             inst.agent.wait_ready(min(deadline, started + s.boot_timeout), inst.alive)
         except InstanceError as e:
             why = "exited" if not inst.alive() else "did not answer in time"
-            raise InstanceError(f"{inst.name}: UML {why}: {_tail(log)}") from e
+            raise InstanceError(f"{inst.name}: UML {why} ({inst.last_words()})") from e
         inst.console.phases["ready"] = time.monotonic() - started
         inst.boot = {k: round(v, 3) for k, v in inst.console.phases.items() if k != "agent"}
         if s.nic == "vector":
@@ -633,11 +647,3 @@ class UmlDriver(Driver):
             }
             info["image"] = self._image.manifest
         return info
-
-
-def _tail(path: Path) -> str:
-    try:
-        lines = path.read_bytes()[-3000:].decode(errors="replace").strip().splitlines()
-    except OSError:
-        return "(no console output)"
-    return " | ".join(ln.strip() for ln in lines[-3:]) or "(no console output)"

@@ -47,6 +47,7 @@ from hvbench.drivers.base import (
     PlatformSettings,
     format_data_disk,
 )
+from hvbench.drivers.last_words import last_words
 from hvbench.drivers.serial_relay import LineRelay
 from hvbench.errors import CommandTimeout, HvbenchError, InstanceError
 from hvbench.guest import image as guest_image
@@ -185,6 +186,10 @@ class XenInstance(AgentInstance):
             return None
         result = _xl("list", str(self.domid), timeout=60)
         return xl_list_times(result.stdout.decode(errors="replace")).get(self.domid)
+
+    def last_words(self) -> str:
+        """A domain is no process of ours: its console says what became of it."""
+        return last_words(None, console=self.relay.log if self.relay else None)
 
     def alive(self) -> bool:
         if self.domid is None:
@@ -456,7 +461,7 @@ class XenDriver(Driver):
             inst.agent.wait_ready(deadline, inst.alive)
         except (CommandTimeout, InstanceError) as e:
             why = "exited" if not inst.alive() else "did not answer in time"
-            raise InstanceError(f"{inst.name}: the domain {why}: {inst.relay.tail()}") from e
+            raise InstanceError(f"{inst.name}: the domain {why} ({inst.last_words()})") from e
 
     def stop(self, instances: list[Instance]) -> None:
         for inst in instances:

@@ -91,9 +91,9 @@ class GuestAgent:
             self._sock = sock
         return self._sock
 
-    def _send(self, message: dict) -> None:
+    def _send(self, message: dict, prefix: bytes = b"") -> None:
         try:
-            self._connect().sendall(json.dumps(message).encode() + b"\n")
+            self._connect().sendall(prefix + json.dumps(message).encode() + b"\n")
         except OSError as e:
             self.close()
             raise InstanceError(f"{self.name}: agent connection lost ({e.strerror})") from e
@@ -129,44 +129,62 @@ class GuestAgent:
 
     def sync(self, timeout: float) -> None:
         """Resynchronise the stream: drop whatever is pending, up to the answer to a fresh id."""
-        deadline = time.monotonic() + timeout
         with self._lock:
-            token = random.randrange(1, 1 << 31) ^ next(_counter)
-            self._send({"execute": "guest-sync-delimited", "arguments": {"id": token}})
-            while True:
-                while SENTINEL not in self._buf:
-                    self._buf = b""
-                    self._fill(deadline)
-                self._buf = self._buf[self._buf.index(SENTINEL) + 1 :]
-                try:
-                    answer = json.loads(self._line(deadline))
-                except ValueError:
-                    continue
-                if isinstance(answer, dict) and answer.get("return") == token:
-                    self._synced = True
-                    return
+            self._sync(timeout, set())
+
+    def _sync(self, timeout: float, accept: set[int]) -> int:
+        """Send guest-sync-delimited with a fresh id (added to ``accept``) and return the first
+        id of ``accept`` answered, dropping everything else; in sync if that is the fresh one."""
+        deadline = time.monotonic() + timeout
+        token = random.randrange(1, 1 << 31) ^ next(_counter)
+        accept.add(token)
+        self._synced = False
+        # SENTINEL first resets qemu-ga's JSON parser: the tail of a request cut off when the
+        # guest (re)opened its port would otherwise make it read every later one as garbage
+        self._send({"execute": "guest-sync-delimited", "arguments": {"id": token}}, SENTINEL)
+        while True:
+            while SENTINEL not in self._buf:
+                self._buf = b""
+                self._fill(deadline)
+            self._buf = self._buf[self._buf.index(SENTINEL) + 1 :]
+            try:
+                answer = json.loads(self._line(deadline))
+            except ValueError:
+                continue
+            if isinstance(answer, dict) and answer.get("return") in accept:
+                self._synced = answer["return"] == token
+                return answer["return"]
 
     def wait_ready(self, deadline: float, alive: Any = None) -> None:
         """Poll until the agent answers (the guest is booted), or raise past ``deadline``.
 
         A sync sent before qemu-ga opened its port may be lost, so it is resent every
-        ``POLL`` seconds on the same connection; a late answer to an older one is skipped."""
+        ``POLL`` seconds on the same connection. The answer to any of them means ready: on a
+        loaded host qemu-ga may take longer than ``POLL`` to answer, and waiting for the
+        answer to the latest one only would then never end (each comes too late for its own
+        wait); the stream is then resynchronised past the answers still due."""
+        sent: set[int] = set()
         while True:
             if alive is not None and not alive():
                 raise InstanceError(f"{self.name}: the guest exited while booting")
             tried = time.monotonic()
             try:
-                self.sync(min(POLL, max(0.01, deadline - tried)))
-                return
+                with self._lock:
+                    self._sync(min(POLL, max(0.01, deadline - tried)), sent)
+                break
             except CommandTimeout:  # a transport that gives up at once must not spin
                 time.sleep(max(0.0, tried + POLL - time.monotonic()))
             except InstanceError:
                 self.close()  # not listening yet, or reset: connect again
+                sent.clear()
                 time.sleep(POLL)
             if time.monotonic() >= deadline:
                 raise CommandTimeout(
                     f"{self.name}: the guest agent did not answer before the deadline"
                 )
+        with self._lock:
+            if not self._synced:
+                self._sync(max(POLL, deadline - time.monotonic()), set())
 
     def _request(self, message: dict, timeout: float) -> bytes:
         """Send one command on the synchronised stream and return its answer line."""

@@ -100,6 +100,11 @@ def _virtualization() -> str:
         return "unknown"
 
 
+def capacity() -> tuple[int, int]:
+    """This host's memory in bytes and its logical cores: what a study's instances must fit."""
+    return psutil.virtual_memory().total, psutil.cpu_count() or 1
+
+
 def collect() -> dict:
     """The host inventory: CPU, cores, memory, kernel, distribution, virtualization, tools."""
     cpu = _cpuinfo()

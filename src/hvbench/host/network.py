@@ -69,12 +69,14 @@ class RunNetwork:
 
     # ways in -----------------------------------------------------------------------------
 
-    def add_tap(self, name: str) -> Resource:
-        """A tap on the bridge, for a guest whose VMM runs inside the namespace; release the
-        returned resource through the ledger to remove it."""
+    def add_tap(self, name: str, multi_queue: bool = False) -> Resource:
+        """A tap on the bridge, for a guest whose VMM runs inside the namespace (one that opens
+        it once per queue with ``multi_queue``); release the returned resource through the
+        ledger to remove it."""
         self.up()
         res = self.ledger.add("link", name, netns=self.netns)
-        _ip("-n", self.netns, "tuntap", "add", "dev", name, "mode", "tap")
+        flags = ["multi_queue"] if multi_queue else []
+        _ip("-n", self.netns, "tuntap", "add", "dev", name, "mode", "tap", *flags)
         _ip("-n", self.netns, "link", "set", name, "master", BRIDGE, "up")
         return res
 

@@ -105,6 +105,14 @@ def _destroy_xen_domain(res: Resource) -> None:
     _run_quiet(["xl", "destroy", res.name])
 
 
+def _give_back_hugepages(res: Resource) -> None:
+    """Huge pages a run added to the host's pool (``name`` is the pool's nr_hugepages file):
+    the pool shrinks by as many, never below what others hold in it."""
+    path = Path(res.name)
+    current = int(path.read_text())
+    path.write_text(str(max(0, current - int(res.extra["pages"]))))
+
+
 def _remove_path(res: Resource) -> None:
     path = Path(res.name)
     if path.is_dir() and not path.is_symlink():
@@ -124,6 +132,7 @@ UNDO: dict[str, Callable[[Resource], None]] = {
     "domain": _destroy_domain,
     "volume": _delete_volume,
     "xendomain": _destroy_xen_domain,
+    "hugepages": _give_back_hugepages,
 }
 
 
@@ -165,6 +174,12 @@ class Ledger:
         """Remove one resource now."""
         with contextlib.suppress(Exception):
             UNDO[res.kind](res)
+        with self._lock:
+            if self._live.pop(res.id, None) is not None:
+                self._write({"op": "del", "id": res.id})
+
+    def forget(self, res: Resource) -> None:
+        """Drop a resource that was recorded but, as it turned out, never made."""
         with self._lock:
             if self._live.pop(res.id, None) is not None:
                 self._write({"op": "del", "id": res.id})

@@ -2,16 +2,29 @@
 
 Views: ``single`` (per-instance value), ``aggregate`` (sum over instances), ``per_core``
 (aggregate per busy host core). Numbers are written at full precision; empty means "not
-applicable".
+applicable". Every row names what ran: ``accel`` (kvm or tcg, pv/pvh/hvm, systrap/ptrace; empty
+for drivers with nothing to choose), ``label`` (the name the report gives the platform) and
+``platform_settings`` (the settings that define it, as compact JSON); ``headline`` says whether
+the metric is its workload's answer, ``suspect`` why a figure above the baseline is not a win.
+
+Against the baseline: ``pct_of_baseline`` (% of native, 100 = native, less is worse in either
+direction) and ``ratio_to_baseline`` (mean / baseline's mean), each with the bounds of its 95%
+interval (``*_ci_low``, ``*_ci_high``: Fieller's, holding both series' noise; empty when not
+tested, ``inf``/``-inf`` when unbounded); ``n_baseline`` the baseline's repetitions; ``p_value``
+Welch's test at the interval's degrees of freedom, ``significant`` the interval excludes 100%;
+``vs_baseline`` what may be said: loss, gain, no significant difference (the interval within
+±5%), inconclusive, not tested (fewer than 2 repetitions on a side), or baseline.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import json
 import math
 
 from hvbench.analysis.normalize import Normalized
+from hvbench.analysis.platforms import defining_settings
 from hvbench.analysis.run import MetricResult, RunAnalysis
 from hvbench.analysis.stats import Summary
 
@@ -20,6 +33,8 @@ COLUMNS = [
     "study",
     "platform",
     "driver",
+    "accel",
+    "label",
     "workload",
     "instances",
     "metric",
@@ -35,18 +50,32 @@ COLUMNS = [
     "ci95_high",
     "outliers",
     "pct_of_baseline",
+    "pct_of_baseline_ci_low",
+    "pct_of_baseline_ci_high",
     "pct_loss",
     "ratio_to_baseline",
+    "ratio_to_baseline_ci_low",
+    "ratio_to_baseline_ci_high",
+    "n_baseline",
     "p_value",
     "significant",
+    "vs_baseline",
     "scaling_efficiency",
     "overcommit",
     "host_cpu_vs_baseline",
+    "headline",
+    "suspect",
+    "platform_settings",
 ]
 
 
 def _f(x: float | None) -> str:
     return "" if x is None or (isinstance(x, float) and not math.isfinite(x)) else repr(float(x))
+
+
+def _bound(x: float) -> str:
+    """An interval's bound: ``inf``/``-inf`` where unbounded, empty where there is none."""
+    return repr(float(x)) if math.isinf(x) else _f(x)
 
 
 def _views(r: MetricResult) -> list[tuple[str, Summary, Normalized | None]]:
@@ -64,6 +93,9 @@ def render(a: RunAnalysis) -> str:
     w.writerow(COLUMNS)
     for r in a.results:
         c = r.cell
+        settings = json.dumps(
+            defining_settings(c.platform_settings), separators=(",", ":"), sort_keys=True
+        )
         for view, s, norm in _views(r):
             w.writerow(
                 [
@@ -71,6 +103,8 @@ def render(a: RunAnalysis) -> str:
                     a.study_name,
                     c.platform,
                     c.driver,
+                    c.accel or "",
+                    a.label(c.platform),
                     c.workload,
                     c.instances,
                     r.name,
@@ -86,13 +120,22 @@ def render(a: RunAnalysis) -> str:
                     _f(s.ci_high),
                     len(s.outliers),
                     _f(norm.pct_of_native) if norm else "",
+                    _bound(norm.pct_low) if norm else "",
+                    _bound(norm.pct_high) if norm else "",
                     _f(norm.pct_loss) if norm else "",
                     _f(norm.ratio) if norm else "",
+                    _bound(norm.ratio_low) if norm else "",
+                    _bound(norm.ratio_high) if norm else "",
+                    norm.n_baseline if norm else "",
                     _f(norm.p_value) if norm else "",
                     norm.significant if norm else "",
+                    norm.reading() if norm else "",
                     _f(r.efficiency) if view == "aggregate" else "",
                     "" if r.overcommit is None else r.overcommit,
                     _f(r.cost_vs_baseline) if view == "per_core" else "",
+                    r.headline,
+                    r.suspect or "",
+                    settings,
                 ]
             )
     return buf.getvalue()

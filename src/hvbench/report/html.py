@@ -18,10 +18,12 @@ from hvbench.analysis.run import RunAnalysis
 from hvbench.analysis.verdict import headline, verdicts
 from hvbench.report.comparison import changes_table, summary_lines
 from hvbench.report.tables import (
-    NOT_SIGNIFICANT,
+    SUSPECT,
     Table,
     cost_table,
     host_table,
+    muted,
+    noise_table,
     provenance,
     symmetry_table,
     workload_tables,
@@ -62,7 +64,7 @@ def render(a: RunAnalysis) -> str:
         if name is not None:
             figs += _svg(plots.scaling(a, w, name))
         sections.append(_Section(w, figs, workload_tables(a, w)))
-    platforms = {c.platform: c.platform_settings for c in a.cells}
+    platforms = {a.label(c.platform): c.platform_settings for c in a.cells}
     workloads = {c.workload: c.workload_settings for c in a.cells}
     return _ENV.get_template("report.html.j2").render(
         a=a,
@@ -70,6 +72,7 @@ def render(a: RunAnalysis) -> str:
         started=a.created_at.strftime("%Y-%m-%d %H:%M") if a.created_at else "",
         hostname=str(a.inventory.get("hostname", "unknown host")),
         verdicts=verdicts(a),
+        noise_table=noise_table(a),
         workloads=sections,
         symmetry_table=symmetry_table(a),
         symmetry_plot=next(iter(_svg(plots.symmetry(a))), None),
@@ -80,14 +83,16 @@ def render(a: RunAnalysis) -> str:
         platforms=[(k, _pretty(v)) for k, v in platforms.items()],
         workload_settings=[(k, _pretty(v)) for k, v in workloads.items()],
         artifacts=[(k, _pretty(v)) for k, v in sorted(a.artifacts.items())],
-        ns_mark=NOT_SIGNIFICANT,
+        muted=muted,
+        suspect_mark=SUSPECT,
+        baseline_label=a.label(a.baseline) if a.baseline else None,
     )
 
 
 def render_comparison(c: Comparison) -> str:
     return _ENV.get_template("compare.html.j2").render(
         c=c,
-        title=f"hvbench compare: {c.b.run_id} against {c.a.run_id}",
+        title=f"hvbench compare: {Comparison.label(c.b)} against {Comparison.label(c.a)}",
         lines=summary_lines(c),
         table=changes_table(c),
     )

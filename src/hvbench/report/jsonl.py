@@ -1,8 +1,16 @@
 """JSON lines: one sample per line (metric, value, unit, metadata), the shape of
 PerfKitBenchmarker's samples, so that dashboards that read those read hvbench's too.
 
-One line per metric of one instance in one repetition; derived figures (aggregates, % of
-native) are the CSV's business.
+One line per metric of one instance in one repetition. Its metadata names what ran: ``accel``
+(kvm or tcg, pv/pvh/hvm, systrap/ptrace; null for drivers with nothing to choose), ``label``
+(the name the report gives the platform) and ``platform_settings`` (the settings that define
+it); and it carries the cell's per-instance figure against the baseline, so that no line can be
+read without its uncertainty: ``pct_of_baseline`` (% of native, 100 = native, less is worse),
+its 95% interval ``pct_of_baseline_ci_low``/``_high`` (Fieller's; null when not tested or
+unbounded), ``n``/``n_baseline`` (repetitions on each side) and ``vs_baseline``: loss, gain, no
+significant difference (the interval within ±5%), inconclusive (null bounds: unbounded), not
+tested (fewer than 2 repetitions on a side) or baseline. Other derived figures (aggregates,
+per-core costs) are the CSV's business.
 """
 
 from __future__ import annotations
@@ -12,7 +20,9 @@ import math
 from datetime import UTC, datetime
 
 from hvbench.analysis.compare import Comparison
-from hvbench.analysis.run import RunAnalysis
+from hvbench.analysis.platforms import defining_settings
+from hvbench.analysis.run import MetricResult, RunAnalysis
+from hvbench.report.comparison import platform_label, ran_on
 
 
 def _epoch(when: datetime | None) -> float | None:
@@ -28,6 +38,9 @@ def render(a: RunAnalysis) -> str:
             "study": a.study_name,
             "platform": c.platform,
             "driver": c.driver,
+            "accel": c.accel,
+            "label": a.label(c.platform),
+            "platform_settings": defining_settings(c.platform_settings),
             "workload": c.workload,
             "instances": c.instances,
             "baseline": a.baseline,
@@ -36,22 +49,30 @@ def render(a: RunAnalysis) -> str:
         for c in a.cells
     }
     names = {c.id: c.workload_name for c in a.cells}
+    versus = {(r.cell.id, r.name): _versus(r) for r in a.results}
     lines = []
-    for cell_id, rep, inst, name, value, text, unit, hib in a.rows:
-        when = a.started.get((cell_id, rep))
-        meta = {**cells[cell_id], "repetition": rep, "instance": inst, "higher_is_better": hib}
-        if text is not None:
-            meta["text"] = text
+    for m in a.rows:
+        when = a.started.get((m.cell_id, m.repetition))
+        meta = {
+            **cells[m.cell_id],
+            "repetition": m.repetition,
+            "instance": m.instance,
+            "higher_is_better": m.higher_is_better,
+            "headline": m.headline,
+        }
+        meta.update(versus.get((m.cell_id, m.name), {}))
+        if m.text is not None:
+            meta["text"] = m.text
         lines.append(
             json.dumps(
                 {
-                    "metric": name,
-                    "value": value,
-                    "unit": unit,
+                    "metric": m.name,
+                    "value": m.value,
+                    "unit": m.unit,
                     "metadata": meta,
                     "timestamp": _epoch(when),
                     "run_uri": a.run_id,
-                    "test": names[cell_id],
+                    "test": names[m.cell_id],
                     "product_name": "hvbench",
                 },
                 ensure_ascii=False,
@@ -60,31 +81,64 @@ def render(a: RunAnalysis) -> str:
     return "\n".join(lines) + ("\n" if lines else "")
 
 
+def _versus(r: MetricResult) -> dict:
+    """The cell's single figure against the baseline, for every line of that metric."""
+    v = r.vs_baseline
+    if v is None:
+        return {"n": r.single.n}
+    return {
+        "n": v.n,
+        "n_baseline": v.n_baseline,
+        "pct_of_baseline": _finite(v.pct_of_native),
+        "pct_of_baseline_ci_low": _finite(v.pct_low),
+        "pct_of_baseline_ci_high": _finite(v.pct_high),
+        "vs_baseline": v.reading(),
+    }
+
+
 def render_comparison(c: Comparison) -> str:
-    """One line per shared metric: the change, its CI, p-value and verdict."""
+    """One line per shared metric: the change, its interval (null where not tested or
+    unbounded: ``ci_bounded`` tells which), Welch's p-value raw and adjusted by Holm's step-down
+    within its family (``family``: headline, which gates the exit code, or other), the smallest
+    change it could have detected, and the verdict."""
     lines = []
+    families = {True: len(c.family(True)), False: len(c.family(False))}
     for ch in c.changes:
-        d = ch.diff
+        r = ch.judged.ratio
         lines.append(
             json.dumps(
                 {
                     "metric": ch.name,
-                    "value": _finite(d.change),
+                    "value": _finite(ch.change),
                     "unit": "relative change",
                     "metadata": {
-                        "run_a": c.a.run_id,
-                        "run_b": c.b.run_id,
+                        "run_a": Comparison.label(c.a),
+                        "run_b": Comparison.label(c.b),
+                        "observations": "runs" if c.by_run else "repetitions",
+                        "allowance": c.allowance,
                         "platform": ch.platform,
+                        "label": platform_label(c, ch.platform),
+                        "accel_a": ran_on(c.a, ch.platform),
+                        "accel_b": ran_on(c.b, ch.platform),
                         "workload": ch.workload,
                         "instances": ch.instances,
                         "unit": ch.unit,
                         "higher_is_better": ch.higher_is_better,
-                        "mean_a": ch.a.single.mean,
-                        "mean_b": ch.b.single.mean,
-                        "ci_low": _finite(d.ci_low),
-                        "ci_high": _finite(d.ci_high),
+                        "n_a": r.n_a,
+                        "n_b": r.n_b,
+                        "mean_a": ch.a.mean,
+                        "mean_b": ch.b.mean,
+                        "ci_low": _finite(ch.ci_low),
+                        "ci_high": _finite(ch.ci_high),
+                        "ci_bounded": r.bounded,
                         "confidence": 1 - c.alpha,
-                        "p_value": _finite(d.p_value),
+                        "p_value": _finite(r.p_value),
+                        "p_holm": _finite(ch.judged.p_holm),
+                        "correction": "holm",
+                        "family": "headline" if ch.headline else "other",
+                        "family_size": families[ch.headline],
+                        "gating": ch.headline,
+                        "detectable": _finite(ch.judged.detectable),
                         "threshold": c.threshold,
                         "verdict": ch.verdict,
                     },

@@ -10,6 +10,7 @@ from hvbench.report.tables import (
     Table,
     all_tables,
     fit,
+    noise_table,
     pct_table,
     provenance,
     values_table,
@@ -39,8 +40,11 @@ def render(a: RunAnalysis) -> str:
     out += ["## Tables", ""]
     for t in all_tables(a):
         out += [table_markdown(t), ""]
-    if a.warnings:
-        out += ["## Warnings", "", *(f"- {_cell(w)}" for w in a.warnings), ""]
+    noise = noise_table(a)
+    if a.warnings or noise:
+        out += ["## Warnings", ""]
+        out += [table_markdown(noise), ""] if noise else []
+        out += [*(f"- {_cell(w)}" for w in a.warnings), ""] if a.warnings else []
     out += ["## Provenance", "", "| | |", "|---|---|"]
     out += [f"| {_cell(k)} | {_cell(v)} |" for k, v in provenance(a)]
     if a.commands:
@@ -52,7 +56,7 @@ def render(a: RunAnalysis) -> str:
 
 
 def render_comparison(c: Comparison) -> str:
-    out = [f"# hvbench compare: {c.b.run_id} against {c.a.run_id}", ""]
+    out = [f"# hvbench compare: {Comparison.label(c.b)} against {Comparison.label(c.a)}", ""]
     out += ["## Verdict", "", *(f"- {_cell(line)}" for line in summary_lines(c)), ""]
     out += [table_markdown(changes_table(c)), ""]
     for title, items in (("Only in A", c.only_a), ("Only in B", c.only_b)):
@@ -62,11 +66,13 @@ def render_comparison(c: Comparison) -> str:
 
 
 def render_summary(a: RunAnalysis) -> str:
-    """What ``hvbench run`` prints last: the verdicts and the "% of native" tables (the values
-    tables where there is no baseline)."""
+    """What ``hvbench run`` prints last: the verdicts, the "% of native" tables (the values
+    tables where there is no baseline) and the noisy figures."""
     out = [*(f"- {_cell(v)}" for v in verdicts(a)), ""]
     for w in a.workloads():
         for count in a.counts(w):
             t = pct_table(a, w, count) or values_table(a, w, count)
             out += [table_markdown(fit(t)), ""]
+    if (noise := noise_table(a)) is not None:
+        out += [table_markdown(noise), ""]
     return "\n".join(out).lstrip("\n")

@@ -10,12 +10,14 @@ from __future__ import annotations
 import io
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 import matplotlib
 import numpy as np
+from matplotlib.artist import Artist
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 
 from hvbench.analysis.cost import HOST_STATES
 from hvbench.analysis.run import MetricResult, RunAnalysis
@@ -62,9 +64,13 @@ def _figure(
     out.append(_PROLOGUE.sub("", buf.getvalue(), count=1))
 
 
-def _legend(fig: Figure, ax) -> None:
-    """The legend of one axes, in the figure's right margin."""
-    fig.legend(*ax.get_legend_handles_labels(), loc="upper right", fontsize=8, frameon=False)
+def _legend(fig: Figure, ax, extra: Sequence[tuple[Artist, str]] = ()) -> None:
+    """The legend of one axes, and ``extra`` (handle, text) entries, in the figure's right
+    margin."""
+    handles, labels = ax.get_legend_handles_labels()
+    handles += [h for h, _ in extra]
+    labels += [t for _, t in extra]
+    fig.legend(handles, labels, loc="upper right", fontsize=8, frameon=False)
 
 
 def _whiskers(s: Summary, scale: float) -> tuple[float, float]:
@@ -74,29 +80,34 @@ def _whiskers(s: Summary, scale: float) -> tuple[float, float]:
     return (s.mean - s.ci_low) * scale, (s.ci_high - s.mean) * scale
 
 
-def _relative(r: MetricResult, base: MetricResult | None) -> tuple[float, float, float]:
-    """Height and whiskers of a bar: % of the baseline, or the raw mean without one."""
-    s = r.single
-    if base is None or base.single.mean == 0 or s.mean == 0:
-        lo, hi = _whiskers(s, 1.0)
-        return s.mean, lo, hi
-    b = base.single.mean
-    if r.higher_is_better:
-        lo, hi = _whiskers(s, 100 / b)
-        return 100 * s.mean / b, lo, hi
-    # lower is better: b/x is decreasing in x, so the CI's high end gives the bar's low end
-    value = 100 * b / s.mean
-    low = 100 * b / s.ci_high if s.n > 1 and s.ci_high > 0 else value
-    high = 100 * b / s.ci_low if s.n > 1 and s.ci_low > 0 else value
-    return value, value - low, high - value
+def _relative(r: MetricResult, relative: bool) -> tuple[float, float, float, str] | None:
+    """Height, whiskers and a label of a bar. Against the baseline: % of it with the 95%
+    interval of the ratio of means (Fieller's, holding the baseline's noise too), labelled
+    where there is no finite interval; None without a figure against the baseline. Without a
+    baseline: the raw mean and its own interval."""
+    if not relative:
+        lo, hi = _whiskers(r.single, 1.0)
+        return r.single.mean, lo, hi, ""
+    v = r.vs_baseline
+    if v is None or not math.isfinite(v.pct_of_native):
+        return None
+    if v.reference:
+        return v.pct_of_native, 0.0, 0.0, ""
+    if not v.tested:
+        return v.pct_of_native, 0.0, 0.0, f"n={min(v.n, v.n_baseline)}"
+    if not (math.isfinite(v.pct_low) and math.isfinite(v.pct_high)):
+        return v.pct_of_native, 0.0, 0.0, "unbounded"
+    return v.pct_of_native, v.pct_of_native - v.pct_low, v.pct_high - v.pct_of_native, ""
 
 
 def bars(a: RunAnalysis, workload: str, count: int) -> str | None:
-    """Grouped bars: one group per metric, one bar per platform, 95% CI whiskers."""
+    """Grouped bars: one group per headline metric, one bar per platform, 95% CI whiskers (of
+    the ratio to the baseline where there is one); hatched where a figure above the baseline
+    cannot be a win (``MetricResult.suspect``)."""
     names = [
         n
         for n in a.metric_names(workload)
-        if any(a.result(p, workload, n, count) for p in a.platforms)
+        if any((r := a.result(p, workload, n, count)) and r.headline for p in a.platforms)
     ]
     platforms = [p for p in a.platforms if any(a.result(p, workload, n, count) for n in names)]
     if not platforms or not names:
@@ -106,21 +117,30 @@ def bars(a: RunAnalysis, workload: str, count: int) -> str | None:
     width = max(4.0, 1.2 + 0.9 * len(names) * max(1, len(platforms) / 3))
     with _figure(width, 3.4, bottom_in=1.1) as (fig, out):
         ax = fig.add_subplot()
+        # legend entries of their own: a hatched first bar would hatch its platform's entry
+        entries: list[tuple[Artist, str]] = []
+        suspect = False
         for i, p in enumerate(platforms):
-            xs, hs, errs = [], [], [[], []]
+            xs, hs, errs, hatches = [], [], [[], []], []
             for j, n in enumerate(names):
                 r = a.result(p, workload, n, count)
-                if r is None:
+                bar_of = _relative(r, relative) if r is not None else None
+                if bar_of is None:
                     continue
-                base = a.result(a.baseline, workload, n, count) if relative else None
-                if relative and base is None:
-                    continue
-                h, lo, hi = _relative(r, base)
+                h, lo, hi, text = bar_of
                 xs.append(j + (i - (len(platforms) - 1) / 2) * bar)
                 hs.append(h)
                 errs[0].append(lo)
                 errs[1].append(hi)
-            ax.bar(xs, hs, bar, yerr=errs, capsize=2, label=p, color=COLORS[i % len(COLORS)])
+                hatches.append("///" if r.suspect else "")
+                if text:
+                    ax.annotate(text, (xs[-1], h), ha="center", va="bottom", fontsize=6)
+            color = COLORS[i % len(COLORS)]
+            drawn = ax.bar(xs, hs, bar, yerr=errs, capsize=2, color=color)
+            for patch, hatch in zip(drawn.patches, hatches, strict=True):
+                patch.set_hatch(hatch)
+            entries.append((Patch(color=color), a.label(p)))
+            suspect = suspect or any(hatches)
         ax.set_xticks(
             range(len(names)), [n.split(".", 1)[-1] for n in names], rotation=20, ha="right"
         )
@@ -128,7 +148,10 @@ def bars(a: RunAnalysis, workload: str, count: int) -> str | None:
         if relative:
             ax.axhline(100, color="black", linewidth=0.8)
         ax.set_title(f"{workload}, {count} instance{'s' if count > 1 else ''}")
-        _legend(fig, ax)
+        if suspect:
+            hatched = Patch(facecolor="white", edgecolor="black", hatch="///")
+            entries.append((hatched, "not a win\n(see tables)"))
+        _legend(fig, ax, entries)
     return out[0]
 
 
@@ -167,7 +190,7 @@ def scaling(a: RunAnalysis, workload: str, name: str) -> str | None:
                     marker="o",
                     capsize=2,
                     color=color,
-                    label=p,
+                    label=a.label(p),
                 )
                 over = [
                     (c, s.mean)
@@ -194,7 +217,7 @@ def symmetry(a: RunAnalysis) -> str | None:
         return None
     first = min(s.cell.instances for s in a.symmetry)
     pairs = [s for s in a.symmetry if s.cell.instances == first]
-    labels = [f"{s.cell.platform}\n{s.cell.workload}" for s in pairs]
+    labels = [f"{a.label(s.cell.platform)}\n{s.cell.workload}" for s in pairs]
     with _figure(max(4.0, 1.0 + 0.9 * len(pairs)), 3.0) as (fig, out):
         ax = fig.add_subplot()
         x = np.arange(len(pairs))
@@ -241,7 +264,7 @@ def host_cpu(a: RunAnalysis) -> str | None:
                 continue
             ax.bar(x, values, 0.6, bottom=bottom, label=state, color=STATE_COLORS[state])
             bottom += values
-        ax.set_xticks(x, [f"{c.platform}\n{c.workload}" for c in cells])
+        ax.set_xticks(x, [f"{a.label(c.platform)}\n{c.workload}" for c in cells])
         ax.set_ylabel("% of all host cores")
         ax.set_title("host CPU during the measurement")
         _legend(fig, ax)

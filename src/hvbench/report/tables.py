@@ -10,9 +10,21 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from hvbench.analysis.cost import HOST_STATES
-from hvbench.analysis.run import COMPOSITE, CellInfo, MetricResult, RunAnalysis
-from hvbench.analysis.stats import Summary
+from hvbench.analysis.cost import HOST_STATES, work_cost
+from hvbench.analysis.normalize import Normalized, span
+from hvbench.analysis.run import ASYMMETRY, COMPOSITE, CellInfo, MetricResult, RunAnalysis
+from hvbench.analysis.stats import (
+    BIMODAL_LEVEL,
+    EQUIVALENT,
+    INCONCLUSIVE,
+    NOISY_CV,
+    NOT_TESTED,
+    OUTLIER_LEVEL,
+    OUTLIER_MIN_REL,
+    PRACTICAL,
+    Summary,
+    null_threshold,
+)
 
 HOST_KEYS = (
     "hostname",
@@ -26,9 +38,26 @@ HOST_KEYS = (
     "python",
 )
 NOT_SIGNIFICANT = "†"
-NS_NOTE = (
-    f"{NOT_SIGNIFICANT} no significant difference from the baseline (Welch's t test, p ≥ 0.05)"
+INCONCLUSIVE_MARK = "‡"
+CI_NOTE = (
+    "[low–high]: 95% interval of the ratio of means (Fieller's, with Welch's degrees of "
+    "freedom: it holds the baseline's noise as well as the platform's); unbounded when the "
+    "divisor's mean is not significantly above 0"
 )
+NS_NOTE = (
+    f"{NOT_SIGNIFICANT} no significant difference: the interval lies within "
+    f"±{100 * PRACTICAL:.0f}% of the baseline"
+)
+INCONCLUSIVE_NOTE = (
+    f"{INCONCLUSIVE_MARK} inconclusive: the interval holds the baseline's figure but reaches "
+    f"beyond ±{100 * PRACTICAL:.0f}% of it; more repetitions would tell"
+)
+NOT_TESTED_NOTE = (
+    "not tested: fewer than 2 repetitions on a side, so a single measurement with no interval "
+    "and no test"
+)
+SUSPECT = "§"
+"""Marks a figure above the baseline that cannot be a win (``MetricResult.suspect``)."""
 
 
 @dataclass
@@ -83,6 +112,45 @@ def pct(x: float | None) -> str:
     return "n/a" if x is None or not math.isfinite(x) else f"{x:.0f}"
 
 
+def _two(x: float) -> str:
+    return f"{x:.2f}" if math.isfinite(x) else "n/a"
+
+
+def relative(v: Normalized, kind: str = "pct") -> str:
+    """A figure against the baseline with its interval and what it allows one to say: "84
+    [79–90]", "99 [97–102]†" (no significant difference), "95 [85–103]‡" (inconclusive), "11, not
+    tested (1 repetition)"; kind is pct (% of the baseline), loss (100 − that) or ratio."""
+    figure, low, high, fmt = {
+        "pct": (v.pct_of_native, v.pct_low, v.pct_high, pct),
+        "loss": (v.pct_loss, 100 - v.pct_high, 100 - v.pct_low, _two),
+        "ratio": (v.ratio, v.ratio_low, v.ratio_high, _two),
+    }[kind]
+    if v.reference:
+        return fmt(figure)
+    what = v.reading()
+    if what == NOT_TESTED:
+        return f"{fmt(figure)}, {v.describe()}"
+    mark = {EQUIVALENT: NOT_SIGNIFICANT, INCONCLUSIVE: INCONCLUSIVE_MARK}.get(what, "")
+    return f"{fmt(figure)} {span(low, high, fmt)}{mark}"
+
+
+def muted(cell: str) -> bool:
+    """A relative figure that states no difference (HTML greys it)."""
+    return NOT_SIGNIFICANT in cell or INCONCLUSIVE_MARK in cell or NOT_TESTED in cell
+
+
+def relative_notes(cells: list[str]) -> list[str]:
+    """The footnotes that the relative figures in ``cells`` need."""
+    notes = [CI_NOTE] if any("[" in c for c in cells) else []
+    if any(NOT_SIGNIFICANT in c for c in cells):
+        notes.append(NS_NOTE)
+    if any(INCONCLUSIVE_MARK in c for c in cells):
+        notes.append(INCONCLUSIVE_NOTE)
+    if any(NOT_TESTED in c for c in cells):
+        notes.append(NOT_TESTED_NOTE)
+    return notes
+
+
 def _label(r: MetricResult) -> str:
     arrow = "↑" if r.higher_is_better else "↓"
     return f"{r.name} ({r.unit}) {arrow}"
@@ -118,16 +186,28 @@ def values_table(a: RunAnalysis, workload: str, count: int) -> Table:
         kind="values",
         notes=[
             "mean per instance ±half-width of its 95% confidence interval; n = repetitions; "
-            "↑ higher is better, ↓ lower is better"
+            "↑ higher is better, ↓ lower is better; (median …) where some repetitions ran on a "
+            "busier host (see the warnings)"
         ],
     )
+    nested = sorted(
+        {c.platform for c in a.cells if c.platform_settings.get("resolved", {}).get("nested")}
+        & set(platforms)
+    )
+    if nested:
+        t.notes.append(
+            f"{', '.join(nested)}: KVM nested in a virtual machine (resolved nested: true): "
+            "a functional check of the KVM path, not KVM's figures"
+        )
     for p, row in zip(platforms, grid, strict=True):
         n = max((r.single.n for r in row if r), default=0)
         cells = [
-            with_ci(r.single) if r else a.text_only.get((p, workload, name, count), "")
+            (with_ci(r.single) + (f" (median {num(r.single.median)})" if a.skewed(r) else ""))
+            if r
+            else a.text_only.get((p, workload, name, count), "")
             for name, r in zip(names, row, strict=True)
         ]
-        t.rows.append([p, str(n), *cells])
+        t.rows.append([a.label(p), str(n), *cells])
     return t
 
 
@@ -140,35 +220,34 @@ def _relative_table(
     cols = [
         i
         for i, col in enumerate(zip(*grid, strict=True))
-        if any(r and r.vs_baseline for r in col)
+        if any(r and r.vs_baseline and r.headline for r in col)
         and (not only_lower or not next(r for r in col if r).higher_is_better)
     ]
     if not cols:
         return None
     names = [next(r for r in (row[i] for row in grid) if r).name for i in cols]
     t = Table(f"{_count_title(workload, count)}: {title}", ["platform", *names], kind=kind)
-    marked = False
+    suspects: dict[str, str] = {}
     for p, row in zip(platforms, grid, strict=True):
         cells = []
         for i in cols:
             r = row[i]
-            if r is None or r.vs_baseline is None:
+            if r is None or r.vs_baseline is None or not r.headline:
                 cells.append("")
                 continue
-            v = r.vs_baseline
-            text = {
-                "pct": pct(v.pct_of_native),
-                "loss": f"{v.pct_loss:.2f}" if math.isfinite(v.pct_loss) else "n/a",
-                "ratio": f"{v.ratio:.2f}",
-            }[kind]
-            if p != a.baseline and not v.significant:
-                text += NOT_SIGNIFICANT
-                marked = True
+            text = relative(r.vs_baseline, kind)
+            if r.suspect:
+                text += SUSPECT
+                suspects.setdefault(a.label(p), r.suspect)
             cells.append(text)
-        t.rows.append([p, *cells])
+        t.rows.append([a.label(p), *cells])
     t.notes.append(note)
-    if marked:
-        t.notes.append(NS_NOTE)
+    t.notes.append("headline metrics only; side figures are in the report's detail tables")
+    t.notes.extend(relative_notes([c for row in t.rows for c in row[1:]]))
+    t.notes.extend(
+        f"{SUSPECT} {p}: above {a.label(a.baseline)}, not a win: {why}"
+        for p, why in suspects.items()
+    )
     return t
 
 
@@ -225,14 +304,20 @@ def statistics_table(a: RunAnalysis, workload: str) -> Table:
             "mean",
             "sd",
             "CV",
+            "CV across instances",
             "95% CI",
             "outliers",
         ],
         kind="statistics",
         notes=[
             "per-instance figure over repetitions; CI of the mean (Student's t below 10 "
-            "repetitions, else BCa bootstrap widened for small n); outliers by median absolute "
-            "deviation (modified z > 3.5 and more than 2% off the median), from 5 repetitions"
+            "repetitions, else BCa bootstrap widened for small n); CV across instances: within "
+            "each repetition, averaged over them; outliers: repetitions further from the mean "
+            "of the others, in their standard deviations, than 1 clean cell in "
+            f"{round(1 / OUTLIER_LEVEL)} has one at that n "
+            f"({null_threshold('outlier', 5, OUTLIER_LEVEL):.1f} at n = 5, "
+            f"{null_threshold('outlier', 10, OUTLIER_LEVEL):.1f} at 10), and more than "
+            f"{100 * OUTLIER_MIN_REL:.0f}% off the median; from 5 repetitions"
         ],
     )
     key = _cell_order(a)
@@ -243,7 +328,7 @@ def statistics_table(a: RunAnalysis, workload: str) -> Table:
         ci = f"{num(s.ci_low)} – {num(s.ci_high)}" if s.n > 1 else "n/a"
         t.rows.append(
             [
-                r.cell.platform,
+                a.label(r.cell.platform),
                 str(r.cell.instances),
                 r.name,
                 str(s.n),
@@ -251,6 +336,7 @@ def statistics_table(a: RunAnalysis, workload: str) -> Table:
                 num(s.mean),
                 num(s.std),
                 f"{100 * s.cv:.1f}%" if math.isfinite(s.cv) else "n/a",
+                f"{100 * r.instance_cv:.1f}%" if math.isfinite(r.instance_cv) else "",
                 ci,
                 ", ".join(num(r.single_values[i]) for i in s.outliers),
             ]
@@ -280,7 +366,8 @@ def scaling_table(a: RunAnalysis, workload: str) -> Table | None:
         notes=[
             "aggregate = sum over the instances, mean ±95% CI over repetitions; spread = "
             "min–max of the instances' means; efficiency = aggregate / (N × aggregate per "
-            "instance at the smallest count); overcommit = more vCPUs than host cores"
+            "instance at the smallest count); overcommit = more vCPUs than host cores; "
+            "aggregate % of the baseline for headline metrics only"
         ],
     )
     order = {p: i for i, p in enumerate(a.platforms)}
@@ -288,20 +375,21 @@ def scaling_table(a: RunAnalysis, workload: str) -> Table | None:
     for r in sorted(
         rows, key=lambda r: (order[r.cell.platform], metric_order[r.name], r.cell.instances)
     ):
-        agg = r.aggregate_vs_baseline
+        agg = r.aggregate_vs_baseline if r.headline else None
         t.rows.append(
             [
-                r.cell.platform,
+                a.label(r.cell.platform),
                 r.name,
                 str(r.cell.instances),
                 with_ci(r.single),
                 f"{num(float(r.per_instance.min()))}–{num(float(r.per_instance.max()))}",
                 with_ci(r.aggregate),
-                pct(agg.pct_of_native) if agg else "",
+                relative(agg) if agg else "",
                 pct(100 * r.efficiency) + "%" if r.efficiency is not None else "",
                 {True: "yes", False: "no", None: "?"}[r.overcommit],
             ]
         )
+    t.notes.extend(relative_notes([row[6] for row in t.rows]))
     return t
 
 
@@ -319,16 +407,18 @@ def symmetry_table(a: RunAnalysis) -> Table | None:
         ],
     )
     for s in a.symmetry:
-        if s.asymmetric:
+        if s.asymmetric and not s.tested:
+            verdict = f"{s.weaker} {100 * s.gap:.0f}% lower, {NOT_TESTED} (1 repetition)"
+        elif s.asymmetric:
             verdict = f"asymmetric: {s.weaker} {100 * s.gap:.0f}% lower"
-        elif s.gap > 0.15:
-            verdict = "no significant difference"
+        elif s.gap > ASYMMETRY:  # a large gap the test could not confirm
+            verdict = f"{INCONCLUSIVE}: {s.weaker} {100 * s.gap:.0f}% lower, not significant"
         else:
             verdict = "symmetric"
         t.rows.append(
             [
                 s.cell.workload,
-                s.cell.platform,
+                a.label(s.cell.platform),
                 str(s.cell.instances),
                 s.inbound.name.replace("inbound", "{in,out}bound"),
                 with_ci(s.inbound.single),
@@ -376,7 +466,7 @@ def host_table(a: RunAnalysis) -> Table | None:
         t.rows.append(
             [
                 c.workload,
-                c.platform,
+                a.label(c.platform),
                 str(c.instances),
                 f"{100 * h.busy:.2f}",
                 *(f"{100 * h.states.get(s, 0.0):.2f}" for s in HOST_STATES),
@@ -388,12 +478,16 @@ def host_table(a: RunAnalysis) -> Table | None:
 
 
 def cost_table(a: RunAnalysis) -> Table | None:
-    """Throughput per busy host core and the host CPU the same work needs."""
+    """The host CPU one unit of the work costs (per GB, per Gbit, ...), for headline metrics."""
     key = _cell_order(a)
-    rows = sorted((r for r in a.results if r.per_core is not None), key=lambda r: key(r.cell))
-    if not rows:
+    rows = sorted(
+        (r for r in a.results if r.headline and r.per_core is not None and not r.suspect),
+        key=lambda r: key(r.cell),
+    )
+    costs = [(r, c) for r in rows if (c := work_cost(r.unit, r.per_core)) is not None]
+    if not costs:
         return None
-    base = a.baseline or "baseline"
+    base = a.label(a.baseline) if a.baseline else "baseline"
     t = Table(
         "host CPU cost of the work",
         [
@@ -401,23 +495,27 @@ def cost_table(a: RunAnalysis) -> Table | None:
             "metric",
             "platform",
             "instances",
-            "per busy host core",
+            "host CPU per unit of work",
             f"host CPU for the same work (× {base})",
         ],
         kind="cost",
         notes=[
-            "aggregate throughput / host cores busy during the sample, mean ±95% CI; "
-            f"× {base}: how much more host CPU the platform spends than {base} for one unit of work"
+            "host cores busy during the sample / aggregate throughput: for a rate, the host "
+            "CPU-seconds one unit of work takes (per GB, per Gbit, per 1000 operations), mean "
+            "±half its 95% CI; headline metrics only",
+            f"× {base}: how much more host CPU the platform spends than {base} for one unit of "
+            "work",
         ],
     )
-    for r in rows:
+    for r, c in costs:
+        spread = f" ±{num((c.high - c.low) / 2)}" if math.isfinite(c.high - c.low) else ""
         t.rows.append(
             [
                 r.cell.workload,
                 r.name,
-                r.cell.platform,
+                a.label(r.cell.platform),
                 str(r.cell.instances),
-                f"{with_ci(r.per_core)} {r.unit}/core",
+                f"{num(c.mean)}{spread} {c.unit}",
                 f"{r.cost_vs_baseline:.2f}×" if r.cost_vs_baseline is not None else "",
             ]
         )
@@ -450,6 +548,47 @@ def workload_tables(a: RunAnalysis, workload: str) -> list[Table]:
         out.append(t)
     out.append(statistics_table(a, workload))
     return out
+
+
+def noise_table(a: RunAnalysis) -> Table | None:
+    """The noisy headline figures, worst first: why each is noisy and what would help."""
+    if not a.noise and not a.noisy_side:
+        return None
+    t = Table(
+        "noisy figures, worst first",
+        ["platform", "workload", "instances", "metric", "n", "CV", "95% CI", "why", "what to do"],
+        kind="noise",
+        notes=[
+            f"headline figures with a CV above {100 * NOISY_CV:.0f}%, outlier repetitions, "
+            f"repetitions in two groups (bimodal: a gap between them that 1 clean cell in "
+            f"{round(1 / BIMODAL_LEVEL)} shows, and more than {100 * OUTLIER_MIN_REL:.0f}% of "
+            "the median; from 4 repetitions, and likely from 5 when a fifth of them are 30% "
+            "slower), steal time above 5% of the host's CPU in any repetition, or an interval "
+            "still wider than adaptive repetitions' target; repetitions needed: Student's t at "
+            "this CV"
+        ],
+    )
+    for x in a.noise:
+        r, s = x.result, x.result.single
+        t.rows.append(
+            [
+                a.label(r.cell.platform),
+                r.cell.workload,
+                str(r.cell.instances),
+                r.name,
+                str(s.n),
+                f"{100 * s.cv:.1f}%" if math.isfinite(s.cv) else "n/a",
+                f"±{100 * s.ci_half_width:.1f}%" if math.isfinite(s.ci_half_width) else "n/a",
+                "; ".join(x.reasons),
+                x.advice,
+            ]
+        )
+    if a.noisy_side:
+        t.notes.append(
+            f"{a.noisy_side} side figure{'s are' if a.noisy_side > 1 else ' is'} noisy as well "
+            "(not judged by the verdicts): see the statistics tables"
+        )
+    return t
 
 
 def all_tables(a: RunAnalysis) -> list[Table]:

@@ -7,10 +7,10 @@ killed at any point loses at most the sample in flight.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import NamedTuple
 
 import platformdirs
 from sqlalchemy import create_engine, delete, event, select
@@ -22,7 +22,7 @@ from hvbench.errors import HvbenchError
 from hvbench.store.schema import Artifact, CellRow, MetricRow, RawOutputRow, Run, SampleRow
 from hvbench.store.upgrade import upgrade
 
-__all__ = ["MetricRecord", "SampleRecord", "Store", "default_url"]
+__all__ = ["MetricRecord", "MetricView", "SampleRecord", "Store", "default_url"]
 
 
 def default_url() -> str:
@@ -50,6 +50,23 @@ class MetricRecord:
     unit: str
     higher_is_better: bool
     text: str | None = None
+    headline: bool | None = None
+    """``Metric.headline``; None where nobody said (as in runs stored before the flag)."""
+
+
+class MetricView(NamedTuple):
+    """A stored metric as read back, with its sample's cell and repetition."""
+
+    cell_id: int
+    repetition: int
+    instance: int
+    name: str
+    value: float | None
+    text: str | None
+    unit: str
+    higher_is_better: bool
+    headline: bool | None
+    """None in runs stored before the flag existed."""
 
 
 @dataclass
@@ -116,12 +133,15 @@ class Store:
             run.status = status
             run.finished_at = datetime.now(UTC) if finished else None
 
-    def add_artifact(self, run_id: str, name: str, content: dict) -> None:
-        """Keep a document once per run (a second call with the same name is a no-op)."""
+    def add_artifact(self, run_id: str, name: str, content: dict, replace: bool = False) -> None:
+        """Keep a document once per run: a second call with the same name is a no-op, or, with
+        ``replace``, takes the place of the first (a resumed run's newer account)."""
         with Session(self.engine) as s, s.begin():
-            exists = s.scalar(select(Artifact.id).filter_by(run_id=run_id, name=name))
-            if exists is None:
+            found = s.scalar(select(Artifact).filter_by(run_id=run_id, name=name))
+            if found is None:
                 s.add(Artifact(run_id=run_id, name=name, content=content))
+            elif replace:
+                found.content = content
 
     def cell_id(self, run_id: str, cell: CellRow) -> int:
         """The id of a run's cell, made on first use (so a resumed run finds its cells)."""
@@ -219,9 +239,9 @@ class Store:
             s.expunge_all()
             return rows
 
-    def metric_rows(self, run_id: str) -> Iterable[tuple]:
-        """Every metric of a run as plain tuples (fast for 100,000s of rows):
-        (cell_id, repetition, instance, name, value, text, unit, higher_is_better)."""
+    def metric_rows(self, run_id: str) -> list[MetricView]:
+        """Every metric of the ok samples of a run, as named tuples (fast for 100,000s of
+        rows: no ORM objects)."""
         with Session(self.engine) as s:
             q = (
                 select(
@@ -233,12 +253,13 @@ class Store:
                     MetricRow.text,
                     MetricRow.unit,
                     MetricRow.higher_is_better,
+                    MetricRow.headline,
                 )
                 .join(SampleRow, MetricRow.sample_id == SampleRow.id)
                 .join(CellRow, SampleRow.cell_id == CellRow.id)
                 .where(CellRow.run_id == run_id, SampleRow.status == "ok")
             )
-            return [tuple(r) for r in s.execute(q)]
+            return [MetricView(*r) for r in s.execute(q)]
 
     def raw_outputs(self, run_id: str) -> list[RawOutputRow]:
         with Session(self.engine, expire_on_commit=False) as s:

@@ -108,6 +108,9 @@ class MetricRow(Base):
     text: Mapped[str | None] = mapped_column(String(200))
     unit: Mapped[str] = mapped_column(String(20))
     higher_is_better: Mapped[bool] = mapped_column(Boolean)
+    headline: Mapped[bool | None] = mapped_column(Boolean)
+    """Whether the workload called it its answer (``Metric.headline``); NULL in runs stored
+    before schema 0002, which the analysis judges by the older rule."""
 
 
 class RawOutputRow(Base):

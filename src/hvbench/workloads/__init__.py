@@ -14,6 +14,7 @@ from hvbench.workloads.iperf import Iperf
 from hvbench.workloads.iperf3 import Iperf3
 from hvbench.workloads.kernbench import Kernbench
 from hvbench.workloads.latency import Latency
+from hvbench.workloads.memory import Memory
 
 _CLASSES: tuple[type[Workload], ...] = (
     CpuApps,
@@ -27,6 +28,7 @@ _CLASSES: tuple[type[Workload], ...] = (
     Iperf,
     Latency,
     Boot,
+    Memory,
     Consolidation,
 )
 

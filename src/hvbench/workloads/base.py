@@ -45,6 +45,10 @@ class Metric:
     unit: str
     higher_is_better: bool
     text: str | None = None
+    headline: bool = False
+    """The workload's answer (throughput of each direction, elapsed time, a boot's ready time):
+    what verdicts, "% of native" tables and adaptive repetitions are judged on. Side figures
+    (%CPU, retransmits, latencies beside a throughput) are kept, but only in detail tables."""
 
     def __post_init__(self) -> None:
         if self.value is not None and not math.isfinite(self.value):
@@ -68,6 +72,21 @@ class Outcome:
     raw: list[RawOutput] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class GroupStart:
+    """How the cell's instances were started: all at once, by one call of the driver (what a
+    boot storm measures)."""
+
+    seconds: float
+    """From starting every instance at once until all were ready (``Driver.parallel_start_s``:
+    the driver's preparation before, such as finding the guest image, is not in it)."""
+    boots: dict[str, dict[str, float]]
+    """Each instance's boot phases (``Instance.boot``) by instance name, in instance order."""
+    failed: int = 0
+    """Instances that failed to start in an attempt given up before this one (the runner tries
+    a failed start once more)."""
+
+
 @dataclass
 class Context:
     """What a workload may use besides its instance."""
@@ -77,6 +96,8 @@ class Context:
     instance_count: int
     barrier: Callable[[], None] = lambda: None
     """Call right before the measured part; returns when every instance of the cell is there."""
+    start: GroupStart | None = None
+    """How the instances the cell runs in were started (the runner always says)."""
 
 
 class ParseError(ValueError):

@@ -59,10 +59,13 @@ class BonnieSettings(DiskSettings):
     """Files for the create tests, in multiples of 1024 (bonnie++ -n; the seeds used 16)."""
 
 
-def _field(name: str, unit: str, text: str, higher_is_better: bool) -> Metric:
-    if text in TOO_FAST:
-        return Metric(name, None, unit, higher_is_better, text=text)
-    return Metric(name, number(text, name), unit, higher_is_better)
+def _field(
+    name: str, unit: str, text: str, higher_is_better: bool, headline: bool = False
+) -> Metric:
+    value = None if text in TOO_FAST else number(text, name)
+    return Metric(
+        name, value, unit, higher_is_better, text=text if value is None else None, headline=headline
+    )
 
 
 def parse_bonnie_csv(output: str) -> list[Metric]:
@@ -83,7 +86,7 @@ def parse_bonnie_csv(output: str) -> list[Metric]:
         if not rate:
             continue  # a test bonnie++ was told to skip
         name = f"disk.bonnie.{stem}_{kind}"
-        metrics.append(_field(name, _UNITS[kind], rate, True))
+        metrics.append(_field(name, _UNITS[kind], rate, True, headline=True))
         metrics.append(_field(f"disk.bonnie.{stem}_cpu_pct", "%", cpu, False))
         if latency:
             m = _LATENCY.match(latency)

@@ -153,7 +153,7 @@ def role_metrics(role: str, text: str, latency_ms: float) -> list[Metric]:
     except ParseError as e:
         raise ParseError(f"consolidation {role}: {e}") from None
     return [
-        Metric(f"consolidation.{role}.events_per_s", rate, "events/s", True),
+        Metric(f"consolidation.{role}.events_per_s", rate, "events/s", True, headline=True),
         Metric(f"consolidation.{role}.latency_p95_ms", p95, "ms", False),
         Metric(f"consolidation.{role}.meets_latency", float(p95 <= latency_ms), "0/1", True),
     ]

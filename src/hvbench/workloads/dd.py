@@ -74,7 +74,7 @@ class Dd(DiskWorkload):
             text = result.stderr.decode("utf-8", errors="replace")
             outcome.raw.append(keep("dd", argv, combined(result)))
             outcome.metrics.append(
-                Metric(f"disk.dd.{what}_mbps", parse_dd(text, what), "MB/s", True)
+                Metric(f"disk.dd.{what}_mbps", parse_dd(text, what), "MB/s", True, headline=True)
             )
         return outcome
 

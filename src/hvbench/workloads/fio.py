@@ -144,7 +144,7 @@ def _job_metrics(name: str, side: object) -> list[Metric]:
     if side.get("total_ios", 0) <= 0:
         raise ParseError(f"fio job {name}: no I/O completed")
     metrics = [
-        Metric(f"{stem}_mibps", bw_kib / 1024, "MiB/s", True),
+        Metric(f"{stem}_mibps", bw_kib / 1024, "MiB/s", True, headline=True),
         Metric(f"{stem}_iops", iops, "IO/s", True),
         Metric(
             f"{stem}_clat_mean_us", number(side["clat_ns"].get("mean"), stem) / 1e3, "us", False

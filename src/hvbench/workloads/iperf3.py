@@ -50,7 +50,7 @@ def parse_iperf3_json(text: str, direction: str) -> list[Metric]:
     if bps <= 0:
         raise ParseError(f"iperf3 {DIRECTIONS[direction]}: no data received")
     return [
-        Metric(f"{stem}_gbps", bps / 1e9, "Gbit/s", True),
+        Metric(f"{stem}_gbps", bps / 1e9, "Gbit/s", True, headline=True),
         Metric(f"{stem}_retransmits", number(sent.get("retransmits", 0), stem), "count", False),
         Metric(f"{stem}_sender_cpu_pct", number(cpu.get(f"{sender}_total"), stem), "%", False),
         Metric(f"{stem}_receiver_cpu_pct", number(cpu.get(f"{receiver}_total"), stem), "%", False),

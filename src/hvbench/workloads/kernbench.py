@@ -88,15 +88,19 @@ def summarise(cold: dict[str, float] | None, warm: list[dict[str, float]]) -> li
     """Cold run, each warm run, and the warm runs' mean and standard deviation."""
     metrics: list[Metric] = []
     for name, unit, better in FIELDS:
+        headline = name == "elapsed_s"
         if cold is not None:
-            metrics.append(Metric(f"kernbench.cold.{name}", cold[name], unit, better))
+            metrics.append(
+                Metric(f"kernbench.cold.{name}", cold[name], unit, better, headline=headline)
+            )
         values = [r[name] for r in warm]
         metrics += [
             Metric(f"kernbench.warm.run{i}.{name}", v, unit, better)
             for i, v in enumerate(values, 1)
         ]
         if values:
-            metrics.append(Metric(f"kernbench.warm.{name}", statistics.fmean(values), unit, better))
+            mean = statistics.fmean(values)
+            metrics.append(Metric(f"kernbench.warm.{name}", mean, unit, better, headline=headline))
         if len(values) > 1:
             sd = statistics.stdev(values)
             metrics.append(Metric(f"kernbench.warm.{name}_sd", sd, unit, False))

@@ -40,6 +40,7 @@ def parse_sockperf(text: str) -> list[Metric]:
             number(search(pattern, text, f"sockperf {stat}").group(1), f"sockperf {stat}"),
             "us",
             False,
+            headline=stat == "p50",
         )
         for stat, pattern in _STATS.items()
     ]

@@ -1,15 +1,19 @@
-"""A nested Xen lab for the xen driver's tests: Xen and its dom0 booted under QEMU TCG.
+"""Nested labs for the drivers this host cannot run itself: Xen, and KVM with stock guests.
 
-This host cannot run Xen itself, but QEMU TCG can (see PLATFORMS.md). The hypervisor and the
-tools come from Debian's packages (``apt-get download`` and ``dpkg-deb -x``: nothing is installed
-on the host); dom0's kernel is the Debian kernel the guest images use. dom0's root filesystem is
-the host's own, read-only over 9p, with the unpacked Xen packages layered above it and a tmpfs on
-top (overlayfs): hvbench runs in dom0 exactly as checked out, with its virtualenv and the host's
-image cache, and writes nothing on the host except into the lab's exchange directory, a second
-9p share mounted at ``/lab`` in dom0.
+A lab is an L1 machine booted under QEMU TCG (see PLATFORMS.md) whose root filesystem is the
+host's own, read-only over 9p, with a tree of the lab's own layered above it and a tmpfs on top
+(overlayfs): hvbench runs in L1 exactly as checked out, with its virtualenv and the host's image
+cache, and writes nothing on the host except into the lab's exchange directory, a second 9p share
+mounted at ``/lab``. The runs' work directories are on a scratch disk (a tmpfs has neither room
+nor direct I/O, and SQLite's WAL fails on 9p).
 
-Under two levels of emulation everything is 15-60 times slower than on the host: these are
-functional tests of the Xen path, never performance figures.
+Two hypervisors (``Hypervisor``): ``XEN``, the hypervisor with its dom0 as L1 (Xen and its tools
+from Debian's packages, ``apt-get download`` and ``dpkg-deb -x``: nothing is installed on the
+host); and ``KVM``, the Debian kernel as L1 on a CPU with SVM and nested paging (QEMU's TCG
+emulates AMD's SVM, not VMX), kvm_amd loaded from the kernel package's modules.
+
+Under two levels of emulation everything is 7-60 times slower than on the host: these are
+functional tests of the Xen and KVM paths, never performance figures.
 """
 
 from __future__ import annotations
@@ -25,11 +29,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import hvbench
 from hvbench.guest import cpio, kernel
 from hvbench.guest import image as guest_image
 
 XEN_VERSION = "4.17"
-PACKAGES = (
+XEN_PACKAGES = (
     f"xen-hypervisor-{XEN_VERSION}-amd64",
     f"xen-utils-{XEN_VERSION}",
     "xen-utils-common",
@@ -53,39 +58,37 @@ model and the qdisk backend; libvirt-daemon-driver-xen is libvirtd's libxl drive
 libvirtd itself)."""
 
 INITRD_MODULES = ("virtio_pci", "9pnet_virtio", "9p", "overlay")
-"""What dom0's first stage needs to assemble its root."""
-DOM0_MODULES = (
-    "xenfs xen-evtchn xen-gntdev xen-gntalloc xen-privcmd xen-blkback xen-netback "
-    "loop bridge veth tun virtio_blk crc32c_generic ext4"
-)
+"""What L1's first stage needs to assemble its root."""
+L1_MODULES = "loop bridge veth tun virtio_blk crc32c_generic ext4"
+"""What hvbench needs in L1 under either hypervisor."""
 XEN_ARGS = "console=com1 com1=115200,8n1 dom0_mem={mem}M,max:{mem}M loglvl=warning"
 
 FIRST_STAGE = """#!/bin/sh
-# xen lab, dom0's first stage: the host's root read-only, Xen's packages above it, a tmpfs on
-# top, and the exchange directory at /lab; then the test's script in that root
+# the lab's first stage: the host's root read-only, the lab's tree above it, a tmpfs on top,
+# and the exchange directory at /lab; then the test's script in that root
 export PATH=/bin
 mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
 modprobe -a virtio_pci 9pnet_virtio 9p overlay
-mkdir -p /host /xen /upper /root
+mkdir -p /host /tree /upper /root
 opts=trans=virtio,version=9p2000.L,msize=512000
 mount -t 9p -o $opts,ro,cache=loose host /host
-mount -t 9p -o $opts,ro xen /xen
+mount -t 9p -o $opts,ro tree /tree
 mount -t tmpfs -o size=70% upper /upper
 mkdir -p /upper/u /upper/w
-mount -t overlay -o lowerdir=/xen:/host,upperdir=/upper/u,workdir=/upper/w root /root
+mount -t overlay -o lowerdir=/tree:/host,upperdir=/upper/u,workdir=/upper/w root /root
 mkdir -p /root/lab
 mount -t 9p -o $opts lab /root/lab
-echo "xenlab: root ready"
-exec chroot /root /bin/sh /lab/dom0.sh
+echo "lab: root ready"
+exec chroot /root /bin/sh /lab/stage2.sh
 """
 
 SECOND_STAGE = """#!/bin/sh
-# xen lab, dom0's second stage: the toolstack, then the test's commands, then power off
-export PATH=/usr/lib/xen-{version}/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
-export HOME=/root HVBENCH_IMAGE_CACHE={image_cache}
-exec > /lab/dom0.log 2>&1
+# the lab's second stage: the hypervisor's setup, then the test's commands, then power off
+export PATH={path}/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+export HOME=/root HVBENCH_IMAGE_CACHE={image_cache} PYTHONPATH={pythonpath}
+exec > /lab/stage2.log 2>&1
 set -x
 mount -t proc proc /proc
 mount -t sysfs sys /sys
@@ -99,20 +102,13 @@ mount -t tmpfs run /run
 # the kernel's module loader: the host's kmod wants binary indexes this kernel's tree lacks
 printf '#!/bin/sh\nexec busybox modprobe "$@"\n' > /run/modprobe && chmod +x /run/modprobe
 echo /run/modprobe > /proc/sys/kernel/modprobe
-busybox modprobe -a {modules}
+busybox modprobe -a {modules} {l1_modules}
 # the runs' work directories (data disks included) on a disk of its own, as on a real host: a
 # tmpfs has neither room nor direct I/O for loop devices. Nothing else is mounted over the
 # host's tree, where the checkout under test may be anywhere (/tmp in CI).
 mkdir -p /var/tmp/hvbench
 mkfs.ext4 -q -F /dev/vda && mount /dev/vda /var/tmp/hvbench
-mount -t xenfs xenfs /proc/xen
-mkdir -p /run/xen /run/xenstored /var/lib/xen /var/log/xen
-oxenstored --no-fork --pid-file /run/xenstored.pid > /lab/xenstored.log 2>&1 &
-tries=0
-until [ -S /run/xenstored/socket ] || [ $tries -gt 300 ]; do sleep 0.2; tries=$((tries + 1)); done
-xen-init-dom0
-xenconsoled --pid-file=/run/xenconsoled.pid
-echo "xenlab: toolstack ready"
+{setup}
 set +x
 (
 {commands}
@@ -121,6 +117,52 @@ echo $? > /lab/exit-code
 sync
 poweroff -f
 """
+
+
+XEN_SETUP = """\
+mount -t xenfs xenfs /proc/xen
+mkdir -p /run/xen /run/xenstored /var/lib/xen /var/log/xen
+oxenstored --no-fork --pid-file /run/xenstored.pid > /lab/xenstored.log 2>&1 &
+tries=0
+until [ -S /run/xenstored/socket ] || [ $tries -gt 300 ]; do sleep 0.2; tries=$((tries + 1)); done
+xen-init-dom0
+xenconsoled --pid-file=/run/xenconsoled.pid
+echo "lab: toolstack ready"
+"""
+KVM_SETUP = """\
+# QEMU's TCG gives L1 AMD's SVM with nested paging: kvm_amd, whose /dev/kvm runs stock guests
+dmesg | grep -iE 'kvm|svm' | tail -5
+test -c /dev/kvm && echo "lab: /dev/kvm ready"
+"""
+
+
+@dataclass(frozen=True)
+class Hypervisor:
+    """What one kind of lab boots and sets up in L1."""
+
+    name: str
+    packages: tuple[str, ...]
+    """Debian packages unpacked into the lab's tree (layered over the host's root)."""
+    modules: str
+    """Kernel modules L1 loads for the hypervisor."""
+    setup: str
+    """Shell commands that make L1 ready (a toolstack, a check)."""
+    cpu: str
+    path: str = ""
+    """Directories before the usual PATH in L1."""
+
+
+XEN = Hypervisor(
+    "xen",
+    XEN_PACKAGES,
+    "xenfs xen-evtchn xen-gntdev xen-gntalloc xen-privcmd xen-blkback xen-netback",
+    XEN_SETUP,
+    # plain "max" crashes a PV dom0 with a page fault in create_bounce_frame (PLATFORMS.md);
+    # with XSAVE (and so AVX and protection keys), guest processes die of SIGSEGV now and then
+    "max,-smap,-smep,-pku,-xsave",
+    f"/usr/lib/xen-{XEN_VERSION}/bin:",
+)
+KVM = Hypervisor("kvm", (), "kvm_amd vhost_net", KVM_SETUP, "EPYC,+svm,+npt")
 
 
 LIBVIRTD = """\
@@ -145,18 +187,20 @@ done
 """Shell commands that start libvirtd in dom0, for the tests and studies that use libvirt."""
 
 
-def lab_cache() -> Path:
-    return guest_image.cache_root() / "xenlab"
+def lab_cache(hv: Hypervisor) -> Path:
+    return guest_image.cache_root() / f"{hv.name}lab"
 
 
 @dataclass(frozen=True)
 class LabFiles:
-    """What a lab boots: the hypervisor, dom0's kernel and first stage, the Xen packages' tree."""
+    """What a lab boots: the hypervisor (Xen's; None for KVM, whose L1 is the kernel itself),
+    L1's kernel and first stage, and the lab's tree."""
 
-    xen: Path
-    dom0_kernel: Path
-    dom0_initrd: Path
-    xen_root: Path
+    hypervisor: Hypervisor
+    xen: Path | None
+    kernel: Path
+    initrd: Path
+    tree: Path
 
 
 def _run(argv: list[str], cwd: Path | None = None) -> None:
@@ -165,38 +209,43 @@ def _run(argv: list[str], cwd: Path | None = None) -> None:
         raise RuntimeError(f"{' '.join(argv[:3])} failed: {proc.stderr.strip()[-300:]}")
 
 
-def _versions() -> str:
-    """The candidate versions of the packages: a new Debian update makes a new lab."""
+def _versions(hv: Hypervisor, kern: kernel.Kernel) -> str:
+    """The candidate versions of the packages and the kernel: an update makes a new lab."""
     out = subprocess.run(
-        ["apt-cache", "policy", *PACKAGES], capture_output=True, text=True, check=True
+        ["apt-cache", "policy", *hv.packages], capture_output=True, text=True, check=True
     ).stdout
-    return hashlib.sha256(out.encode() + FIRST_STAGE.encode()).hexdigest()[:12]
+    return hashlib.sha256((out + kern.release + FIRST_STAGE).encode()).hexdigest()[:12]
 
 
-def prepare() -> LabFiles:
-    """Download and unpack Xen's packages and write dom0's first stage, once per version."""
+def prepare(hv: Hypervisor) -> LabFiles:
+    """Download and unpack the hypervisor's packages and write L1's first stage, once per
+    version."""
     kern = kernel.fetch("amd64", guest_image.cache_root() / "kernels")
-    root = lab_cache() / _versions()
-    files = LabFiles(root / "xen.elf", kern.bzimage, root / "dom0.cpio", root / "tree")
-    with guest_image.locked(lab_cache()):
+    root = lab_cache(hv) / _versions(hv, kern)
+    xen = root / "xen.elf" if hv is XEN else None
+    files = LabFiles(hv, xen, kern.bzimage, root / "first-stage.cpio", root / "tree")
+    with guest_image.locked(lab_cache(hv)):
         if (root / ".complete").exists():
             return files
         shutil.rmtree(root, ignore_errors=True)
         root.mkdir(parents=True)
+        files.tree.mkdir()
         with tempfile.TemporaryDirectory(dir=root) as tmp:
             os.chmod(tmp, 0o755)  # apt's download sandbox user must be able to write there
-            _run(["apt-get", "download", *PACKAGES], cwd=Path(tmp))
+            if hv.packages:
+                _run(["apt-get", "download", *hv.packages], cwd=Path(tmp))
             for deb in sorted(Path(tmp).glob("*.deb")):
-                _run(["dpkg-deb", "-x", str(deb), str(files.xen_root)])
-        # dom0 runs this kernel, whose modules the host's root lacks: /lib is /usr/lib there
-        modules = files.xen_root / "usr" / "lib" / "modules"
+                _run(["dpkg-deb", "-x", str(deb), str(files.tree)])
+        # L1 runs this kernel, whose modules the host's root lacks: /lib is /usr/lib there
+        modules = files.tree / "usr" / "lib" / "modules"
         modules.mkdir(parents=True, exist_ok=True)
         (modules / kern.release).symlink_to(kern.modules_dir)
-        packed = next((files.xen_root / "boot").glob(f"xen-{XEN_VERSION}-amd64.gz"))
-        files.xen.write_bytes(
-            subprocess.run(["gzip", "-dc", str(packed)], capture_output=True, check=True).stdout
-        )
-        _write_first_stage(kern, files.dom0_initrd)
+        if xen:
+            packed = next((files.tree / "boot").glob(f"xen-{XEN_VERSION}-amd64.gz"))
+            xen.write_bytes(
+                subprocess.run(["gzip", "-dc", str(packed)], capture_output=True, check=True).stdout
+            )
+        _write_first_stage(kern, files.initrd)
         (root / ".complete").write_text("")
     return files
 
@@ -223,7 +272,7 @@ def _write_first_stage(kern: kernel.Kernel, out: Path) -> None:
 @dataclass
 class LabResult:
     exit_code: int | None
-    """The test commands' exit status; None if dom0 never got to write it."""
+    """The test commands' exit status; None if L1 never got to write it."""
     output: str
     console: str
     seconds: float
@@ -237,13 +286,18 @@ def run(
     memory_mib: int = 2560,
     scratch_size: int = 4 << 30,
 ) -> LabResult:
-    """Boot the lab, run ``commands`` (shell) in dom0 with /lab = ``exchange``, power off."""
+    """Boot the lab, run ``commands`` (shell) in L1 with /lab = ``exchange``, power off."""
+    hv = files.hypervisor
     exchange.mkdir(parents=True, exist_ok=True)
-    (exchange / "dom0.sh").write_text(
+    (exchange / "stage2.sh").write_text(
         SECOND_STAGE.format(
-            version=XEN_VERSION,
-            modules=DOM0_MODULES,
+            path=hv.path,
+            modules=hv.modules,
+            l1_modules=L1_MODULES,
             image_cache=guest_image.cache_root(),
+            # the checkout under test, wherever the virtualenv's hvbench was installed from
+            pythonpath=Path(hvbench.__file__).resolve().parents[1],
+            setup=hv.setup,
             commands=commands,
         )
     )
@@ -253,20 +307,22 @@ def run(
     with scratch.open("wb") as f:
         f.truncate(scratch_size)
     share = "security_model=none,multidevs=remap"
+    if files.xen:  # Xen boots dom0's kernel and first stage as its modules
+        boot = ["-kernel", str(files.xen), "-append", XEN_ARGS.format(mem=memory_mib // 2),
+                "-initrd", f"{files.kernel} console=hvc0 quiet,{files.initrd}"]  # fmt: skip
+    else:
+        boot = ["-kernel", str(files.kernel), "-append", "console=ttyS0 quiet",
+                "-initrd", str(files.initrd)]  # fmt: skip
     argv = [
         "qemu-system-x86_64",
         "-accel", "tcg,thread=multi",
-        # plain "max" crashes a PV dom0 with a page fault in create_bounce_frame (PLATFORMS.md);
-        # with XSAVE (and so AVX and protection keys), guest processes die of SIGSEGV now and then
-        "-cpu", "max,-smap,-smep,-pku,-xsave",
+        "-cpu", hv.cpu,
         "-smp", "2",
         "-m", str(memory_mib),
         "-nographic", "-no-reboot",
-        "-kernel", str(files.xen),
-        "-append", XEN_ARGS.format(mem=memory_mib // 2),
-        "-initrd", f"{files.dom0_kernel} console=hvc0 quiet,{files.dom0_initrd}",
+        *boot,
         "-virtfs", f"local,path=/,mount_tag=host,readonly=on,{share}",
-        "-virtfs", f"local,path={files.xen_root},mount_tag=xen,readonly=on,{share}",
+        "-virtfs", f"local,path={files.tree},mount_tag=tree,readonly=on,{share}",
         "-virtfs", f"local,path={exchange},mount_tag=lab,{share}",
         "-drive", f"file={scratch},format=raw,if=virtio,cache=unsafe",
     ]  # fmt: skip
