@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from hvbench.analysis import analyse, needs_more, summarize, welch
-from hvbench.analysis.run import COMPOSITE
+from hvbench.analysis.model import COMPOSITE
 from hvbench.analysis.stats import (
     confidence_interval,
     fieller,

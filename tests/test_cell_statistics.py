@@ -12,7 +12,7 @@ from test_analysis import RunBuilder, host
 
 from hvbench.analysis import analyse
 from hvbench.analysis.aggregate import series
-from hvbench.analysis.run import COMPOSITE
+from hvbench.analysis.model import COMPOSITE
 from hvbench.analysis.stats import (
     bimodal,
     needs_more,

@@ -15,7 +15,7 @@ import pytest
 from test_analysis import RunBuilder
 
 from hvbench.analysis import analyse
-from hvbench.analysis.run import COMPOSITE
+from hvbench.analysis.model import COMPOSITE
 from hvbench.host.resources import STATE_ROOT
 from hvbench.runner import Runner
 from hvbench.store import Store

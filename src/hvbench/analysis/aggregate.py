@@ -17,12 +17,10 @@ import math
 import warnings
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from hvbench.analysis.run import CellInfo, MetricResult
+from hvbench.analysis.model import CellInfo, MetricResult, Starved
 
 STARVED_RATIO = 0.7
 """An instance whose value is below this share of the median of the other instances of its
@@ -35,17 +33,6 @@ repetition and ≤ 0.1% from three; one instance of four at 0.4× is found every
 def is_throughput(unit: str, higher_is_better: bool) -> bool:
     """Summable over instances: higher is better and not a share (%CPU cannot be added up)."""
     return higher_is_better and unit.strip() != "%"
-
-
-class Starved(NamedTuple):
-    """An instance far behind the others of its cell."""
-
-    share: float
-    """Median over repetitions of its value / the others' median (inverted for ↓ metrics)."""
-    behind: int
-    """Repetitions in which it was below ``STARVED_RATIO`` of the others..."""
-    of: int
-    """...of those in which it had others to compare with."""
 
 
 @dataclass

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hvbench.analysis.run import MetricResult, RunAnalysis
+from hvbench.analysis.model import MetricResult, RunAnalysis
 from hvbench.analysis.stats import (
     INCONCLUSIVE,
     NOT_TESTED,

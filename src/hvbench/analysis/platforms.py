@@ -15,10 +15,8 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from hvbench.analysis.run import CellInfo, MetricResult
+from hvbench.analysis.model import CellInfo, MetricResult
 
 ACCELS = ("kvm", "tcg")
 """qemu's accelerators; libvirt's domain types kvm and qemu run the same two."""

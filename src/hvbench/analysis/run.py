@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 import re
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 
 import numpy as np
@@ -42,16 +42,24 @@ import yaml
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from hvbench.analysis.aggregate import Starved, is_throughput, overcommit, scaling, series
-from hvbench.analysis.cost import NOISY_STEAL, HostCpu, host_cpu_of
-from hvbench.analysis.normalize import Normalized, normalize, reference
+from hvbench.analysis.aggregate import Series, is_throughput, overcommit, scaling, series
+from hvbench.analysis.cost import HostCpu, host_cpu_of
+from hvbench.analysis.model import (
+    COMPOSITE,
+    CPU_WORKLOAD,
+    CellInfo,
+    MetricResult,
+    Noise,
+    RunAnalysis,
+    Symmetry,
+    pick_baseline_cell,
+)
+from hvbench.analysis.normalize import normalize, reference
 from hvbench.analysis.platforms import above_baseline, platform_labels, what_ran
 from hvbench.analysis.stats import (
-    ALPHA,
     CI_TARGET,
     MAX_REPETITIONS,
     NOISY_CV,
-    Summary,
     geometric_mean,
     repetitions_for,
     summarize_many,
@@ -61,33 +69,9 @@ from hvbench.errors import HvbenchError
 from hvbench.store import MetricView, Store
 from hvbench.store.schema import CellRow, RawOutputRow, SampleRow
 
-COMPOSITE = "cpu.composite.score"
-CPU_WORKLOAD = "cpu"
-ASYMMETRY = 0.15
-"""Directions whose means differ by more than this (relative to the larger) are asymmetric."""
-
-
-@dataclass(frozen=True)
-class CellInfo:
-    id: int
-    platform: str
-    driver: str
-    workload: str
-    workload_name: str
-    instances: int
-    platform_settings: dict
-    """What the driver's describe() recorded: the settings, and what it resolved from them."""
-    workload_settings: dict
-    key: str = ""
-    """The study's key of the cell (platform|workload|count), as the runner knows it."""
-
-    @property
-    def accel(self) -> str | None:
-        """The accelerator or mode its guests ran under (``platforms.what_ran``)."""
-        return what_ran(self.driver, self.platform_settings)
-
 
 def cell_info(c: CellRow) -> CellInfo:
+    """The model's cell, from the store's row."""
     return CellInfo(
         c.id,
         c.platform,
@@ -98,156 +82,8 @@ def cell_info(c: CellRow) -> CellInfo:
         dict(c.platform_settings or {}),
         dict(c.workload_settings or {}),
         c.key,
+        what_ran(c.driver, c.platform_settings or {}),
     )
-
-
-@dataclass
-class MetricResult:
-    """One metric of one cell, with every derived figure."""
-
-    cell: CellInfo
-    name: str
-    unit: str
-    higher_is_better: bool
-    throughput: bool
-    headline: bool
-    """What the workload's verdict is judged on (see ``_mark_headlines``)."""
-    repetitions: np.ndarray
-    single_values: np.ndarray
-    aggregate_values: np.ndarray | None
-    per_instance: np.ndarray
-    """Mean over repetitions of each instance's value (the spread across instances)."""
-    instance_cv: float
-    """Mean over repetitions of the CV across the instances of each (NaN with one instance)."""
-    starved: dict[int, Starved]
-    """Instances far behind the others of the cell (``Series.starved``)."""
-    single: Summary
-    aggregate: Summary | None
-    vs_baseline: Normalized | None = None
-    aggregate_vs_baseline: Normalized | None = None
-    efficiency: float | None = None
-    overcommit: bool | None = None
-    per_core_values: np.ndarray | None = None
-    per_core: Summary | None = None
-    cost_vs_baseline: float | None = None
-    """Host CPU this platform spends for one unit of the work, relative to the baseline."""
-    suspect: str | None = None
-    """Why a figure above the baseline's is not a win (``platforms.above_baseline``)."""
-
-
-@dataclass
-class Symmetry:
-    """Inbound and outbound of one cell side by side."""
-
-    cell: CellInfo
-    inbound: MetricResult
-    outbound: MetricResult
-    ratio: float
-    """outbound / inbound (means of the single figures)."""
-    gap: float
-    """1 − smaller/larger: how much the weaker direction loses."""
-    p_value: float
-
-    @property
-    def tested(self) -> bool:
-        """Both directions have 2 repetitions or more."""
-        return math.isfinite(self.p_value)
-
-    @property
-    def asymmetric(self) -> bool:
-        tested_equal = self.tested and self.p_value >= ALPHA
-        return self.gap > ASYMMETRY and not tested_equal
-
-    @property
-    def weaker(self) -> str:
-        return "outbound" if self.ratio < 1 else "inbound"
-
-
-@dataclass
-class Noise:
-    """A headline figure less certain than its interval says: why, and what would help."""
-
-    result: MetricResult
-    reasons: list[str]
-    advice: str
-
-
-@dataclass
-class RunAnalysis:
-    """Everything exporters show, for one run."""
-
-    run_id: str
-    study_name: str
-    status: str
-    created_at: datetime
-    finished_at: datetime | None
-    hvbench_version: str
-    git_commit: str | None
-    options: dict
-    inventory: dict
-    artifacts: dict
-    study_text: str
-    baseline: str | None
-    cells: list[CellInfo]
-    platforms: list[str]
-    results: list[MetricResult]
-    host_cpu: dict[int, HostCpu]
-    symmetry: list[Symmetry]
-    failed: list[tuple[CellInfo, int, str]]
-    """(cell, repetition, error) of failed samples."""
-    commands: list[tuple[str, list[str]]] = field(default_factory=list)
-    """(tool, argv) of each distinct command the run used."""
-    text_only: dict[tuple[str, str, str, int], str] = field(default_factory=dict)
-    """(platform, workload, metric, count) -> what the tool printed instead of a number, for
-    metrics that never had one there (bonnie++'s "+++++": too fast to measure)."""
-    rows: list[MetricView] = field(default_factory=list)
-    """The store's metric rows of the ok samples (``Store.metric_rows``), for sample exports."""
-    started: dict[tuple[int, int], datetime] = field(default_factory=dict)
-    """When each (cell id, repetition) started."""
-    warnings: list[str] = field(default_factory=list)
-    """What else a reader must know, one line each (failed samples, starved instances,
-    repetitions left out of a composite)."""
-    noise: list[Noise] = field(default_factory=list)
-    """Noisy headline figures, worst (highest CV) first."""
-    noisy_side: int = 0
-    """Side metrics (not headline) that are noisy as well: counted, shown in the statistics."""
-    labels: dict[str, str] = field(default_factory=dict)
-    """Platform -> the name reports give it, with what ran (``platforms.label``)."""
-    ran: dict[str, str | None] = field(default_factory=dict)
-    """Platform -> the accelerator or mode its guests ran under, None if nothing to choose."""
-
-    def label(self, platform: str) -> str:
-        return self.labels.get(platform, platform)
-
-    def steal_reps(self, cell_id: int) -> dict[int, float]:
-        """Repetitions of a cell during which steal time took more than NOISY_STEAL of the
-        host's CPU, with that share."""
-        h = self.host_cpu.get(cell_id)
-        return {} if h is None else {r: x for r, x in h.steal.items() if x > NOISY_STEAL}
-
-    def skewed(self, r: MetricResult) -> bool:
-        """Whether some repetitions of this figure ran on a busier host than others (bimodal,
-        outliers, steal time): its median says more than its mean."""
-        return bool(r.single.bimodal or r.single.outliers or self.steal_reps(r.cell.id))
-
-    def workloads(self) -> list[str]:
-        return list(dict.fromkeys(c.workload for c in self.cells))
-
-    def counts(self, workload: str) -> list[int]:
-        return sorted({c.instances for c in self.cells if c.workload == workload})
-
-    def metric_names(self, workload: str) -> list[str]:
-        numeric = [r.name for r in self.results if r.cell.workload == workload]
-        texts = [k[2] for k in self.text_only if k[1] == workload]
-        return list(dict.fromkeys(numeric + texts))
-
-    def result(self, platform: str, workload: str, name: str, count: int) -> MetricResult | None:
-        return self._index.get((platform, workload, name, count))
-
-    def __post_init__(self) -> None:
-        self._index = {
-            (r.cell.platform, r.cell.workload, r.name, r.cell.instances): r for r in self.results
-        }
 
 
 # --- building ------------------------------------------------------------------------------
@@ -267,18 +103,6 @@ def baseline_of(study_text: str, drivers: dict[str, str]) -> str | None:
     if isinstance(named, str) and named in drivers:
         return named
     return next((p for p, d in drivers.items() if d == "native"), None)
-
-
-def pick_baseline_cell(cells: list[CellInfo], workload: str, count: int) -> CellInfo | None:
-    """The baseline's cell for a workload: same count, else highest below, else lowest."""
-    same = [c for c in cells if c.workload == workload]
-    if not same:
-        return None
-    exact = [c for c in same if c.instances == count]
-    if exact:
-        return exact[0]
-    below = [c for c in same if c.instances < count]
-    return max(below, key=lambda c: c.instances) if below else min(same, key=lambda c: c.instances)
 
 
 class _Grouped:
@@ -384,23 +208,78 @@ def _composite_gap(
 
 
 def analyse(store: Store, run_id: str) -> RunAnalysis:
-    """Read a run from the store and compute every figure of its report."""
+    """Read a run from the store and compute every figure of its report, step by step."""
     run = store.run(run_id)
-    cell_rows = store.cells(run.id)
-    if not cell_rows:
-        raise HvbenchError(f"run {run.id} has no cells yet; nothing to report")
-    cells = {c.id: cell_info(c) for c in cell_rows}
-    platforms = list(dict.fromkeys(c.platform for c in cells.values()))
-    drivers = {c.platform: c.driver for c in cells.values()}
-    baseline = baseline_of(run.study_text, drivers)
+    cells = _cells(store, run.id)
+    baseline = baseline_of(run.study_text, {c.platform: c.driver for c in cells.values()})
     inventory = dict(run.inventory or {})
-    host_cores = int(inventory.get("cores_logical") or 0)
+    samples = _read_samples(store, run.id, cells)
+    rows = store.metric_rows(run.id)
+    grouped = _Grouped(rows)
+    labels, ran = platform_labels(cells.values())
+    composite_notes = _composite_rows(
+        grouped, cells, _baseline_means(grouped, cells, baseline), baseline, labels
+    )
+    results = _results(grouped, cells, samples, int(inventory.get("cores_logical") or 0))
+    _compare_to_baseline(results, list(cells.values()), baseline)
+    for r in results:
+        r.suspect = above_baseline(r)
+    scaling(results)
+    analysis = RunAnalysis(
+        run_id=run.id,
+        study_name=run.study_name,
+        status=run.status,
+        created_at=run.created_at,
+        finished_at=run.finished_at,
+        hvbench_version=run.hvbench_version,
+        git_commit=run.git_commit,
+        options=dict(run.options or {}),
+        inventory=inventory,
+        artifacts=store.artifacts(run.id),
+        study_text=run.study_text,
+        baseline=baseline,
+        cells=list(cells.values()),
+        platforms=list(dict.fromkeys(c.platform for c in cells.values())),
+        results=results,
+        host_cpu=samples.host_cpu,
+        symmetry=_symmetry(results),
+        failed=samples.failed,
+        commands=_commands(store, run.id),
+        text_only=_text_only(grouped, cells),
+        rows=rows,
+        started=samples.started,
+        labels=labels,
+        ran=ran,
+    )
+    analysis.noise, analysis.noisy_side = _noise(analysis)
+    analysis.warnings = composite_notes + _warnings(analysis)
+    return analysis
 
+
+def _cells(store: Store, run_id: str) -> dict[int, CellInfo]:
+    cells = {c.id: cell_info(c) for c in store.cells(run_id)}
+    if not cells:
+        raise HvbenchError(f"run {run_id} has no cells yet; nothing to report")
+    return cells
+
+
+@dataclass
+class _Samples:
+    """What a run's samples say beside their metrics."""
+
+    states: dict[int, list[dict]]
+    """Cell id -> the platform state of each of its ok samples."""
+    host_cpu: dict[int, HostCpu]
+    failed: list[tuple[CellInfo, int, str]]
+    started: dict[tuple[int, int], datetime]
+
+
+def _read_samples(store: Store, run_id: str, cells: dict[int, CellInfo]) -> _Samples:
     states: dict[int, list[dict]] = defaultdict(list)
     cpu_samples: dict[int, list[tuple[int, dict]]] = defaultdict(list)
     failed = []
     started = {}
-    for cell_id, rep, status, error, when, state, cpu in _samples(store, run.id):
+    for cell_id, rep, status, error, when, state, cpu in _samples(store, run_id):
         started[(cell_id, rep)] = when
         if status != "ok":
             failed.append((cells[cell_id], rep, error or "failed"))
@@ -408,28 +287,53 @@ def analyse(store: Store, run_id: str) -> RunAnalysis:
         states[cell_id].append(dict(state or {}))
         cpu_samples[cell_id].append((rep, dict(cpu or {})))
     host_cpu = {cid: h for cid, v in cpu_samples.items() if (h := host_cpu_of(v)) is not None}
+    return _Samples(states, host_cpu, failed, started)
 
-    rows = store.metric_rows(run.id)
-    grouped = _Grouped(rows)
-    baseline_means: dict[tuple[str, str], float] = {}
-    if baseline is not None:
-        base_cells = [c for c in cells.values() if c.platform == baseline]
-        for c in base_cells:
-            if c.workload_name != CPU_WORKLOAD:
-                continue
-            pick = pick_baseline_cell(base_cells, c.workload, 1)
-            if pick is not c:
-                continue
-            for (cid, name), triples in grouped.values.items():
-                if cid != c.id or not grouped.meta[(cid, name)][1]:
-                    continue
-                positive = triples[:, 2][triples[:, 2] > 0]  # a 0 is no rate (and is warned of)
-                if len(positive):
-                    baseline_means[(c.workload, name)] = float(np.mean(positive))
-    labels, ran = platform_labels(cells.values())
-    composite_notes = _composite_rows(grouped, cells, baseline_means, baseline, labels)
 
-    # first every series, then all their summaries at once (bootstraps are batched)
+def _baseline_means(
+    grouped: _Grouped, cells: dict[int, CellInfo], baseline: str | None
+) -> dict[tuple[str, str], float]:
+    """(workload, metric) -> the baseline's single-instance mean of each higher-is-better cpu
+    sub-score: what the cpu composite divides by."""
+    means: dict[tuple[str, str], float] = {}
+    if baseline is None:
+        return means
+    base_cells = [c for c in cells.values() if c.platform == baseline]
+    for c in base_cells:
+        if (
+            c.workload_name != CPU_WORKLOAD
+            or pick_baseline_cell(base_cells, c.workload, 1) is not c
+        ):
+            continue
+        for (cid, name), triples in grouped.values.items():
+            if cid != c.id or not grouped.meta[(cid, name)][1]:
+                continue
+            positive = triples[:, 2][triples[:, 2] > 0]  # a 0 is no rate (and is warned of)
+            if len(positive):
+                means[(c.workload, name)] = float(np.mean(positive))
+    return means
+
+
+def _per_core(ser: Series, throughput: bool, host_cpu: HostCpu | None) -> np.ndarray:
+    """Each repetition's aggregate divided by the host cores busy during it."""
+    if not throughput:
+        return np.empty(0)
+    cores = host_cpu.busy_cores if host_cpu is not None else {}
+    return np.array(
+        [
+            x / cores[int(r)]
+            for x, r in zip(ser.aggregate, ser.aggregate_reps, strict=True)
+            if cores.get(int(r), 0) > 0
+        ]
+    )
+
+
+def _results(
+    grouped: _Grouped, cells: dict[int, CellInfo], samples: _Samples, host_cores: int
+) -> list[MetricResult]:
+    """Every (cell, metric) with its series and summaries, the cell's metrics in the tools'
+    order behind its composite, headlines marked; first every series, then all their summaries
+    at once (bootstraps are batched)."""
     specs = []
     for (cid, name), (unit, hib) in grouped.meta.items():
         triples = grouped.values.get((cid, name))
@@ -437,18 +341,7 @@ def analyse(store: Store, run_id: str) -> RunAnalysis:
             continue
         ser = series(triples, cells[cid].instances)
         throughput = is_throughput(unit, hib) and len(ser.aggregate) > 0
-        cores = host_cpu[cid].busy_cores if cid in host_cpu else {}
-        per_core = (
-            np.array(
-                [
-                    x / cores[int(r)]
-                    for x, r in zip(ser.aggregate, ser.aggregate_reps, strict=True)
-                    if cores.get(int(r), 0) > 0
-                ]
-            )
-            if throughput
-            else np.empty(0)
-        )
+        per_core = _per_core(ser, throughput, samples.host_cpu.get(cid))
         specs.append((cid, name, unit, hib, ser, throughput, per_core))
     arrays = []
     for *_, ser, throughput, per_core in specs:
@@ -472,52 +365,25 @@ def analyse(store: Store, run_id: str) -> RunAnalysis:
                 starved=ser.starved(hib),
                 single=next(summaries),
                 aggregate=next(summaries) if throughput else None,
-                overcommit=overcommit(cells[cid], states[cid], host_cores),
+                overcommit=overcommit(cells[cid], samples.states[cid], host_cores),
                 per_core_values=per_core if len(per_core) else None,
                 per_core=next(summaries) if len(per_core) else None,
             )
         )
     results.sort(key=lambda r: (r.cell.id, r.name != COMPOSITE))  # stable: tool order
     _mark_headlines(results, grouped)
+    return results
 
-    _compare_to_baseline(results, list(cells.values()), baseline)
-    for r in results:
-        r.suspect = above_baseline(r)
-    scaling(results)
-    symmetry = _symmetry(results)
-    analysis = RunAnalysis(
-        run_id=run.id,
-        study_name=run.study_name,
-        status=run.status,
-        created_at=run.created_at,
-        finished_at=run.finished_at,
-        hvbench_version=run.hvbench_version,
-        git_commit=run.git_commit,
-        options=dict(run.options or {}),
-        inventory=inventory,
-        artifacts=store.artifacts(run.id),
-        study_text=run.study_text,
-        baseline=baseline,
-        cells=list(cells.values()),
-        platforms=platforms,
-        results=results,
-        host_cpu=host_cpu,
-        symmetry=symmetry,
-        failed=failed,
-        commands=_commands(store, run.id),
-        text_only={
-            (cells[cid].platform, cells[cid].workload, name, cells[cid].instances): " ".join(t)
-            for (cid, name), texts in grouped.texts.items()
-            if (cid, name) not in grouped.values and (t := sorted(texts))
-        },
-        rows=rows,
-        started=started,
-        labels=labels,
-        ran=ran,
-    )
-    analysis.noise, analysis.noisy_side = _noise(analysis)
-    analysis.warnings = composite_notes + _warnings(analysis)
-    return analysis
+
+def _text_only(
+    grouped: _Grouped, cells: dict[int, CellInfo]
+) -> dict[tuple[str, str, str, int], str]:
+    """What the tools printed for metrics that never had a number in their cell."""
+    return {
+        (cells[cid].platform, cells[cid].workload, name, cells[cid].instances): " ".join(t)
+        for (cid, name), texts in grouped.texts.items()
+        if (cid, name) not in grouped.values and (t := sorted(texts))
+    }
 
 
 def _headline_names(grouped: _Grouped, cell_id: int, names: list[str]) -> set[str]:

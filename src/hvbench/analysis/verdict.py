@@ -13,9 +13,9 @@ import math
 
 import numpy as np
 
+from hvbench.analysis.model import COMPOSITE, MetricResult, RunAnalysis, pick_baseline_cell
 from hvbench.analysis.normalize import Normalized, normalize, span
 from hvbench.analysis.platforms import auto_reason
-from hvbench.analysis.run import COMPOSITE, MetricResult, RunAnalysis, pick_baseline_cell
 from hvbench.analysis.stats import (
     EQUIVALENT,
     GAIN,

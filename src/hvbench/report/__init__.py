@@ -10,7 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from hvbench.analysis.compare import Comparison
-from hvbench.analysis.run import RunAnalysis, analyse
+from hvbench.analysis.model import RunAnalysis
+from hvbench.analysis.run import analyse
 from hvbench.errors import HvbenchError
 from hvbench.report import csv, html, jsonl, markdown
 from hvbench.store import Store

@@ -12,7 +12,7 @@ from hvbench.analysis.compare import (
     Change,
     Comparison,
 )
-from hvbench.analysis.run import RunAnalysis
+from hvbench.analysis.model import RunAnalysis
 from hvbench.report.tables import Table, with_ci
 
 

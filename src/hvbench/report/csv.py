@@ -23,9 +23,9 @@ import io
 import json
 import math
 
+from hvbench.analysis.model import MetricResult, RunAnalysis
 from hvbench.analysis.normalize import Normalized
 from hvbench.analysis.platforms import defining_settings
-from hvbench.analysis.run import MetricResult, RunAnalysis
 from hvbench.analysis.stats import Summary
 
 COLUMNS = [

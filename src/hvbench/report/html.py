@@ -14,7 +14,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
 from hvbench.analysis.compare import Comparison
-from hvbench.analysis.run import RunAnalysis
+from hvbench.analysis.model import RunAnalysis
 from hvbench.analysis.verdict import headline, verdicts
 from hvbench.report.comparison import changes_table, summary_lines
 from hvbench.report.tables import (

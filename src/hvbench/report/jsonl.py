@@ -20,8 +20,8 @@ import math
 from datetime import UTC, datetime
 
 from hvbench.analysis.compare import Comparison
+from hvbench.analysis.model import MetricResult, RunAnalysis
 from hvbench.analysis.platforms import defining_settings
-from hvbench.analysis.run import MetricResult, RunAnalysis
 from hvbench.report.comparison import platform_label, ran_on
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hvbench.analysis.compare import Comparison
-from hvbench.analysis.run import RunAnalysis
+from hvbench.analysis.model import RunAnalysis
 from hvbench.analysis.verdict import verdicts
 from hvbench.report.comparison import changes_table, summary_lines
 from hvbench.report.tables import (

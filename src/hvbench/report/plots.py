@@ -20,7 +20,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from hvbench.analysis.cost import HOST_STATES
-from hvbench.analysis.run import MetricResult, RunAnalysis
+from hvbench.analysis.model import MetricResult, RunAnalysis
 from hvbench.analysis.stats import Summary
 
 RC = {

@@ -11,8 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from hvbench.analysis.cost import HOST_STATES, work_cost
+from hvbench.analysis.model import ASYMMETRY, COMPOSITE, CellInfo, MetricResult, RunAnalysis
 from hvbench.analysis.normalize import Normalized, span
-from hvbench.analysis.run import ASYMMETRY, COMPOSITE, CellInfo, MetricResult, RunAnalysis
 from hvbench.analysis.stats import (
     BIMODAL_LEVEL,
     EQUIVALENT,

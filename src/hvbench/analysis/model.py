@@ -1,0 +1,211 @@
+"""The analysed run as the report sees it: cells, their metrics with every derived figure,
+and the run around them. Built by ``analysis.run.analyse`` from the store; read by the
+verdicts, comparisons and every exporter (it knows nothing of how it was built)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import NamedTuple
+
+import numpy as np
+
+from hvbench.analysis.cost import NOISY_STEAL, HostCpu
+from hvbench.analysis.normalize import Normalized
+from hvbench.analysis.stats import ALPHA, Summary
+from hvbench.store import MetricView
+
+COMPOSITE = "cpu.composite.score"
+CPU_WORKLOAD = "cpu"
+ASYMMETRY = 0.15
+"""Directions whose means differ by more than this (relative to the larger) are asymmetric."""
+
+
+@dataclass(frozen=True)
+class CellInfo:
+    id: int
+    platform: str
+    driver: str
+    workload: str
+    workload_name: str
+    instances: int
+    platform_settings: dict
+    """What the driver's describe() recorded: the settings, and what it resolved from them."""
+    workload_settings: dict
+    key: str = ""
+    """The study's key of the cell (platform|workload|count), as the runner knows it."""
+    accel: str | None = None
+    """The accelerator or mode its guests ran under (``platforms.what_ran``)."""
+
+
+@dataclass
+class MetricResult:
+    """One metric of one cell, with every derived figure."""
+
+    cell: CellInfo
+    name: str
+    unit: str
+    higher_is_better: bool
+    throughput: bool
+    headline: bool
+    """What the workload's verdict is judged on (see ``_mark_headlines``)."""
+    repetitions: np.ndarray
+    single_values: np.ndarray
+    aggregate_values: np.ndarray | None
+    per_instance: np.ndarray
+    """Mean over repetitions of each instance's value (the spread across instances)."""
+    instance_cv: float
+    """Mean over repetitions of the CV across the instances of each (NaN with one instance)."""
+    starved: dict[int, Starved]
+    """Instances far behind the others of the cell (``Series.starved``)."""
+    single: Summary
+    aggregate: Summary | None
+    vs_baseline: Normalized | None = None
+    aggregate_vs_baseline: Normalized | None = None
+    efficiency: float | None = None
+    overcommit: bool | None = None
+    per_core_values: np.ndarray | None = None
+    per_core: Summary | None = None
+    cost_vs_baseline: float | None = None
+    """Host CPU this platform spends for one unit of the work, relative to the baseline."""
+    suspect: str | None = None
+    """Why a figure above the baseline's is not a win (``platforms.above_baseline``)."""
+
+
+@dataclass
+class Symmetry:
+    """Inbound and outbound of one cell side by side."""
+
+    cell: CellInfo
+    inbound: MetricResult
+    outbound: MetricResult
+    ratio: float
+    """outbound / inbound (means of the single figures)."""
+    gap: float
+    """1 − smaller/larger: how much the weaker direction loses."""
+    p_value: float
+
+    @property
+    def tested(self) -> bool:
+        """Both directions have 2 repetitions or more."""
+        return math.isfinite(self.p_value)
+
+    @property
+    def asymmetric(self) -> bool:
+        tested_equal = self.tested and self.p_value >= ALPHA
+        return self.gap > ASYMMETRY and not tested_equal
+
+    @property
+    def weaker(self) -> str:
+        return "outbound" if self.ratio < 1 else "inbound"
+
+
+@dataclass
+class Noise:
+    """A headline figure less certain than its interval says: why, and what would help."""
+
+    result: MetricResult
+    reasons: list[str]
+    advice: str
+
+
+@dataclass
+class RunAnalysis:
+    """Everything exporters show, for one run."""
+
+    run_id: str
+    study_name: str
+    status: str
+    created_at: datetime
+    finished_at: datetime | None
+    hvbench_version: str
+    git_commit: str | None
+    options: dict
+    inventory: dict
+    artifacts: dict
+    study_text: str
+    baseline: str | None
+    cells: list[CellInfo]
+    platforms: list[str]
+    results: list[MetricResult]
+    host_cpu: dict[int, HostCpu]
+    symmetry: list[Symmetry]
+    failed: list[tuple[CellInfo, int, str]]
+    """(cell, repetition, error) of failed samples."""
+    commands: list[tuple[str, list[str]]] = field(default_factory=list)
+    """(tool, argv) of each distinct command the run used."""
+    text_only: dict[tuple[str, str, str, int], str] = field(default_factory=dict)
+    """(platform, workload, metric, count) -> what the tool printed instead of a number, for
+    metrics that never had one there (bonnie++'s "+++++": too fast to measure)."""
+    rows: list[MetricView] = field(default_factory=list)
+    """The store's metric rows of the ok samples (``Store.metric_rows``), for sample exports."""
+    started: dict[tuple[int, int], datetime] = field(default_factory=dict)
+    """When each (cell id, repetition) started."""
+    warnings: list[str] = field(default_factory=list)
+    """What else a reader must know, one line each (failed samples, starved instances,
+    repetitions left out of a composite)."""
+    noise: list[Noise] = field(default_factory=list)
+    """Noisy headline figures, worst (highest CV) first."""
+    noisy_side: int = 0
+    """Side metrics (not headline) that are noisy as well: counted, shown in the statistics."""
+    labels: dict[str, str] = field(default_factory=dict)
+    """Platform -> the name reports give it, with what ran (``platforms.label``)."""
+    ran: dict[str, str | None] = field(default_factory=dict)
+    """Platform -> the accelerator or mode its guests ran under, None if nothing to choose."""
+
+    def label(self, platform: str) -> str:
+        return self.labels.get(platform, platform)
+
+    def steal_reps(self, cell_id: int) -> dict[int, float]:
+        """Repetitions of a cell during which steal time took more than NOISY_STEAL of the
+        host's CPU, with that share."""
+        h = self.host_cpu.get(cell_id)
+        return {} if h is None else {r: x for r, x in h.steal.items() if x > NOISY_STEAL}
+
+    def skewed(self, r: MetricResult) -> bool:
+        """Whether some repetitions of this figure ran on a busier host than others (bimodal,
+        outliers, steal time): its median says more than its mean."""
+        return bool(r.single.bimodal or r.single.outliers or self.steal_reps(r.cell.id))
+
+    def workloads(self) -> list[str]:
+        return list(dict.fromkeys(c.workload for c in self.cells))
+
+    def counts(self, workload: str) -> list[int]:
+        return sorted({c.instances for c in self.cells if c.workload == workload})
+
+    def metric_names(self, workload: str) -> list[str]:
+        numeric = [r.name for r in self.results if r.cell.workload == workload]
+        texts = [k[2] for k in self.text_only if k[1] == workload]
+        return list(dict.fromkeys(numeric + texts))
+
+    def result(self, platform: str, workload: str, name: str, count: int) -> MetricResult | None:
+        return self._index.get((platform, workload, name, count))
+
+    def __post_init__(self) -> None:
+        self._index = {
+            (r.cell.platform, r.cell.workload, r.name, r.cell.instances): r for r in self.results
+        }
+
+
+class Starved(NamedTuple):
+    """An instance far behind the others of its cell (``aggregate.Series.starved``)."""
+
+    share: float
+    """Median over repetitions of its value / the others' median (inverted for ↓ metrics)."""
+    behind: int
+    """Repetitions in which it was below ``aggregate.STARVED_RATIO`` of the others..."""
+    of: int
+    """...of those in which it had others to compare with."""
+
+
+def pick_baseline_cell(cells: list[CellInfo], workload: str, count: int) -> CellInfo | None:
+    """The baseline's cell for a workload: same count, else highest below, else lowest."""
+    same = [c for c in cells if c.workload == workload]
+    if not same:
+        return None
+    exact = [c for c in same if c.instances == count]
+    if exact:
+        return exact[0]
+    below = [c for c in same if c.instances < count]
+    return max(below, key=lambda c: c.instances) if below else min(same, key=lambda c: c.instances)
