@@ -126,6 +126,11 @@ class Workload(ABC):
     def tools(self) -> list[str]:
         """Programs this workload needs inside the instance (guest images include them)."""
 
+    def packages(self) -> list[str]:
+        """Debian packages a full root filesystem must hold for this workload (``needs_userland``
+        guests get them from debootstrap; native needs them installed on the host)."""
+        return []
+
     def prepare(self, instance: Instance, ctx: Context) -> None:  # noqa: B027 (optional hook)
         """Untimed set-up inside the instance (format a disk, start a peer server)."""
 
