@@ -48,7 +48,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -260,23 +260,12 @@ class ConsolidationSettings(WorkloadSettings):
     mix: dict[RoleName, NonNegativeInt] = dict.fromkeys(ROLES, 1)
     """Instances of each role in one set (the post's set: one of each)."""
     sets: PositiveInt = 4
-    """Sets run at once (the post's 4); instances defaults to sets × the set's size."""
+    """Sets run at once (the post's 4): every cell runs sets × the set's size instances, unless
+    the platform names its own counts."""
     seconds: PositiveFloat = 300.0
     """Measured wall time of every client."""
     load: dict[Literal["web", "imap", "app", "db"], RoleLoad] = Field(default_factory=dict)
     """Per role, its client's rate and its SLO (see DEFAULT_LOAD for what is not given)."""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _defaults(cls, data: Any) -> Any:
-        if not isinstance(data, dict):
-            return data
-        mix = data.get("mix", dict.fromkeys(ROLES, 1))
-        if isinstance(mix, dict) and data.get("instances") is None:
-            size = sum(v for v in mix.values() if isinstance(v, int))
-            if size > 0 and isinstance(data.get("sets", 4), int) and data.get("sets", 4) > 0:
-                data = {**data, "instances": [data.get("sets", 4) * size]}
-        return data
 
     @model_validator(mode="after")
     def _valid_mix(self) -> ConsolidationSettings:
@@ -285,6 +274,9 @@ class ConsolidationSettings(WorkloadSettings):
         if self.mix.get("app") and not self.mix.get("db"):
             raise ValueError("mix: app queries the db of its set; add db: 1 to the mix")
         return self
+
+    def instance_count(self) -> int:
+        return self.sets * len(self.set_roles())
 
     def set_roles(self) -> list[str]:
         """One set's roles, in the order of ROLES."""
@@ -454,20 +446,26 @@ class Consolidation(ScratchWorkload):
     def role(self, instance: Instance, count: int) -> str:
         return self.settings.roles(count)[instance.index]
 
-    def host_memory(self, count: int) -> int:
-        """What the servers of ``count`` instances need, together."""
-        return sum(SERVERS[r].memory for r in self.settings.roles(count) if r in SERVERS)
-
-    def misfits(self, count: int, host_memory: int) -> list[str]:
-        """A mix whose servers need more memory than the host has, refused before any start."""
-        need = self.host_memory(count)
-        if need <= host_memory:
+    def misfits(self, count: int, instance_memory: int, host_memory: int) -> list[str]:
+        """Servers that cannot fit: on the host (native), all of them together; in a guest,
+        the largest one in the guest's memory."""
+        roles = [r for r in self.settings.roles(count) if r in SERVERS]
+        if not instance_memory:
+            need = sum(SERVERS[r].memory for r in roles)
+            if need > host_memory:
+                return [
+                    f"{self.settings.label()}: the servers of {count} instances need "
+                    f"{format_size(need)}, the host has {format_size(host_memory)}; lower sets"
+                ]
             return []
-        return [
-            f"consolidation: {count} instances of {self.settings.label()} need "
-            f"{format_size(need)} for their servers, the host has {format_size(host_memory)}; "
-            f"lower sets"
-        ]
+        big = max(roles, key=lambda r: SERVERS[r].memory, default=None)
+        if big and SERVERS[big].memory > instance_memory:
+            need = format_size(SERVERS[big].memory)
+            return [
+                f"{self.settings.label()}: its {big} server needs {need}, an instance has "
+                f"{format_size(instance_memory)}; give the platform more memory"
+            ]
+        return []
 
     def _db_of(self, instance: Instance, ctx: Context) -> str:
         """The address of the db of the instance's set (what app queries)."""
