@@ -63,7 +63,14 @@ from pydantic import (
 from hvbench.errors import HvbenchError, InstanceError
 from hvbench.host.process import which
 from hvbench.units import format_size
-from hvbench.workloads.base import Context, Metric, Outcome, ParseError, WorkloadSettings
+from hvbench.workloads.base import (
+    Context,
+    Metric,
+    Outcome,
+    ParseError,
+    RawOutput,
+    WorkloadSettings,
+)
 from hvbench.workloads.common import ScratchWorkload, keep, run
 
 if TYPE_CHECKING:
@@ -526,9 +533,11 @@ class Consolidation(ScratchWorkload):
             )
         return out, sum(after.values()) - sum(before.values())
 
-    def _load(self, instance: Instance, ctx: Context) -> tuple[Requests, float, list[str], str]:
-        """Drive the role's server for the measured seconds; what its client saw, its CPU, the
-        command and the client's raw output."""
+    def _load(
+        self, instance: Instance, ctx: Context
+    ) -> tuple[Requests, float, list[str], list[RawOutput]]:
+        """Drive the role's server for the measured seconds; what its client saw, its CPU
+        (core-seconds), its command and its raw output."""
         running = self._running[instance.name]
         role, addr, peer = running.role, running.address, running.peer_dir
         assert peer is not None
@@ -543,13 +552,13 @@ class Consolidation(ScratchWorkload):
             paths = ["/app.php"] if role == "app" else [f"/f{i}.bin" for i in range(1, 17)]
             (peer / "targets").write_text("".join(f"GET http://{addr}{p}\n" for p in paths))
             argv = [vegeta, "attack", f"-rate={rate:g}/1s", f"-duration={seconds:g}s",
-                    "-timeout=30s", f"-targets={peer}/targets",
+                    "-timeout=30s", "-max-body=0", f"-targets={peer}/targets",
                     f"-output={peer}/results"]  # fmt: skip
             ctx.barrier()
             _, cpu = self._client(instance, ctx, argv, timeout)
             text, _ = self._client(instance, ctx, [vegeta, "encode", "--to", "csv",
                                                    f"{peer}/results"], timeout)  # fmt: skip
-            return vegeta_requests(text, rate), cpu, argv, text
+            return vegeta_requests(text, rate), cpu, argv, [keep("vegeta", argv, text)]
         if role == "db":
             load = self.settings.role_load(role)
             argv = ["pgbench", "-n", "-c", "4", "-j", "1", f"--rate={rate:g}",
@@ -559,12 +568,13 @@ class Consolidation(ScratchWorkload):
             ctx.barrier()
             out, cpu = self._client(instance, ctx, argv, timeout)
             log = "".join(p.read_text() for p in sorted(peer.glob("pgbench.*")))
-            return pgbench_requests(log), cpu, argv, out
+            raw = [keep("pgbench", argv, out), keep("pgbench --log", argv, log)]
+            return pgbench_requests(log), cpu, argv, raw
         argv = [sys.executable, "-m", "hvbench.workloads.imap_client", addr, f"{rate:g}",
                 f"{seconds:g}"]  # fmt: skip
         ctx.barrier()
         out, cpu = self._client(instance, ctx, argv, timeout)
-        return imap_requests(out), cpu, argv, out
+        return imap_requests(out), cpu, argv, [keep("imap_client", argv, out)]
 
     def measure(self, instance: Instance, ctx: Context) -> Outcome:
         running = self._running[instance.name]
@@ -593,7 +603,7 @@ class Consolidation(ScratchWorkload):
                 f"not hold {rate:g}/s: it used {cores:.2f} of a core (saturated), so the miss "
                 f"is the client's, not the platform's; lower the rate or the sets"
             )
-        return Outcome(metrics=metrics, raw=[keep(Path(argv[0]).name, argv, raw)])
+        return Outcome(metrics=metrics, raw=raw)
 
     def cleanup(self, instance: Instance, ctx: Context) -> None:
         running = self._running.pop(instance.name, None)
