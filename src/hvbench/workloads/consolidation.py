@@ -204,7 +204,7 @@ DB = r"""
 bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)
 mkdir "$d/pg" && chown postgres:postgres "$d/pg" && touch "$d/postgres.log" &&
   chown postgres:postgres "$d/postgres.log" || exit 1
-runuser -u postgres -- "$bin/initdb" -D "$d/pg" -U postgres -A trust --locale=C -E UTF8 \
+runuser -u postgres -- "$bin/initdb" -N -D "$d/pg" -U postgres -A trust --locale=C -E UTF8 \
   >> "$d/postgres.log" 2>&1 || exit 1
 echo "host all all 0.0.0.0/0 trust" >> "$d/pg/pg_hba.conf"
 runuser -u postgres -- "$bin/pg_ctl" -D "$d/pg" -l "$d/postgres.log" -w -t 300 \
@@ -510,7 +510,7 @@ class Consolidation(ScratchWorkload):
         running.peer_dir = peer
         running.cgroup = network.clients().child(instance.name)
         if role == "db":
-            init = ["pgbench", "-i", "-q", "-s", "1", "-h", instance.address, "-U", "postgres",
+            init = ["pgbench", "-i", "-I", "dtgp", "-q", "-s", "1", "-h", instance.address, "-U", "postgres",
                     "postgres"]  # fmt: skip
             self._client(instance, ctx, init, 600)
 
