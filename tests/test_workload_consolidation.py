@@ -13,7 +13,7 @@ import pytest
 from pydantic import ValidationError
 from test_runner import leftovers
 from test_workload_metrics_doc import doc_rows
-from workload_env import native_instances, run_workload
+from workload_env import native_instances
 
 from hvbench.analysis.cost import host_cpu_of, same_work
 from hvbench.errors import InstanceError, StudyError
@@ -55,7 +55,7 @@ def test_vegeta_latency_runs_from_each_request_due_time():
 def test_a_client_that_cannot_reach_its_server_says_why():
     got = vegeta_requests((FIX / "web-refused.csv").read_text(), rate=5)
     assert got.latencies == [None] * 5
-    with pytest.raises(ParseError, match="none of 5 requests completed: .*connection refused"):
+    with pytest.raises(ParseError, match=r"none of 5 requests completed: .*connection refused"):
         role_metrics("web", got, 1.0, RoleLoad(rate=5, p95_ms=50), 0.0)
 
 
@@ -127,7 +127,7 @@ def test_the_sets_make_the_count_and_a_mix_too_big_is_refused():
         "workloads:\n  - {name: consolidation, sets: 100000}\n",
         "t",
     )
-    with pytest.raises(StudyError, match="the servers of 500000 instances need .* lower sets"):
+    with pytest.raises(StudyError, match=r"the servers of 500000 instances need .* lower sets"):
         Runner.create(huge, Store(), quick=True)
 
 
@@ -165,7 +165,7 @@ def test_faults_name_the_role_the_server_and_why():
             stop = f"kill $(cat {w.scratch(inst)}/nginx.pid)"
             assert inst.exec(["sh", "-c", stop], 30).ok
             time.sleep(0.5)
-            with pytest.raises(InstanceError, match="could not reach nginx at .*refused"):
+            with pytest.raises(InstanceError, match=r"could not reach nginx at .*refused"):
                 w.measure(inst, ctx)
         finally:
             w.cleanup(inst, ctx)
@@ -212,7 +212,9 @@ def test_one_set_of_real_servers_on_native_and_tcg():
         h = s.host_cpu
         assert h["busy_s"] > 0 and h["clients_s"]["user"] + h["clients_s"]["system"] > 0
         assert set(h["states_s"]) >= {"user", "nice", "system", "irq", "softirq", "guest", "steal"}
-    native, tcg = (host_cpu_of([(1, s.host_cpu)]) for s in samples)
+    platform = {c.id: c.platform for c in store.cells(runner.run_id)}
+    by = {platform[s.cell_id]: host_cpu_of([(1, s.host_cpu)]) for s in samples}
+    native, tcg = by["native"], by["tcg"]
     assert native is not None and tcg is not None and tcg.clients is not None
     said = same_work("tcg", tcg.busy, "native", native.busy)
     assert said.startswith("the same work costs tcg ") and ", native " in said
