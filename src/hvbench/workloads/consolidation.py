@@ -46,7 +46,7 @@ import re
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Literal
 
@@ -76,6 +76,7 @@ from hvbench.workloads.common import ScratchWorkload, keep, run
 if TYPE_CHECKING:
     from hvbench.drivers.base import Instance
     from hvbench.host.cgroup import Cgroup
+    from hvbench.host.resources import Resource
 
 RoleName = Literal["web", "imap", "app", "db", "idle"]
 ROLES: tuple[str, ...] = ("web", "imap", "app", "db", "idle")
@@ -249,6 +250,12 @@ until ss -Htln "sport = :$port" | grep -q .; do
   tries=$((tries + 1)); [ $tries -gt 300 ] && { echo "not listening on port $port" >&2; exit 1; }
   sleep 0.1
 done
+for f in $pidfiles; do
+  until [ -s "$d/$f" ]; do
+    tries=$((tries + 1)); [ $tries -gt 600 ] && { echo "no $f" >&2; exit 1; }
+    sleep 0.1
+  done
+done
 """
 STOP = r"""
 for f in "$@"; do
@@ -417,6 +424,9 @@ class Running:
     address: str
     cgroup: Cgroup | None
     peer_dir: Path | None
+    made: list[Resource] = field(default_factory=list)
+    """What the run's ledger removes if cleanup never comes (a killed run): the peer's files
+    and, where the instance's processes are the host's (native), its servers."""
 
 
 class Consolidation(ScratchWorkload):
@@ -495,7 +505,9 @@ class Consolidation(ScratchWorkload):
         self._running[instance.name] = running
         server = SERVERS[role]
         db = self._db_of(instance, ctx) if role == "app" else ""
-        script = f"{PATH}\nd=$1 addr=$2 db=$3 port={server.port}\n{server.start}{LISTENING}"
+        pidfiles = " ".join(server.pidfiles)
+        script = (f"{PATH}\nd=$1 addr=$2 db=$3 port={server.port} pidfiles='{pidfiles}'\n"
+                  f"{server.start}{LISTENING}")  # fmt: skip
         run(instance, ["chmod", "755", d], timeout=60)
         started = instance.exec(["sh", "-c", script, "sh", d, instance.address, db], 600)
         if not started.ok:
@@ -505,8 +517,12 @@ class Consolidation(ScratchWorkload):
                 f"{instance.name}: role {role}: {server.name} did not start: {said}"
             )
         network = ctx.network
+        if instance.guest_is_host_processes:
+            for pidfile in server.pidfiles:
+                pid = int(Path(d, pidfile).read_text().split()[0])
+                running.made.append(network.ledger.add_process(pid))
         peer = Path(tempfile.mkdtemp(prefix=f"hvbench-{network.run_id}-{instance.name}-"))
-        network.ledger.add("path", str(peer))
+        running.made.append(network.ledger.add("path", str(peer)))
         running.peer_dir = peer
         running.cgroup = network.clients().child(instance.name)
         if role == "db":
@@ -613,10 +629,8 @@ class Consolidation(ScratchWorkload):
             stop = ["env", f"d={d}", "sh", "-c", STOP, "sh", *SERVERS[running.role].pidfiles]
             with contextlib.suppress(InstanceError):  # a dead instance has no server left
                 instance.exec(stop, 120)
-        if running and running.peer_dir:
-            for res in ctx.network.ledger.live:
-                if res.kind == "path" and res.name == str(running.peer_dir):
-                    ctx.network.ledger.release(res)
+        for res in running.made if running else []:
+            ctx.network.ledger.release(res)
         super().cleanup(instance, ctx)
 
     def estimate_seconds(self, quick: bool) -> float:
