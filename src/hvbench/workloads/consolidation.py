@@ -416,6 +416,14 @@ def role_metrics(
 # --- the workload ------------------------------------------------------------------------
 
 
+def _vegeta() -> str:
+    """The HTTP clients' program, or a clear error saying how to get it."""
+    vegeta = which("vegeta")
+    if vegeta is None:
+        raise HvbenchError("consolidation: vegeta is missing (./setup.sh --with-vegeta builds it)")
+    return vegeta
+
+
 @dataclass
 class Running:
     """A role's server in one instance, and its client's cgroup and files on the peer."""
@@ -499,6 +507,8 @@ class Consolidation(ScratchWorkload):
         if role == "idle":
             self._running[instance.name] = Running(role, instance.address, None, None)
             return
+        if role in ("web", "app"):
+            _vegeta()  # before any server starts
         super().prepare(instance, ctx)
         d = self.scratch(instance)
         running = Running(role, instance.address, None, None)
@@ -561,11 +571,7 @@ class Consolidation(ScratchWorkload):
         seconds, rate = self.seconds(ctx.quick), self.rate(role, ctx.quick)
         timeout = self.timeout(ctx.quick)
         if role in ("web", "app"):
-            vegeta = which("vegeta")
-            if vegeta is None:
-                raise HvbenchError(
-                    "consolidation: vegeta is missing (./setup.sh --with-vegeta builds it)"
-                )
+            vegeta = _vegeta()
             paths = ["/app.php"] if role == "app" else [f"/f{i}.bin" for i in range(1, 17)]
             (peer / "targets").write_text("".join(f"GET http://{addr}{p}\n" for p in paths))
             argv = [vegeta, "attack", f"-rate={rate:g}/1s", f"-duration={seconds:g}s",
