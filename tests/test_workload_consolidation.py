@@ -106,7 +106,16 @@ def test_settings_sets_roles_and_memory():
     assert post.set_roles() == ["web", "imap", "app", "db", "idle"]
     assert post.instance_count() == 20 and post.roles(20)[5:10] == post.set_roles()
     assert settings(sets=1, mix={"db": 2, "web": 1}).roles(3) == ["web", "db", "db"]
-    for bad in ({"mix": {"web": 0}}, {"mix": {"mail": 1}}, {"sets": 0}, {"mix": {"app": 1}}):
+    db = settings(load={"db": {"rate": 50}}).role_load("db")
+    assert (db.rate, db.p95_ms) == (50, 100) and settings().role_load("web").rate == 50
+    bad_load = {"load": {"db": {"rate": -1}}}
+    for bad in (
+        {"mix": {"web": 0}},
+        {"mix": {"mail": 1}},
+        {"sets": 0},
+        {"mix": {"app": 1}},
+        bad_load,
+    ):
         with pytest.raises(ValidationError):
             settings(**bad)
     w = Consolidation(settings(sets=1))

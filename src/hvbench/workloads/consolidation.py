@@ -48,7 +48,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import (
     BaseModel,
@@ -279,7 +279,21 @@ class ConsolidationSettings(WorkloadSettings):
     seconds: PositiveFloat = 300.0
     """Measured wall time of every client."""
     load: dict[Literal["web", "imap", "app", "db"], RoleLoad] = Field(default_factory=dict)
-    """Per role, its client's rate and its SLO (see DEFAULT_LOAD for what is not given)."""
+    """Per role, its client's rate and its SLO; what is not given is DEFAULT_LOAD's."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _load_over_defaults(cls, data: Any) -> Any:
+        """A role's ``load`` names only what differs from DEFAULT_LOAD (``{db: {rate: 50}}``)."""
+        if isinstance(data, dict) and isinstance(data.get("load"), dict):
+            load = {
+                role: {**DEFAULT_LOAD[role].model_dump(), **given}
+                if role in DEFAULT_LOAD and isinstance(given, dict)
+                else given
+                for role, given in data["load"].items()
+            }
+            data = {**data, "load": load}
+        return data
 
     @model_validator(mode="after")
     def _valid_mix(self) -> ConsolidationSettings:
