@@ -27,6 +27,7 @@ from hvbench.workloads.consolidation import (
     ConsolidationSettings,
     Requests,
     RoleLoad,
+    client_saturated,
     imap_requests,
     pgbench_requests,
     role_metrics,
@@ -87,6 +88,14 @@ def test_slo_needs_the_rate_and_the_p95():
         m.name: m.value for m in role_metrics("imap", short, 5, RoleLoad(rate=2, p95_ms=500), 0)
     }
     assert missed["consolidation.imap.failed"] == 1 and missed["consolidation.imap.slo_met"] == 0
+
+
+def test_a_busy_client_that_missed_its_rate_is_the_clients_fault():
+    got = imap_requests((FIX / "imap-client.txt").read_text())
+    short = Requests([*got.latencies, None], "timed out")
+    load = RoleLoad(rate=2, p95_ms=500)
+    assert client_saturated(short, load, 0.95) and not client_saturated(short, load, 0.5)
+    assert not client_saturated(got, load, 0.99)  # busy, but it held the rate
 
 
 def test_metrics_are_documented():

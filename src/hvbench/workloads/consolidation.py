@@ -399,6 +399,17 @@ def imap_requests(text: str) -> Requests:
     return Requests(latencies, error)
 
 
+def rate_held(got: Requests, load: RoleLoad) -> bool:
+    """The SLO's rate: at least 1 - tolerance of the requests due completed."""
+    done = sum(x is not None for x in got.latencies)
+    return done >= (1 - load.tolerance) * len(got.latencies)
+
+
+def client_saturated(got: Requests, load: RoleLoad, client_cores: float) -> bool:
+    """A miss that is the client's: it used SATURATED of a core or more and missed its rate."""
+    return client_cores >= SATURATED and not rate_held(got, load)
+
+
 def percentile(ordered: list[float], q: float) -> float:
     """Nearest-rank percentile of a sorted list (q in 0..1)."""
     return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
@@ -413,7 +424,7 @@ def role_metrics(
     if not ok:
         raise ParseError(f"none of {due} requests completed: {got.error or 'no error given'}")
     p50, p95, p99 = (percentile(ok, q) * 1000 for q in (0.50, 0.95, 0.99))
-    held = len(ok) >= (1 - load.tolerance) * due
+    held = rate_held(got, load)
     stem = f"consolidation.{role}"
     return [
         Metric(f"{stem}.requests", len(ok), "count", True),
@@ -633,8 +644,7 @@ class Consolidation(ScratchWorkload):
                 f"{instance.name}: role {running.role}: client {Path(argv[0]).name} could not "
                 f"reach {server.name} at {running.address}: {e}"
             ) from None
-        done = sum(x is not None for x in got.latencies)
-        if cores >= SATURATED and done < (1 - load.tolerance) * len(got.latencies):
+        if client_saturated(got, load, cores):
             raise InstanceError(
                 f"{instance.name}: role {running.role}: its client {Path(argv[0]).name} could "
                 f"not hold {rate:g}/s: it used {cores:.2f} of a core (saturated), so the miss "
