@@ -16,7 +16,9 @@ from test_workload_metrics_doc import doc_rows
 from workload_env import native_instances
 
 from hvbench.analysis.cost import host_cpu_of, same_work
+from hvbench.analysis.run import analyse
 from hvbench.errors import InstanceError, StudyError
+from hvbench.report.tables import host_table
 from hvbench.runner import Runner
 from hvbench.store import Store
 from hvbench.study import parse_study
@@ -236,4 +238,7 @@ def test_one_set_of_real_servers_on_native_and_tcg():
     assert native is not None and tcg is not None and tcg.clients is not None
     said = same_work("tcg", tcg.busy, "native", native.busy)
     assert said.startswith("the same work costs tcg ") and ", native " in said
+    table = host_table(analyse(store, runner.run_id))
+    assert table is not None and any("the same work costs tcg" in n for n in table.notes)
+    assert all(row[-1] != "" for row in table.rows)  # the clients' share, beside the split
     assert leftovers(runner.run_id) == []

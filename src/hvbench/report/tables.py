@@ -12,7 +12,14 @@ from dataclasses import dataclass, field
 
 from hvbench.analysis.cost import HOST_STATES, same_work, work_cost
 from hvbench.analysis.normalize import Normalized, span
-from hvbench.analysis.run import ASYMMETRY, COMPOSITE, CellInfo, MetricResult, RunAnalysis
+from hvbench.analysis.run import (
+    ASYMMETRY,
+    COMPOSITE,
+    CellInfo,
+    MetricResult,
+    RunAnalysis,
+    pick_baseline_cell,
+)
 from hvbench.analysis.stats import (
     BIMODAL_LEVEL,
     EQUIVALENT,
@@ -465,7 +472,8 @@ def host_table(a: RunAnalysis) -> Table | None:
         h = a.host_cpu.get(c.id)
         if h is None:
             continue
-        base = _baseline_cell(a, c)
+        bases = [b for b in a.cells if b.platform == a.baseline and b.id in a.host_cpu]
+        base = pick_baseline_cell(bases, c.workload, c.instances)
         if base is not None and base.id != c.id and h.clients is not None:
             said = same_work(a.label(c.platform), h.busy, a.label(base.platform),
                              a.host_cpu[base.id].busy)  # fmt: skip
@@ -484,21 +492,6 @@ def host_table(a: RunAnalysis) -> Table | None:
             ]
         )
     return t
-
-
-def _baseline_cell(a: RunAnalysis, cell: CellInfo) -> CellInfo | None:
-    """The baseline platform's cell of the same workload and instance count, with host CPU."""
-    return next(
-        (
-            c
-            for c in a.cells
-            if c.platform == a.baseline
-            and c.workload == cell.workload
-            and c.instances == cell.instances
-            and c.id in a.host_cpu
-        ),
-        None,
-    )
 
 
 def cost_table(a: RunAnalysis) -> Table | None:
