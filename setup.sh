@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
 # Installs hvbench on Debian 12 as root: the Debian packages it drives (scripts/debian-packages.txt),
-# a virtualenv in .venv and the package itself. `--dev` adds what the tests need (and gVisor's
-# runsc, which the tests boot); `--with-gvisor` builds runsc for `driver: gvisor` alone.
+# a virtualenv in .venv and the package itself. `--dev` adds what the tests need (gVisor's runsc,
+# which the tests boot, and vegeta, the consolidation workload's HTTP client); `--with-gvisor`
+# builds runsc for `driver: gvisor` alone, `--with-vegeta` vegeta alone.
 # Safe to run again: every step is idempotent.
 set -euo pipefail
 cd "$(dirname "$0")"
 
 extras=""
 with_gvisor=0
+with_vegeta=0
 for arg in "$@"; do
   case "$arg" in
-    --dev) extras="[dev]"; with_gvisor=1 ;;
+    --dev) extras="[dev]"; with_gvisor=1; with_vegeta=1 ;;
     --with-gvisor) with_gvisor=1 ;;
-    *) echo "setup.sh: unknown option $arg (known: --dev, --with-gvisor)" >&2; exit 2 ;;
+    --with-vegeta) with_vegeta=1 ;;
+    *) echo "setup.sh: unknown option $arg (known: --dev, --with-gvisor, --with-vegeta)" >&2; exit 2 ;;
   esac
 done
 
@@ -31,5 +34,8 @@ apt-get install -y -q --no-install-recommends $packages
 .venv/bin/pip install -q --disable-pip-version-check -e ".${extras}"
 if [ "$with_gvisor" = 1 ] && [ ! -x .venv/bin/runsc ]; then
   scripts/build-runsc.sh .venv/bin
+fi
+if [ "$with_vegeta" = 1 ] && [ ! -x .venv/bin/vegeta ]; then
+  scripts/build-vegeta.sh .venv/bin
 fi
 echo "setup.sh: hvbench $(.venv/bin/hvbench version) is ready in $(pwd)/.venv"

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import itertools
 import os
+import subprocess
+import sys
 import time
 
-from hvbench.host.monitor import LOCAL, STATES, CpuMonitor, HostCpuSource
+from hvbench.host.monitor import LOCAL, STATES, CpuMonitor, HostCpuSource, read_proc_stat
+from hvbench.host.network import RunNetwork
+from hvbench.host.resources import Ledger
 
 
 def _spin(seconds: float) -> None:
@@ -42,3 +46,25 @@ def test_states_come_from_the_source_of_the_host_the_instances_run_on():
     assert reading["host"] == "far.example" and reading["cores"] == 64
     assert reading["busy_s"] == 3.0 and reading["states_s"]["idle"] == 3.0
     assert reading["instances_s"] == [None]
+
+
+def test_clients_in_their_cgroup_are_left_out_of_the_host_and_shown_apart(tmp_path):
+    """A load generator spinning 0.3 s in the run's clients cgroup: its seconds appear as
+    ``clients_s`` and come off the host's user time (which the spin also raised)."""
+    ledger = Ledger("test-clients", tmp_path)
+    network = RunNetwork(f"test-{os.getpid()}", ledger)
+    try:
+        group = network.clients().child("spin")
+        monitor = CpuMonitor([[]], [lambda: None], clients=network.clients_cpu)
+        monitor.start()
+        spin = "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass"
+        subprocess.run(group.argv([sys.executable, "-c", spin]), check=True)
+        stat = read_proc_stat()
+        reading = monitor.stop()
+        used = reading["clients_s"]
+        assert used["user"] + used["system"] >= 0.25
+        raw_user = stat["user"] - monitor._stat0["user"]
+        assert reading["states_s"]["user"] <= raw_user - used["user"] + 0.05
+    finally:
+        ledger.release_all()
+    assert not group.path.exists()

@@ -36,6 +36,7 @@ from hvbench.errors import CommandTimeout, InstanceError
 from hvbench.host import hugepages
 from hvbench.host.inventory import capacity
 from hvbench.study import parse_study
+from hvbench.workloads.kernbench import Kernbench, KernbenchSettings
 
 guest_image = guest_fixtures.guest_image  # fixtures, until conftest imports guest_fixtures
 guest_run = guest_fixtures.guest_run
@@ -461,7 +462,12 @@ def test_last_words_name_the_signal_and_the_cause(tmp_path):
 def test_userland_root_filesystem_compiles(guest_run: GuestRun):
     """``Needs.userland``: the guest boots a Debian root filesystem (debootstrap, mkfs.ext4 -d)
     from a copy-on-write overlay, and its compiler builds and runs a program."""
-    needs = Needs(tools=frozenset({"make", "gcc"}), userland=True, data_disk=True)
+    needs = Needs(
+        tools=frozenset({"make", "gcc"}),
+        userland=True,
+        packages=frozenset(Kernbench(KernbenchSettings(name="kernbench")).packages()),
+        data_disk=True,
+    )
     d = driver(guest_run, needs, nic="none", memory="512M", disk={"size": "64M"})
     [inst] = d.start(1, deadline(600))
     try:

@@ -105,7 +105,9 @@ def test_cpu_apps_corpus_is_the_bytes_native_makes(guest):
 def test_kernbench_quick_in_a_userland_guest(tmp_path_factory):
     """The root-filesystem form of the guest: compile tools/lib/subcmd, cold and warm."""
     workload = Kernbench(KernbenchSettings(name="kernbench"))
-    needs = Needs(tools=frozenset(workload.tools()), userland=True)
+    needs = Needs(
+        tools=frozenset(workload.tools()), userland=True, packages=frozenset(workload.packages())
+    )
     for instance, network in _boot_one(tmp_path_factory, needs):
         t0 = time.monotonic()
         (outcome,) = run_workload(workload, [instance], network)

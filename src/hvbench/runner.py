@@ -83,6 +83,7 @@ def needs_of(study: Study) -> Needs:
         tools=frozenset(t for w in workloads for t in w.tools()),
         data_disk=any(w.needs_data_disk for w in workloads),
         userland=any(w.needs_userland for w in workloads),
+        packages=frozenset(p for w in workloads for p in w.packages()),
     )
 
 
@@ -370,6 +371,7 @@ class Runner:
             [i.host_pids() for i in instances],
             [i.accounted_cpu_seconds for i in instances],
             driver.host_cpu_source(),
+            clients=self._network.clients_cpu,
         )
         timeout = workload.timeout(self.quick)
         barrier = threading.Barrier(len(instances), action=monitor.start, timeout=timeout)

@@ -102,16 +102,19 @@ class Study:
 
     def counts(self, platform: str, workload: WorkloadSettings | None = None) -> list[int]:
         """Instance counts of a platform (for one workload, or all of its workloads). The
-        platform's own list wins, then its driver's default (native runs once), then the
-        workload's list, then the study's."""
+        platform's own list wins, then the count the workload's settings make (consolidation's
+        sets), then its driver's default (native runs once), then the workload's list, then
+        the study's."""
         settings = self.platforms[platform]
         if settings.instances:
             return list(settings.instances)
+        if workload is None:
+            return sorted({n for w in self.workloads for n in self.counts(platform, w)})
+        if workload.instance_count() is not None:
+            return [workload.instance_count()]
         default = DRIVERS[settings.driver].default_instances
         if default is not None:
             return list(default)
-        if workload is None:
-            return sorted({n for w in self.workloads for n in self.counts(platform, w)})
         return list(workload.instances or self.instances)
 
     def cells(self) -> list[Cell]:
@@ -143,6 +146,10 @@ class Study:
                     f"{count * cores} cores, the host has {host_cores}"
                 )
             out += [f"platform {name}: {line}" for line in settings.host_misfits(count)]
+            for index, workload in enumerate(self.workloads):
+                for n in self.counts(name, workload):
+                    need = self.workload(index).misfits(n, memory, host_memory)
+                    out += [f"platform {name}: {line}" for line in need]
         return out
 
     def estimate_seconds(self, quick: bool) -> float:

@@ -43,6 +43,9 @@ class HostCpu:
     """Per repetition, steal time as a share of the host's CPU."""
     instance_cores: float | None
     """Cores used by the instances' own processes (psutil), mean over samples."""
+    clients: float | None = None
+    """The run's load generators' CPU (their cgroup) as a share of the host's, mean over
+    samples; already left out of ``busy`` and ``states``. None where no client ran."""
 
     @property
     def virtualization_overhead(self) -> float | None:
@@ -57,7 +60,7 @@ def host_cpu_of(samples: list[tuple[int, dict]]) -> HostCpu | None:
     if not good:
         return None
     shares: dict[str, list[float]] = defaultdict(list)
-    busy, inst = [], []
+    busy, inst, clients = [], [], []
     cores_busy: dict[int, float] = {}
     steal: dict[int, float] = {}
     for rep, h in good:
@@ -68,6 +71,8 @@ def host_cpu_of(samples: list[tuple[int, dict]]) -> HostCpu | None:
         busy.append(float(h.get("busy_s", 0.0)) / capacity)
         cores_busy[rep] = float(h.get("busy_s", 0.0)) / h["wall_s"]
         steal[rep] = float(states.get("steal", 0.0)) / capacity
+        if h.get("clients_s") is not None:
+            clients.append(sum(float(v) for v in h["clients_s"].values()) / capacity)
         per = [x for x in h.get("instances_s") or [] if x is not None]
         if per:
             inst.append(sum(per) / h["wall_s"])
@@ -78,7 +83,19 @@ def host_cpu_of(samples: list[tuple[int, dict]]) -> HostCpu | None:
         busy_cores=cores_busy,
         steal=steal,
         instance_cores=float(np.mean(inst)) if inst else None,
+        clients=float(np.mean(clients)) if clients else None,
     )
+
+
+def same_work(label: str, share: float, base_label: str, base_share: float) -> str:
+    """The consolidation post's verdict on host CPU shares (0..1) for the same work: "the same
+    work costs kvm-virtio X% of the host, native Y%: Z% more"."""
+    head = f"the same work costs {label} {100 * share:.1f}% of the host, "
+    head += f"{base_label} {100 * base_share:.1f}%"
+    if base_share <= 0:
+        return head
+    change = share / base_share - 1
+    return f"{head}: {100 * abs(change):.0f}% {'more' if change >= 0 else 'less'}"
 
 
 @dataclass(frozen=True)

@@ -136,6 +136,8 @@ class Needs:
     """A separate disk, formatted and mounted, for disk workloads."""
     userland: bool = False
     """A full root filesystem (compiler, make) rather than a small initramfs."""
+    packages: frozenset[str] = frozenset()
+    """Debian packages the root filesystem must hold besides its base (servers, compilers)."""
 
 
 I = TypeVar("I", bound=Instance)  # noqa: E741 (the usual name of a type variable)

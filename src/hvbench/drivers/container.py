@@ -13,7 +13,8 @@ from __future__ import annotations
 from typing import ClassVar, Literal
 
 from hvbench.drivers.base import Availability
-from hvbench.drivers.oslevel import OciDriver, OsLevelSettings, which
+from hvbench.drivers.oslevel import OciDriver, OsLevelSettings
+from hvbench.host.process import which
 
 
 class ContainerSettings(OsLevelSettings):

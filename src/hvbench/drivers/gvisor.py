@@ -26,7 +26,8 @@ import subprocess
 from typing import ClassVar, Literal
 
 from hvbench.drivers.base import Availability
-from hvbench.drivers.oslevel import OciDriver, OciInstance, OsLevelSettings, which
+from hvbench.drivers.oslevel import OciDriver, OciInstance, OsLevelSettings
+from hvbench.host.process import which
 
 BUILD_HINT = "./setup.sh --with-gvisor (runs scripts/build-runsc.sh: a static build into .venv)"
 

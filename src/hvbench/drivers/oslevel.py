@@ -24,10 +24,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
 import subprocess
-import sysconfig
 import threading
 import time
 from abc import abstractmethod
@@ -464,11 +462,3 @@ def runtime_version(binary: str) -> str:
         return kept.read_text().strip()
     out = subprocess.run([binary, "--version"], capture_output=True, text=True, check=False)
     return " ".join(out.stdout.split("\n")[:2]).strip() or "unknown"
-
-
-def which(name: str) -> str | None:
-    """A program from hvbench's own virtualenv first (where setup installs runsc), then PATH."""
-    local = Path(sysconfig.get_path("scripts")) / name
-    if local.is_file() and os.access(local, os.X_OK):
-        return str(local)
-    return shutil.which(name)

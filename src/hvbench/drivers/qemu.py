@@ -477,7 +477,8 @@ class QemuDriver(Driver):
         if cached is None or not cached.initrd.exists():
             _IMAGES[key] = cached = guest_image.build(tools, s.kernel)
         self._image = cached
-        self._rootfs = userland.build(tools, cached) if self.needs.userland else None
+        rootfs = self.needs.userland
+        self._rootfs = userland.build(tools, cached, self.needs.packages) if rootfs else None
         if accel:
             self._accel = accel
         elif s.accel == "auto":

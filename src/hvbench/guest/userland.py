@@ -1,7 +1,8 @@
 """The second form of a guest image: a Debian root filesystem, for workloads that need a full
-userland (kernbench's compiler and make).
+userland (kernbench's compiler and make, consolidation's servers).
 
-``debootstrap --variant=minbase`` installs the packages into a directory from the mirror the
+``debootstrap --variant=minbase`` installs the base packages and those the study's workloads ask
+for (``Workload.packages``) into a directory from the mirror the
 host's own apt uses (so the versions are the host's release), the guest's hvbench files and the
 initramfs's kernel modules are added, and ``mkfs.ext4 -d`` makes the ext4 image from the
 directory, without mounting anything. The image is cached by a content hash of its inputs, like
@@ -36,18 +37,8 @@ PACKAGES = (
     "kmod",
     "util-linux",
     "iproute2",
-    "build-essential",
-    "bc",
-    "flex",
-    "bison",
-    "libelf-dev",
-    "libssl-dev",
-    "time",
-    "perl",
-    "xz-utils",
-    "linux-source",
 )
-"""What kernbench's compile needs, and what every hvbench guest has."""
+"""What every hvbench root filesystem has; workloads add their own (``Needs.packages``)."""
 
 ROOT_SERIAL = "hvbench-root"
 FREE_SPACE = 4 << 30
@@ -91,9 +82,13 @@ def _host_suite_and_mirror() -> tuple[str, str]:
 
 
 def build(
-    tools: Iterable[str], image: initramfs.GuestImage, cache: Path | None = None
+    tools: Iterable[str],
+    image: initramfs.GuestImage,
+    packages: Iterable[str] = (),
+    cache: Path | None = None,
 ) -> RootImage:
-    """The root filesystem image for these tools, from the cache or built now (minutes)."""
+    """The root filesystem image for these tools and extra Debian packages, from the cache or
+    built now (minutes). The same package set makes the same image whichever study asks."""
     if not shutil.which("debootstrap"):
         raise ToolMissing(
             "guest root filesystem: debootstrap is missing (apt-get install debootstrap)"
@@ -101,12 +96,13 @@ def build(
     cache = cache or initramfs.cache_root()
     suite, mirror = _host_suite_and_mirror()
     tool_list = sorted(set(tools))
+    package_list = sorted(set(PACKAGES) | set(packages))
     hosts = initramfs.host_files(tool_list)
     inputs = {
         "format": initramfs.FORMAT_VERSION,
         "builder": hashlib.sha256(Path(__file__).read_bytes()).hexdigest(),
         "suite": suite,
-        "packages": PACKAGES,
+        "packages": package_list,
         "tools": {p: hashlib.sha256(h.read_bytes()).hexdigest() for p, h in sorted(hosts.items())},
         "initramfs": image.key,
     }
@@ -118,10 +114,10 @@ def build(
         staging = Path(tempfile.mkdtemp(prefix=f".rootfs-{key}-", dir=cache))
         try:
             tree = staging / "tree"
-            _debootstrap(suite, mirror, tree)
+            _debootstrap(suite, mirror, tree, package_list)
             _unpack_kernel_source(tree)
             _add_hvbench(tree, image, hosts)
-            manifest = _manifest(tree, key, suite, image, tool_list)
+            manifest = _manifest(tree, key, suite, image, tool_list, package_list)
             _mkfs(tree, staging / "root.ext4")
             shutil.rmtree(tree)
             (staging / "manifest.json").write_text(json.dumps(manifest, indent=1))
@@ -142,9 +138,9 @@ def _run(argv: list[str], what: str, timeout: float = 3600) -> str:
     return proc.stdout
 
 
-def _debootstrap(suite: str, mirror: str, tree: Path) -> None:
+def _debootstrap(suite: str, mirror: str, tree: Path, packages: list[str]) -> None:
     _run(
-        ["debootstrap", "--variant=minbase", f"--include={','.join(PACKAGES)}", suite, str(tree),
+        ["debootstrap", "--variant=minbase", f"--include={','.join(packages)}", suite, str(tree),
          mirror],
         "debootstrap",
     )  # fmt: skip
@@ -189,7 +185,16 @@ def _add_hvbench(tree: Path, image: initramfs.GuestImage, hosts: dict[str, Path]
     (tree / "etc/hostname").write_text("hvbench\n")
 
 
-def _manifest(tree: Path, key: str, suite: str, image: initramfs.GuestImage, tools: list[str]):
+def _manifest(
+    tree: Path,
+    key: str,
+    suite: str,
+    image: initramfs.GuestImage,
+    tools: list[str],
+    requested: list[str],
+) -> dict:
+    """What the image holds: every installed package's version (``packages``), those asked for
+    (``requested``), and every file's hash."""
     out = _run(
         ["dpkg-query", f"--admindir={tree}/var/lib/dpkg", "-W", "-f", "${Package} ${Version}\n"],
         "dpkg-query",
@@ -210,6 +215,7 @@ def _manifest(tree: Path, key: str, suite: str, image: initramfs.GuestImage, too
         "suite": suite,
         "initramfs": image.key,
         "tools": tools,
+        "requested": requested,
         "packages": packages,
         "files": files,
     }

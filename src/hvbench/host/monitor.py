@@ -74,15 +74,19 @@ def _process_seconds(pids: list[int]) -> dict[int, float]:
 class CpuMonitor:
     """Started by the first barrier of a sample, stopped when its tools end; ``stop`` returns
     the split. An instance's CPU is its host processes' time plus what its platform accounts
-    for it apart from them (``accounted``: a Xen domain's vCPUs, a remote domain)."""
+    for it apart from them (``accounted``: a Xen domain's vCPUs, a remote domain). The run's
+    load generators (``clients``: their cgroup's user and system seconds) are taken out of the
+    host's user and system time and reported apart: they are not the platform's cost."""
 
     pids_by_instance: list[list[int]]
     accounted: list[Callable[[], float | None]] = field(default_factory=list)
     source: HostCpuSource = LOCAL
+    clients: Callable[[], dict[str, float] | None] = lambda: None
     _t0: float = 0.0
     _stat0: dict[str, float] = field(default_factory=dict)
     _proc0: list[dict[int, float]] = field(default_factory=list)
     _acct0: list[float | None] = field(default_factory=list)
+    _clients0: dict[str, float] | None = None
 
     def start(self) -> None:
         """Mark the start; later calls are no-ops, as workloads may pass several barriers."""
@@ -92,6 +96,7 @@ class CpuMonitor:
         self._stat0 = self.source.read()
         self._proc0 = [_process_seconds(p) for p in self.pids_by_instance]
         self._acct0 = [read() for read in self.accounted]
+        self._clients0 = self.clients()
 
     def stop(self) -> dict:
         wall = time.monotonic() - self._t0
@@ -106,6 +111,9 @@ class CpuMonitor:
             after_s = read()
             if before_s is not None and after_s is not None:
                 instances[i] = (instances[i] or 0.0) + max(0.0, after_s - before_s)
+        clients = self._clients_used()
+        for state, used in (clients or {}).items():
+            states[state] = max(0.0, states[state] - used)
         busy = sum(v for k, v in states.items() if k not in ("idle", "iowait"))
         reading = {
             "wall_s": wall,
@@ -114,6 +122,17 @@ class CpuMonitor:
             "busy_s": busy,
             "instances_s": instances,
         }
+        if clients is not None:
+            reading["clients_s"] = clients
         if self.source.host:
             reading["host"] = self.source.host
         return reading
+
+    def _clients_used(self) -> dict[str, float] | None:
+        """The clients' user and system seconds during the window; None without clients. Only
+        on this host: a remote host's states never held them."""
+        after = self.clients()
+        if after is None or self.source.host:
+            return None
+        before = self._clients0 or dict.fromkeys(after, 0.0)
+        return {s: max(0.0, after[s] - before.get(s, 0.0)) for s in after}

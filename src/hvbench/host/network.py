@@ -16,6 +16,7 @@ from pathlib import Path
 import psutil
 
 from hvbench.errors import HvbenchError
+from hvbench.host.cgroup import Cgroup
 from hvbench.host.resources import Ledger, Resource
 
 PEER_ADDRESS = "198.18.0.1"
@@ -41,6 +42,7 @@ class RunNetwork:
         self.netns = f"hvb-{run_id[-8:]}"
         self._made = False
         self._lock = threading.Lock()
+        self._clients: Cgroup | None = None
 
     # lifecycle ---------------------------------------------------------------------------
 
@@ -130,6 +132,18 @@ class RunNetwork:
         return subprocess.run(
             self.peer_argv(argv), capture_output=True, timeout=timeout, check=False
         )
+
+    def clients(self) -> Cgroup:
+        """The run's cgroup for load generators on the peer (made on first use): their CPU is
+        theirs, not the platform's (see host/cgroup.py)."""
+        with self._lock:
+            if self._clients is None:
+                self._clients = Cgroup.make(self.ledger, f"hvbench-{self.run_id}")
+            return self._clients
+
+    def clients_cpu(self) -> dict[str, float] | None:
+        """User and system CPU seconds of the run's clients so far; None if none ever ran."""
+        return self._clients.cpu_seconds() if self._clients else None
 
     def peer_start(self, argv: Sequence[str], log: Path) -> subprocess.Popen:
         """Start a long-lived peer process (a server), recorded in the ledger."""

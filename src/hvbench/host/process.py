@@ -5,12 +5,15 @@ from __future__ import annotations
 import contextlib
 import os
 import select
+import shutil
 import signal
 import subprocess
+import sysconfig
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import IO
 
 from hvbench.errors import CommandTimeout
@@ -135,3 +138,12 @@ def _feed(pipe: IO[bytes], data: bytes) -> None:
     with contextlib.suppress(BrokenPipeError, OSError):
         pipe.write(data)
         pipe.close()
+
+
+def which(name: str) -> str | None:
+    """A program from hvbench's own virtualenv first (where setup installs runsc and vegeta),
+    then PATH."""
+    local = Path(sysconfig.get_path("scripts")) / name
+    if local.is_file() and os.access(local, os.X_OK):
+        return str(local)
+    return shutil.which(name)

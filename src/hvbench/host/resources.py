@@ -121,6 +121,24 @@ def _remove_path(res: Resource) -> None:
         path.unlink(missing_ok=True)
 
 
+def _remove_cgroup(res: Resource) -> None:
+    """Kill what still runs in a cgroup tree (a client of an interrupted run), then remove its
+    directories, children first: a cgroup goes with rmdir once its processes have left it,
+    which killed ones do a moment later."""
+    path = Path(res.name)
+    if not path.is_dir():
+        return
+    with contextlib.suppress(OSError):
+        (path / "cgroup.kill").write_text("1")
+    for _ in range(100):
+        with contextlib.suppress(OSError):
+            for child in sorted((p for p in path.rglob("*") if p.is_dir()), reverse=True):
+                child.rmdir()
+            path.rmdir()
+            return
+        time.sleep(0.02)
+
+
 UNDO: dict[str, Callable[[Resource], None]] = {
     "process": _stop_process,
     "netns": _delete_netns,
@@ -133,6 +151,7 @@ UNDO: dict[str, Callable[[Resource], None]] = {
     "volume": _delete_volume,
     "xendomain": _destroy_xen_domain,
     "hugepages": _give_back_hugepages,
+    "cgroup": _remove_cgroup,
 }
 
 

@@ -10,8 +10,15 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from hvbench.analysis.cost import HOST_STATES, work_cost
-from hvbench.analysis.model import ASYMMETRY, COMPOSITE, CellInfo, MetricResult, RunAnalysis
+from hvbench.analysis.cost import HOST_STATES, same_work, work_cost
+from hvbench.analysis.model import (
+    ASYMMETRY,
+    COMPOSITE,
+    CellInfo,
+    MetricResult,
+    RunAnalysis,
+    pick_baseline_cell,
+)
 from hvbench.analysis.normalize import Normalized, span
 from hvbench.analysis.stats import (
     BIMODAL_LEVEL,
@@ -451,17 +458,26 @@ def host_table(a: RunAnalysis) -> Table | None:
             *HOST_STATES,
             "instances' processes (cores)",
             "non-guest / guest",
+            "clients (left out)",
         ],
         kind="host",
         notes=[
             "from /proc/stat before and after each sample; user and nice exclude guest time; "
-            "non-guest / guest is the virtualization overhead the consolidation post computes"
+            "non-guest / guest is the virtualization overhead the consolidation post computes; "
+            "the load generators' CPU (their cgroup: consolidation's clients) is left out of "
+            "user and system and shown apart"
         ],
     )
     for c in sorted(a.cells, key=_cell_order(a)):
         h = a.host_cpu.get(c.id)
         if h is None:
             continue
+        bases = [b for b in a.cells if b.platform == a.baseline and b.id in a.host_cpu]
+        base = pick_baseline_cell(bases, c.workload, c.instances)
+        if base is not None and base.id != c.id and h.clients is not None:
+            said = same_work(a.label(c.platform), h.busy, a.label(base.platform),
+                             a.host_cpu[base.id].busy)  # fmt: skip
+            t.notes.append(f"{c.workload}: {said}")
         over = h.virtualization_overhead
         t.rows.append(
             [
@@ -472,6 +488,7 @@ def host_table(a: RunAnalysis) -> Table | None:
                 *(f"{100 * h.states.get(s, 0.0):.2f}" for s in HOST_STATES),
                 num(h.instance_cores) if h.instance_cores is not None else "",
                 f"{100 * over:.0f}%" if over is not None else "",
+                f"{100 * h.clients:.2f}" if h.clients is not None else "",
             ]
         )
     return t

@@ -34,6 +34,11 @@ class WorkloadSettings(BaseModel):
         """Short, stable text that tells this workload's cells apart in tables."""
         return self.name
 
+    def instance_count(self) -> int | None:
+        """The instances every cell of this workload runs, where its own settings make it (a
+        consolidation's sets of servers); None leaves the count to the platform and study."""
+        return None
+
 
 @dataclass(frozen=True)
 class Metric:
@@ -125,6 +130,17 @@ class Workload(ABC):
     @abstractmethod
     def tools(self) -> list[str]:
         """Programs this workload needs inside the instance (guest images include them)."""
+
+    def misfits(self, count: int, instance_memory: int, host_memory: int) -> list[str]:
+        """What ``count`` instances of this workload need beyond the memory they have (each
+        instance's, or 0 where they run on the host itself, which has ``host_memory``), one
+        line each with the fix; checked before a run starts anything."""
+        return []
+
+    def packages(self) -> list[str]:
+        """Debian packages a full root filesystem must hold for this workload (``needs_userland``
+        guests get them from debootstrap; native needs them installed on the host)."""
+        return []
 
     def prepare(self, instance: Instance, ctx: Context) -> None:  # noqa: B027 (optional hook)
         """Untimed set-up inside the instance (format a disk, start a peer server)."""

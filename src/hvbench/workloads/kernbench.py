@@ -120,6 +120,11 @@ class Kernbench(ScratchWorkload):
     def tools(self) -> list[str]:
         return ["make", "gcc", "time", "tar", "xz", "bc", "flex", "bison", "perl"]
 
+    def packages(self) -> list[str]:
+        """The compiler and what a kernel build runs, and the source tree it compiles."""
+        return ["build-essential", "bc", "flex", "bison", "libelf-dev", "libssl-dev", "time",
+                "perl", "xz-utils", "linux-source"]  # fmt: skip
+
     def scratch_parent(self, instance: Instance) -> str:
         return self.settings.workdir
 
