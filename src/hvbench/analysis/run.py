@@ -46,6 +46,7 @@ from hvbench.analysis.aggregate import Starved, is_throughput, overcommit, scali
 from hvbench.analysis.cost import NOISY_STEAL, HostCpu, host_cpu_of
 from hvbench.analysis.normalize import Normalized, normalize, reference
 from hvbench.analysis.platforms import above_baseline, platform_labels, what_ran
+from hvbench.analysis.profile import PlatformProfile, platform_profiles
 from hvbench.analysis.stats import (
     ALPHA,
     CI_TARGET,
@@ -215,6 +216,8 @@ class RunAnalysis:
     """Platform -> the name reports give it, with what ran (``platforms.label``)."""
     ran: dict[str, str | None] = field(default_factory=dict)
     """Platform -> the accelerator or mode its guests ran under, None if nothing to choose."""
+    profiles: list[PlatformProfile] = field(default_factory=list)
+    """Each platform's top functions per workload, where the study profiled the host."""
 
     def label(self, platform: str) -> str:
         return self.labels.get(platform, platform)
@@ -514,6 +517,7 @@ def analyse(store: Store, run_id: str) -> RunAnalysis:
         started=started,
         labels=labels,
         ran=ran,
+        profiles=platform_profiles(store.profile_functions(run.id), cells),
     )
     analysis.noise, analysis.noisy_side = _noise(analysis)
     analysis.warnings = composite_notes + _warnings(analysis)
