@@ -61,6 +61,9 @@ def test_each_sample_stores_its_top_functions(profiled):
         )
     # the micro suite's own programs are among what the host ran
     assert {"stress-ng", "sysbench"} <= {r.dso for r in rows}
+    # bare addresses of a binary without symbols are summed as one line per binary
+    assert not [r for r in rows if re.match(r"0x[0-9a-f]+$", r.symbol)]
+    assert ("(no symbols)", "sysbench") in {(r.symbol, r.dso) for r in rows}
 
 
 @pytest.mark.browser
