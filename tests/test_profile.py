@@ -5,8 +5,11 @@ goes on."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -117,6 +120,19 @@ def test_without_perf_the_run_says_so_once_and_goes_on(tmp_path, monkeypatch, ca
     assert [s.status for s in store.samples(runner.run_id)] == ["ok", "ok"]
     assert store.profile_functions(runner.run_id) == []
     assert store.artifacts(runner.run_id)["profile"] == {"notice": said[0]}
+
+
+def test_study_check_warns_where_perf_is_missing(tmp_path):
+    study = tmp_path / "study.yaml"
+    study.write_text(STUDY)
+    env = {**os.environ, "PATH": _without_perf(tmp_path)}
+    check = [sys.executable, "-m", "hvbench", "study", "check", str(study)]
+    warned = subprocess.run(check, capture_output=True, text=True, env=env, check=True)
+    assert warned.stderr.splitlines() == [
+        f"{study}: warning: profile: perf is not installed (apt-get install linux-perf); runs "
+        "here will have no profiles"
+    ]
+    assert subprocess.run(check, capture_output=True, text=True, check=True).stderr == ""
 
 
 def test_profile_is_a_boolean():

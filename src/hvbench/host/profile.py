@@ -49,6 +49,9 @@ _JIT = re.compile(r"^\[JIT\] tid \d+$")
 """perf's name for executable memory no file backs, one per thread."""
 
 
+MISSING = "perf is not installed (apt-get install linux-perf)"
+
+
 class ProfileError(Exception):
     """perf could not profile the host: why, in one line."""
 
@@ -136,13 +139,23 @@ class Window:
         if perf is None:
             return None
         try:
-            if self._on:
-                perf.send("disable")
-            perf.finish()
+            try:
+                if self._on:
+                    perf.send("disable")
+            finally:
+                perf.finish()
             return _report(perf.command, self._data) if self._on else None
         except ProfileError as e:
             self._fail(str(e))
             return None
+
+    def discard(self) -> None:
+        """End perf, if the window did not close (a failed sample, an interrupt), with no
+        profile."""
+        perf, self._perf = self._perf, None
+        if perf is not None:
+            with contextlib.suppress(ProfileError):
+                perf.finish()
 
 
 @dataclass
@@ -174,16 +187,14 @@ class HostProfiler:
             return
         made = [self.ledger.add("path", str(folder))]
         try:
-            folder.mkdir()
+            folder.mkdir(exist_ok=True)  # a resumed run numbers its windows from 1 again
             try:
-                window._perf = _start(folder, made, self.ledger)
+                window = Window(_start(folder, made, self.ledger), folder / "perf.data", self._fail)
             except ProfileError as e:
                 self._fail(str(e))
             yield window
         finally:
-            if window._perf is not None:  # the window did not close: an error, an interrupt
-                with contextlib.suppress(ProfileError):
-                    window._perf.finish()
+            window.discard()
             for res in reversed(made):
                 self.ledger.release(res)
 
@@ -193,7 +204,7 @@ def _start(folder: Path, made: list[Resource], ledger: Ledger) -> _Perf:
     has answered a ping, i.e. once its start-up is over."""
     binary = shutil.which("perf")
     if binary is None:
-        raise ProfileError("perf is not installed (apt-get install linux-perf)")
+        raise ProfileError(MISSING)
     control_r, control_w = os.pipe()
     ack_r, ack_w = os.pipe()
     command = [
