@@ -11,12 +11,20 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from sqlalchemy import text
+from alembic import command
+from sqlalchemy import create_engine, text
 
 from hvbench.errors import HvbenchError
-from hvbench.store import MetricRecord, RawRecord, SampleRecord, Store
+from hvbench.store import (
+    FunctionRecord,
+    MetricRecord,
+    ProfileRecord,
+    RawRecord,
+    SampleRecord,
+    Store,
+)
 from hvbench.store.schema import CellRow, Run
-from hvbench.store.upgrade import head
+from hvbench.store.upgrade import _config, head
 
 
 def _run(run_id: str) -> Run:
@@ -80,7 +88,11 @@ def exercise(store: Store) -> None:
         }
     )
     assert store.cell_id("r1", again) == cell_id  # a resumed run finds its cell
-    store.add_sample(cell_id, _sample(1, 123.5))
+    profiled = _sample(1, 123.5)
+    profiled.profile = ProfileRecord(
+        200, 99, ["perf", "record"], [FunctionRecord(1, 150, 75.0, "vmx_vcpu_run", "kvm")]
+    )
+    store.add_sample(cell_id, profiled)
     store.add_sample(cell_id, _sample(2, None, "+++++"))
     with pytest.raises(HvbenchError, match="cannot store a sample"):
         store.add_sample(cell_id, _sample(2, 1.0))  # the same repetition twice is refused
@@ -88,6 +100,14 @@ def exercise(store: Store) -> None:
     rows = sorted(store.metric_rows("r1"), key=lambda r: r[1])
     assert rows[0][4] == 123.5 and rows[1][4] is None and rows[1][5] == "+++++"
     assert store.raw_outputs("r1")[0].command == ["bonnie++", "-q"]
+    (f,) = store.profile_functions("r1")
+    assert (f.repetition, f.symbol, f.dso, f.samples, f.profile_samples) == (
+        1,
+        "vmx_vcpu_run",
+        "kvm",
+        150,
+        200,
+    )
     store.add_artifact("r1", "image", {"sha256": "ab"})
     store.add_artifact("r1", "image", {"sha256": "cd"})
     assert store.artifacts("r1") == {"image": {"sha256": "ab"}}
@@ -110,6 +130,22 @@ def test_reopening_keeps_data_and_does_not_migrate_twice(tmp_path):
     url = f"sqlite:///{tmp_path / 'a.db'}"
     exercise(Store(url))
     assert Store(url).run("r1").status == "finished"
+
+
+def test_a_store_of_schema_0002_is_upgraded_in_place(tmp_path):
+    url = f"sqlite:///{tmp_path / 'a.db'}"
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        cfg = _config()
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0002")
+        conn.execute(text("insert into runs values ('r0', 's', 'name: s', 's.yaml', 'finished', "
+                          "'2026-01-01', null, 'old', null, '{}', '{}')"))  # fmt: skip
+    engine.dispose()
+    store = Store(url)
+    assert store.run("r0").hvbench_version == "old"
+    assert store.profile_functions("r0") == []
+    exercise(store)
 
 
 def test_store_from_a_newer_hvbench_is_refused(tmp_path):

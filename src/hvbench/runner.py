@@ -13,6 +13,7 @@ import os
 import secrets
 import signal
 import subprocess
+import sys
 import threading
 import time
 import traceback
@@ -33,6 +34,7 @@ from hvbench.errors import HvbenchError, InstanceError, StartFailed, StudyError
 from hvbench.host import inventory
 from hvbench.host.monitor import CpuMonitor
 from hvbench.host.network import RunNetwork
+from hvbench.host.profile import HostProfiler, Window
 from hvbench.host.resources import Ledger
 from hvbench.store import MetricRecord, RawRecord, SampleRecord, Store
 from hvbench.store.schema import CellRow, Run
@@ -166,6 +168,7 @@ class Runner:
         ledger.add("path", str(workdir))
         workdir.mkdir(parents=True, exist_ok=True)
         self._network = RunNetwork(self.run_id, ledger)
+        self._profiler = HostProfiler(ledger, workdir, self._notice, enabled=self.study.profile)
         status = "interrupted"
         try:
             with _sigterm_as_interrupt():
@@ -311,9 +314,15 @@ class Runner:
                         for rest in cells[i:]:
                             yield rest, self._failed(rep, started, t0, f"start: {_one_line(e)}")
                         return
-                record = self._sample(
-                    self.study.workload(cell.workload_index), driver, instances, rep, start
-                )
+                with self._profiler.window() as profile:
+                    record = self._sample(
+                        self.study.workload(cell.workload_index),
+                        driver,
+                        instances,
+                        rep,
+                        start,
+                        profile,
+                    )
                 if retried:
                     record.platform_state["start_retried_after"] = retried
                     retried = None
@@ -363,8 +372,10 @@ class Runner:
         instances: list[Instance],
         rep: int,
         start: GroupStart,
+        profile: Window,
     ) -> SampleRecord:
-        """prepare on every instance, a barrier, measure on all at once, cleanup."""
+        """prepare on every instance, a barrier, measure on all at once, cleanup; the host's
+        CPU is read, and profiled, from the barrier to the last instance's end."""
         started = datetime.now(UTC)
         t0 = time.monotonic()
         monitor = CpuMonitor(
@@ -374,7 +385,12 @@ class Runner:
             clients=self._network.clients_cpu,
         )
         timeout = workload.timeout(self.quick)
-        barrier = threading.Barrier(len(instances), action=monitor.start, timeout=timeout)
+
+        def window_opens() -> None:
+            profile.start()
+            monitor.start()
+
+        barrier = threading.Barrier(len(instances), action=window_opens, timeout=timeout)
         ctx = Context(
             network=self._network,
             quick=self.quick,
@@ -416,6 +432,7 @@ class Runner:
         if error is None and len(outcomes) != len(instances):
             error = "an instance did not reach the barrier"
         host_cpu = monitor.stop() if error is None else {}
+        functions = profile.stop() if error is None else None
         state = {"instances": [i.name for i in instances], **_overcommit(instances)}
         disks = {i.name: i.data_disk.description for i in instances if i.data_disk}
         if disks:
@@ -442,7 +459,14 @@ class Runner:
                 for idx, o in enumerate(outcomes)
                 for r in o.raw
             ],
+            profile=functions,
         )
+
+    def _notice(self, line: str) -> None:
+        """Tell whoever watches the run (stderr: the CLI shows it above its progress bar) and
+        keep the line with the run, for its report."""
+        print(line, file=sys.stderr, flush=True)
+        self.store.add_artifact(self.run_id, "profile", {"notice": line}, replace=True)
 
 
 def _timed_start(driver: Driver, count: int, failed: int) -> tuple[list[Instance], GroupStart]:

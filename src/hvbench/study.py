@@ -19,6 +19,7 @@ from pydantic import (
     Field,
     PositiveFloat,
     PositiveInt,
+    StrictBool,
     TypeAdapter,
     ValidationError,
 )
@@ -66,6 +67,9 @@ class StudyModel(BaseModel):
     instances: list[PositiveInt] = Field(default=[1], min_length=1)
     repetitions: PositiveInt = 3
     adaptive: Adaptive | None = None
+    profile: StrictBool = False
+    """Record a host-wide profile (Linux perf, cpu-clock) during each sample's measured window:
+    the report shows each platform's top functions."""
 
 
 @dataclass(frozen=True)
@@ -96,6 +100,8 @@ class Study:
     adaptive: Adaptive | None
     text: str
     source: str
+    profile: bool = False
+    """Profile the host during each sample's measured window (``hvbench.host.profile``)."""
 
     def workload(self, index: int) -> Workload:
         return workload_of(self.workloads[index])
@@ -348,6 +354,7 @@ def parse_study(text: str, source: str) -> Study:
         adaptive=top.adaptive,
         text=text,
         source=source,
+        profile=top.profile,
     )
 
 

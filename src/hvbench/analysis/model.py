@@ -13,6 +13,7 @@ import numpy as np
 
 from hvbench.analysis.cost import NOISY_STEAL, HostCpu
 from hvbench.analysis.normalize import Normalized
+from hvbench.analysis.profile import PlatformProfile
 from hvbench.analysis.stats import ALPHA, Summary
 from hvbench.store import MetricView
 
@@ -153,6 +154,8 @@ class RunAnalysis:
     """Platform -> the name reports give it, with what ran (``platforms.label``)."""
     ran: dict[str, str | None] = field(default_factory=dict)
     """Platform -> the accelerator or mode its guests ran under, None if nothing to choose."""
+    profiles: list[PlatformProfile] = field(default_factory=list)
+    """Each platform's top functions per workload, where the study profiled the host."""
 
     def label(self, platform: str) -> str:
         return self.labels.get(platform, platform)

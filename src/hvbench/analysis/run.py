@@ -56,6 +56,7 @@ from hvbench.analysis.model import (
 )
 from hvbench.analysis.normalize import normalize, reference
 from hvbench.analysis.platforms import above_baseline, platform_labels, what_ran
+from hvbench.analysis.profile import platform_profiles
 from hvbench.analysis.stats import (
     CI_TARGET,
     MAX_REPETITIONS,
@@ -250,6 +251,7 @@ def analyse(store: Store, run_id: str) -> RunAnalysis:
         started=samples.started,
         labels=labels,
         ran=ran,
+        profiles=platform_profiles(store.profile_functions(run.id), cells),
     )
     analysis.noise, analysis.noisy_side = _noise(analysis)
     analysis.warnings = composite_notes + _warnings(analysis)

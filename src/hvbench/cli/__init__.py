@@ -7,6 +7,7 @@ a run with failed cells exits 1.
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -21,6 +22,7 @@ from hvbench.cli import reporting
 from hvbench.cli import run as run_cmd
 from hvbench.errors import HvbenchError
 from hvbench.host.inventory import capacity
+from hvbench.host.profile import MISSING
 from hvbench.host.resources import orphan_ledgers
 from hvbench.store import Store
 from hvbench.study import load_study
@@ -86,6 +88,12 @@ def study_check(files: Annotated[list[Path], typer.Argument(help="study files")]
         out.print(f"{file}: ok ({len(study.cells())} cells × {study.repetitions} repetitions)")
         for misfit in study.misfits(*capacity()):
             err.print(f"{file}: warning: not on this host: {misfit}", markup=False, soft_wrap=True)
+        if study.profile and shutil.which("perf") is None:
+            err.print(
+                f"{file}: warning: profile: {MISSING}; runs here will have no profiles",
+                markup=False,
+                soft_wrap=True,
+            )
 
 
 @study_app.command("show")

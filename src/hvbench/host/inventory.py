@@ -42,6 +42,7 @@ TOOLS: dict[str, Tool] = {
     "losetup": Tool("util-linux"),
     "ip": Tool("iproute2", ("-V",)),
     "mkfs.ext4": Tool("e2fsprogs", ("-V",)),
+    "perf": Tool("linux-perf"),
 }
 """Programs a run may need; their versions are recorded with every run."""
 

@@ -1,8 +1,9 @@
 """HTML: one self-contained file (inline CSS, JavaScript and SVG) that opens with no network.
 
-Verdicts first, then per workload its plots and tables, then network symmetry and host CPU
-cost, then the provenance. Every string that came from a study, a host or a guest goes through
-Jinja2's autoescaping; only the SVG that matplotlib wrote (itself escaped) is inserted as is.
+Verdicts first, then per workload its plots and tables, then network symmetry, host CPU
+cost and the host's profile, then the provenance. Every string that came from a study, a host
+or a guest goes through Jinja2's autoescaping; only the SVG that matplotlib wrote (itself
+escaped) is inserted as is.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from hvbench.report.tables import (
     host_table,
     muted,
     noise_table,
+    profile_tables,
     provenance,
     symmetry_table,
     workload_tables,
@@ -79,6 +81,7 @@ def render(a: RunAnalysis) -> str:
         host_table=host_table(a),
         cost_table=cost_table(a),
         host_plot=next(iter(_svg(plots.host_cpu(a))), None),
+        profile_tables=profile_tables(a),
         provenance=provenance(a),
         platforms=[(k, _pretty(v)) for k, v in platforms.items()],
         workload_settings=[(k, _pretty(v)) for k, v in workloads.items()],

@@ -11,6 +11,10 @@ unbounded), ``n``/``n_baseline`` (repetitions on each side) and ``vs_baseline``:
 significant difference (the interval within ±5%), inconclusive (null bounds: unbounded), not
 tested (fewer than 2 repetitions on a side) or baseline. Other derived figures (aggregates,
 per-core costs) are the CSV's business.
+
+Where the study profiled the host, each function of a platform's profile (``profiles``) is a
+line too: metric ``host.profile.share``, its % of the host's CPU time, with ``rank``,
+``symbol``, ``dso``, ``samples``, ``profile_samples`` and ``profiled_samples`` in its metadata.
 """
 
 from __future__ import annotations
@@ -78,7 +82,42 @@ def render(a: RunAnalysis) -> str:
                 ensure_ascii=False,
             )
         )
+    lines += _profile_lines(a)
     return "\n".join(lines) + ("\n" if lines else "")
+
+
+def _profile_lines(a: RunAnalysis) -> list[str]:
+    """One line per function of each platform's profile (``RunAnalysis.profiles``)."""
+    lines = []
+    for p in a.profiles:
+        for rank, f in enumerate(p.functions, 1):
+            meta = {
+                "study": a.study_name,
+                "platform": p.platform,
+                "accel": a.ran.get(p.platform),
+                "label": a.label(p.platform),
+                "workload": p.workload,
+                "baseline": a.baseline,
+                "hvbench_version": a.hvbench_version,
+                "rank": rank,
+                "symbol": f.symbol,
+                "dso": f.dso,
+                "samples": f.samples,
+                "profile_samples": p.samples,
+                "profiled_samples": p.profiles,
+            }
+            line = {
+                "metric": "host.profile.share",
+                "value": f.percent,
+                "unit": "%",
+                "metadata": meta,
+                "timestamp": None,
+                "run_uri": a.run_id,
+                "test": "profile",
+                "product_name": "hvbench",
+            }
+            lines.append(json.dumps(line, ensure_ascii=False))
+    return lines
 
 
 def _versus(r: MetricResult) -> dict:

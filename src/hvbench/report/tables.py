@@ -76,7 +76,8 @@ class Table:
     rows: list[list[str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     kind: str = ""
-    """What the table shows (values, pct, loss, ratio, scaling, symmetry, host, cost)."""
+    """What the table shows (values, pct, loss, ratio, scaling, symmetry, host, cost,
+    profile)."""
 
 
 WIDE = 8
@@ -608,10 +609,36 @@ def noise_table(a: RunAnalysis) -> Table | None:
     return t
 
 
+def profile_tables(a: RunAnalysis) -> list[Table]:
+    """Each platform's top functions per workload, as the consolidation post's oprofile table."""
+    out = []
+    for p in a.profiles:
+        out.append(
+            Table(
+                f"host profile: {a.label(p.platform)}, {p.workload}: top {len(p.functions)} "
+                "functions",
+                ["rank", "samples", "%", "function", "shared object"],
+                [
+                    [str(i), str(f.samples), f"{f.percent:.2f}", f.symbol, f.dso]
+                    for i, f in enumerate(p.functions, 1)
+                ],
+                notes=[
+                    f"Linux perf sampling cpu-clock on every host CPU during the measured window "
+                    f"of {p.profiles} sample{'s' * (p.profiles > 1)}, {p.samples} perf samples in "
+                    "all; %: share of the host's CPU time, its idle loop and whatever else ran on "
+                    "the host included; (no symbols): addresses in a binary without symbols, "
+                    "summed"
+                ],
+                kind="profile",
+            )
+        )
+    return out
+
+
 def all_tables(a: RunAnalysis) -> list[Table]:
     tables = [t for w in a.workloads() for t in workload_tables(a, w)]
     tables.extend(t for t in (symmetry_table(a), host_table(a), cost_table(a)) if t is not None)
-    return tables
+    return tables + profile_tables(a)
 
 
 def provenance(a: RunAnalysis) -> list[tuple[str, str]]:

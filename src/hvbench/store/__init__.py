@@ -19,10 +19,28 @@ from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from hvbench.errors import HvbenchError
-from hvbench.store.schema import Artifact, CellRow, MetricRow, RawOutputRow, Run, SampleRow
+from hvbench.store.schema import (
+    Artifact,
+    CellRow,
+    MetricRow,
+    ProfileFunctionRow,
+    ProfileRow,
+    RawOutputRow,
+    Run,
+    SampleRow,
+)
 from hvbench.store.upgrade import upgrade
 
-__all__ = ["MetricRecord", "MetricView", "SampleRecord", "Store", "default_url"]
+__all__ = [
+    "FunctionRecord",
+    "FunctionView",
+    "MetricRecord",
+    "MetricView",
+    "ProfileRecord",
+    "SampleRecord",
+    "Store",
+    "default_url",
+]
 
 
 def default_url() -> str:
@@ -77,6 +95,43 @@ class RawRecord:
     content: str
 
 
+@dataclass(frozen=True)
+class FunctionRecord:
+    """One of the functions a host profile saw most often."""
+
+    rank: int
+    samples: int
+    percent: float
+    """samples / the profile's samples, in %."""
+    symbol: str
+    dso: str
+
+
+@dataclass
+class ProfileRecord:
+    """The host's profile of one sample's measured window, ready to store."""
+
+    samples: int
+    """Samples taken in all (every CPU), the functions left out included."""
+    frequency_hz: int
+    command: list[str]
+    functions: list[FunctionRecord]
+
+
+class FunctionView(NamedTuple):
+    """A stored profile function as read back, with its sample's cell and repetition."""
+
+    cell_id: int
+    repetition: int
+    rank: int
+    samples: int
+    percent: float
+    symbol: str
+    dso: str
+    profile_samples: int
+    """Samples of the whole profile the function is part of."""
+
+
 @dataclass
 class SampleRecord:
     """One repetition of a cell with everything it measured."""
@@ -90,6 +145,8 @@ class SampleRecord:
     host_cpu: dict
     metrics: list[MetricRecord]
     raw: list[RawRecord]
+    profile: ProfileRecord | None = None
+    """The host's profile of the measured window, where the study asked for one."""
 
 
 class Store:
@@ -172,6 +229,18 @@ class Store:
                 s.flush()
                 s.add_all(MetricRow(sample_id=row.id, **vars(m)) for m in sample.metrics)
                 s.add_all(RawOutputRow(sample_id=row.id, **vars(r)) for r in sample.raw)
+                if (p := sample.profile) is not None:
+                    profile = ProfileRow(
+                        sample_id=row.id,
+                        samples=p.samples,
+                        frequency_hz=p.frequency_hz,
+                        command=p.command,
+                    )
+                    s.add(profile)
+                    s.flush()
+                    s.add_all(
+                        ProfileFunctionRow(profile_id=profile.id, **vars(f)) for f in p.functions
+                    )
         except SQLAlchemyError as e:
             raise HvbenchError(
                 f"cannot store a sample in {self.url}: {getattr(e, 'orig', e)} "
@@ -260,6 +329,28 @@ class Store:
                 .where(CellRow.run_id == run_id, SampleRow.status == "ok")
             )
             return [MetricView(*r) for r in s.execute(q)]
+
+    def profile_functions(self, run_id: str) -> list[FunctionView]:
+        """The profiled functions of the ok samples of a run, as named tuples."""
+        with Session(self.engine) as s:
+            q = (
+                select(
+                    SampleRow.cell_id,
+                    SampleRow.repetition,
+                    ProfileFunctionRow.rank,
+                    ProfileFunctionRow.samples,
+                    ProfileFunctionRow.percent,
+                    ProfileFunctionRow.symbol,
+                    ProfileFunctionRow.dso,
+                    ProfileRow.samples,
+                )
+                .join(ProfileRow, ProfileFunctionRow.profile_id == ProfileRow.id)
+                .join(SampleRow, ProfileRow.sample_id == SampleRow.id)
+                .join(CellRow, SampleRow.cell_id == CellRow.id)
+                .where(CellRow.run_id == run_id, SampleRow.status == "ok")
+                .order_by(SampleRow.id, ProfileFunctionRow.rank)
+            )
+            return [FunctionView(*r) for r in s.execute(q)]
 
     def raw_outputs(self, run_id: str) -> list[RawOutputRow]:
         with Session(self.engine, expire_on_commit=False) as s:

@@ -124,3 +124,37 @@ class RawOutputRow(Base):
     tool: Mapped[str] = mapped_column(String(40))
     command: Mapped[list] = mapped_column(JSON)
     content: Mapped[str] = mapped_column(Text)
+
+
+class ProfileRow(Base):
+    """A host-wide profile of one sample's measured window (perf sampling cpu-clock)."""
+
+    __tablename__ = "profiles"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    sample_id: Mapped[int] = mapped_column(
+        ForeignKey("samples.id", ondelete="CASCADE"), unique=True
+    )
+    samples: Mapped[int] = mapped_column(Integer)
+    """Samples the profile took in all, on every CPU: what a function's share is a share of."""
+    frequency_hz: Mapped[int] = mapped_column(Integer)
+    command: Mapped[list] = mapped_column(JSON)
+    """perf's exact command line, for provenance."""
+
+
+class ProfileFunctionRow(Base):
+    """One of the functions a profile saw most often, with its samples."""
+
+    __tablename__ = "profile_functions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    profile_id: Mapped[int] = mapped_column(
+        ForeignKey("profiles.id", ondelete="CASCADE"), index=True
+    )
+    rank: Mapped[int] = mapped_column(Integer)
+    samples: Mapped[int] = mapped_column(Integer)
+    percent: Mapped[float] = mapped_column(Float)
+    """samples / the profile's samples, in %."""
+    symbol: Mapped[str] = mapped_column(Text)
+    dso: Mapped[str] = mapped_column(Text)
+    """The shared object (executable, library, ``[kernel.kallsyms]``) the function is in."""
