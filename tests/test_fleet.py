@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import require
 from test_store import postgres_url  # noqa: F401 (the suite's PostgreSQL server)
 
@@ -73,20 +74,27 @@ class Lab:
     """Host -> the root-namespace end of its veth (down: the host is unreachable)."""
 
     def inventory(self, name: str, hosts: tuple[str, ...] = HOSTS, extra: str = "") -> Path:
-        lines = ["[fleet]"]
-        lines += [
-            f"{h} ansible_host={self.addresses[h]} hvbench_dir={self.dir}/hosts/{h}" for h in hosts
-        ]
-        lines += [
-            extra,
-            "[fleet:vars]",
-            "ansible_user=root",
-            f"ansible_ssh_common_args='-F {self.dir}/ssh_config'",
-            "ansible_python_interpreter=/usr/bin/python3",
-            f"ansible_remote_tmp={self.dir}/remote-tmp",
-            f"hvbench_venv={sys.prefix}",
-        ]
+        """An INI inventory of ``hosts`` (plus ``extra`` lines), or YAML for a ``.yml`` name."""
+        common = {
+            "ansible_user": "root",
+            "ansible_ssh_common_args": f"-F {self.dir}/ssh_config",
+            "ansible_python_interpreter": "/usr/bin/python3",
+            "ansible_remote_tmp": f"{self.dir}/remote-tmp",
+            "hvbench_venv": sys.prefix,
+        }
+        each = {
+            h: {"ansible_host": self.addresses[h], "hvbench_dir": f"{self.dir}/hosts/{h}"}
+            for h in hosts
+        }
         path = self.dir / name
+        if name.endswith(".yml"):
+            tree = {"all": {"vars": common, "children": {"fleet": {"hosts": each}}}}
+            path.write_text(yaml.safe_dump(tree))
+            return path
+        lines = ["[fleet]"]
+        lines += [" ".join([h, *(f"{k}={v}" for k, v in each[h].items())]) for h in hosts]
+        lines += [extra, "[fleet:vars]"]
+        lines += [f"{k}='{v}'" for k, v in common.items()]
         path.write_text("\n".join(lines) + "\n")
         return path
 
@@ -187,58 +195,63 @@ def _hosts(report: dict) -> dict[str, dict]:
 
 
 @pytest.mark.postgres
-def test_three_hosts_run_into_one_postgresql_store(lab, fleet_env, postgres_url):  # noqa: F811
+def test_three_hosts_into_postgresql_one_unreachable_then_resumed(lab, fleet_env, postgres_url):  # noqa: F811
+    """gamma is made unreachable: reported, alpha and beta finish; the same command again
+    leaves alpha's and beta's runs alone and runs gamma's."""
     inventory = lab.inventory("hosts.ini")
-    code, report, said = _fleet(str(fleet_env), "-i", str(inventory), "--db", postgres_url)
-    assert code == 0, said
-    hosts = _hosts(report)
-    assert set(hosts) == set(HOSTS)
-    assert all(h["run_status"] == "finished" for h in hosts.values()), said
-    for host in HOSTS:  # progress per host, as it went
-        assert f"{host}: Run the study" in said
-    runs = Store(postgres_url).fleet_runs(report["fleet"])
-    assert {h: r.id for h, r in runs.items()} == {h: hosts[h]["run"] for h in HOSTS}
-    assert all(r.status == "finished" for r in runs.values())
-    assert len({r.id for r in runs.values()}) == 3
-
-    # the same command again: every host had finished, so a new fleet run starts
-    code, again, said = _fleet(str(fleet_env), "-i", str(inventory), "--db", postgres_url,
-                               "--limit", "alpha")  # fmt: skip
-    assert code == 0, said
-    assert again["fleet"] != report["fleet"]
-    assert set(_hosts(again)) == {"alpha"}
-
-
-def test_an_unreachable_host_is_reported_the_others_finish_and_a_rerun_resumes(lab, fleet_env):
-    """The SQLite path: each host's store is fetched back and imported into the local one."""
-    inventory = lab.inventory("hosts.yml.ini")
     _ip("link", "set", lab.links["gamma"], "down")
     try:
-        code, report, said = _fleet(str(fleet_env), "-i", str(inventory))
+        code, report, said = _fleet(str(fleet_env), "-i", str(inventory), "--db", postgres_url)
     finally:
         _ip("link", "set", lab.links["gamma"], "up")
-    hosts = _hosts(report)
     assert code == 2, said
+    hosts = _hosts(report)
+    assert set(hosts) == set(HOSTS)
     assert hosts["gamma"]["status"] == "failed"
     assert "unreachable" in hosts["gamma"]["error"]
     assert [line for line in said.splitlines() if line.startswith("gamma: FAILED")], said
     for host in ("alpha", "beta"):
         assert hosts[host]["run_status"] == "finished", said
-        assert hosts[host]["imported"] == {hosts[host]["run"]: "added"}
-    local = Store()
-    assert set(local.fleet_runs(report["fleet"])) == {"alpha", "beta"}
-    assert local.run(hosts["alpha"]["run"]).inventory["hostname"]  # provenance came along
+        assert f"{host}: Run the study" in said  # progress per host, as it went
+    store = Store(postgres_url)
+    assert set(store.fleet_runs(report["fleet"])) == {"alpha", "beta"}
 
-    # again: the same fleet run goes on; alpha and beta are not run again, gamma is
-    code, again, said = _fleet(str(fleet_env), "-i", str(inventory))
+    code, again, said = _fleet(str(fleet_env), "-i", str(inventory), "--db", postgres_url)
     assert code == 0, said
     assert again["fleet"] == report["fleet"]
     rerun = _hosts(again)
     for host in ("alpha", "beta"):
         assert rerun[host]["run"] == hosts[host]["run"]
-        assert rerun[host]["imported"] == {hosts[host]["run"]: "present"}
-    assert rerun["gamma"]["run_status"] == "finished"
-    assert set(local.fleet_runs(report["fleet"])) == set(HOSTS)
+    runs = store.fleet_runs(report["fleet"])
+    assert {h: r.id for h, r in runs.items()} == {h: rerun[h]["run"] for h in HOSTS}
+    assert all(r.status == "finished" for r in runs.values())
+    assert len({r.id for r in runs.values()}) == 3
+
+
+def test_a_hosts_sqlite_store_comes_back_and_is_imported(lab, fleet_env):
+    inventory = lab.inventory("hosts.yml")
+    code, report, said = _fleet(str(fleet_env), "-i", str(inventory), "--limit", "beta")
+    assert code == 0, said
+    (beta,) = report["hosts"]
+    assert beta["run_status"] == "finished", said
+    assert beta["imported"] == {beta["run"]: "added"}
+    local = Store()
+    assert {h: r.id for h, r in local.fleet_runs(report["fleet"]).items()} == {"beta": beta["run"]}
+    run = local.run(beta["run"])
+    assert run.status == "finished"
+    assert run.inventory["hostname"]  # provenance came along
+    assert local.metric_rows(run.id)
+    # alpha and gamma never ran: the fleet run is not complete, the same command continues it
+    assert fleet_state(report["fleet"])["complete"] is False
+
+
+def fleet_state(fleet: str) -> dict:
+    (state,) = [
+        json.loads(p.read_text())
+        for p in (Path(os.environ["XDG_DATA_HOME"]) / "hvbench" / "fleets").glob("*.json")
+    ]
+    assert state["fleet"] == fleet
+    return state
 
 
 def test_bad_inventories_are_one_line_before_anything_runs(lab, fleet_env, tmp_path):
