@@ -29,9 +29,11 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import require
-from test_store import postgres_url  # noqa: F401 (the suite's PostgreSQL server)
+from test_store import _run, _sample, postgres_url  # noqa: F401 (the suite's PostgreSQL server)
 
+from hvbench.errors import HvbenchError
 from hvbench.store import Store
+from hvbench.store.schema import CellRow
 
 STUDY = """\
 name: fleet-smoke
@@ -190,6 +192,12 @@ def _fleet(*args: str) -> tuple[int, dict | None, str]:
     return done.returncode, report, done.stderr
 
 
+def _hvbench(*args: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "hvbench", *args], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
 def _hosts(report: dict) -> dict[str, dict]:
     return {h["host"]: h for h in report["hosts"]}
 
@@ -226,6 +234,22 @@ def test_three_hosts_into_postgresql_one_unreachable_then_resumed(lab, fleet_env
     assert {h: r.id for h, r in runs.items()} == {h: rerun[h]["run"] for h in HOSTS}
     assert all(r.status == "finished" for r in runs.values())
     assert len({r.id for r in runs.values()}) == 3
+
+    # the cross-host report: the host is a dimension, % of native on each
+    figures = json.loads(
+        _hvbench("fleet", "report", report["fleet"], "--db", postgres_url, "--json")
+    )
+    assert {f["host"] for f in figures} == set(HOSTS)
+    assert {(f["host"], f["run_id"]) for f in figures} == {(h, r.id) for h, r in runs.items()}
+    assert all(f["platform"] == "native" and f["pct_of_native"] == 100 for f in figures)
+    # compare two hosts of the fleet run (one run each: the comparison itself is not tested)
+    done = subprocess.run(
+        [sys.executable, "-m", "hvbench", "compare", f"{report['fleet']}/alpha",
+         f"{report['fleet']}/beta", "--db", postgres_url, "--format", "json"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode in (0, 1, 3), done.stderr
+    assert runs["alpha"].id in done.stdout and runs["beta"].id in done.stdout
 
 
 def test_a_hosts_sqlite_store_comes_back_and_is_imported(lab, fleet_env):
@@ -284,3 +308,63 @@ def test_a_host_without_root_is_one_line(lab, fleet_env):
     assert [line for line in said.splitlines() if "noroot: FAILED" in line] == [
         f"noroot: FAILED {host['error']}"
     ]
+
+
+def _host_store(path: Path, run_id: str, reps: int, status: str) -> Store:
+    store = Store(f"sqlite:///{path}")
+    if run_id not in {r.id for r in store.runs()}:
+        store.create_run(_run(run_id))
+        store.add_artifact(run_id, "fleet", {"fleet": "f1", "host": path.stem})
+    cell = CellRow(
+        key="native|disk|1",
+        platform="native",
+        driver="native",
+        workload="disk",
+        workload_name="disk",
+        instances=1,
+        platform_settings={},
+        workload_settings={},
+    )
+    cell_id = store.cell_id(run_id, cell)
+    for rep in range(1, reps + 1):
+        if (cell.key, rep) not in store.done(run_id):
+            store.add_sample(cell_id, _sample(rep, 100.0 + rep))
+    store.set_run_status(run_id, status, finished=True)
+    return store
+
+
+def test_store_import_keeps_run_ids_and_provenance_and_brings_a_resumed_runs_rest(tmp_path):
+    """Two hosts' stores into one: ids, inventories, artifacts, samples, metrics and raw
+    outputs kept; importing again is a no-op, a resumed host run replaces its first account,
+    and a different run under an id already taken is refused."""
+    a = _host_store(tmp_path / "alpha.db", "r-alpha", 1, "interrupted")
+    _host_store(tmp_path / "beta.db", "r-beta", 2, "finished")
+    local = Store(f"sqlite:///{tmp_path / 'local.db'}")
+    assert local.import_runs(a) == {"r-alpha": "added"}
+    assert local.import_runs(Store(f"sqlite:///{tmp_path / 'beta.db'}")) == {"r-beta": "added"}
+    assert local.import_runs(a) == {"r-alpha": "present"}
+    assert set(local.fleet_runs("f1")) == {"alpha", "beta"}
+    beta = local.run("r-beta")
+    assert (beta.inventory, beta.status) == ({"hostname": "h"}, "finished")
+    assert [m.value for m in local.metric_rows("r-beta")] == [101.0, 102.0]
+    assert [r.content for r in local.raw_outputs("r-beta")] == ["raw,csv,line"] * 2
+
+    a = _host_store(tmp_path / "alpha.db", "r-alpha", 3, "finished")  # resumed on its host
+    assert local.import_runs(a) == {"r-alpha": "replaced"}
+    assert [m.value for m in local.metric_rows("r-alpha")] == [101.0, 102.0, 103.0]
+    assert local.run("r-alpha").status == "finished"
+
+    other = Store(f"sqlite:///{tmp_path / 'other.db'}")
+    other.create_run(_run("r-alpha"))  # the same id, made at another time
+    with pytest.raises(HvbenchError, match="not the run of that id"):
+        local.import_runs(other)
+
+
+def test_store_import_of_a_missing_file_is_one_line(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "hvbench", "store", "import", str(tmp_path / "nope.db")],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "no such file" in done.stderr

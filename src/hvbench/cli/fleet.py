@@ -10,8 +10,11 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.table import Table
 
 from hvbench import fleet as fleet_mod
+from hvbench.analysis import analyse
+from hvbench.analysis.hosts import across_hosts
 from hvbench.errors import HvbenchError
 from hvbench.store import Store
 from hvbench.study import load_study
@@ -126,3 +129,29 @@ def import_(
         out.print(f"run {run_id}: {what}")
     if not outcome:
         out.print(f"{file}: no runs")
+
+
+@app.command("report")
+def report(
+    fleet: Annotated[str, typer.Argument(help="the fleet run's name (`fleet NAME`)")],
+    db: Annotated[str | None, typer.Option("--db", help="the store")] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """The fleet run's headline figures, host by host, each with its % of native on that host.
+
+    `hvbench compare FLEET_A FLEET_B` compares two fleet runs (each host's run one
+    observation), `hvbench compare FLEET/HOST_A FLEET/HOST_B` two hosts."""
+    store = Store(db)
+    runs = store.fleet_runs(fleet)
+    if not runs:
+        raise HvbenchError(f"no fleet run {fleet!r} in {store.url}; `fleet run` prints its name")
+    figures = across_hosts({host: analyse(store, run.id) for host, run in runs.items()})
+    if as_json:
+        print(json.dumps([f.as_json() for f in figures], indent=2))
+        return
+    table = Table("host", "platform", "workload", "instances", "metric", "mean", "% of native")
+    for f in figures:
+        pct = "" if f.pct_of_native is None else f"{f.pct_of_native:.0f}"
+        mean = f"{f.mean:.4g} {f.unit}"
+        table.add_row(f.host, f.platform, f.workload, str(f.instances), f.metric, mean, pct)
+    out.print(table)
