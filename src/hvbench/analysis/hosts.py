@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from hvbench.analysis.run import RunAnalysis
+from hvbench.analysis import RunAnalysis
 
 
 @dataclass(frozen=True)
