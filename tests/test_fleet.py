@@ -291,23 +291,30 @@ def test_bad_inventories_are_one_line_before_anything_runs(lab, fleet_env, tmp_p
         assert said.count("\n") == 1 and complaint in said, said
 
 
-def test_a_host_without_root_is_one_line(lab, fleet_env):
-    """The same sshd as alpha, but the host's commands run as nobody (sudo -u nobody)."""
+def test_a_host_without_root_and_one_whose_setup_fails_are_one_line_each(lab, fleet_env):
+    """Both on alpha's sshd: on ``noroot`` the commands run as nobody (sudo -u nobody); on
+    ``nosetup`` the install directory cannot be made (it would be in /proc)."""
     inventory = lab.inventory(
-        "noroot.ini",
+        "broken.ini",
         hosts=(),
-        extra=(
-            f"noroot ansible_host={lab.addresses['alpha']} hvbench_dir={lab.dir}/hosts/noroot "
-            "ansible_become=true ansible_become_user=nobody"
+        extra="\n".join(
+            [
+                f"noroot ansible_host={lab.addresses['alpha']} hvbench_dir={lab.dir}/hosts/noroot"
+                " ansible_become=true ansible_become_user=nobody",
+                f"nosetup ansible_host={lab.addresses['alpha']} hvbench_dir=/proc/hvbench",
+            ]
         ),
     )
     code, report, said = _fleet(str(fleet_env), "-i", str(inventory))
     assert code == 2, said
-    (host,) = report["hosts"]
-    assert "needs root on noroot" in host["error"]
-    assert [line for line in said.splitlines() if "noroot: FAILED" in line] == [
-        f"noroot: FAILED {host['error']}"
-    ]
+    hosts = _hosts(report)
+    assert "needs root on noroot" in hosts["noroot"]["error"]
+    assert "Make the install directory" in hosts["nosetup"]["error"]
+    for name, host in hosts.items():
+        assert host["status"] == "failed" and host["run"] is None
+        assert [line for line in said.splitlines() if f"{name}: FAILED" in line] == [
+            f"{name}: FAILED {host['error']}"
+        ]
 
 
 def _host_store(path: Path, run_id: str, reps: int, status: str) -> Store:
