@@ -303,8 +303,8 @@ class Store:
         outcome: dict[str, str] = {}
         with source.engine.connect() as src, self.engine.begin() as dst:
             for run in src.execute(select(Run.__table__).order_by(Run.created_at)).mappings():
-                mine = dst.execute(select(Run.__table__).where(Run.id == run["id"])).mappings()
-                mine = mine.first()
+                same_id = select(Run.__table__).where(Run.id == run["id"])
+                mine = dst.execute(same_id).mappings().first()
                 if mine is not None:
                     if _utc(mine["created_at"]) != _utc(run["created_at"]):
                         raise HvbenchError(
