@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from hvbench import __version__, doctor
+from hvbench.cli import fleet as fleet_cmd
 from hvbench.cli import image as image_cmd
 from hvbench.cli import reporting
 from hvbench.cli import run as run_cmd
@@ -36,6 +37,8 @@ app = typer.Typer(
 study_app = typer.Typer(no_args_is_help=True, help="Check and show study files.")
 app.add_typer(study_app, name="study")
 app.add_typer(image_cmd.app, name="image", help="Build, list and prune guest images.")
+app.add_typer(fleet_cmd.app, name="fleet")
+app.add_typer(fleet_cmd.store_app, name="store")
 app.command("run")(run_cmd.run)
 app.command("report")(reporting.report)
 app.command("compare")(reporting.compare)

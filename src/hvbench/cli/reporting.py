@@ -42,7 +42,11 @@ def report(
 
 def compare(
     run_a: Annotated[
-        str, typer.Argument(help="the reference run (before); several: comma-separated ids")
+        str,
+        typer.Argument(
+            help="the reference run (before); several: comma-separated ids; a fleet run's "
+            "name (its hosts' runs) or FLEET/HOST"
+        ),
     ],
     run_b: Annotated[
         str, typer.Argument(help="the run to judge (after); several: comma-separated ids")
@@ -78,7 +82,18 @@ def compare(
     store = Store(db)
 
     def runs(ids: str) -> list[RunAnalysis]:
-        return [analyse(store, run_id.strip()) for run_id in ids.split(",") if run_id.strip()]
+        picked = [run_id for item in ids.split(",") if item.strip() for run_id in _runs(item)]
+        return [analyse(store, run_id) for run_id in picked]
+
+    def _runs(item: str) -> list[str]:
+        """A run id, a fleet run's name (its hosts' runs) or FLEET/HOST (one host's run)."""
+        item = item.strip()
+        if fleet := store.fleet_runs(item):
+            return [run.id for _, run in sorted(fleet.items())]
+        name, _, host = item.rpartition("/")
+        if name and (run := store.fleet_runs(name).get(host)):
+            return [run.id]
+        return [item]
 
     result = compare_runs(runs(run_a), runs(run_b), threshold=threshold, allowance=allowance)
     emit(render_comparison(result, format), output)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import platform
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -18,7 +19,7 @@ from hvbench.report import write_report
 from hvbench.report.markdown import render_summary
 from hvbench.runner import Progress as RunProgress
 from hvbench.runner import Runner
-from hvbench.store import Store
+from hvbench.store import FLEET, Store
 from hvbench.study import default_study, load_study
 
 err = Console(stderr=True)
@@ -37,10 +38,27 @@ def run(
     resume: Annotated[
         str | None, typer.Option(metavar="RUN_ID", help="continue an interrupted run")
     ] = None,
+    fleet: Annotated[
+        str | None,
+        typer.Option(
+            metavar="FLEET",
+            help="this host's part of a fleet run (hvbench fleet run): resumed if unfinished, "
+            "not run again if finished",
+        ),
+    ] = None,
+    fleet_host: Annotated[
+        str, typer.Option(help="the host's name in the fleet (its Ansible inventory name)")
+    ] = platform.node(),
 ) -> None:
     """Run a study; prints `run <RUN_ID>` first, the % of native table last."""
     store = Store(db)
-    if resume:
+    earlier = store.fleet_runs(fleet).get(fleet_host) if fleet else None
+    if earlier is not None and earlier.status == "finished":
+        print(f"run {earlier.id}: finished, in fleet {fleet} already", flush=True)
+        return
+    if earlier is not None:
+        runner = Runner.resume(store, earlier.id)
+    elif resume:
         if study_file is not None:
             raise HvbenchError("--resume takes the study stored with the run; give no STUDY")
         runner = Runner.resume(store, resume)
@@ -50,6 +68,8 @@ def run(
         else:
             study = default_study(doctor.available_drivers(doctor.examine()))
         runner = Runner.create(study, store, quick)
+        if fleet:
+            store.add_artifact(runner.run_id, FLEET, {"fleet": fleet, "host": fleet_host})
     print(f"run {runner.run_id}", flush=True)
 
     with Progress(

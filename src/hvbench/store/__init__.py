@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 import platformdirs
-from sqlalchemy import create_engine, delete, event, select
-from sqlalchemy.engine import Engine
+from sqlalchemy import Table, create_engine, delete, event, func, insert, select
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
@@ -41,6 +41,9 @@ __all__ = [
     "Store",
     "default_url",
 ]
+
+FLEET = "fleet"
+"""The artifact that tags a run as one host's part of a fleet run: ``{fleet, host}``."""
 
 
 def default_url() -> str:
@@ -368,3 +371,84 @@ class Store:
         with Session(self.engine) as s:
             q = select(Artifact.name, Artifact.content).filter_by(run_id=run_id)
             return {name: content for name, content in s.execute(q)}
+
+    def fleet_runs(self, fleet: str) -> dict[str, Run]:
+        """The runs of a fleet run, by the host (its inventory name) that made each."""
+        with Session(self.engine, expire_on_commit=False) as s:
+            q = select(Artifact.content, Run).join(Run, Run.id == Artifact.run_id)
+            rows = s.execute(q.where(Artifact.name == FLEET)).all()
+            s.expunge_all()
+        return {tag["host"]: run for tag, run in rows if tag.get("fleet") == fleet}
+
+    # merging -----------------------------------------------------------------------------
+
+    def import_runs(self, source: Store) -> dict[str, str]:
+        """Copy every run of another store into this one under its own run id, with its
+        inventory, provenance and artifacts; returns ``{run id: added | replaced | present}``.
+
+        A run already here is replaced when the source holds a different account of it (a
+        host's resumed run has more samples, a later status), so importing a host's store again
+        after a resumed fleet run brings the rest. Two different runs with one id (made on two
+        hosts in the same second) are refused rather than mixed.
+        """
+        outcome: dict[str, str] = {}
+        with source.engine.connect() as src, self.engine.begin() as dst:
+            for run in src.execute(select(Run.__table__).order_by(Run.created_at)).mappings():
+                same_id = select(Run.__table__).where(Run.id == run["id"])
+                mine = dst.execute(same_id).mappings().first()
+                if mine is not None:
+                    if _utc(mine["created_at"]) != _utc(run["created_at"]):
+                        raise HvbenchError(
+                            f"run {run['id']} of {source.url} is not the run of that id in "
+                            f"{self.url} (made at another time); import it into another store"
+                        )
+                    if mine["status"] == run["status"] and _samples(dst, run["id"]) == _samples(
+                        src, run["id"]
+                    ):
+                        outcome[run["id"]] = "present"
+                        continue
+                    dst.execute(delete(Run).where(Run.id == run["id"]))
+                dst.execute(insert(Run.__table__), [dict(run)])
+                _copy_run(src, dst, run["id"])
+                outcome[run["id"]] = "added" if mine is None else "replaced"
+        return outcome
+
+
+def _utc(moment: datetime) -> datetime:
+    """SQLite gives back naive UTC, PostgreSQL aware: one form to compare them."""
+    return moment.astimezone(UTC).replace(tzinfo=None) if moment.tzinfo else moment
+
+
+def _samples(conn: Connection, run_id: str) -> int:
+    cells = select(CellRow.id).where(CellRow.run_id == run_id)
+    return conn.scalar(select(func.count(SampleRow.id)).where(SampleRow.cell_id.in_(cells)))
+
+
+def _copy_run(src: Connection, dst: Connection, run_id: str) -> None:
+    """Copy a run's rows below the run itself; new row ids, foreign keys mapped to them."""
+    cells = select(CellRow.id).where(CellRow.run_id == run_id)
+    samples = select(SampleRow.id).where(SampleRow.cell_id.in_(cells))
+    _copy_rows(src, dst, Artifact.__table__, Artifact.run_id == run_id, {})
+    cell_ids = _copy_rows(src, dst, CellRow.__table__, CellRow.run_id == run_id, {})
+    sample_ids = _copy_rows(
+        src, dst, SampleRow.__table__, SampleRow.cell_id.in_(cells), {"cell_id": cell_ids}
+    )
+    for table in (MetricRow.__table__, RawOutputRow.__table__):
+        _copy_rows(src, dst, table, table.c.sample_id.in_(samples), {"sample_id": sample_ids})
+
+
+def _copy_rows(
+    src: Connection, dst: Connection, table: Table, where, remap: dict[str, dict[int, int]]
+) -> dict[int, int]:
+    """Insert the selected rows of ``table`` into ``dst``; returns {old id: new id}."""
+    rows = [
+        dict(r) for r in src.execute(select(table).where(where).order_by(table.c.id)).mappings()
+    ]
+    if not rows:
+        return {}
+    old = [r.pop("id") for r in rows]
+    for r in rows:
+        for column, ids in remap.items():
+            r[column] = ids[r[column]]
+    stmt = insert(table).returning(table.c.id, sort_by_parameter_order=True)
+    return dict(zip(old, dst.execute(stmt, rows).scalars(), strict=True))
