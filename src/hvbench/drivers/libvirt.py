@@ -430,6 +430,10 @@ _NODE_STATS = {"user": "user", "system": "kernel", "idle": "idle", "iowait": "io
 
 class LibvirtDriver(Driver):
     name: ClassVar[str] = "libvirt"
+    no_lifecycle: ClassVar[str] = (
+        "has no managedsave support in hvbench yet; "
+        "libvirt refuses to migrate a domain to the host it runs on"
+    )
     settings_model = LibvirtSettings
 
     @classmethod
