@@ -1,5 +1,6 @@
 """Live migration and snapshot/restore: one real TCG guest is migrated to a second QEMU while
-hvbench-dirty writes its memory, then saved to a file and restored; each time the instance that
+hvbench-dirty writes its memory (pre-copy, then post-copy with auto-converge), then saved to a
+file and restored; each time the instance that
 goes on is the new QEMU, and the ledger holds it (and no longer the old one). Drivers that
 cannot do either are refused when the study is loaded, each saying why."""
 
@@ -54,6 +55,17 @@ def test_qemu_migrates_and_restores_a_running_guest(guest_run):
         assert 0 < v["migration.dirty_rate_mib_s"] <= RATE_MIB * 1.2
         assert v["migration.guest_pause_ms"] > 0
         assert inst.exec(["true"], timeout=60).ok, "the destination answers"
+
+        post = Migration(
+            MigrationSettings(name="migration", dirty_rate=RATE_MIB << 20, mode="postcopy",
+                              auto_converge=True)
+        )  # fmt: skip
+        (again,) = run_workload(post, [inst], guest_run.network)
+        p = _values(again)
+        assert p["migration.wrong_pages"] == 0 and p["migration.passes"] >= 1
+        assert 0 <= p["migration.throttle_pct"] <= 99, "auto-converge reports its throttle"
+        raw = next(r.content for r in again.raw if r.tool == "migrate")
+        assert '"postcopy": true' in raw and '"auto_converge": true' in raw
 
         second = inst.guest.proc.pid
         (restored,) = run_workload(Snapshot(SnapshotSettings(name="snapshot")), [inst],

@@ -732,8 +732,7 @@ class QemuLifecycle(Lifecycle):
         throttle the guest's vCPUs when the copy does not converge."""
         src = self._guest()
         sock = self._path("migrate.sock")
-        capabilities = {"postcopy-ram": plan.postcopy, "auto-converge": plan.auto_converge}
-        caps = [{"capability": c, "state": on} for c, on in capabilities.items()]
+        caps = _capabilities(postcopy=plan.postcopy, auto_converge=plan.auto_converge)
         dest, made = self._incoming(src.machine, deadline, caps, f"unix:{sock.name}")
         try:
             with src.monitor(deadline) as qmp:
@@ -769,6 +768,9 @@ class QemuLifecycle(Lifecycle):
         image = self._path("snapshot")
         t0 = time.monotonic()
         with open(image.name, "wb") as out, src.monitor(deadline) as qmp:
+            # a QEMU that was a post-copy destination still has the capability, which a file
+            # cannot carry (no return path)
+            qmp.cmd("migrate-set-capabilities", capabilities=_capabilities(False, False))
             qmp.send_fd_scm(out.fileno())
             qmp.cmd("getfd", fdname="snapshot")
             qmp.cmd("migrate", uri="fd:snapshot")
@@ -850,6 +852,12 @@ class QemuLifecycle(Lifecycle):
 
 
 _operations = itertools.count(1)
+
+
+def _capabilities(postcopy: bool, auto_converge: bool) -> list[dict]:
+    """migrate-set-capabilities' argument: every capability hvbench uses, on or off."""
+    states = {"postcopy-ram": postcopy, "auto-converge": auto_converge}
+    return [{"capability": name, "state": on} for name, on in states.items()]
 
 
 def _follow(qmp: QEMUMonitorProtocol, name: str, deadline: float, postcopy: bool):
