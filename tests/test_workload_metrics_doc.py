@@ -4,6 +4,9 @@ output is in it, with the same unit and direction."""
 from __future__ import annotations
 
 import re
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +25,8 @@ from hvbench.workloads.iperf3 import parse_iperf3_json
 from hvbench.workloads.kernbench import parse_time_line, summarise
 from hvbench.workloads.latency import parse_sockperf
 from hvbench.workloads.memory import METRICS, Memory, MemorySettings, memory_metric
+from hvbench.workloads.migration import OPERATION_METRICS, dirtier, operation_metrics, parse_dirty
+from hvbench.workloads.snapshot import METRICS as SNAPSHOT_METRICS
 
 ROOT = Path(__file__).parent.parent
 FIX = Path(__file__).parent / "fixtures"
@@ -51,6 +56,22 @@ def memory_metrics() -> list[Metric]:
     with native_instances(1) as (instances, network):
         (native,) = run_workload(Memory(MemorySettings(name="memory")), instances, network)
     return [*native.metrics, *(memory_metric(n, 1.0) for n in METRICS)]
+
+
+def lifecycle_metrics() -> list[Metric]:
+    """Migration and snapshot metrics as the workloads make them: every figure a platform may
+    report, and hvbench-dirty's line from a short real run on the host."""
+    proc = subprocess.Popen([str(dirtier()), "8", "4", "1000"], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout and proc.stdout.readline().strip() == "ready"
+    proc.send_signal(signal.SIGUSR1)
+    time.sleep(0.2)
+    proc.send_signal(signal.SIGUSR2)
+    line = proc.communicate(timeout=10)[0]
+    return [
+        *operation_metrics("migration", dict.fromkeys(OPERATION_METRICS, 1.0), OPERATION_METRICS),
+        *parse_dirty(line, "host"),
+        *operation_metrics("snapshot", dict.fromkeys(SNAPSHOT_METRICS, 1.0), SNAPSHOT_METRICS),
+    ]
 
 
 def all_metrics() -> list[Metric]:
@@ -100,6 +121,7 @@ def all_metrics() -> list[Metric]:
         *Boot(BootSettings(name="boot")).measure(_NoBoot(), ctx).metrics,  # type: ignore[arg-type]
         *Boot(BootSettings(name="boot")).measure(_Booted(), storm_ctx).metrics,  # type: ignore[arg-type]
         *memory_metrics(),
+        *lifecycle_metrics(),
     ]
 
 

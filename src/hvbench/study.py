@@ -327,6 +327,16 @@ def parse_study(text: str, source: str) -> Study:
     for i, label in enumerate(labels):
         if label in labels[:i]:
             raise loc.error(("workloads", i), f"duplicate workload {label!r}; list each once")
+    for i, w in enumerate(workloads):
+        operation = workload_class(w.name, getattr(w, selector(w.name), None)).operation
+        for name, settings in platforms.items() if operation else ():
+            why = driver_class(settings).refuses(operation, settings)
+            if why:
+                raise loc.error(
+                    ("workloads", i, "name"),
+                    f"{w.name} cannot run on platform {name}: {why}; "
+                    "take one of the two out of the study",
+                )
     if len(set(top.instances)) != len(top.instances):
         raise loc.error(("instances",), f"duplicate instance counts, found {top.instances}")
     for i, w in enumerate(workloads):

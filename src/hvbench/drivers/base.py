@@ -125,6 +125,50 @@ class Instance(ABC):
     def alive(self) -> bool:
         """False once the instance crashed or was killed."""
 
+    def lifecycle(self) -> Lifecycle | None:
+        """The platform's operations on this running instance (live migration, snapshot and
+        restore), or None where its driver has none (``Driver.refuses`` says why, before a run
+        starts)."""
+        return None
+
+
+Operation = Literal["migrate", "snapshot"]
+"""Platform operations a workload may need of an instance beyond ``exec``."""
+
+
+@dataclass(frozen=True)
+class MigrationPlan:
+    """How to migrate: pre-copy, optionally switching to post-copy, optionally auto-converge."""
+
+    postcopy: bool = False
+    auto_converge: bool = False
+
+
+@dataclass
+class OperationReport:
+    """What one platform operation took, by the platform's own account: figures by metric name
+    (without the workload's prefix, in the unit the workload's metric has), and the raw record
+    for provenance."""
+
+    figures: dict[str, float]
+    raw: str
+
+
+class Lifecycle(ABC):
+    """Migration and snapshot/restore of one running instance. Afterwards the instance is the
+    one that continues (the destination, the restored one): the run measures and stops that,
+    and everything the operation made is in the run's ledger."""
+
+    @abstractmethod
+    def migrate(self, plan: MigrationPlan, deadline: float) -> OperationReport:
+        """Live-migrate the instance to a second VMM on this host; return once it runs there
+        (figures: total_s, downtime_ms, transferred_mib, ...)."""
+
+    @abstractmethod
+    def snapshot(self, deadline: float) -> OperationReport:
+        """Save the running instance to a file, and restore it from there until its control
+        channel answers again (figures: save_s, size_mib, restore_s)."""
+
 
 @dataclass(frozen=True)
 class Needs:
@@ -151,6 +195,8 @@ class Driver(ABC):
     default_instances: ClassVar[Sequence[int] | None] = None
     """Counts to use when the platform sets none; None means the study's list."""
     kind: ClassVar[Literal["native", "vm", "container", "paravirt"]] = "vm"
+    no_lifecycle: ClassVar[str] = "has no migration or snapshot operation"
+    """Why the driver's instances cannot be migrated or snapshotted (``refuses``)."""
 
     def __init__(
         self,
@@ -186,6 +232,12 @@ class Driver(ABC):
     @abstractmethod
     def stop(self, instances: list[Instance]) -> None:
         """Stop the instances and release everything they held."""
+
+    @classmethod
+    def refuses(cls, operation: Operation, settings: PlatformSettings) -> str | None:
+        """Why this driver cannot do ``operation`` on instances of this platform (one line,
+        checked when the study is loaded), or None where ``Instance.lifecycle`` does it."""
+        return f"the {cls.name} driver {cls.no_lifecycle}"
 
     def host_cpu_source(self) -> HostCpuSource:
         """Where the CPU of the host the instances run on is read: this machine, unless the

@@ -23,6 +23,10 @@ class ContainerSettings(OsLevelSettings):
 
 class ContainerDriver(OciDriver):
     name: ClassVar[str] = "container"
+    no_lifecycle: ClassVar[str] = (
+        "cannot yet: runc checkpoints with CRIU, and Debian 12's CRIU 3.17 fails on kernels "
+        'from 6.13 on (`criu check`: "vdso: Unexpected rt vDSO area bounds"; fixed in CRIU 4.1)'
+    )
     settings_model = ContainerSettings
     runtime_name: ClassVar[str] = "runc"
 

@@ -56,6 +56,7 @@ class GvisorInstance(OciInstance):
 
 class GvisorDriver(OciDriver):
     name: ClassVar[str] = "gvisor"
+    no_lifecycle: ClassVar[str] = "has no runsc checkpoint/restore support in hvbench yet"
     settings_model = GvisorSettings
     runtime_name: ClassVar[str] = "runsc"
     instance_class = GvisorInstance

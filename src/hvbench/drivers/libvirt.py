@@ -430,6 +430,11 @@ _NODE_STATS = {"user": "user", "system": "kernel", "idle": "idle", "iowait": "io
 
 class LibvirtDriver(Driver):
     name: ClassVar[str] = "libvirt"
+    no_lifecycle: ClassVar[str] = (
+        "cannot: libvirt refuses to migrate a domain to the host it runs on (libvirtd 9.0: "
+        '"Attempt to migrate guest to the same host"), and managedsave refuses hvbench\'s '
+        'transient domains ("cannot do managed save for transient domain")'
+    )
     settings_model = LibvirtSettings
 
     @classmethod

@@ -81,6 +81,7 @@ class NativeInstance(Instance):
 
 class NativeDriver(Driver):
     name: ClassVar[str] = "native"
+    no_lifecycle: ClassVar[str] = "runs on the host itself: there is no guest to move or save"
     settings_model = NativeSettings
     default_instances: ClassVar[Sequence[int] | None] = (1,)
     kind = "native"

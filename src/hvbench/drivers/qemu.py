@@ -20,8 +20,8 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from shutil import which
 from typing import ClassVar, Literal
@@ -35,6 +35,10 @@ from hvbench.drivers.base import (
     Availability,
     Driver,
     Instance,
+    Lifecycle,
+    MigrationPlan,
+    Operation,
+    OperationReport,
     PlatformSettings,
     format_data_disk,
 )
@@ -63,6 +67,9 @@ from hvbench.units import Size
 QEMU = "qemu-system-x86_64"
 CONSOLE_LIMIT = 16 << 20
 """Bytes of a guest's console kept in its log file; the rest is dropped."""
+QMP_CONNECT_S = 10.0
+MIGRATION_POLL_S = 0.05
+"""Seconds between two query-migrate of a migration in progress."""
 PROBE_SECONDS = 25.0
 """How long a stock guest gets to reach its init under KVM before KVM is judged unusable."""
 DATA_SERIAL = "hvbench-data"
@@ -383,15 +390,31 @@ class Guest:
 
     def vcpu_threads(self) -> list[int]:
         """Host thread ids of the vCPUs, from QMP."""
+        with self.monitor(time.monotonic() + QMP_CONNECT_S) as qmp:
+            cpus = qmp.cmd("query-cpus-fast")
+        return [int(c["thread-id"]) for c in cpus if isinstance(c, dict) and "thread-id" in c]
+
+    @contextlib.contextmanager
+    def monitor(self, deadline: float) -> Iterator[QEMUMonitorProtocol]:
+        """A QMP connection to this QEMU (waiting until ``deadline`` for a QEMU that is still
+        making its socket); any QMP failure inside becomes an InstanceError naming the guest."""
         qmp = QEMUMonitorProtocol(self.machine.qmp_socket)
         try:
-            qmp.connect()
-            cpus = qmp.cmd("query-cpus-fast")
-        except Exception as e:  # the qmp library raises several kinds
-            raise InstanceError(f"{self.machine.name}: QMP query-cpus-fast failed: {e}") from e
+            while True:
+                try:
+                    qmp.connect()
+                    break
+                except Exception:  # the qmp library raises several kinds
+                    if time.monotonic() > deadline or not self.alive():
+                        raise
+                    time.sleep(0.05)
+            yield qmp
+        except (InstanceError, HvbenchError):
+            raise
+        except Exception as e:
+            raise InstanceError(f"{self.machine.name}: QMP: {type(e).__name__}: {e}") from e
         finally:
             qmp.close()
-        return [int(c["thread-id"]) for c in cpus if isinstance(c, dict) and "thread-id" in c]
 
 
 def _boot(img: guest_image.GuestImage, form: str, append: str) -> Boot:
@@ -419,6 +442,12 @@ class QemuInstance(AgentInstance):
     vmm: ClassVar[str] = "QEMU"
     guest: Guest | None = None
     resources: list[Resource] = field(default_factory=list)
+    """What outlives one QEMU process of the instance (its disks), released by ``stop``."""
+    channels: list[Resource] = field(default_factory=list)
+    """What belongs to the QEMU process running the instance now (the process, its QMP and
+    agent sockets, its tap): replaced when the instance migrates or is restored."""
+    driver: QemuDriver | None = None
+    """The driver that made it, for the operations that start a second QEMU."""
 
     def agent_channel(self) -> GuestAgent | None:
         return self.guest.agent if self.guest else None
@@ -435,6 +464,9 @@ class QemuInstance(AgentInstance):
 
     def alive(self) -> bool:
         return self.guest is not None and self.guest.alive()
+
+    def lifecycle(self) -> Lifecycle | None:
+        return QemuLifecycle(self.driver, self) if self.driver else None
 
 
 _taps = itertools.count()
@@ -458,6 +490,10 @@ class QemuDriver(Driver):
             return Availability(True, f"TCG (KVM probe could not run: {e})")
         assert verdict is not None
         return Availability(True, f"accel auto -> {verdict.accel}: {verdict.reason}")
+
+    @classmethod
+    def refuses(cls, operation: Operation, settings: PlatformSettings) -> str | None:
+        return None  # QEMU migrates and snapshots every machine it makes here
 
     @property
     def qsettings(self) -> QemuSettings:
@@ -534,15 +570,8 @@ class QemuDriver(Driver):
         prefix = self.workdir / f"{self.platform}-{inst.index}"
         machine = self.machine(inst.index, prefix)
         made = inst.resources
-        for sock in (machine.agent_socket, machine.qmp_socket):
-            made.append(self.ledger.add("path", sock))
-        netns = None
+        inst.driver = self
         if s.nic != "none":
-            tap = f"hvq{os.getpid() % 10000}t{next(_taps)}"
-            made.append(self.network.add_tap(tap, multi_queue=s.queues > 1))
-            mac = f"52:54:00:12:{inst.index >> 8 & 0xFF:02x}:{inst.index & 0xFF:02x}"
-            machine.nics.append(Nic(s.nic, tap, mac, s.vhost, s.queues))
-            netns = self.network.netns
             inst.address = self.network.address(inst.index)
         if self._rootfs:
             machine.disks.append(self.root_disk(prefix, made))
@@ -554,9 +583,7 @@ class QemuDriver(Driver):
                     DATA_SERIAL, queues=s.disk.queues,
                 )
             )  # fmt: skip
-        guest = Guest.launch(machine, prefix, self.ledger, netns)
-        made.append(guest.process)
-        inst.guest = guest
+        guest = inst.guest = self.launch(inst, machine, prefix, inst.channels)
         boot_deadline = min(deadline, time.monotonic() + s.boot_timeout)
         try:
             guest.wait_ready(boot_deadline)
@@ -568,6 +595,30 @@ class QemuDriver(Driver):
         if self.needs.data_disk:
             device = find_disk(inst, DATA_SERIAL)
             format_data_disk(inst, device, description)
+
+    def launch(
+        self, inst: QemuInstance, machine: Machine, prefix: Path, made: list[Resource]
+    ) -> Guest:
+        """Start a QEMU for the instance with channels of its own, recorded in ``made``: QMP
+        and agent sockets named after ``prefix`` and, with a NIC, a fresh tap on the run's
+        bridge with the instance's MAC (a migration's destination gets its own, as on a second
+        host, and announces the guest there)."""
+        s = self.qsettings
+        machine = replace(
+            machine, agent_socket=f"{prefix}.agent.sock", qmp_socket=f"{prefix}.qmp.sock", nics=[]
+        )
+        for sock in (machine.agent_socket, machine.qmp_socket):
+            made.append(self.ledger.add("path", sock))
+        netns = None
+        if s.nic != "none":
+            tap = f"hvq{os.getpid() % 10000}t{next(_taps)}"
+            made.append(self.network.add_tap(tap, multi_queue=s.queues > 1))
+            mac = f"52:54:00:12:{inst.index >> 8 & 0xFF:02x}:{inst.index & 0xFF:02x}"
+            machine.nics.append(Nic(s.nic, tap, mac, s.vhost, s.queues))
+            netns = self.network.netns
+        guest = Guest.launch(machine, prefix, self.ledger, netns)
+        made.append(guest.process)
+        return guest
 
     def root_disk(self, prefix: Path, made: list[Resource]) -> Disk:
         """The root filesystem's disk: a copy-on-write overlay, so the cached one is never
@@ -615,8 +666,9 @@ class QemuDriver(Driver):
             assert isinstance(inst, QemuInstance)
             if inst.guest:
                 inst.guest.agent.close()
-            while inst.resources:
-                self.ledger.release(inst.resources.pop())
+            for made in (inst.channels, inst.resources):  # the process before its disks
+                while made:
+                    self.ledger.release(made.pop())
             if inst.guest:
                 inst.guest.console.join(5)
         self.give_back_hugepages()  # after the guests that held them
@@ -665,6 +717,175 @@ class QemuDriver(Driver):
                 "files_sha256": hashlib.sha256(listing.encode()).hexdigest(),
             }
         return info
+
+
+class QemuLifecycle(Lifecycle):
+    """Migration and snapshot/restore through QMP: the instance moves to a second QEMU started
+    with ``-incoming defer`` on this host (same disk files, new sockets and tap), which then
+    becomes the instance; the first is killed and its channels released."""
+
+    def __init__(self, driver: QemuDriver, inst: QemuInstance) -> None:
+        self.driver, self.inst = driver, inst
+
+    def migrate(self, plan: MigrationPlan, deadline: float) -> OperationReport:
+        """Pre-copy over a UNIX socket; with ``postcopy`` the switch to post-copy comes after
+        the first full pass (as libvirt's POSTCOPY_AFTER_PRECOPY); ``auto_converge`` lets QEMU
+        throttle the guest's vCPUs when the copy does not converge."""
+        src = self._guest()
+        sock = self._path("migrate.sock")
+        caps = _capabilities(postcopy=plan.postcopy, auto_converge=plan.auto_converge)
+        dest, made = self._incoming(src.machine, deadline, caps, f"unix:{sock.name}")
+        try:
+            with src.monitor(deadline) as qmp:
+                qmp.cmd("migrate-set-capabilities", capabilities=caps)
+                params = qmp.cmd("query-migrate-parameters")
+                qmp.cmd("migrate", uri=f"unix:{sock.name}")
+                info, throttle = _follow(qmp, src.machine.name, deadline, plan.postcopy)
+            self._ready(dest, deadline)
+        except BaseException:
+            self._abandon(dest, made)
+            raise
+        finally:
+            self.driver.ledger.release(sock)
+        self._switch(dest, made)
+        ram = info.get("ram", {})
+        figures = {
+            "total_s": info["total-time"] / 1000,
+            "downtime_ms": float(info["downtime"]),
+            "setup_ms": float(info.get("setup-time", 0)),
+            "transferred_mib": ram.get("transferred", 0) / (1 << 20),
+            "passes": float(ram.get("dirty-sync-count", 0)),
+        }
+        if plan.auto_converge:
+            figures["throttle_pct"] = float(throttle)
+        raw = json.dumps({"plan": vars(plan), "parameters": params, "query-migrate": info})
+        return OperationReport(figures, raw)
+
+    def snapshot(self, deadline: float) -> OperationReport:
+        """Save: migrate to a file the host opened and passed to QEMU (``fd:``), after which
+        the paused source is killed. Restore: a fresh QEMU reads it back through an ``fd:`` of
+        its own; timed from that QEMU's start until the guest's agent answers."""
+        src = self._guest()
+        image = self._path("snapshot")
+        t0 = time.monotonic()
+        with open(image.name, "wb") as out, src.monitor(deadline) as qmp:
+            # a QEMU that was a post-copy destination still has the capability, which a file
+            # cannot carry (no return path)
+            qmp.cmd("migrate-set-capabilities", capabilities=_capabilities(False, False))
+            qmp.send_fd_scm(out.fileno())
+            qmp.cmd("getfd", fdname="snapshot")
+            qmp.cmd("migrate", uri="fd:snapshot")
+            info, _ = _follow(qmp, src.machine.name, deadline, postcopy=False)
+        save_s = time.monotonic() - t0
+        size = os.path.getsize(image.name)
+        self._switch(None, [])  # a saved guest is ended, as `virsh save` does
+        t1 = time.monotonic()
+        with open(image.name, "rb") as source:
+            dest, made = self._incoming(src.machine, deadline, [], "fd:snapshot", source.fileno())
+        try:
+            self._ready(dest, deadline)
+        except BaseException:
+            self._abandon(dest, made)
+            raise
+        restore_s = time.monotonic() - t1
+        self._switch(dest, made)
+        self.driver.ledger.release(image)
+        figures = {"save_s": save_s, "size_mib": size / (1 << 20), "restore_s": restore_s}
+        return OperationReport(figures, json.dumps({"query-migrate": info, "bytes": size}))
+
+    # steps -----------------------------------------------------------------------------
+
+    def _guest(self) -> Guest:
+        guest = self.inst.guest
+        if guest is None or not guest.alive():
+            raise InstanceError(f"{self.inst.name}: QEMU is not running ({self.inst.last_words()})")
+        return guest
+
+    def _path(self, what: str) -> Resource:
+        """A file or socket of the operation in the run's directory, in the ledger."""
+        path = self.driver.workdir / f"{self.inst.name}.{what}"
+        return self.driver.ledger.add("path", str(path))
+
+    def _incoming(
+        self, machine: Machine, deadline: float, caps: list[dict], uri: str, fd: int | None = None
+    ) -> tuple[Guest, list[Resource]]:
+        """A second QEMU for the instance (as ``machine``), waiting for its stream at ``uri``
+        with the capabilities the source will have (post-copy must be on at both ends); ``fd``
+        is passed to it as ``fdname=snapshot`` first."""
+        prefix = self.driver.workdir / f"{self.inst.name}-in{next(_operations)}"
+        made: list[Resource] = []
+        try:
+            dest = self.driver.launch(self.inst, replace(machine, incoming=True), prefix, made)
+            with dest.monitor(deadline) as qmp:
+                if caps:
+                    qmp.cmd("migrate-set-capabilities", capabilities=caps)
+                if fd is not None:
+                    qmp.send_fd_scm(fd)
+                    qmp.cmd("getfd", fdname="snapshot")
+                qmp.cmd("migrate-incoming", uri=uri)
+        except BaseException:
+            while made:
+                self.driver.ledger.release(made.pop())
+            raise
+        return dest, made
+
+    def _ready(self, dest: Guest, deadline: float) -> None:
+        """The destination runs the guest once its agent answers through its own socket."""
+        try:
+            dest.wait_ready(deadline)
+        except CommandTimeout as e:
+            raise InstanceError(f"{self.inst.name}: no answer after the move ({e})") from e
+
+    def _switch(self, dest: Guest | None, made: list[Resource]) -> None:
+        """End the instance's current QEMU and release its channels; ``dest`` (with its
+        channels) is the instance from now on."""
+        old, channels = self.inst.guest, self.inst.channels
+        if old is not None:
+            old.kill()
+        while channels:
+            self.driver.ledger.release(channels.pop())
+        self.inst.guest, self.inst.channels = dest, made
+
+    def _abandon(self, dest: Guest, made: list[Resource]) -> None:
+        dest.kill()
+        while made:
+            self.driver.ledger.release(made.pop())
+
+
+_operations = itertools.count(1)
+
+
+def _capabilities(postcopy: bool, auto_converge: bool) -> list[dict]:
+    """migrate-set-capabilities' argument: every capability hvbench uses, on or off."""
+    states = {"postcopy-ram": postcopy, "auto-converge": auto_converge}
+    return [{"capability": name, "state": on} for name, on in states.items()]
+
+
+def _follow(qmp: QEMUMonitorProtocol, name: str, deadline: float, postcopy: bool):
+    """Poll query-migrate until the migration completed; switch to post-copy after the first
+    pass where asked; cancel it past ``deadline``. Returns the last answer and the highest CPU
+    throttle seen (auto-converge)."""
+    switched, throttle = False, 0
+    while True:
+        info = qmp.cmd("query-migrate")
+        status = info.get("status")
+        throttle = max(throttle, int(info.get("cpu-throttle-percentage", 0)))
+        if status == "completed":
+            return info, throttle
+        if status in ("failed", "cancelled"):
+            raise InstanceError(f"{name}: migration {status}: {info.get('error-desc', '')}")
+        ram = info.get("ram", {})
+        if postcopy and not switched and status == "active" and ram.get("dirty-sync-count", 0) > 1:
+            qmp.cmd("migrate-start-postcopy")
+            switched = True
+        if time.monotonic() > deadline:
+            qmp.cmd("migrate_cancel")
+            raise InstanceError(
+                f"{name}: migration not done in time ({status}, "
+                f"{ram.get('transferred', 0) >> 20} MiB sent, {ram.get('dirty-sync-count', 0)} "
+                "passes): raise the workload's timeout or lower its dirty rate"
+            )
+        time.sleep(MIGRATION_POLL_S)
 
 
 def _host_is_a_guest() -> bool:

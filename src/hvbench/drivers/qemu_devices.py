@@ -168,6 +168,9 @@ class Machine:
     hugepages: Literal["2M", "1G"] | None = None
     """Guest memory on hugetlbfs pages of this size (a memfd), reserved on the host beforehand;
     None: QEMU's anonymous memory, which it advises for transparent huge pages."""
+    incoming: bool = False
+    """Start waiting for a migration stream (``-incoming defer``: QMP's migrate-incoming names
+    it, after the capabilities are set) rather than booting."""
 
     def guest_modules(self) -> list[str]:
         """The guest driver modules this machine's devices need, in load order."""
@@ -207,6 +210,8 @@ class Machine:
                                      hugetlb=True, hugetlbsize=self.hugepages)]  # fmt: skip
         if self.boot.initrd:
             argv += ["-initrd", self.boot.initrd]
+        if self.incoming:
+            argv += ["-incoming", "defer"]
         for nic in self.nics:
             argv += nic.args(microvm)
         ide = [d for d in self.disks if d.bus == "ide"]

@@ -453,6 +453,9 @@ _taps = itertools.count()
 
 class UmlDriver(Driver):
     name: ClassVar[str] = "uml"
+    no_lifecycle: ClassVar[str] = (
+        "cannot: user-mode Linux has no way to save or move a running kernel"
+    )
     settings_model = UmlSettings
     kind = "paravirt"
 

@@ -220,6 +220,7 @@ class XenInstance(AgentInstance):
 
 class XenDriver(Driver):
     name: ClassVar[str] = "xen"
+    no_lifecycle: ClassVar[str] = "has no xl migrate/save support in hvbench yet (out of scope)"
     settings_model = XenSettings
     instance_class: ClassVar[type[XenInstance]] = XenInstance
 

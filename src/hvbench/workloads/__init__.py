@@ -15,6 +15,8 @@ from hvbench.workloads.iperf3 import Iperf3
 from hvbench.workloads.kernbench import Kernbench
 from hvbench.workloads.latency import Latency
 from hvbench.workloads.memory import Memory
+from hvbench.workloads.migration import Migration
+from hvbench.workloads.snapshot import Snapshot
 
 _CLASSES: tuple[type[Workload], ...] = (
     CpuApps,
@@ -30,6 +32,8 @@ _CLASSES: tuple[type[Workload], ...] = (
     Boot,
     Memory,
     Consolidation,
+    Migration,
+    Snapshot,
 )
 
 WORKLOADS: dict[str, dict[str | None, type[Workload]]] = {}

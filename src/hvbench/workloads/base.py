@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, ClassVar
 from pydantic import BaseModel, ConfigDict, PositiveInt
 
 if TYPE_CHECKING:
-    from hvbench.drivers.base import Instance
+    from hvbench.drivers.base import Instance, Operation
     from hvbench.host.network import RunNetwork
 
 
@@ -123,6 +123,9 @@ class Workload(ABC):
     """True if the instance must have a separate, formatted data disk (disk workloads)."""
     needs_userland: ClassVar[bool] = False
     """True if the instance needs a full root filesystem (a compiler, make), not an initramfs."""
+    operation: ClassVar[Operation | None] = None
+    """The platform operation this workload asks of the instance (``Instance.lifecycle``);
+    a study pairing it with a platform whose driver refuses it is refused when loaded."""
 
     def __init__(self, settings: WorkloadSettings) -> None:
         self.settings = settings
