@@ -47,7 +47,7 @@ def test_study_with_kvm_platforms_falls_back_to_tcg_and_finishes():
         assert resolved["accel"] in ("kvm", "tcg") and resolved["accel_reason"]
         assert "qemu-guest-agent" in settings["image"]["packages"]
         assert "/usr/bin/iperf3" in settings["image"]["files"]
-    names = {row[3] for row in store.metric_rows(runner.run_id)}
+    names = {row.name for row in store.metric_rows(runner.run_id)}
     assert {"boot.ready_s", "disk.dd.write_mbps", "disk.dd.read_mbps"} <= names
 
 

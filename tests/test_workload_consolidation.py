@@ -93,7 +93,7 @@ def test_three_roles_at_once_through_the_runner():
     runner = Runner.create(parse_study(STUDY, "t"), store, quick=True)
     assert runner.run() == "finished"
     assert [s.status for s in store.samples(runner.run_id)] == ["ok"]
-    rows = {(r[2], r[3]): r[4] for r in store.metric_rows(runner.run_id)}
+    rows = {(r.instance, r.name): r.value for r in store.metric_rows(runner.run_id)}
     assert {name.split(".")[1] for _, name in rows} == {"web", "db"}
     for inst, role in ((0, "web"), (1, "db")):
         assert rows[(inst, f"consolidation.{role}.events_per_s")] > 0

@@ -289,7 +289,7 @@ def test_lab_domains_run_cpu_disk_and_net_with_xl_and_libvirt(lab):
     )
     store = Store(f"sqlite:///{lab.exchange / 'results.db'}")
     cells = {c.id: c for c in store.cells(lab.run_id)}
-    values = {(cells[r[0]].platform, r[3]): r[4] for r in store.metric_rows(lab.run_id)}
+    values = {(cells[r.cell_id].platform, r.name): r.value for r in store.metric_rows(lab.run_id)}
     for p in platforms:
         assert values[p, "disk.dd.write_mbps"] > 0 and values[p, "net.iperf3.outbound_gbps"] > 0
     disks = {

@@ -34,8 +34,7 @@ from hvbench.host import inventory
 from hvbench.host.monitor import CpuMonitor
 from hvbench.host.network import RunNetwork
 from hvbench.host.resources import Ledger
-from hvbench.store import MetricRecord, RawRecord, SampleRecord, Store
-from hvbench.store.schema import CellRow, Run
+from hvbench.store import CellRecord, MetricRecord, RawRecord, RunRecord, SampleRecord, Store
 from hvbench.study import Cell, Study, parse_study
 from hvbench.workloads.base import Context, GroupStart, Outcome, Workload
 
@@ -132,7 +131,7 @@ class Runner:
             raise StudyError(f"{study.source}: cannot run on this host: {'; '.join(misfits)}")
         run_id = new_run_id()
         store.create_run(
-            Run(
+            RunRecord(
                 id=run_id,
                 study_name=study.name,
                 study_text=study.text,
@@ -280,7 +279,7 @@ class Runner:
         settings = self.study.workloads[cell.workload_index]
         return self.store.cell_id(
             self.run_id,
-            CellRow(
+            CellRecord(
                 key=cell.key,
                 platform=cell.platform,
                 driver=driver.name,
