@@ -41,8 +41,6 @@ from hvbench.workloads.base import Context, GroupStart, Outcome, Workload
 WORK_ROOT = Path("/var/tmp/hvbench")
 """Disk images and logs of a run; on disk, not tmpfs, so disk workloads measure a disk."""
 START_TIMEOUT_S = 300.0
-RAW_LIMIT = 8 * 1024 * 1024
-"""Characters of one raw output kept in the store."""
 
 
 @dataclass
@@ -317,10 +315,19 @@ class Runner:
                 workload=cell.workload,
                 workload_name=settings.name,
                 instances=cell.instances,
-                platform_settings=driver.describe(),
+                platform_settings=self._manifests_apart(driver.describe()),
                 workload_settings=settings.model_dump(mode="json"),
             ),
         )
+
+    def _manifests_apart(self, described: dict) -> dict:
+        """A guest image's manifest (its packages and every file's hash) is kept once per run,
+        as the artifact ``image <key>``; the cells that booted it keep its key."""
+        manifest = described.get("image")
+        if isinstance(manifest, dict) and "key" in manifest:
+            self.store.add_artifact(self.run_id, f"image {manifest['key']}", manifest)
+            described = {**described, "image": {"key": manifest["key"]}}
+        return described
 
     def _group(self, driver: Driver, group: Group) -> Iterator[tuple[Cell, SampleRecord]]:
         """Start the instances once, sample every cell in them, stop them. A cell whose sample
@@ -484,7 +491,7 @@ def _record(rep: int, run: SampleRun, instances: list[Instance]) -> SampleRecord
             for m in o.metrics
         ],
         raw=[
-            RawRecord(idx, r.tool, list(r.command), r.content[:RAW_LIMIT])
+            RawRecord(idx, r.tool, list(r.command), r.content)
             for idx, o in enumerate(run.outcomes if ok else [])
             for r in o.raw
         ],
