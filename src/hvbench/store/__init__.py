@@ -84,18 +84,11 @@ class CellRecord:
     workload_settings: dict
 
 
-class CellView(NamedTuple):
+@dataclass
+class CellView(CellRecord):
     """A stored cell as read back."""
 
     id: int
-    key: str
-    platform: str
-    driver: str
-    workload: str
-    workload_name: str
-    instances: int
-    platform_settings: dict
-    workload_settings: dict
 
 
 class SampleView(NamedTuple):
@@ -311,7 +304,8 @@ class Store:
 
     def cells(self, run_id: str) -> list[CellView]:
         with Session(self.engine) as s:
-            q = select(*_columns(CellRow, CellView)).filter_by(run_id=run_id).order_by(CellRow.id)
+            columns = [getattr(CellRow, f.name) for f in fields(CellView)]
+            q = select(*columns).filter_by(run_id=run_id).order_by(CellRow.id)
             return [CellView(*r) for r in s.execute(q)]
 
     def samples(self, run_id: str) -> list[SampleView]:
