@@ -21,8 +21,7 @@ import numpy as np
 
 from hvbench.analysis import analyse
 from hvbench.report import EXPORTERS, render
-from hvbench.store import MetricRecord, SampleRecord, Store
-from hvbench.store.schema import CellRow, Run
+from hvbench.store import CellRecord, MetricRecord, RunRecord, SampleRecord, Store
 
 T = TypeVar("T")
 PLATFORMS = {f"p{i}": 1.0 - 0.08 * i for i in range(7)}
@@ -55,7 +54,7 @@ def write(store: Store, samples: int, rng: np.random.Generator) -> int:
     per_rep = sum(n * len(METRICS[w]) for _, w, n in cells())
     reps = max(1, math.ceil(samples / per_rep))
     store.create_run(
-        Run(
+        RunRecord(
             id="bench",
             study_name="bench",
             study_text="name: bench\nbaseline: native\n",
@@ -71,7 +70,7 @@ def write(store: Store, samples: int, rng: np.random.Generator) -> int:
     )
     written = 0
     for platform, workload, n in cells():
-        row = CellRow(
+        row = CellRecord(
             key=f"{platform}|{workload}|{n}",
             platform=platform,
             driver="native" if platform == "native" else "qemu",

@@ -24,6 +24,7 @@ import hashlib
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -32,6 +33,9 @@ from pathlib import Path
 import hvbench
 from hvbench.guest import cpio, kernel
 from hvbench.guest import image as guest_image
+from hvbench.runner import needs_of
+from hvbench.store import Store
+from hvbench.study import parse_study
 
 XEN_VERSION = "4.17"
 XEN_PACKAGES = (
@@ -350,3 +354,56 @@ def run(
         console.read_text(errors="replace"),
         time.monotonic() - started,
     )
+
+
+HVBENCH = Path(sys.executable).parent / "hvbench"
+"""The virtualenv's command, the same path in L1 (its root is the host's)."""
+
+
+@dataclass
+class LabRun:
+    """What one boot of the lab left: its output, the exchange directory with the store it
+    wrote (``results.db``), and the run it made there."""
+
+    result: LabResult
+    exchange: Path
+    run_id: str
+
+    @property
+    def db(self) -> str:
+        return f"sqlite:///{self.exchange / 'results.db'}"
+
+    def store(self) -> Store:
+        return Store(self.db)
+
+    def count(self, what: str) -> int:
+        """A count the lab's commands printed after the run ("loops: 0")."""
+        for line in self.result.output.splitlines():
+            if line.startswith(f"{what}: "):
+                return int(line.split(": ", 1)[1])
+        raise AssertionError(f"the lab printed no {what!r} count:\n{self.result.output[-3000:]}")
+
+    def report(self) -> subprocess.CompletedProcess:
+        """The host's ``hvbench report`` of the lab's run, in Markdown."""
+        return subprocess.run(
+            [str(HVBENCH), "report", self.run_id, "--db", self.db, "--format", "md"],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+
+
+def run_study(
+    hv: Hypervisor, exchange: Path, study: str, commands: str, timeout: float, **kw
+) -> LabRun:
+    """One boot of the lab that runs ``commands`` (``{hvbench}`` is the command) with the
+    study at /lab/study.yaml; its guest image is built here first, where it takes seconds
+    (L1 finds it in the shared cache). Fails unless L1 finished and hvbench started a run."""
+    (exchange / "study.yaml").write_text(study)
+    guest_image.build(needs_of(parse_study(study, f"{hv.name}-lab.yaml")).tools)
+    result = run(prepare(hv), exchange, commands.format(hvbench=HVBENCH), timeout, **kw)
+    assert result.exit_code is not None, f"L1 did not finish:\n{result.console[-3000:]}"
+    print(f"{hv.name} lab: {result.seconds:.0f} s")
+    run_id = next(
+        (ln.split()[1] for ln in result.output.splitlines() if ln.startswith("run ")), None
+    )
+    assert run_id, f"hvbench did not start a run in L1:\n{result.output[-3000:]}"
+    return LabRun(result, exchange, run_id)

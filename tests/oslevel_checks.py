@@ -53,7 +53,7 @@ def failures(store: Store, run_id: str) -> list[str]:
 def metric_values(store: Store, run_id: str) -> dict[str, list[float]]:
     values: dict[str, list[float]] = {}
     for row in store.metric_rows(run_id):
-        values.setdefault(row[3], []).append(row[4])
+        values.setdefault(row.name, []).append(row.value)
     return values
 
 

@@ -20,8 +20,7 @@ from hvbench.analysis.stats import (
     ratio,
     reading,
 )
-from hvbench.store import MetricRecord, RawRecord, SampleRecord, Store
-from hvbench.store.schema import CellRow, Run
+from hvbench.store import CellRecord, MetricRecord, RawRecord, RunRecord, SampleRecord, Store
 
 STUDY = "name: hand-made\nbaseline: native\nplatforms: {}\nworkloads: []\n"
 
@@ -37,7 +36,7 @@ class RunBuilder:
 
     def __post_init__(self) -> None:
         self.store.create_run(
-            Run(
+            RunRecord(
                 id=self.run_id,
                 study_name="hand-made",
                 study_text=self.study_text,
@@ -61,7 +60,7 @@ class RunBuilder:
         platform_settings: dict | None = None,
     ) -> int:
         driver = driver or ("native" if platform == "native" else "qemu")
-        row = CellRow(
+        row = CellRecord(
             key=f"{platform}|{workload}|{instances}",
             platform=platform,
             driver=driver,

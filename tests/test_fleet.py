@@ -32,8 +32,7 @@ from conftest import require
 from test_store import _run, _sample, postgres_url  # noqa: F401 (the suite's PostgreSQL server)
 
 from hvbench.errors import HvbenchError
-from hvbench.store import Store
-from hvbench.store.schema import CellRow
+from hvbench.store import CellRecord, Store
 
 STUDY = """\
 name: fleet-smoke
@@ -322,7 +321,7 @@ def _host_store(path: Path, run_id: str, reps: int, status: str) -> Store:
     if run_id not in {r.id for r in store.runs()}:
         store.create_run(_run(run_id))
         store.add_artifact(run_id, "fleet", {"fleet": "f1", "host": path.stem})
-    cell = CellRow(
+    cell = CellRecord(
         key="native|disk|1",
         platform="native",
         driver="native",

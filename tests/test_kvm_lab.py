@@ -12,18 +12,9 @@ tested on the host (test_qemu.py), not here: in one of two lab boots L1's kernel
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from dataclasses import dataclass
-from pathlib import Path
 
 import lab as nested
 import pytest
-
-from hvbench.guest import image
-from hvbench.runner import needs_of
-from hvbench.store import Store
-from hvbench.study import parse_study
 
 pytestmark = pytest.mark.timeout(1300)  # the lab's one boot is in the first test's time
 
@@ -59,38 +50,13 @@ echo "ledgers: $(ls /run/hvbench 2>/dev/null | wc -l)"
 """
 
 
-@dataclass
-class LabRun:
-    result: nested.LabResult
-    exchange: Path
-    run_id: str
-
-    def count(self, what: str) -> int:
-        """A count the lab's commands printed after the run ("qemus: 0")."""
-        for line in self.result.output.splitlines():
-            if line.startswith(f"{what}: "):
-                return int(line.split(": ", 1)[1])
-        raise AssertionError(f"the lab printed no {what!r} count:\n{self.result.output[-3000:]}")
-
-
 @pytest.fixture(scope="module")
-def kvm_lab(tmp_path_factory) -> LabRun:
+def kvm_lab(tmp_path_factory) -> nested.LabRun:
     """One boot of the lab for the module: L1 with kvm_amd, doctor and STUDY run in it."""
     exchange = tmp_path_factory.mktemp("kvmlab")
-    (exchange / "study.yaml").write_text(STUDY)
-    hvbench = Path(sys.executable).parent / "hvbench"
-    image.build(needs_of(parse_study(STUDY, "kvm-lab.yaml")).tools)  # seconds here, not in L1
-    result = nested.run(
-        nested.prepare(nested.KVM), exchange, LAB_COMMANDS.format(hvbench=hvbench),
-        timeout=1100, memory_mib=4096,
-    )  # fmt: skip
-    assert result.exit_code is not None, f"L1 did not finish:\n{result.console[-3000:]}"
-    print(f"kvm lab: {result.seconds:.0f} s")
-    run_id = next(
-        (ln.split()[1] for ln in result.output.splitlines() if ln.startswith("run ")), None
+    return nested.run_study(
+        nested.KVM, exchange, STUDY, LAB_COMMANDS, timeout=1100, memory_mib=4096
     )
-    assert run_id, f"hvbench did not start a run in L1:\n{result.output[-3000:]}"
-    return LabRun(result, exchange, run_id)
 
 
 @pytest.mark.guest
@@ -102,7 +68,7 @@ def test_lab_doctor_says_kvm_is_usable(kvm_lab):
 
 @pytest.mark.guest
 def test_lab_runs_cpu_disk_and_net_under_kvm(kvm_lab):
-    store = Store(f"sqlite:///{kvm_lab.exchange / 'results.db'}")
+    store = kvm_lab.store()
     cells = {c.id: c for c in store.cells(kvm_lab.run_id)}
     samples = {
         (cells[s.cell_id].platform, cells[s.cell_id].workload_name): (s.status, s.error)
@@ -131,11 +97,6 @@ def test_lab_leaves_nothing_in_l1(kvm_lab):
 
 @pytest.mark.guest
 def test_lab_report_says_the_figures_are_nested(kvm_lab):
-    hvbench = Path(sys.executable).parent / "hvbench"
-    db = f"sqlite:///{kvm_lab.exchange / 'results.db'}"
-    out = subprocess.run(
-        [str(hvbench), "report", kvm_lab.run_id, "--db", db, "--format", "md"],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+    out = kvm_lab.report()
     assert out.returncode == 0, out.stderr
     assert "microvm-auto, pc-kvm: KVM nested in a virtual machine" in out.stdout

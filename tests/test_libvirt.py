@@ -305,7 +305,7 @@ def _run(study: str) -> tuple[Store, Runner, set[str]]:
     store = Store()
     runner = Runner.create(parse_study(study, "t"), store, quick=True)
     assert runner.run() == "finished", [s.error for s in store.samples(runner.run_id)]
-    names = {r[3] for r in store.metric_rows(runner.run_id)}
+    names = {r.name for r in store.metric_rows(runner.run_id)}
     assert "cpu.branchy.primes_events_per_s" in names
     assert any(n.startswith("disk.dd.") for n in names)
     assert leftovers(runner.run_id) == []

@@ -45,9 +45,11 @@ def test_study_with_kvm_platforms_falls_back_to_tcg_and_finishes():
         settings = cells[platform].platform_settings
         resolved = settings["resolved"]
         assert resolved["accel"] in ("kvm", "tcg") and resolved["accel_reason"]
-        assert "qemu-guest-agent" in settings["image"]["packages"]
-        assert "/usr/bin/iperf3" in settings["image"]["files"]
-    names = {row[3] for row in store.metric_rows(runner.run_id)}
+        manifest = store.artifacts(runner.run_id)[f"image {settings['image']['key']}"]
+        assert settings["image"] == {"key": manifest["key"]}  # the manifest is kept once
+        assert "qemu-guest-agent" in manifest["packages"]
+        assert "/usr/bin/iperf3" in manifest["files"]
+    names = {row.name for row in store.metric_rows(runner.run_id)}
     assert {"boot.ready_s", "disk.dd.write_mbps", "disk.dd.read_mbps"} <= names
 
 

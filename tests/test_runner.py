@@ -59,7 +59,7 @@ def test_samples_are_interleaved_across_platforms_and_cleaned_up():
     cells = {c.id: c.platform for c in store.cells(runner.run_id)}
     order = [(s.repetition, cells[s.cell_id]) for s in store.samples(runner.run_id)]
     assert order == [(1, "native"), (1, "again"), (2, "native"), (2, "again")]
-    names = {r[3] for r in store.metric_rows(runner.run_id)}
+    names = {r.name for r in store.metric_rows(runner.run_id)}
     assert "cpu.branchy.primes_events_per_s" in names
     sample = store.samples(runner.run_id)[0]
     assert sample.host_cpu["busy_s"] > 0 and sample.host_cpu["wall_s"] >= 3

@@ -16,19 +16,20 @@ from sqlalchemy import create_engine, text
 
 from hvbench.errors import HvbenchError
 from hvbench.store import (
+    CellRecord,
     FunctionRecord,
     MetricRecord,
     ProfileRecord,
     RawRecord,
+    RunRecord,
     SampleRecord,
     Store,
 )
-from hvbench.store.schema import CellRow, Run
 from hvbench.store.upgrade import _config, head
 
 
-def _run(run_id: str) -> Run:
-    return Run(
+def _run(run_id: str) -> RunRecord:
+    return RunRecord(
         id=run_id,
         study_name="s",
         study_text="name: s",
@@ -61,7 +62,7 @@ def _sample(rep: int, value: float | None, text_value: str | None = None) -> Sam
 def exercise(store: Store) -> None:
     """The same round trip on any backend."""
     store.create_run(_run("r1"))
-    cell = CellRow(
+    cell = CellRecord(
         key="native|disk|1",
         platform="native",
         driver="native",
@@ -72,21 +73,7 @@ def exercise(store: Store) -> None:
         workload_settings={"name": "disk"},
     )
     cell_id = store.cell_id("r1", cell)
-    again = CellRow(
-        **{
-            c: getattr(cell, c)
-            for c in (
-                "key",
-                "platform",
-                "driver",
-                "workload",
-                "workload_name",
-                "instances",
-                "platform_settings",
-                "workload_settings",
-            )
-        }
-    )
+    again = CellRecord(**vars(cell))
     assert store.cell_id("r1", again) == cell_id  # a resumed run finds its cell
     profiled = _sample(1, 123.5)
     profiled.profile = ProfileRecord(
@@ -97,8 +84,8 @@ def exercise(store: Store) -> None:
     with pytest.raises(HvbenchError, match="cannot store a sample"):
         store.add_sample(cell_id, _sample(2, 1.0))  # the same repetition twice is refused
     assert store.done("r1") == {("native|disk|1", 1), ("native|disk|1", 2)}
-    rows = sorted(store.metric_rows("r1"), key=lambda r: r[1])
-    assert rows[0][4] == 123.5 and rows[1][4] is None and rows[1][5] == "+++++"
+    rows = sorted(store.metric_rows("r1"), key=lambda r: r.repetition)
+    assert rows[0].value == 123.5 and rows[1].value is None and rows[1].text == "+++++"
     assert store.raw_outputs("r1")[0].command == ["bonnie++", "-q"]
     (f,) = store.profile_functions("r1")
     assert (f.repetition, f.symbol, f.dso, f.samples, f.profile_samples) == (
@@ -108,6 +95,8 @@ def exercise(store: Store) -> None:
         150,
         200,
     )
+    assert [s.repetition for s in store.samples("r1")] == [1, 2]
+    assert store.cells("r1")[0].id == cell_id
     store.add_artifact("r1", "image", {"sha256": "ab"})
     store.add_artifact("r1", "image", {"sha256": "cd"})
     assert store.artifacts("r1") == {"image": {"sha256": "ab"}}

@@ -224,7 +224,7 @@ def test_cpu_disk_and_net_run_in_a_uml_guest_and_nothing_is_left():
     store = Store()
     runner = Runner.create(parse_study(STUDY, "t"), store, quick=True)
     assert runner.run() == "finished", [s.error for s in store.samples(runner.run_id)]
-    names = {r[3] for r in store.metric_rows(runner.run_id)}
+    names = {r.name for r in store.metric_rows(runner.run_id)}
     assert "cpu.branchy.primes_events_per_s" in names
     assert any(n.startswith("disk.dd.") for n in names)
     assert {"net.iperf3.inbound_gbps", "net.iperf3.outbound_gbps"} <= names

@@ -32,11 +32,8 @@ from hvbench.drivers.base import Needs
 from hvbench.drivers.libvirt_xen import LibvirtXenDriver, LibvirtXenSettings, xen_domain_xml
 from hvbench.drivers.xen import HOTPLUG, XenDriver, XenInstance, XenSettings, xl_list_times
 from hvbench.errors import StudyError
-from hvbench.guest import image
 from hvbench.host.network import RunNetwork
 from hvbench.host.resources import Ledger
-from hvbench.runner import needs_of
-from hvbench.store import Store
 from hvbench.study import parse_study
 
 pytestmark = pytest.mark.timeout(1700)  # the lab's one boot is in the first test's time
@@ -234,41 +231,15 @@ def test_hotplug_script_is_valid_shell(tmp_path):
 # the nested lab --------------------------------------------------------------------------
 
 
-@dataclass
-class LabRun:
-    result: nested.LabResult
-    exchange: Path
-    run_id: str
-
-    def count(self, what: str) -> int:
-        """A count the lab's commands printed after the run ("loops: 0")."""
-        for line in self.result.output.splitlines():
-            if line.startswith(f"{what}: "):
-                return int(line.split(": ", 1)[1])
-        raise AssertionError(f"the lab printed no {what!r} count:\n{self.result.output[-3000:]}")
-
-
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory) -> LabRun:
+def lab(tmp_path_factory) -> nested.LabRun:
     """One boot of the lab for the module: Xen, dom0, and hvbench run on STUDY in dom0."""
     exchange = tmp_path_factory.mktemp("xenlab")
-    (exchange / "study.yaml").write_text(STUDY)
-    hvbench = Path(sys.executable).parent / "hvbench"
-    # the guest image is built here, where it takes seconds; dom0 finds it in the shared cache
-    image.build(needs_of(parse_study(STUDY, "xen-lab.yaml")).tools)
-    result = nested.run(
-        nested.prepare(nested.XEN), exchange, LAB_COMMANDS.format(hvbench=hvbench), timeout=1500
-    )
-    assert result.exit_code is not None, f"dom0 did not finish:\n{result.console[-3000:]}"
-    run_id = next(
-        (ln.split()[1] for ln in result.output.splitlines() if ln.startswith("run ")), None
-    )
-    assert run_id, f"hvbench did not start a run in dom0:\n{result.output[-3000:]}"
-    return LabRun(result, exchange, run_id)
+    return nested.run_study(nested.XEN, exchange, STUDY, LAB_COMMANDS, timeout=1500)
 
 
-def _samples(lab: LabRun) -> dict[tuple[str, str], str]:
-    store = Store(f"sqlite:///{lab.exchange / 'results.db'}")
+def _samples(lab: nested.LabRun) -> dict[tuple[str, str], str]:
+    store = lab.store()
     cells = {c.id: c for c in store.cells(lab.run_id)}
     return {
         (cells[s.cell_id].platform, cells[s.cell_id].workload_name): s.status
@@ -287,9 +258,9 @@ def test_lab_domains_run_cpu_disk_and_net_with_xl_and_libvirt(lab):
     assert _samples(lab) == {(p, w): "ok" for p in platforms for w in ("cpu", "disk", "net")}, (
         lab.result.output[-3000:]
     )
-    store = Store(f"sqlite:///{lab.exchange / 'results.db'}")
+    store = lab.store()
     cells = {c.id: c for c in store.cells(lab.run_id)}
-    values = {(cells[r[0]].platform, r[3]): r[4] for r in store.metric_rows(lab.run_id)}
+    values = {(cells[r.cell_id].platform, r.name): r.value for r in store.metric_rows(lab.run_id)}
     for p in platforms:
         assert values[p, "disk.dd.write_mbps"] > 0 and values[p, "net.iperf3.outbound_gbps"] > 0
     disks = {
@@ -322,17 +293,10 @@ def test_lab_leaves_nothing_in_dom0(lab):
 
 @pytest.mark.guest
 def test_lab_run_reports_on_the_host(lab):
-    hvbench = Path(sys.executable).parent / "hvbench"
-    db = f"sqlite:///{lab.exchange / 'results.db'}"
-    out = subprocess.run(
-        [str(hvbench), "report", lab.run_id, "--db", db, "--format", "md"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    out = lab.report()
     assert out.returncode == 0, out.stderr
     assert "% of xen-pv" in out.stdout and "cpu.composite.score" in out.stdout
-    store = Store(db)
+    store = lab.store()
     cells = {(c.platform, c.workload_name): c for c in store.cells(lab.run_id)}
     resolved = cells["xen-pv", "cpu"].platform_settings["resolved"]
     assert resolved["xen_version"].startswith(nested.XEN_VERSION)

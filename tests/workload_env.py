@@ -1,5 +1,5 @@
-"""Run a workload end to end on real instances without the runner: the same calls, in the same
-order (prepare, barrier, measure, cleanup), that the runner makes."""
+"""Run a workload end to end on real instances without a study or a store: one sample through
+the runner's own sample path (prepare, barrier, measure, cleanup)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from hvbench.drivers.base import Instance, Needs
 from hvbench.drivers.native import NativeDriver, NativeSettings
 from hvbench.host.network import RunNetwork
 from hvbench.host.resources import Ledger
+from hvbench.runner import run_sample
 from hvbench.workloads.base import Context, Outcome, Workload
 from hvbench.workloads.cpu_apps import CORPUS, CpuApps, CpuAppsSettings
 
@@ -45,20 +46,13 @@ def native_instances(
 def run_workload(
     workload: Workload, instances: list[Instance], network: RunNetwork, quick: bool = True
 ) -> list[Outcome]:
-    """prepare on all, measure on all (in threads, with a real barrier), cleanup on all."""
-    from concurrent.futures import ThreadPoolExecutor
-    from threading import Barrier
-
-    barrier = Barrier(len(instances))
-    ctx = Context(network=network, quick=quick, instance_count=len(instances), barrier=barrier.wait)
-    try:
-        for inst in instances:
-            workload.prepare(inst, ctx)
-        with ThreadPoolExecutor(len(instances)) as pool:
-            return list(pool.map(lambda i: workload.measure(i, ctx), instances))
-    finally:
-        for inst in instances:
-            workload.cleanup(inst, ctx)
+    """One sample through the runner's own path (``runner.run_sample``); an instance's failure
+    is raised as it was, for the tests to see its type."""
+    run = run_sample(workload, instances, network, quick)
+    if run.failure is not None:
+        raise run.failure
+    assert run.error is None, run.error
+    return run.outcomes
 
 
 def corpus_digest(instance: Instance) -> str:

@@ -32,20 +32,25 @@ from hvbench.drivers import driver_class
 from hvbench.drivers.base import Driver, Instance, Needs
 from hvbench.errors import HvbenchError, InstanceError, StartFailed, StudyError
 from hvbench.host import inventory
-from hvbench.host.monitor import CpuMonitor
+from hvbench.host.monitor import LOCAL, CpuMonitor, HostCpuSource
 from hvbench.host.network import RunNetwork
 from hvbench.host.profile import HostProfiler, Window
 from hvbench.host.resources import Ledger
-from hvbench.store import MetricRecord, RawRecord, SampleRecord, Store
-from hvbench.store.schema import CellRow, Run
+from hvbench.store import (
+    CellRecord,
+    MetricRecord,
+    ProfileRecord,
+    RawRecord,
+    RunRecord,
+    SampleRecord,
+    Store,
+)
 from hvbench.study import Cell, Study, parse_study
 from hvbench.workloads.base import Context, GroupStart, Outcome, Workload
 
 WORK_ROOT = Path("/var/tmp/hvbench")
 """Disk images and logs of a run; on disk, not tmpfs, so disk workloads measure a disk."""
 START_TIMEOUT_S = 300.0
-RAW_LIMIT = 8 * 1024 * 1024
-"""Characters of one raw output kept in the store."""
 
 
 @dataclass
@@ -59,6 +64,35 @@ class Progress:
     status: str
     error: str | None
     eta_s: float
+
+
+@dataclass
+class Group:
+    """Cells measured in the same started instances: one repetition of one platform at one
+    instance count."""
+
+    repetition: int
+    platform: str
+    count: int
+    cells: list[Cell]
+
+
+@dataclass
+class SampleRun:
+    """What one sample of a workload gave, before it becomes a record."""
+
+    started: datetime
+    seconds: float
+    outcomes: list[Outcome]
+    """One per instance that finished, in the instances' order; all of them if ``error`` is None."""
+    error: str | None
+    """The first instance's failure, one line, named by the instance."""
+    failure: BaseException | None
+    """The exception behind ``error``, if an instance raised one."""
+    host_cpu: dict
+    """The host CPU during the measured part (``CpuMonitor.stop``); empty if it failed."""
+    profile: ProfileRecord | None = None
+    """The host's profile of the measured part, where the study asked for one."""
 
 
 def new_run_id() -> str:
@@ -123,6 +157,8 @@ class Runner:
         self.quick = quick
         self.on_progress = on_progress
         self.failed = 0
+        self._network: RunNetwork | None = None
+        """The run's network, made when ``run`` starts (it claims host resources)."""
 
     # entry points ----------------------------------------------------------------------
 
@@ -135,7 +171,7 @@ class Runner:
             raise StudyError(f"{study.source}: cannot run on this host: {'; '.join(misfits)}")
         run_id = new_run_id()
         store.create_run(
-            Run(
+            RunRecord(
                 id=run_id,
                 study_name=study.name,
                 study_text=study.text,
@@ -181,11 +217,9 @@ class Runner:
 
     # the plan --------------------------------------------------------------------------
 
-    def _groups(
-        self, reps: range, wanted: set[str] | None = None
-    ) -> list[tuple[int, str, int, list[Cell]]]:
-        """(repetition, platform, count, cells still to measure), in interleaved order;
-        ``wanted`` restricts to those cell keys."""
+    def _groups(self, reps: range, wanted: set[str] | None = None) -> list[Group]:
+        """The groups with cells still to measure, in interleaved order; ``wanted`` restricts
+        to those cell keys."""
         done = self.store.done(self.run_id)
         cells = [c for c in self.study.cells() if wanted is None or c.key in wanted]
         groups = []
@@ -200,7 +234,7 @@ class Runner:
                         and (c.key, rep) not in done
                     ]
                     if todo:
-                        groups.append((rep, platform, count, todo))
+                        groups.append(Group(rep, platform, count, todo))
         return groups
 
     def _run_all(self, needs: Needs, ledger: Ledger, workdir: Path) -> None:
@@ -246,37 +280,41 @@ class Runner:
 
     def _run_groups(
         self,
-        groups: list[tuple[int, str, int, list[Cell]]],
+        groups: list[Group],
         needs: Needs,
         ledger: Ledger,
         workdir: Path,
         deadline: float = float("inf"),
     ) -> bool:
         """Measure the groups in order; False if one would not fit the ``deadline``."""
-        total = sum(len(cells) for *_, cells in groups)
+        assert self._network is not None, "groups run inside run()"
+        total = sum(len(g.cells) for g in groups)
         estimates = {
             c.key: self.study.workload(c.workload_index).estimate_seconds(self.quick)
-            for *_, cells in groups
-            for c in cells
+            for g in groups
+            for c in g.cells
         }
-        remaining = sum(estimates[c.key] for *_, cells in groups for c in cells)
+        remaining = sum(estimates[c.key] for g in groups for c in g.cells)
         done = 0
-        for rep, platform, count, cells in groups:
-            if time.monotonic() + sum(estimates[c.key] for c in cells) > deadline:
+        for group in groups:
+            if time.monotonic() + sum(estimates[c.key] for c in group.cells) > deadline:
                 return False  # the next group would not fit the time budget
+            platform = group.platform
             settings = self.study.platforms[platform]
             driver = driver_class(settings)(
                 platform, settings, needs, ledger, self._network, workdir / platform
             )
             (workdir / platform).mkdir(exist_ok=True)
-            for cell, record in self._group(driver, count, rep, cells):
+            for cell, record in self._group(driver, group):
                 self.store.add_sample(self._cell_id(cell, driver), record)
                 if record.status != "ok":
                     self.failed += 1
                 done += 1
                 remaining -= estimates[cell.key]
                 self.on_progress(
-                    Progress(cell, rep, done, total, record.status, record.error, remaining)
+                    Progress(
+                        cell, group.repetition, done, total, record.status, record.error, remaining
+                    )
                 )
         return True
 
@@ -284,24 +322,32 @@ class Runner:
         settings = self.study.workloads[cell.workload_index]
         return self.store.cell_id(
             self.run_id,
-            CellRow(
+            CellRecord(
                 key=cell.key,
                 platform=cell.platform,
                 driver=driver.name,
                 workload=cell.workload,
                 workload_name=settings.name,
                 instances=cell.instances,
-                platform_settings=driver.describe(),
+                platform_settings=self._manifests_apart(driver.describe()),
                 workload_settings=settings.model_dump(mode="json"),
             ),
         )
 
-    def _group(
-        self, driver: Driver, count: int, rep: int, cells: list[Cell]
-    ) -> Iterator[tuple[Cell, SampleRecord]]:
+    def _manifests_apart(self, described: dict) -> dict:
+        """A guest image's manifest (its packages and every file's hash) is kept once per run,
+        as the artifact ``image <key>``; the cells that booted it keep its key."""
+        manifest = described.get("image")
+        if isinstance(manifest, dict) and "key" in manifest:
+            self.store.add_artifact(self.run_id, f"image {manifest['key']}", manifest)
+            described = {**described, "image": {"key": manifest["key"]}}
+        return described
+
+    def _group(self, driver: Driver, group: Group) -> Iterator[tuple[Cell, SampleRecord]]:
         """Start the instances once, sample every cell in them, stop them. A cell whose sample
         killed an instance is followed by a fresh start; if starting fails, the group's
         remaining cells fail with that error rather than waiting for a start each."""
+        rep, cells = group.repetition, group.cells
         instances: list[Instance] | None = None
         retried: str | None = None
         try:
@@ -309,7 +355,7 @@ class Runner:
                 if instances is None:
                     started, t0 = datetime.now(UTC), time.monotonic()
                     try:
-                        instances, start, retried = self._start(driver, count)
+                        instances, start, retried = self._start(driver, group.count)
                     except (InstanceError, HvbenchError) as e:
                         for rest in cells[i:]:
                             yield rest, self._failed(rep, started, t0, f"start: {_one_line(e)}")
@@ -374,93 +420,116 @@ class Runner:
         start: GroupStart,
         profile: Window,
     ) -> SampleRecord:
-        """prepare on every instance, a barrier, measure on all at once, cleanup; the host's
-        CPU is read, and profiled, from the barrier to the last instance's end."""
-        started = datetime.now(UTC)
-        t0 = time.monotonic()
-        monitor = CpuMonitor(
-            [i.host_pids() for i in instances],
-            [i.accounted_cpu_seconds for i in instances],
-            driver.host_cpu_source(),
-            clients=self._network.clients_cpu,
+        """One sample through ``run_sample``, as its record."""
+        assert self._network is not None, "samples run inside run()"
+        run = run_sample(
+            workload, instances, self._network, self.quick, start, driver.host_cpu_source(), profile
         )
-        timeout = workload.timeout(self.quick)
+        return _record(rep, run, instances)
 
-        def window_opens() -> None:
+
+def run_sample(
+    workload: Workload,
+    instances: list[Instance],
+    network: RunNetwork,
+    quick: bool,
+    start: GroupStart | None = None,
+    source: HostCpuSource = LOCAL,
+    profile: Window | None = None,
+) -> SampleRun:
+    """prepare on every instance, a barrier, measure on all at once, cleanup: one sample, as
+    the runner takes it (and the workload tests, which call this rather than a copy of it)."""
+    started = datetime.now(UTC)
+    t0 = time.monotonic()
+    monitor = CpuMonitor(
+        [i.host_pids() for i in instances],
+        [i.accounted_cpu_seconds for i in instances],
+        source,
+        clients=network.clients_cpu,
+    )
+    timeout = workload.timeout(quick)
+
+    def window_opens() -> None:
+        if profile is not None:
             profile.start()
-            monitor.start()
+        monitor.start()
 
-        barrier = threading.Barrier(len(instances), action=window_opens, timeout=timeout)
-        ctx = Context(
-            network=self._network,
-            quick=self.quick,
-            instance_count=len(instances),
-            barrier=barrier.wait,
-            start=start,
-        )
+    barrier = threading.Barrier(len(instances), action=window_opens, timeout=timeout)
+    ctx = Context(
+        network=network,
+        quick=quick,
+        instance_count=len(instances),
+        barrier=barrier.wait,
+        start=start,
+    )
 
-        def one(inst: Instance) -> Outcome:
-            try:
-                workload.prepare(inst, ctx)
-                return workload.measure(inst, ctx)
-            except BaseException:
-                barrier.abort()  # the others must not wait for an instance that failed
-                raise
-            finally:
-                workload.cleanup(inst, ctx)
-
-        pool = ThreadPoolExecutor(max_workers=len(instances), thread_name_prefix="instance")
-        futures = [pool.submit(one, inst) for inst in instances]
-        outcomes: list[Outcome] = []
-        error = None
+    def one(inst: Instance) -> Outcome:
         try:
-            for inst, fut in zip(instances, futures, strict=True):
-                left = max(1.0, timeout - (time.monotonic() - t0))
-                try:
-                    outcomes.append(fut.result(timeout=left))
-                except FutureTimeout:
-                    error = error or f"{inst.name}: no result after {timeout:.0f} s"
-                except threading.BrokenBarrierError:
-                    continue  # another instance failed first; its error is the one reported
-                except Exception as e:  # a failed cell is recorded, the run goes on
-                    text = _one_line(e)
-                    prefix = "" if text.startswith(f"{inst.name}: ") else f"{inst.name}: "
-                    error = error or prefix + text
+            workload.prepare(inst, ctx)
+            return workload.measure(inst, ctx)
+        except BaseException:
+            barrier.abort()  # the others must not wait for an instance that failed
+            raise
         finally:
-            # never wait here for a hung instance: stopping the group ends its commands
-            pool.shutdown(wait=False, cancel_futures=True)
-        if error is None and len(outcomes) != len(instances):
-            error = "an instance did not reach the barrier"
-        host_cpu = monitor.stop() if error is None else {}
-        functions = profile.stop() if error is None else None
-        state = {"instances": [i.name for i in instances], **_overcommit(instances)}
-        disks = {i.name: i.data_disk.description for i in instances if i.data_disk}
-        if disks:
-            state["data_disks"] = disks  # what backs the disk measured: its provenance
-        if error is not None:
-            record = self._failed(rep, started, t0, error)
-            record.platform_state = state
-            return record
-        return SampleRecord(
-            repetition=rep,
-            status="ok",
-            error=None,
-            started_at=started,
-            seconds=time.monotonic() - t0,
-            platform_state=state,
-            host_cpu=host_cpu,
-            metrics=[
-                MetricRecord(idx, m.name, m.value, m.unit, m.higher_is_better, m.text, m.headline)
-                for idx, o in enumerate(outcomes)
-                for m in o.metrics
-            ],
-            raw=[
-                RawRecord(idx, r.tool, list(r.command), r.content[:RAW_LIMIT])
-                for idx, o in enumerate(outcomes)
-                for r in o.raw
-            ],
-            profile=functions,
-        )
+            workload.cleanup(inst, ctx)
+
+    pool = ThreadPoolExecutor(max_workers=len(instances), thread_name_prefix="instance")
+    futures = [pool.submit(one, inst) for inst in instances]
+    outcomes: list[Outcome] = []
+    error = None
+    failure: BaseException | None = None
+    try:
+        for inst, fut in zip(instances, futures, strict=True):
+            left = max(1.0, timeout - (time.monotonic() - t0))
+            try:
+                outcomes.append(fut.result(timeout=left))
+            except FutureTimeout:
+                error = error or f"{inst.name}: no result after {timeout:.0f} s"
+            except threading.BrokenBarrierError:
+                continue  # another instance failed first; its error is the one reported
+            except Exception as e:  # a failed cell is recorded, the run goes on
+                text = _one_line(e)
+                prefix = "" if text.startswith(f"{inst.name}: ") else f"{inst.name}: "
+                if error is None:
+                    error, failure = prefix + text, e
+    finally:
+        # never wait here for a hung instance: stopping the group ends its commands
+        pool.shutdown(wait=False, cancel_futures=True)
+    if error is None and len(outcomes) != len(instances):
+        error = "an instance did not reach the barrier"
+    host_cpu = monitor.stop() if error is None else {}
+    functions = profile.stop() if profile is not None and error is None else None
+    return SampleRun(started, time.monotonic() - t0, outcomes, error, failure, host_cpu, functions)
+
+
+def _record(rep: int, run: SampleRun, instances: list[Instance]) -> SampleRecord:
+    """The store's record of a sample: its metrics and raw outputs numbered by instance, and
+    the platform's state around it (overcommit, what backs each data disk: its provenance)."""
+    state = {"instances": [i.name for i in instances], **_overcommit(instances)}
+    disks = {i.name: i.data_disk.description for i in instances if i.data_disk}
+    if disks:
+        state["data_disks"] = disks
+    ok = run.error is None
+    return SampleRecord(
+        repetition=rep,
+        status="ok" if ok else "failed",
+        error=run.error,
+        started_at=run.started,
+        seconds=run.seconds,
+        platform_state=state,
+        host_cpu=run.host_cpu,
+        metrics=[
+            MetricRecord(idx, m.name, m.value, m.unit, m.higher_is_better, m.text, m.headline)
+            for idx, o in enumerate(run.outcomes if ok else [])
+            for m in o.metrics
+        ],
+        raw=[
+            RawRecord(idx, r.tool, list(r.command), r.content)
+            for idx, o in enumerate(run.outcomes if ok else [])
+            for r in o.raw
+        ],
+        profile=run.profile,
+    )
 
     def _notice(self, line: str) -> None:
         """Tell whoever watches the run (stderr: the CLI shows it above its progress bar) and

@@ -39,8 +39,6 @@ from datetime import datetime
 
 import numpy as np
 import yaml
-from sqlalchemy import select
-from sqlalchemy.orm import Session
 
 from hvbench.analysis.aggregate import Series, is_throughput, overcommit, scaling, series
 from hvbench.analysis.cost import HostCpu, host_cpu_of
@@ -67,11 +65,10 @@ from hvbench.analysis.stats import (
     welch,
 )
 from hvbench.errors import HvbenchError
-from hvbench.store import MetricView, Store
-from hvbench.store.schema import CellRow, RawOutputRow, SampleRow
+from hvbench.store import CellView, MetricView, Store
 
 
-def cell_info(c: CellRow) -> CellInfo:
+def cell_info(c: CellView) -> CellInfo:
     """The model's cell, from the store's row."""
     return CellInfo(
         c.id,
@@ -281,13 +278,13 @@ def _read_samples(store: Store, run_id: str, cells: dict[int, CellInfo]) -> _Sam
     cpu_samples: dict[int, list[tuple[int, dict]]] = defaultdict(list)
     failed = []
     started = {}
-    for cell_id, rep, status, error, when, state, cpu in _samples(store, run_id):
-        started[(cell_id, rep)] = when
-        if status != "ok":
-            failed.append((cells[cell_id], rep, error or "failed"))
+    for s in store.samples(run_id):
+        started[(s.cell_id, s.repetition)] = s.started_at
+        if s.status != "ok":
+            failed.append((cells[s.cell_id], s.repetition, s.error or "failed"))
             continue
-        states[cell_id].append(dict(state or {}))
-        cpu_samples[cell_id].append((rep, dict(cpu or {})))
+        states[s.cell_id].append(dict(s.platform_state or {}))
+        cpu_samples[s.cell_id].append((s.repetition, dict(s.host_cpu or {})))
     host_cpu = {cid: h for cid, v in cpu_samples.items() if (h := host_cpu_of(v)) is not None}
     return _Samples(states, host_cpu, failed, started)
 
@@ -429,42 +426,12 @@ def headline_singles(
     }
 
 
-def _samples(store: Store, run_id: str) -> list[tuple]:
-    """(cell id, repetition, status, error, started, platform state, host CPU) of each sample:
-    plain rows, not ORM objects, which cost a third of the analysis of a large run."""
-    q = (
-        select(
-            SampleRow.cell_id,
-            SampleRow.repetition,
-            SampleRow.status,
-            SampleRow.error,
-            SampleRow.started_at,
-            SampleRow.platform_state,
-            SampleRow.host_cpu,
-        )
-        .join(CellRow, SampleRow.cell_id == CellRow.id)
-        .where(CellRow.run_id == run_id)
-        .order_by(SampleRow.id)
-    )
-    with Session(store.engine) as session:
-        return [tuple(r) for r in session.execute(q)]
-
-
 def _commands(store: Store, run_id: str) -> list[tuple[str, list[str]]]:
-    """Each distinct (tool, argv) the run used, in order; reads only those two columns, since
-    the raw outputs themselves can be megabytes per sample."""
-    q = (
-        select(RawOutputRow.tool, RawOutputRow.command)
-        .join(SampleRow, RawOutputRow.sample_id == SampleRow.id)
-        .join(CellRow, SampleRow.cell_id == CellRow.id)
-        .where(CellRow.run_id == run_id)
-        .order_by(RawOutputRow.id)
-    )
+    """Each distinct (tool, argv) the run used, in order."""
     seen: dict[str, tuple[str, list[str]]] = {}
-    with Session(store.engine) as session:
-        for tool, command in session.execute(q):
-            argv = [str(a) for a in command or []]
-            seen.setdefault(" ".join(argv), (tool, argv))
+    for tool, command in store.commands(run_id):
+        argv = [str(a) for a in command]
+        seen.setdefault(" ".join(argv), (tool, argv))
     return list(seen.values())
 
 

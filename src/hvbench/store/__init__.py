@@ -7,7 +7,7 @@ killed at any point loses at most the sample in flight.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import NamedTuple
@@ -32,12 +32,18 @@ from hvbench.store.schema import (
 from hvbench.store.upgrade import upgrade
 
 __all__ = [
+    "CellRecord",
+    "CellView",
     "FunctionRecord",
     "FunctionView",
     "MetricRecord",
     "MetricView",
     "ProfileRecord",
+    "RawRecord",
+    "RawView",
+    "RunRecord",
     "SampleRecord",
+    "SampleView",
     "Store",
     "default_url",
 ]
@@ -59,6 +65,69 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA synchronous=FULL")  # a committed sample survives power loss
     cur.close()
+
+
+@dataclass
+class RunRecord:
+    """A run as stored: written once when it starts, read back by the analysis and the CLI."""
+
+    id: str
+    study_name: str
+    study_text: str
+    study_source: str
+    status: str
+    created_at: datetime
+    hvbench_version: str
+    git_commit: str | None
+    options: dict
+    inventory: dict
+    finished_at: datetime | None = None
+
+
+@dataclass
+class CellRecord:
+    """A cell of a run, ready to store: what ran (the driver's describe()) and what measured."""
+
+    key: str
+    """The study's key of the cell (platform|workload|count)."""
+    platform: str
+    driver: str
+    workload: str
+    workload_name: str
+    instances: int
+    platform_settings: dict
+    workload_settings: dict
+
+
+@dataclass
+class CellView(CellRecord):
+    """A stored cell as read back."""
+
+    id: int
+
+
+class SampleView(NamedTuple):
+    """A stored sample as read back, without its metrics and raw outputs."""
+
+    cell_id: int
+    repetition: int
+    status: str
+    error: str | None
+    started_at: datetime
+    seconds: float
+    platform_state: dict
+    host_cpu: dict
+
+
+class RawView(NamedTuple):
+    """A stored raw output as read back, with its sample's cell and repetition."""
+
+    cell_id: int
+    repetition: int
+    instance: int
+    tool: str
+    command: list
+    content: str
 
 
 @dataclass
@@ -152,6 +221,14 @@ class SampleRecord:
     """The host's profile of the measured window, where the study asked for one."""
 
 
+_RUN_COLUMNS = [getattr(Run, f.name) for f in fields(RunRecord)]
+
+
+def _columns(table: type, view: type) -> list:
+    """The columns of ``table`` that a named row ``view`` holds, in its order."""
+    return [getattr(table, name) for name in view._fields]
+
+
 class Store:
     """Opens (and creates or upgrades) a store; all writes are short transactions."""
 
@@ -183,9 +260,9 @@ class Store:
 
     # writing -----------------------------------------------------------------------------
 
-    def create_run(self, run: Run) -> None:
+    def create_run(self, run: RunRecord) -> None:
         with Session(self.engine) as s, s.begin():
-            s.add(run)
+            s.add(Run(**vars(run)))
 
     def set_run_status(self, run_id: str, status: str, finished: bool = False) -> None:
         with Session(self.engine) as s, s.begin():
@@ -203,16 +280,16 @@ class Store:
             elif replace:
                 found.content = content
 
-    def cell_id(self, run_id: str, cell: CellRow) -> int:
+    def cell_id(self, run_id: str, cell: CellRecord) -> int:
         """The id of a run's cell, made on first use (so a resumed run finds its cells)."""
-        with Session(self.engine, expire_on_commit=False) as s, s.begin():
+        with Session(self.engine) as s, s.begin():
             found = s.scalar(select(CellRow.id).filter_by(run_id=run_id, key=cell.key))
             if found is not None:
                 return found
-            cell.run_id = run_id
-            s.add(cell)
+            row = CellRow(run_id=run_id, **vars(cell))
+            s.add(row)
             s.flush()
-            return cell.id
+            return row.id
 
     def add_sample(self, cell_id: int, sample: SampleRecord) -> None:
         """Commit one sample with its metrics and raw outputs in a single transaction."""
@@ -261,27 +338,25 @@ class Store:
 
     # reading -----------------------------------------------------------------------------
 
-    def run(self, run_id: str) -> Run:
+    def run(self, run_id: str) -> RunRecord:
         """A run by id, or the newest one for ``latest``."""
-        with Session(self.engine, expire_on_commit=False) as s:
-            if run_id == "latest":
-                run = s.scalar(select(Run).order_by(Run.created_at.desc()).limit(1))
-                if run is None:
-                    raise HvbenchError(f"no runs in {self.url} yet; start one with 'hvbench run'")
-            else:
-                run = s.get(Run, run_id)
-                if run is None:
-                    raise HvbenchError(
-                        f"no run {run_id!r} in {self.url}; 'hvbench runs' lists them"
-                    )
-            s.expunge(run)
-            return run
+        q = select(*_RUN_COLUMNS)
+        if run_id == "latest":
+            q = q.order_by(Run.created_at.desc()).limit(1)
+        else:
+            q = q.where(Run.id == run_id)
+        with Session(self.engine) as s:
+            found = s.execute(q).first()
+        if found is not None:
+            return RunRecord(**found._mapping)
+        if run_id == "latest":
+            raise HvbenchError(f"no runs in {self.url} yet; start one with 'hvbench run'")
+        raise HvbenchError(f"no run {run_id!r} in {self.url}; 'hvbench runs' lists them")
 
-    def runs(self) -> list[Run]:
-        with Session(self.engine, expire_on_commit=False) as s:
-            rows = list(s.scalars(select(Run).order_by(Run.created_at)))
-            s.expunge_all()
-            return rows
+    def runs(self) -> list[RunRecord]:
+        with Session(self.engine) as s:
+            q = select(*_RUN_COLUMNS).order_by(Run.created_at)
+            return [RunRecord(**r._mapping) for r in s.execute(q)]
 
     def done(self, run_id: str) -> set[tuple[str, int]]:
         """(cell key, repetition) of every sample already committed for the run."""
@@ -293,23 +368,23 @@ class Store:
             )
             return {(k, r) for k, r in s.execute(q)}
 
-    def cells(self, run_id: str) -> list[CellRow]:
-        with Session(self.engine, expire_on_commit=False) as s:
-            rows = list(s.scalars(select(CellRow).filter_by(run_id=run_id).order_by(CellRow.id)))
-            s.expunge_all()
-            return rows
+    def cells(self, run_id: str) -> list[CellView]:
+        with Session(self.engine) as s:
+            columns = [getattr(CellRow, f.name) for f in fields(CellView)]
+            q = select(*columns).filter_by(run_id=run_id).order_by(CellRow.id)
+            return [CellView(*r) for r in s.execute(q)]
 
-    def samples(self, run_id: str) -> list[SampleRow]:
-        with Session(self.engine, expire_on_commit=False) as s:
+    def samples(self, run_id: str) -> list[SampleView]:
+        """Every sample of a run in the order they were stored (plain rows, not ORM objects,
+        which cost a third of the analysis of a large run)."""
+        with Session(self.engine) as s:
             q = (
-                select(SampleRow)
+                select(*_columns(SampleRow, SampleView))
                 .join(CellRow, SampleRow.cell_id == CellRow.id)
                 .where(CellRow.run_id == run_id)
                 .order_by(SampleRow.id)
             )
-            rows = list(s.scalars(q))
-            s.expunge_all()
-            return rows
+            return [SampleView(*r) for r in s.execute(q)]
 
     def metric_rows(self, run_id: str) -> list[MetricView]:
         """Every metric of the ok samples of a run, as named tuples (fast for 100,000s of
@@ -355,30 +430,50 @@ class Store:
             )
             return [FunctionView(*r) for r in s.execute(q)]
 
-    def raw_outputs(self, run_id: str) -> list[RawOutputRow]:
-        with Session(self.engine, expire_on_commit=False) as s:
+    def raw_outputs(self, run_id: str) -> list[RawView]:
+        with Session(self.engine) as s:
             q = (
-                select(RawOutputRow)
+                select(
+                    SampleRow.cell_id,
+                    SampleRow.repetition,
+                    *(getattr(RawOutputRow, f) for f in RawView._fields[2:]),
+                )
                 .join(SampleRow, RawOutputRow.sample_id == SampleRow.id)
                 .join(CellRow, SampleRow.cell_id == CellRow.id)
                 .where(CellRow.run_id == run_id)
+                .order_by(RawOutputRow.id)
             )
-            rows = list(s.scalars(q))
-            s.expunge_all()
-            return rows
+            return [RawView(*r) for r in s.execute(q)]
+
+    def commands(self, run_id: str) -> list[tuple[str, list]]:
+        """(tool, argv) of each raw output of a run, in order; reads only those two columns,
+        since the raw outputs themselves can be megabytes per sample."""
+        with Session(self.engine) as s:
+            q = (
+                select(RawOutputRow.tool, RawOutputRow.command)
+                .join(SampleRow, RawOutputRow.sample_id == SampleRow.id)
+                .join(CellRow, SampleRow.cell_id == CellRow.id)
+                .where(CellRow.run_id == run_id)
+                .order_by(RawOutputRow.id)
+            )
+            return [(tool, list(command or [])) for tool, command in s.execute(q)]
 
     def artifacts(self, run_id: str) -> dict[str, dict]:
         with Session(self.engine) as s:
             q = select(Artifact.name, Artifact.content).filter_by(run_id=run_id)
             return {name: content for name, content in s.execute(q)}
 
-    def fleet_runs(self, fleet: str) -> dict[str, Run]:
+    def fleet_runs(self, fleet: str) -> dict[str, RunRecord]:
         """The runs of a fleet run, by the host (its inventory name) that made each."""
-        with Session(self.engine, expire_on_commit=False) as s:
-            q = select(Artifact.content, Run).join(Run, Run.id == Artifact.run_id)
+        q = select(Artifact.content, *_RUN_COLUMNS).join(Run, Run.id == Artifact.run_id)
+        with Session(self.engine) as s:
             rows = s.execute(q.where(Artifact.name == FLEET)).all()
-            s.expunge_all()
-        return {tag["host"]: run for tag, run in rows if tag.get("fleet") == fleet}
+        found = {}
+        for row in rows:
+            tag, *_ = row
+            if tag.get("fleet") == fleet:
+                found[tag["host"]] = RunRecord(*row[1:])
+        return found
 
     # merging -----------------------------------------------------------------------------
 
