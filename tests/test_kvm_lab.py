@@ -25,7 +25,7 @@ from hvbench.runner import needs_of
 from hvbench.store import Store
 from hvbench.study import parse_study
 
-pytestmark = pytest.mark.timeout(1300)  # the lab's one boot is in the first test's time
+pytestmark = pytest.mark.timeout(1700)  # the lab's one boot is in the first test's time
 
 STUDY = """\
 name: kvm-lab
@@ -36,6 +36,8 @@ platforms:
            vhost: true, queues: 2, disk: {bus: nvme, size: 256M}}
   microvm-auto: {driver: qemu, accel: auto, machine: microvm, memory: 256M,
                  disk: {bus: virtio-blk, size: 256M, queues: 2}}
+  libvirt-kvm: {driver: libvirt, accel: kvm, machine: q35, memory: 256M, vcpus: 2, nic: e1000,
+                disk: {bus: virtio-blk, size: 256M}}
 workloads:
   - {name: cpu, suite: micro, integer: {duration: 2}, float: {duration: 2}, memory: {duration: 2},
      branchy: {duration: 2}, memory_block: 4M}
@@ -45,7 +47,9 @@ instances: [1]
 repetitions: 1
 """
 
-LAB_COMMANDS = """\
+LAB_COMMANDS = (
+    nested.LIBVIRTD_KVM
+    + """\
 set -x
 {hvbench} run /lab/study.yaml --quick --db sqlite:////var/tmp/hvbench/results.db
 echo "hvbench-run-exit $?"
@@ -56,7 +60,9 @@ cp /var/tmp/hvbench/results.db /lab/results.db
 echo "qemus: $(pgrep -c qemu-system)"
 echo "netns: $(ip netns list | wc -l)"
 echo "ledgers: $(ls /run/hvbench 2>/dev/null | wc -l)"
+echo "libvirt-domains: $(virsh -c qemu:///system list --all --name | grep -c hvb-)"
 """
+)
 
 
 @dataclass
@@ -82,7 +88,7 @@ def kvm_lab(tmp_path_factory) -> LabRun:
     image.build(needs_of(parse_study(STUDY, "kvm-lab.yaml")).tools)  # seconds here, not in L1
     result = nested.run(
         nested.prepare(nested.KVM), exchange, LAB_COMMANDS.format(hvbench=hvbench),
-        timeout=1100, memory_mib=4096,
+        timeout=1500, memory_mib=4096,
     )  # fmt: skip
     assert result.exit_code is not None, f"L1 did not finish:\n{result.console[-3000:]}"
     print(f"kvm lab: {result.seconds:.0f} s")
@@ -108,7 +114,7 @@ def test_lab_runs_cpu_disk_and_net_under_kvm(kvm_lab):
         (cells[s.cell_id].platform, cells[s.cell_id].workload_name): (s.status, s.error)
         for s in store.samples(kvm_lab.run_id)
     }
-    platforms = ("pc-kvm", "microvm-auto")
+    platforms = ("pc-kvm", "microvm-auto", "libvirt-kvm")
     assert samples == {(p, w): ("ok", None) for p in platforms for w in ("cpu", "disk", "net")}, (
         kvm_lab.result.output[-3000:]
     )
@@ -127,6 +133,7 @@ def test_lab_leaves_nothing_in_l1(kvm_lab):
     assert kvm_lab.count("qemus") == 0
     assert kvm_lab.count("netns") == 0
     assert kvm_lab.count("ledgers") == 0
+    assert kvm_lab.count("libvirt-domains") == 0
 
 
 @pytest.mark.guest
@@ -138,4 +145,4 @@ def test_lab_report_says_the_figures_are_nested(kvm_lab):
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert out.returncode == 0, out.stderr
-    assert "microvm-auto, pc-kvm: KVM nested in a virtual machine" in out.stdout
+    assert "libvirt-kvm, microvm-auto, pc-kvm: KVM nested in a virtual machine" in out.stdout
