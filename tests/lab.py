@@ -169,26 +169,58 @@ XEN = Hypervisor(
 KVM = Hypervisor("kvm", (), "kvm_amd vhost_net", KVM_SETUP, "EPYC,+svm,+npt")
 
 
-LIBVIRTD = """\
-# libvirtd with its libxl driver (xen:///system), without systemd; it stops with dom0
+LIBVIRT_CPU_MAP = """\
 # libvirt 9 wants a CPU model that decodes the host's CPU, and each of its models needs VME or
-# SEP, which this nested CPU lacks (QEMU's TCG has no VME, Xen hides SEP); one of the lab's own,
-# in dom0's overlay only
-cat > /usr/share/libvirt/cpu_map/x86_hvbench-xenlab.xml <<'XML'
-<cpus><model name='hvbench-xenlab'><decode host='on' guest='on'/><feature name='fpu'/></model>
+# SEP, which these nested CPUs lack (QEMU's TCG has no VME, Xen hides SEP); one of the lab's own,
+# in L1's overlay only
+cat > /usr/share/libvirt/cpu_map/x86_hvbench-lab.xml <<'XML'
+<cpus><model name='hvbench-lab'><decode host='on' guest='on'/><feature name='fpu'/></model>
 </cpus>
 XML
-sed -i "s|<include filename='x86_486.xml'/>|<include filename='x86_hvbench-xenlab.xml'/>&|" \\
+sed -i "s|<include filename='x86_486.xml'/>|<include filename='x86_hvbench-lab.xml'/>&|" \\
     /usr/share/libvirt/cpu_map/index.xml
-# the host's QEMU driver, seen through dom0's root, wants a user the host lacks; a dom0 needs none
-rm /usr/lib/x86_64-linux-gnu/libvirt/connection-driver/libvirt_driver_qemu.so
+"""
+
+
+def libvirtd(uri: str) -> str:
+    """Shell commands that start libvirtd in L1 (without systemd; it stops with L1) and wait
+    until it answers at ``uri``: for the tests and studies that use libvirt."""
+    return f"""\
 libvirtd -d
 tries=0
-until virsh -c xen:///system version > /dev/null 2>&1 || [ $tries -gt 100 ]; do
+until virsh -c {uri} version > /dev/null 2>&1 || [ $tries -gt 100 ]; do
     sleep 0.3; tries=$((tries + 1))
 done
 """
-"""Shell commands that start libvirtd in dom0, for the tests and studies that use libvirt."""
+
+
+LIBVIRTD_XEN = (
+    LIBVIRT_CPU_MAP
+    + """\
+# the host's QEMU driver, seen through dom0's root, wants a user the host lacks; a dom0 needs none
+rm /usr/lib/x86_64-linux-gnu/libvirt/connection-driver/libvirt_driver_qemu.so
+"""
+    + libvirtd("xen:///system")
+)
+"""libvirtd with its libxl driver (xen:///system) in dom0."""
+
+LIBVIRTD_KVM = (
+    LIBVIRT_CPU_MAP
+    + """\
+# libvirt's QEMU driver, its domains run as root (L1's /etc is an overlay: the host's is untouched)
+if ! grep -q '^libvirt-qemu:' /etc/passwd; then
+    echo 'libvirt-qemu:x:64055:64055::/var/lib/libvirt:/usr/sbin/nologin' >> /etc/passwd
+    echo 'libvirt-qemu:x:64055:' >> /etc/group
+fi
+mkdir -p /run/lock /var/lib/libvirt /var/log/libvirt /var/cache/libvirt
+# no private /dev per domain: libvirt's copy of this devtmpfs has no pty for QEMU's serial console
+# ("Failed to create PTY"); L1 is the lab's own, so a domain shares its /dev
+printf 'user = "root"\\ngroup = "root"\\nnamespaces = []\\n' > /etc/libvirt/qemu.conf
+virtlogd -d
+"""
+    + libvirtd("qemu:///system")
+)
+"""libvirtd with its QEMU driver (qemu:///system, domain type kvm) in the KVM lab's L1."""
 
 
 def lab_cache(hv: Hypervisor) -> Path:

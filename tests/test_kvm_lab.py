@@ -16,7 +16,7 @@ import json
 import lab as nested
 import pytest
 
-pytestmark = pytest.mark.timeout(1300)  # the lab's one boot is in the first test's time
+pytestmark = pytest.mark.timeout(1700)  # the lab's one boot is in the first test's time
 
 STUDY = """\
 name: kvm-lab
@@ -27,6 +27,8 @@ platforms:
            vhost: true, queues: 2, disk: {bus: nvme, size: 256M}}
   microvm-auto: {driver: qemu, accel: auto, machine: microvm, memory: 256M,
                  disk: {bus: virtio-blk, size: 256M, queues: 2}}
+  libvirt-kvm: {driver: libvirt, accel: kvm, machine: q35, memory: 256M, vcpus: 2, nic: e1000,
+                disk: {bus: virtio-blk, size: 256M}}
 workloads:
   - {name: cpu, suite: micro, integer: {duration: 2}, float: {duration: 2}, memory: {duration: 2},
      branchy: {duration: 2}, memory_block: 4M}
@@ -36,7 +38,9 @@ instances: [1]
 repetitions: 1
 """
 
-LAB_COMMANDS = """\
+LAB_COMMANDS = (
+    nested.LIBVIRTD_KVM
+    + """\
 set -x
 {hvbench} run /lab/study.yaml --quick --db sqlite:////var/tmp/hvbench/results.db
 echo "hvbench-run-exit $?"
@@ -47,7 +51,9 @@ cp /var/tmp/hvbench/results.db /lab/results.db
 echo "qemus: $(pgrep -c qemu-system)"
 echo "netns: $(ip netns list | wc -l)"
 echo "ledgers: $(ls /run/hvbench 2>/dev/null | wc -l)"
+echo "libvirt-domains: $(virsh -c qemu:///system list --all --name | grep -c hvb-)"
 """
+)
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +61,7 @@ def kvm_lab(tmp_path_factory) -> nested.LabRun:
     """One boot of the lab for the module: L1 with kvm_amd, doctor and STUDY run in it."""
     exchange = tmp_path_factory.mktemp("kvmlab")
     return nested.run_study(
-        nested.KVM, exchange, STUDY, LAB_COMMANDS, timeout=1100, memory_mib=4096
+        nested.KVM, exchange, STUDY, LAB_COMMANDS, timeout=1500, memory_mib=4096
     )
 
 
@@ -74,7 +80,7 @@ def test_lab_runs_cpu_disk_and_net_under_kvm(kvm_lab):
         (cells[s.cell_id].platform, cells[s.cell_id].workload_name): (s.status, s.error)
         for s in store.samples(kvm_lab.run_id)
     }
-    platforms = ("pc-kvm", "microvm-auto")
+    platforms = ("pc-kvm", "microvm-auto", "libvirt-kvm")
     assert samples == {(p, w): ("ok", None) for p in platforms for w in ("cpu", "disk", "net")}, (
         kvm_lab.result.output[-3000:]
     )
@@ -93,10 +99,11 @@ def test_lab_leaves_nothing_in_l1(kvm_lab):
     assert kvm_lab.count("qemus") == 0
     assert kvm_lab.count("netns") == 0
     assert kvm_lab.count("ledgers") == 0
+    assert kvm_lab.count("libvirt-domains") == 0
 
 
 @pytest.mark.guest
 def test_lab_report_says_the_figures_are_nested(kvm_lab):
     out = kvm_lab.report()
     assert out.returncode == 0, out.stderr
-    assert "microvm-auto, pc-kvm: KVM nested in a virtual machine" in out.stdout
+    assert "libvirt-kvm, microvm-auto, pc-kvm: KVM nested in a virtual machine" in out.stdout

@@ -56,7 +56,7 @@ repetitions: 1
 """
 
 LAB_COMMANDS = (
-    nested.LIBVIRTD
+    nested.LIBVIRTD_XEN
     + """\
 set -x
 xl info | grep -E '^(virt_caps|xen_version)'
