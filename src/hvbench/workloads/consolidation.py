@@ -463,9 +463,9 @@ class Running:
 
 
 class Consolidation(ScratchWorkload):
-    """Each instance's directory (servers' configuration, data and logs) is under /tmp, which
-    every server's user can reach (the instance's scratch root may be a run directory only root
-    can enter)."""
+    """Each instance's directory holds its servers' configuration, data and logs, in the
+    instance's scratch root: a native run's is the run's own directory, which goes with the run
+    (also by ``hvbench cleanup`` after SIGKILL), not the host's /tmp."""
 
     name: ClassVar[str] = "consolidation"
     settings_model = ConsolidationSettings
@@ -482,9 +482,6 @@ class Consolidation(ScratchWorkload):
 
     def packages(self) -> list[str]:
         return ["nginx", "php-fpm", "php-pgsql", "postgresql", "dovecot-imapd"]
-
-    def scratch_parent(self, instance: Instance) -> str:
-        return "/tmp"
 
     def seconds(self, quick: bool) -> float:
         return min(self.settings.seconds, QUICK_SECONDS) if quick else self.settings.seconds
