@@ -97,11 +97,20 @@ workloads:
         ("native", "no guest to move or save"),
         ("uml", "user-mode Linux has no way"),
         ("container", "vdso: Unexpected rt vDSO area bounds"),
-        ("gvisor", "runsc checkpoint/restore"),
         ("libvirt", "refuses to migrate a domain to the host it runs on"),
     ],
 )
 def test_study_refuses_drivers_without_the_operation(driver: str, why: str, workload: str):
+    refused(driver, why, workload)
+
+
+def test_study_refuses_gvisor_migration_and_takes_its_snapshot():
+    refused("gvisor", "runsc restore kills every process `runsc exec` started", "migration")
+    study = parse_study(STUDY.replace("DRIVER", "gvisor").replace("WORKLOAD", "snapshot"), "ok")
+    assert {c.platform for c in study.cells()} == {"vm", "other"}
+
+
+def refused(driver: str, why: str, workload: str) -> None:
     text = STUDY.replace("DRIVER", driver).replace("WORKLOAD", workload)
     with pytest.raises(StudyError) as e:
         parse_study(text, "refused.yaml")

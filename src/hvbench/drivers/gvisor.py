@@ -18,15 +18,39 @@ difference stays: the Sentry opens those files on the host without O_DIRECT (see
 sandbox's /proc/PID/fdinfo here; google/gvisor#3626), so a tool's direct I/O goes through the
 host's page cache (reading back what was just written comes from memory); fsync does reach the
 disk.
+
+Snapshot (``GvisorLifecycle``): gVisor saves a sandbox by itself (the Sentry serialises its
+kernel state and the application's memory into an image directory; no CRIU), and ``runsc
+restore`` starts a new sandbox from that directory. What the container's init runs is restored;
+what ``runsc exec`` started is killed right after the restore (runsc/boot/restore.go: "the caller
+is no longer connected"), and hvbench starts every command that way: a snapshot taken between
+commands loses nothing, a migration (a stop-and-copy like the snapshot) would kill its dirtier.
 """
 
 from __future__ import annotations
 
+import contextlib
+import itertools
+import json
 import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar, Literal
 
-from hvbench.drivers.base import Availability
-from hvbench.drivers.oslevel import OciDriver, OciInstance, OsLevelSettings
+import psutil
+
+from hvbench.drivers.base import (
+    Availability,
+    Lifecycle,
+    MigrationPlan,
+    Operation,
+    OperationReport,
+    PlatformSettings,
+)
+from hvbench.drivers.last_words import last_words
+from hvbench.drivers.oslevel import STOP_TIMEOUT_S, OciDriver, OciInstance, OsLevelSettings
+from hvbench.errors import InstanceError
 from hvbench.host.process import which
 
 BUILD_HINT = "./setup.sh --with-gvisor (runs scripts/build-runsc.sh: a static build into .venv)"
@@ -41,7 +65,11 @@ class GvisorSettings(OsLevelSettings):
     namespace."""
 
 
+@dataclass
 class GvisorInstance(OciInstance):
+    driver: GvisorDriver | None = None
+    """Set by the driver that started it: its lifecycle makes containers in the driver's run."""
+
     def kill_pids(self, pids: list[int]) -> None:
         """Processes of a sandbox are not host processes: runsc kills them by sandbox pid."""
         for pid in pids:
@@ -53,10 +81,121 @@ class GvisorInstance(OciInstance):
                     check=False,
                 )
 
+    def lifecycle(self) -> Lifecycle | None:
+        return GvisorLifecycle(self.driver, self) if self.driver else None
+
+
+NO_MIGRATION = (
+    "runsc restore kills every process `runsc exec` started (runsc/boot/restore.go, "
+    "google/gvisor#11544), and hvbench starts its commands that way: the migration's "
+    "hvbench-dirty would not survive the move"
+)
+_operations = itertools.count(1)
+"""Numbers the image directories this process makes (a run's instances share its workdir)."""
+
+
+class GvisorLifecycle(Lifecycle):
+    """Snapshot: ``runsc checkpoint`` into an image directory (which stops the sandbox), then
+    ``runsc restore`` of it as a new container of the same id, bundle, namespace and cgroup:
+    the instance from then on. The image directory and the new container are in the ledger
+    before they exist; the directory goes once the restored sandbox answers."""
+
+    def __init__(self, driver: GvisorDriver, inst: GvisorInstance) -> None:
+        self.driver, self.inst = driver, inst
+
+    def migrate(self, plan: MigrationPlan, deadline: float) -> OperationReport:
+        raise InstanceError(f"{self.inst.name}: {NO_MIGRATION}")
+
+    def snapshot(self, deadline: float) -> OperationReport:
+        """Checkpoint the sandbox, delete it, restore it as a new container; save_s is the
+        checkpoint command, size_mib the image directory's files, restore_s from the restore
+        command's start until ``exec`` answers."""
+        inst, ledger = self.inst, self.driver.ledger
+        if not inst.alive():
+            raise InstanceError(f"{inst.name}: the sandbox is not running any more")
+        n = next(_operations)
+        images = self.driver.workdir / f"{inst.name}.checkpoint{n}"
+        made = ledger.add("path", str(images))
+        try:
+            t0 = time.monotonic()
+            save = self._runsc(
+                ["checkpoint", "--image-path", str(images), inst.container_id], deadline
+            )
+            save_s = time.monotonic() - t0
+            files = {f.name: f.stat().st_size for f in sorted(images.iterdir())}
+            self._delete_old()
+            t1 = time.monotonic()
+            self._restore(images, deadline)
+            restore_s = time.monotonic() - t1
+        finally:
+            ledger.release(made)
+        size = sum(files.values())
+        figures = {"save_s": save_s, "size_mib": size / (1 << 20), "restore_s": restore_s}
+        return OperationReport(figures, json.dumps({"checkpoint": save, "files": files}))
+
+    def _runsc(self, argv: list[str], deadline: float) -> str:
+        """Run one runsc command on the instance; its output (InstanceError if it failed)."""
+        proc = subprocess.run(
+            [*self.inst.runtime, *argv],
+            capture_output=True,
+            text=True,
+            timeout=max(1.0, deadline - time.monotonic()),
+            check=False,
+        )
+        if proc.returncode != 0:
+            raise InstanceError(
+                f"{self.inst.name}: runsc {argv[0]} failed: "
+                f"{(proc.stderr or proc.stdout).strip()[-300:]}"
+            )
+        return (proc.stdout + proc.stderr).strip()
+
+    def _delete_old(self) -> None:
+        """Remove the checkpointed container (its sandbox ended with the checkpoint) and wait
+        for its processes, which hold the data disk and the state directory until they go."""
+        inst = self.inst
+        (old,) = [r for r in inst.resources if r.kind == "container"]
+        inst.resources.remove(old)
+        self.driver.ledger.release(old)
+        if inst.init is not None:
+            with contextlib.suppress(psutil.Error):
+                inst.init.wait(STOP_TIMEOUT_S)
+        inst.init = None
+
+    def _restore(self, images: Path, deadline: float) -> None:
+        """``runsc restore`` the image as a new container of the old one's id (free again once
+        that was deleted: names, cgroup and the ledger's cleanup stay as they were); the
+        instance is that container once its first ``exec`` answers."""
+        inst = self.inst
+        container_id = inst.container_id
+        bundle = self.driver.workdir / inst.name
+        inst.resources.append(
+            self.driver.ledger.add("container", container_id, runtime=inst.runtime)
+        )
+        self.driver.network.readdress_host_netns(inst.index)
+        log = bundle / "restore.log"
+        with log.open("wb") as out:
+            proc = subprocess.run(
+                [*inst.runtime, "restore", "--detach", "--bundle", str(bundle),
+                 "--image-path", str(images), container_id],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                timeout=max(1.0, deadline - time.monotonic()),
+                check=False,
+            )  # fmt: skip
+        if proc.returncode != 0:
+            raise InstanceError(
+                f"{inst.name}: runsc restore failed ({last_words(proc.returncode, output=log)})"
+            )
+        inst.init = self.driver._init_process(inst)
+        probe = inst.exec(["true"], timeout=max(1.0, deadline - time.monotonic()))
+        if not probe.ok:
+            raise InstanceError(f"{inst.name}: no answer after the restore: "
+                                f"{probe.describe_failure()}")  # fmt: skip
+
 
 class GvisorDriver(OciDriver):
     name: ClassVar[str] = "gvisor"
-    no_lifecycle: ClassVar[str] = "has no runsc checkpoint/restore support in hvbench yet"
     settings_model = GvisorSettings
     runtime_name: ClassVar[str] = "runsc"
     instance_class = GvisorInstance
@@ -66,6 +205,15 @@ class GvisorDriver(OciDriver):
     @property
     def gsettings(self) -> GvisorSettings:
         return self.settings  # type: ignore[return-value]
+
+    @classmethod
+    def refuses(cls, operation: Operation, settings: PlatformSettings) -> str | None:
+        return f"the gvisor driver cannot: {NO_MIGRATION}" if operation == "migrate" else None
+
+    def _start_one(self, inst: OciInstance, deadline: float) -> None:
+        assert isinstance(inst, GvisorInstance)
+        inst.driver = self
+        super()._start_one(inst, deadline)
 
     @classmethod
     def runtime_binary(cls) -> str | None:
