@@ -97,17 +97,28 @@ workloads:
         ("native", "no guest to move or save"),
         ("uml", "user-mode Linux has no way"),
         ("container", "vdso: Unexpected rt vDSO area bounds"),
-        ("libvirt", "refuses to migrate a domain to the host it runs on"),
     ],
 )
 def test_study_refuses_drivers_without_the_operation(driver: str, why: str, workload: str):
     refused(driver, why, workload)
 
 
-def test_study_refuses_gvisor_migration_and_takes_its_snapshot():
-    refused("gvisor", "runsc restore kills every process `runsc exec` started", "migration")
-    study = parse_study(STUDY.replace("DRIVER", "gvisor").replace("WORKLOAD", "snapshot"), "ok")
+@pytest.mark.parametrize(
+    ("driver", "why"),
+    [
+        ("gvisor", "runsc restore kills every process `runsc exec` started"),
+        ("libvirt", "refuses to migrate a domain to the host it runs on"),
+    ],
+)
+def test_study_refuses_migration_and_takes_snapshot(driver: str, why: str):
+    refused(driver, why, "migration")
+    study = parse_study(STUDY.replace("DRIVER", driver).replace("WORKLOAD", "snapshot"), "ok")
     assert {c.platform for c in study.cells()} == {"vm", "other"}
+
+
+def test_study_refuses_snapshot_on_a_remote_libvirt_host():
+    remote = 'libvirt, uri: "qemu+ssh://far/system", nic: none'
+    refused(remote, "snapshots only on this host", "snapshot")
 
 
 def refused(driver: str, why: str, workload: str) -> None:
