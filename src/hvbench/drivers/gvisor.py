@@ -19,12 +19,13 @@ sandbox's /proc/PID/fdinfo here; google/gvisor#3626), so a tool's direct I/O goe
 host's page cache (reading back what was just written comes from memory); fsync does reach the
 disk.
 
-Snapshot (``GvisorLifecycle``): gVisor saves a sandbox by itself (the Sentry serialises its
-kernel state and the application's memory into an image directory; no CRIU), and ``runsc
-restore`` starts a new sandbox from that directory. What the container's init runs is restored;
-what ``runsc exec`` started is killed right after the restore (runsc/boot/restore.go: "the caller
-is no longer connected"), and hvbench starts every command that way: a snapshot taken between
-commands loses nothing, a migration (a stop-and-copy like the snapshot) would kill its dirtier.
+Snapshot and migration (``GvisorLifecycle``): gVisor saves a sandbox by itself (the Sentry
+serialises its kernel state and the application's memory into an image directory; no CRIU), and
+``runsc restore`` starts a new sandbox from that directory. On one host a migration is that
+stop-and-copy into a new container: no pre-copy, so the whole move is downtime. A restore kills
+what ``runsc exec`` started (runsc/boot/restore.go: "the caller is no longer connected"), so the
+container's init also runs a spawner, and what must survive (the migration's dirtier) is started
+through it (``spawn``) as a descendant of the init.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import shlex
 import subprocess
 import time
 from dataclasses import dataclass
@@ -49,11 +51,26 @@ from hvbench.drivers.base import (
     PlatformSettings,
 )
 from hvbench.drivers.last_words import last_words
-from hvbench.drivers.oslevel import STOP_TIMEOUT_S, OciDriver, OciInstance, OsLevelSettings
+from hvbench.drivers.oslevel import (
+    INIT,
+    STOP_TIMEOUT_S,
+    OciDriver,
+    OciInstance,
+    OsLevelSettings,
+)
 from hvbench.errors import InstanceError
-from hvbench.host.process import which
+from hvbench.host.process import ExecResult, which
 
 BUILD_HINT = "./setup.sh --with-gvisor (runs scripts/build-runsc.sh: a static build into .venv)"
+SPAWN = "/run/hvbench-spawn"
+"""The spawner's FIFO; ``.pid`` is the spawner's pid, ``.out`` a spawned line's output."""
+SPAWNING_INIT = [
+    *INIT[:-1],
+    f"mkfifo {SPAWN}; sh -c 'echo $$ > {SPAWN}.pid; while :; do read -r c < {SPAWN} && "
+    f'( (sh -c "$c" > {SPAWN}.tmp 2>&1; mv {SPAWN}.tmp {SPAWN}.out) & ); done\' & {INIT[-1]}',
+]
+"""oslevel's init, with a spawner beside it that runs each line written to its FIFO as an
+orphan of the init (so not as an exec'd process, which a restore kills)."""
 
 
 class GvisorSettings(OsLevelSettings):
@@ -70,10 +87,21 @@ class GvisorInstance(OciInstance):
     driver: GvisorDriver | None = None
     """Set by the driver that started it: its lifecycle makes containers in the driver's run."""
 
+    def spawn(self, command: str, timeout: float) -> ExecResult:
+        """Hand the line to the init's spawner (made in ``spec``) and return its output once
+        the line has run."""
+        script = (
+            f"rm -f {SPAWN}.out; echo {shlex.quote(command)} > {SPAWN}; "
+            f"while [ ! -e {SPAWN}.out ]; do sleep 0.05; done; cat {SPAWN}.out"
+        )
+        return self.exec(["sh", "-c", script], timeout)
+
     def kill_pids(self, pids: list[int]) -> None:
-        """Processes of a sandbox are not host processes: runsc kills them by sandbox pid."""
+        """Processes of a sandbox are not host processes: runsc kills them by sandbox pid;
+        the init and its spawner stay."""
+        spawner = self.exec(["cat", f"{SPAWN}.pid"], timeout=30).text().strip()
         for pid in pids:
-            if pid != 1:
+            if pid != 1 and str(pid) != spawner:
                 subprocess.run(
                     [*self.runtime, "kill", "--pid", str(pid), self.container_id, "KILL"],
                     capture_output=True,
@@ -85,18 +113,26 @@ class GvisorInstance(OciInstance):
         return GvisorLifecycle(self.driver, self) if self.driver else None
 
 
-NO_MIGRATION = (
-    "runsc restore kills every process `runsc exec` started (runsc/boot/restore.go, "
-    "google/gvisor#11544), and hvbench starts its commands that way: the migration's "
-    "hvbench-dirty would not survive the move"
-)
 _operations = itertools.count(1)
 """Numbers the image directories this process makes (a run's instances share its workdir)."""
 
 
+@dataclass(frozen=True)
+class _Move:
+    """One checkpoint and restore: seconds of the checkpoint command, bytes of the image
+    directory's files, seconds from the restore command's start until ``exec`` answers, and
+    from the checkpoint's start until then (the whole stop)."""
+
+    save_s: float
+    size: int
+    restore_s: float
+    total_s: float
+    raw: str
+
+
 class GvisorLifecycle(Lifecycle):
-    """Snapshot: ``runsc checkpoint`` into an image directory (which stops the sandbox), then
-    ``runsc restore`` of it as a new container of the same id, bundle, namespace and cgroup:
+    """``runsc checkpoint`` into an image directory (which stops the sandbox), then ``runsc
+    restore`` of it as a new container of the same id, bundle, namespace and cgroup:
     the instance from then on. The image directory and the new container are in the ledger
     before they exist; the directory goes once the restored sandbox answers."""
 
@@ -104,17 +140,34 @@ class GvisorLifecycle(Lifecycle):
         self.driver, self.inst = driver, inst
 
     def migrate(self, plan: MigrationPlan, deadline: float) -> OperationReport:
-        raise InstanceError(f"{self.inst.name}: {NO_MIGRATION}")
+        """Stop-and-copy on one host: the sandbox is stopped from the checkpoint until the new
+        one answers, so the downtime is the whole move, and one pass saves everything."""
+        if plan.postcopy or plan.auto_converge:
+            raise InstanceError(
+                f"{self.inst.name}: runsc checkpoints a stopped sandbox: no post-copy or "
+                "auto-converge (mode: precopy, without auto_converge)"
+            )
+        move = self._move(deadline)
+        figures = {
+            "total_s": move.total_s,
+            "downtime_ms": move.total_s * 1000,
+            "transferred_mib": move.size / (1 << 20),
+            "passes": 1.0,
+        }
+        return OperationReport(figures, move.raw)
 
     def snapshot(self, deadline: float) -> OperationReport:
-        """Checkpoint the sandbox, delete it, restore it as a new container; save_s is the
-        checkpoint command, size_mib the image directory's files, restore_s from the restore
-        command's start until ``exec`` answers."""
+        move = self._move(deadline)
+        figures = {"save_s": move.save_s, "size_mib": move.size / (1 << 20),
+                   "restore_s": move.restore_s}  # fmt: skip
+        return OperationReport(figures, move.raw)
+
+    def _move(self, deadline: float) -> _Move:
+        """Checkpoint the sandbox, delete it, restore it as a new container."""
         inst, ledger = self.inst, self.driver.ledger
         if not inst.alive():
             raise InstanceError(f"{inst.name}: the sandbox is not running any more")
-        n = next(_operations)
-        images = self.driver.workdir / f"{inst.name}.checkpoint{n}"
+        images = self.driver.workdir / f"{inst.name}.checkpoint{next(_operations)}"
         made = ledger.add("path", str(images))
         try:
             t0 = time.monotonic()
@@ -126,12 +179,11 @@ class GvisorLifecycle(Lifecycle):
             self._delete_old()
             t1 = time.monotonic()
             self._restore(images, deadline)
-            restore_s = time.monotonic() - t1
+            done = time.monotonic()
         finally:
             ledger.release(made)
-        size = sum(files.values())
-        figures = {"save_s": save_s, "size_mib": size / (1 << 20), "restore_s": restore_s}
-        return OperationReport(figures, json.dumps({"checkpoint": save, "files": files}))
+        raw = json.dumps({"checkpoint": save, "files": files})
+        return _Move(save_s, sum(files.values()), done - t1, done - t0, raw)
 
     def _runsc(self, argv: list[str], deadline: float) -> str:
         """Run one runsc command on the instance; its output (InstanceError if it failed)."""
@@ -208,7 +260,12 @@ class GvisorDriver(OciDriver):
 
     @classmethod
     def refuses(cls, operation: Operation, settings: PlatformSettings) -> str | None:
-        return f"the gvisor driver cannot: {NO_MIGRATION}" if operation == "migrate" else None
+        return None  # runsc checkpoints and restores every sandbox it runs here
+
+    def spec(self, inst: OciInstance, netns: str, data_source: str | None) -> dict:
+        spec = super().spec(inst, netns, data_source)
+        spec["process"]["args"] = SPAWNING_INIT
+        return spec
 
     def _start_one(self, inst: OciInstance, deadline: float) -> None:
         assert isinstance(inst, GvisorInstance)
