@@ -182,7 +182,8 @@ class GvisorLifecycle(Lifecycle):
             done = time.monotonic()
         finally:
             ledger.release(made)
-        raw = json.dumps({"checkpoint": save, "files": files})
+        steps = {"checkpoint_s": save_s, "delete_s": t1 - t0 - save_s, "restore_s": done - t1}
+        raw = json.dumps({"checkpoint": save, "files": files, "steps": steps})
         return _Move(save_s, sum(files.values()), done - t1, done - t0, raw)
 
     def _runsc(self, argv: list[str], deadline: float) -> str:
