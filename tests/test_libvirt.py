@@ -17,20 +17,24 @@ from urllib.parse import urlsplit
 
 import guest_fixtures
 import libvirt
+import psutil
 import pytest
 from conftest import require
 from guest_fixtures import GuestRun
 from pydantic import ValidationError
 from test_runner import leftovers
+from workload_env import run_workload
 
 from hvbench.drivers import DRIVERS
 from hvbench.drivers.base import Needs
 from hvbench.drivers.libvirt import LibvirtDriver, LibvirtSettings, Source, domain_xml, volume_xml
 from hvbench.drivers.qemu_devices import AGENT_PORT, Boot, Disk, Machine, Nic
+from hvbench.host.network import PEER_ADDRESS
 from hvbench.host.resources import Ledger
 from hvbench.runner import Runner
 from hvbench.store import Store
 from hvbench.study import parse_study
+from hvbench.workloads.snapshot import Snapshot, SnapshotSettings
 
 guest_image = guest_fixtures.guest_image  # fixtures, until conftest imports guest_fixtures
 guest_run = guest_fixtures.guest_run
@@ -367,6 +371,37 @@ def test_cpu_and_disk_run_on_a_remote_host_over_ssh_and_nothing_is_left(ssh_uri)
     disk = [s.platform_state for s in store.samples(runner.run_id)]
     assert "volume hvb-" in str(disk) and "in pool hvbench-remote of 127.0.0.1" in str(disk)
     assert _volumes(ssh_uri) == [] and _domains(ssh_uri) == []
+
+
+@pytest.mark.guest
+def test_a_domain_is_saved_and_restored_with_what_it_held(libvirt_uri, guest_run: GuestRun):
+    """The snapshot workload on libvirt (virDomainSave, virDomainRestoreFlags): a new QEMU runs
+    the same domain with what its memory held, its tap back on the run's bridge, and the save
+    file gone."""
+    settings = LibvirtSettings(driver="libvirt", uri=libvirt_uri, memory="192M")
+    run = guest_run
+    driver = LibvirtDriver("s", settings, Needs(tools=guest_fixtures.GUEST_TOOLS), run.ledger,
+                           run.network, run.workdir)  # fmt: skip
+    (inst,) = driver.start(1, time.monotonic() + 240)
+    try:
+        assert inst.exec(["sh", "-c", "echo kept > /tmp/probe"], timeout=30).ok
+        first = inst.qemu_pid
+        (restored,) = run_workload(Snapshot(SnapshotSettings(name="snapshot")), [inst],
+                                   run.network)  # fmt: skip
+        s = {m.name: m.value for m in restored.metrics}
+        assert inst.qemu_pid not in (None, first) and not psutil.pid_exists(first)
+        assert 10 < s["snapshot.size_mib"] < 192 and s["snapshot.save_s"] > 0
+        assert s["snapshot.restore_s"] > 0
+        assert not list(run.workdir.glob("*.save*")), "the save file goes once restored"
+        assert inst.exec(["cat", "/tmp/probe"], timeout=30).text() == "kept\n"
+        assert inst.exec(["ping", "-c", "1", "-W", "5", PEER_ADDRESS], timeout=30).ok
+        assert [r.kind for r in run.ledger.live if r.kind in ("domain", "link")] == [
+            "domain",
+            "link",
+        ]
+    finally:
+        driver.stop([inst])
+    assert _domains(libvirt_uri) == []
 
 
 @pytest.mark.guest

@@ -97,11 +97,30 @@ workloads:
         ("native", "no guest to move or save"),
         ("uml", "user-mode Linux has no way"),
         ("container", "vdso: Unexpected rt vDSO area bounds"),
-        ("gvisor", "runsc checkpoint/restore"),
-        ("libvirt", "refuses to migrate a domain to the host it runs on"),
     ],
 )
 def test_study_refuses_drivers_without_the_operation(driver: str, why: str, workload: str):
+    refused(driver, why, workload)
+
+
+def test_study_refuses_libvirt_migration_and_takes_its_snapshot():
+    refused("libvirt", "refuses to migrate a domain to the host it runs on", "migration")
+    study = parse_study(STUDY.replace("DRIVER", "libvirt").replace("WORKLOAD", "snapshot"), "ok")
+    assert {c.platform for c in study.cells()} == {"vm", "other"}
+
+
+@pytest.mark.parametrize("workload", ["migration", "snapshot"])
+def test_study_takes_gvisor_for_both(workload: str):
+    study = parse_study(STUDY.replace("DRIVER", "gvisor").replace("WORKLOAD", workload), "ok")
+    assert {c.platform for c in study.cells()} == {"vm", "other"}
+
+
+def test_study_refuses_snapshot_on_a_remote_libvirt_host():
+    remote = 'libvirt, uri: "qemu+ssh://far/system", nic: none'
+    refused(remote, "snapshots only on this host", "snapshot")
+
+
+def refused(driver: str, why: str, workload: str) -> None:
     text = STUDY.replace("DRIVER", driver).replace("WORKLOAD", workload)
     with pytest.raises(StudyError) as e:
         parse_study(text, "refused.yaml")

@@ -125,6 +125,12 @@ class Instance(ABC):
     def alive(self) -> bool:
         """False once the instance crashed or was killed."""
 
+    def spawn(self, command: str, timeout: float) -> ExecResult:
+        """Run a shell command line that leaves processes in the background (``... &``) which
+        must outlive the platform's operations on the instance (a gVisor restore ends what
+        ``runsc exec`` started); its output, as ``exec``'s."""
+        return self.exec(["sh", "-c", command], timeout)
+
     def lifecycle(self) -> Lifecycle | None:
         """The platform's operations on this running instance (live migration, snapshot and
         restore), or None where its driver has none (``Driver.refuses`` says why, before a run

@@ -25,6 +25,11 @@ other platforms. A remote host's guest cannot join this host's run network, so i
 Host CPU: here, the domain's QEMU process; on a remote host, that host's CPU states and the
 domain's CPU time, both as libvirt reads them there.
 
+Snapshot (``LibvirtLifecycle``, on this host): ``virDomainSave`` writes the running domain to a
+file (and ends it), ``virDomainRestoreFlags`` starts it again from there, paused until its tap
+is on the run's bridge again. Unlike managedsave it works for transient domains. Migration is
+refused: libvirtd will not migrate a domain to the host it runs on.
+
 A ``xen:///system`` URI takes the xen driver's settings instead, and its domains are Xen's
 (drivers/libvirt_xen.py); study and runner pick that variant by the URI.
 
@@ -53,7 +58,17 @@ import psutil
 from pydantic import model_validator
 
 from hvbench.drivers.agent_instance import AgentInstance
-from hvbench.drivers.base import Availability, Driver, Instance, format_data_disk
+from hvbench.drivers.base import (
+    Availability,
+    Driver,
+    Instance,
+    Lifecycle,
+    MigrationPlan,
+    Operation,
+    OperationReport,
+    PlatformSettings,
+    format_data_disk,
+)
 from hvbench.drivers.last_words import last_words
 from hvbench.drivers.qemu import (
     DATA_SERIAL,
@@ -366,6 +381,11 @@ class LibvirtInstance(AgentInstance):
     qemu_pid: int | None = None
     remote: bool = False
     resources: list[Resource] = field(default_factory=list)
+    driver: LibvirtDriver | None = None
+    """Set by the driver that started it: its lifecycle restores domains on its connection."""
+
+    def lifecycle(self) -> Lifecycle | None:
+        return LibvirtLifecycle(self.driver, self) if self.driver else None
 
     def agent_channel(self) -> GuestAgent | None:
         return self.agent
@@ -423,6 +443,61 @@ def _qemu_pid(name: str) -> int | None:
     return None
 
 
+_operations = itertools.count(1)
+"""Numbers the save files this process makes (a run's instances share its workdir)."""
+
+
+class LibvirtLifecycle(Lifecycle):
+    """Snapshot of a local domain through its save file: the same domain (name, UUID, disks,
+    tap) runs again from it, under a new QEMU process. The file is in the ledger before libvirt
+    writes it and goes once the restored guest's agent answers; the domain's own ledger entry
+    covers the restored domain (the same name)."""
+
+    def __init__(self, driver: LibvirtDriver, inst: LibvirtInstance) -> None:
+        self.driver, self.inst = driver, inst
+
+    def migrate(self, plan: MigrationPlan, deadline: float) -> OperationReport:
+        raise InstanceError(f"{self.inst.name}: libvirt {LibvirtDriver.no_lifecycle}")
+
+    def snapshot(self, deadline: float) -> OperationReport:
+        """save_s is virDomainSave (it returns once the file holds the guest and the domain has
+        ended); restore_s from virDomainRestoreFlags until the agent answers again."""
+        libvirt = binding()
+        inst, ledger = self.inst, self.driver.ledger
+        if not inst.alive():
+            raise InstanceError(f"{inst.name}: the domain is not running ({inst.last_words()})")
+        name = inst.domain.name()
+        image = ledger.add(
+            "path", str(self.driver.workdir / f"{inst.name}.save{next(_operations)}")
+        )
+        try:
+            t0 = time.monotonic()
+            inst.domain.save(image.name)
+            save_s = time.monotonic() - t0
+            size = os.path.getsize(image.name)
+            inst.close()  # the console's stream ended with the domain
+            taps = [r for r in inst.resources if r.kind == "link"]
+            for tap in taps:  # gone with the saved QEMU; libvirt makes them anew in the root
+                inst.resources.remove(tap)
+                ledger.release(tap)
+            t1 = time.monotonic()
+            conn = self.driver._conn
+            conn.restoreFlags(image.name, None, libvirt.VIR_DOMAIN_SAVE_PAUSED)
+            inst.domain = conn.lookupByName(name)
+            inst.resources.extend(self.driver.network.adopt_tap(tap.name) for tap in taps)
+            inst.qemu_pid = _qemu_pid(name)
+            inst.agent = DomainAgent(inst.domain, inst.name)
+            inst.domain.resume()
+            inst.agent.wait_ready(deadline, inst.alive)
+            restore_s = time.monotonic() - t1
+        except libvirt.libvirtError as e:
+            raise InstanceError(f"{inst.name}: libvirt: {e.get_error_message()}") from None
+        finally:
+            ledger.release(image)
+        figures = {"save_s": save_s, "size_mib": size / (1 << 20), "restore_s": restore_s}
+        return OperationReport(figures, json.dumps({"file": image.name, "bytes": size}))
+
+
 _taps = itertools.count()
 _NODE_STATS = {"user": "user", "system": "kernel", "idle": "idle", "iowait": "iowait"}
 """The host's CPU states libvirt reads (virNodeGetCPUStats) under the names of /proc/stat."""
@@ -431,11 +506,21 @@ _NODE_STATS = {"user": "user", "system": "kernel", "idle": "idle", "iowait": "io
 class LibvirtDriver(Driver):
     name: ClassVar[str] = "libvirt"
     no_lifecycle: ClassVar[str] = (
-        "cannot: libvirt refuses to migrate a domain to the host it runs on (libvirtd 9.0: "
-        '"Attempt to migrate guest to the same host"), and managedsave refuses hvbench\'s '
-        'transient domains ("cannot do managed save for transient domain")'
+        "cannot migrate: libvirt refuses to migrate a domain to the host it runs on (libvirtd "
+        '9.0: "Attempt to migrate guest to the same host")'
     )
     settings_model = LibvirtSettings
+
+    @classmethod
+    def refuses(cls, operation: Operation, settings: PlatformSettings) -> str | None:
+        if operation == "migrate":
+            return f"the libvirt driver {cls.no_lifecycle}"
+        if is_remote(getattr(settings, "uri", DEFAULT_URI)):
+            return (
+                "the libvirt driver snapshots only on this host: virDomainSave writes its file "
+                "on the libvirt host, out of reach of this run's cleanup"
+            )
+        return None
 
     @classmethod
     def check(cls) -> Availability:
@@ -540,7 +625,9 @@ class LibvirtDriver(Driver):
         if s.nic != "none":
             self.network.up()  # once, before the threads that adopt their taps
         instances = [
-            LibvirtInstance(self.platform, i, s.vcpus, s.memory >> 20, remote=self.remote)
+            LibvirtInstance(
+                self.platform, i, s.vcpus, s.memory >> 20, remote=self.remote, driver=self
+            )
             for i in range(count)
         ]
         self._live += count

@@ -120,6 +120,13 @@ class RunNetwork:
         _ip("-n", ns, "link", "set", inner, "up")
         return res
 
+    def readdress_host_netns(self, index: int) -> None:
+        """Put a host-side instance's address back on its namespace's link: gVisor's netstack
+        takes it from there (runsc removes it from the link), and a restored sandbox reads it
+        from the link again."""
+        ns, address = f"{self.netns}-i{index}", f"{self.address(index)}/{PREFIX}"
+        _ip("-n", ns, "addr", "replace", address, "dev", "eth0")
+
     # the peer ----------------------------------------------------------------------------
 
     def peer_argv(self, argv: Sequence[str]) -> list[str]:

@@ -142,7 +142,7 @@ def _start(instance: Instance, argv: list[str]) -> str:
     """Start the dirtier in the background (its output in a file, so no pipe holds the agent's
     command) and wait until it touched its buffer; its pid."""
     line = " ".join(argv)
-    result = instance.exec(["sh", "-c", f"{line} > {OUTPUT} 2>&1 & echo $!"], timeout=60)
+    result = instance.spawn(f"{line} > {OUTPUT} 2>&1 & echo $!", timeout=60)
     pid = result.text().strip()
     if not result.ok or not pid.isdigit():
         raise InstanceError(f"{instance.name}: hvbench-dirty: {result.describe_failure()}")
