@@ -409,6 +409,12 @@ class Runner:
             raw=[],
         )
 
+    def _notice(self, line: str) -> None:
+        """Tell whoever watches the run (stderr: the CLI shows it above its progress bar) and
+        keep the line with the run, for its report."""
+        print(line, file=sys.stderr, flush=True)
+        self.store.add_artifact(self.run_id, "profile", {"notice": line}, replace=True)
+
     # one sample ------------------------------------------------------------------------
 
     def _sample(
@@ -530,12 +536,6 @@ def _record(rep: int, run: SampleRun, instances: list[Instance]) -> SampleRecord
         ],
         profile=run.profile,
     )
-
-    def _notice(self, line: str) -> None:
-        """Tell whoever watches the run (stderr: the CLI shows it above its progress bar) and
-        keep the line with the run, for its report."""
-        print(line, file=sys.stderr, flush=True)
-        self.store.add_artifact(self.run_id, "profile", {"notice": line}, replace=True)
 
 
 def _timed_start(driver: Driver, count: int, failed: int) -> tuple[list[Instance], GroupStart]:
