@@ -8,6 +8,7 @@ study runs in them before they are stopped.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import secrets
@@ -461,6 +462,9 @@ def run_sample(
         monitor.start()
 
     barrier = threading.Barrier(len(instances), action=window_opens, timeout=timeout)
+    measured = threading.Barrier(len(instances), timeout=timeout)
+    """Cleanup waits for every instance's measure: a server one instance runs may serve
+    another's client to the end (consolidation's app queries its set's db)."""
     ctx = Context(
         network=network,
         quick=quick,
@@ -477,6 +481,8 @@ def run_sample(
             barrier.abort()  # the others must not wait for an instance that failed
             raise
         finally:
+            with contextlib.suppress(threading.BrokenBarrierError):
+                measured.wait()
             workload.cleanup(inst, ctx)
 
     pool = ThreadPoolExecutor(max_workers=len(instances), thread_name_prefix="instance")
