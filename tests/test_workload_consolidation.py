@@ -199,6 +199,13 @@ def test_an_ascent_stops_at_the_first_step_missed_or_that_memory_cannot_hold():
         assert got.steps == min(lowest - 1, 6) and got.unit == "sets"
         assert got.stopped_by == ("bound" if lowest > 6 else entry["stopped_by"])
         assert got.stopped_by in ("bound", "slo", "failed")
+    runner._ascents.clear()
+    runner._climbs(cells[0])
+    runner._climbed(cells[0], "failed", "start: no guest")
+    [key] = runner._ascents
+    assert runner._ascents[key]["stopped_by"] == "failed"
+    resumed = Runner.resume(store, runner.run_id)  # a failed step is measured again
+    assert resumed._ascents[key]["stopped_at"] is None and resumed._climbs(cells[0])
     total = capacity_of_host()[0]
     memory = f"{total // 7 >> 20}M"  # 5 instances fit, 10 do not
     runner = Runner.create(parse_study(_auto_study(memory), "t"), Store(), quick=True)
