@@ -283,14 +283,15 @@ def density_line(a: RunAnalysis, workload: str) -> str | None:
 
 
 def ascent_lines(a: RunAnalysis) -> list[str]:
-    """ "kvm-virtio: 3 sets at SLO, host CPU 41.2% (4 sets: instance 17 (db) missed its SLO:
-    ...)": each platform's density, where a workload ascended (``RunAnalysis.densities``)."""
+    """ "consolidation: kvm-virtio: 3 sets at SLO, host CPU 41.2% (stopped at 4 sets, slo:
+    instance 17 (db) missed its SLO: ...)": each platform's density, where a workload ascended
+    (``RunAnalysis.densities``)."""
     out = []
     for d in a.densities:
         cpu = "n/a" if d.host_cpu is None else f"{100 * d.host_cpu.busy:.1f}%"
         line = f"{a.label(d.platform)}: {d.steps} {d.unit} at SLO, host CPU {cpu}"
         if d.stopped_step is not None:
-            line += f" ({d.stopped_step} {d.unit}: {d.stopped_by}: {d.why})"
+            line += f" (stopped at {d.stopped_step} {d.unit}, {d.stopped_by}: {d.why})"
         else:
             line += {"bound": " (every step held: raise the bound)", "unfinished": " (unfinished)"}[
                 d.stopped_by
