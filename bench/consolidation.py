@@ -5,9 +5,11 @@ per set, each server loaded from the peer at its default rate) on native and on 
 accelerator ``accel: auto`` picks (TCG on a host without /dev/kvm), through the runner, then
 prints per platform the host CPU split with the clients' CPU apart, the consolidation post's
 verdict ("the same work costs ... of the host, native ...: ... more"), and each role's achieved
-rate, p95 and SLO verdict.
+rate, p95 and SLO verdict. ``--density N`` runs ``sets: auto`` up to N sets instead and prints
+per platform the most sets held at SLO, the host CPU there and why the ascent stopped.
 
-    .venv/bin/python bench/consolidation.py [--quick] [--sets 1] [--seconds 60]
+    .venv/bin/python bench/consolidation.py [--quick] [--sets 1 | --density 8] [--seconds 60]
+        [--platforms native,qemu]
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import tempfile
 import time
 
 from hvbench.analysis.cost import HOST_STATES, host_cpu_of, same_work
+from hvbench.analysis.run import analyse
+from hvbench.analysis.verdict import ascent_lines
 from hvbench.runner import Runner
 from hvbench.store import Store
 from hvbench.study import parse_study
@@ -25,23 +29,31 @@ STUDY = """\
 name: consolidation-bench
 baseline: native
 platforms:
-  native: {{driver: native}}
-  qemu: {{driver: qemu, accel: auto, memory: 512M, nic: virtio-net}}
+{platforms}
 workloads:
-  - {{name: consolidation, sets: {sets}, seconds: {seconds}}}
+  - {{name: consolidation, {sets}, seconds: {seconds}}}
 repetitions: 1
 """
+PLATFORMS = {
+    "native": "{driver: native}",
+    "qemu": "{driver: qemu, accel: auto, memory: 512M, nic: virtio-net}",
+}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="5 s at the quick rates")
     parser.add_argument("--sets", type=int, default=1)
+    parser.add_argument("--density", type=int, metavar="MAX_SETS", help="sets: auto up to this")
     parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--platforms", default="native,qemu", help="of: native, qemu")
     args = parser.parse_args()
+    sets = f"sets: auto, max_sets: {args.density}" if args.density else f"sets: {args.sets}"
+    platforms = "\n".join(f"  {p}: {PLATFORMS[p]}" for p in args.platforms.split(","))
+    text = STUDY.format(platforms=platforms, sets=sets, seconds=args.seconds)
     with tempfile.TemporaryDirectory() as tmp:
         store = Store(f"sqlite:///{tmp}/bench.db")
-        study = parse_study(STUDY.format(sets=args.sets, seconds=args.seconds), "bench")
+        study = parse_study(text, "bench")
         t0 = time.monotonic()
         runner = Runner.create(study, store, quick=args.quick)
         status = runner.run()
@@ -59,15 +71,17 @@ def main() -> None:
             assert h is not None
             cpu[cell.platform] = h
             split = " ".join(f"{st} {100 * h.states.get(st, 0):.1f}" for st in HOST_STATES)
-            print(f"{cell.platform}: host busy {100 * h.busy:.1f}% ({split}); "
-                  f"clients {100 * (h.clients or 0):.2f}% left out")  # fmt: skip
+            print(f"{cell.platform} ({cell.instances} inst.): host busy {100 * h.busy:.1f}% "
+                  f"({split}); clients {100 * (h.clients or 0):.2f}% left out")  # fmt: skip
             got = {(r.instance, r.name): r.value for r in rows if r.cell_id == s.cell_id}
             for (index, name), value in sorted(got.items()):
                 if name.endswith((".achieved_per_s", ".latency_p95_ms", ".slo_met")):
                     print(f"  instance {index} {name} {value:.4g}")
         for name, h in cpu.items():
-            if name != "native" and "native" in cpu:
+            if name != "native" and "native" in cpu and not args.density:
                 print(same_work(name, h.busy, "native", cpu["native"].busy))
+        for line in ascent_lines(analyse(store, runner.run_id)):
+            print(line)
 
 
 if __name__ == "__main__":

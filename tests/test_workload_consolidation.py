@@ -4,6 +4,8 @@ native, and one set of real servers in --quick through the runner on native and 
 from __future__ import annotations
 
 import csv
+import json
+import random
 import subprocess
 import sys
 import time
@@ -15,15 +17,18 @@ from test_runner import leftovers
 from test_workload_metrics_doc import doc_rows
 from workload_env import native_instances
 
-from hvbench.analysis.cost import host_cpu_of, same_work
+from hvbench.analysis.cost import density, host_cpu_of, same_work
 from hvbench.analysis.run import analyse
+from hvbench.analysis.verdict import verdicts
 from hvbench.errors import InstanceError, StudyError
+from hvbench.host.inventory import capacity as capacity_of_host
+from hvbench.report import jsonl
 from hvbench.report.tables import host_table
 from hvbench.runner import Runner
 from hvbench.store import Store
 from hvbench.study import parse_study
 from hvbench.workloads import workload_class
-from hvbench.workloads.base import Context, ParseError
+from hvbench.workloads.base import Ascent, Context, Outcome, ParseError
 from hvbench.workloads.consolidation import (
     Consolidation,
     ConsolidationSettings,
@@ -124,11 +129,16 @@ def test_settings_sets_roles_and_memory():
         {"mix": {"web": 0}},
         {"mix": {"mail": 1}},
         {"sets": 0},
+        {"sets": "many"},
+        {"sets": 2, "max_sets": 3},
         {"mix": {"app": 1}},
         bad_load,
     ):
         with pytest.raises(ValidationError):
             settings(**bad)
+    auto = settings(sets="auto", max_sets=3)
+    assert auto.instance_count() is None and post.ascent() is None
+    assert auto.ascent() == Ascent("sets", [5, 10, 15]) and "auto≤3×" in auto.label()
     w = Consolidation(settings(sets=1))
     assert w.misfits(5, 0, 1 << 40) == [] and w.misfits(5, 512 << 20, 1 << 40) == []
     assert "give the platform more memory" in w.misfits(5, 64 << 20, 1 << 40)[0]
@@ -149,6 +159,124 @@ def test_the_sets_make_the_count_and_a_mix_too_big_is_refused():
     )
     with pytest.raises(StudyError, match=r"the servers of 500000 instances need .* lower sets"):
         Runner.create(huge, Store(), quick=True)
+
+
+def _auto_study(memory: str = "") -> str:
+    platform = f"{{driver: qemu, accel: tcg, memory: {memory}}}" if memory else "{driver: native}"
+    return (
+        f"name: t\nplatforms:\n  p: {platform}\nworkloads:\n"
+        "  - {name: consolidation, sets: auto, max_sets: 6}\nrepetitions: 3\n"
+    )
+
+
+def test_an_ascent_stops_at_the_first_step_missed_or_that_memory_cannot_hold():
+    """Seeded ascents, three repetitions each: a step is measured only below the lowest step
+    any repetition missed; the density is the steps held up to there. Memory: a guest size of
+    which one set fits this host but not two stops the ascent at 2 sets before it starts them."""
+    rng = random.Random(12)
+    store = Store()
+    runner = Runner.create(parse_study(_auto_study(), "t"), store, quick=True)
+    for _ in range(50):
+        runner._ascents.clear()  # a fresh ascent in the same run
+        cells = runner.study.cells()
+        assert [c.instances for c in cells] == [5, 10, 15, 20, 25, 30]
+        capacity = [rng.randint(1, 7) for _ in range(3)]  # per repetition: first step it misses
+        measured: list[tuple[int, int]] = []
+        for rep, limit in enumerate(capacity, 1):
+            for step, cell in enumerate(cells, 1):
+                if runner._climbs(cell):
+                    measured.append((rep, step))
+                    failed = step >= limit and rng.random() < 0.3
+                    missed = None if step < limit else "an SLO missed"
+                    runner._climbed(cell, "failed" if failed else "ok", missed)
+        lowest = min(capacity)
+        for rep, limit in enumerate(capacity, 1):
+            top = min(limit, min([7, *capacity[: rep - 1]]) - 1, 6)  # an earlier stop's step
+            steps = [step for r, step in measured if r == rep]
+            assert steps == list(range(1, top + 1)), (capacity, measured)
+        [entry] = store.artifacts(runner.run_id)["ascent"].values()
+        got = density(entry, {})
+        assert got.steps == min(lowest - 1, 6) and got.unit == "sets"
+        assert got.stopped_by == ("bound" if lowest > 6 else entry["stopped_by"])
+        assert got.stopped_by in ("bound", "slo", "failed")
+    runner._ascents.clear()
+    runner._climbs(cells[0])
+    runner._climbed(cells[0], "failed", "start: no guest")
+    [key] = runner._ascents
+    assert runner._ascents[key]["stopped_by"] == "failed"
+    resumed = Runner.resume(store, runner.run_id)  # a failed step is measured again
+    assert resumed._ascents[key]["stopped_at"] is None and resumed._climbs(cells[0])
+    total = capacity_of_host()[0]
+    memory = f"{total // 7 >> 20}M"  # 5 instances fit, 10 do not
+    runner = Runner.create(parse_study(_auto_study(memory), "t"), Store(), quick=True)
+    first, second, *_ = runner.study.cells()
+    assert runner._climbs(first) and not runner._climbs(second)
+    entry = runner._ascents["p|" + first.workload]
+    assert entry["stopped_by"] == "memory" and "instances × " in entry["why"]
+    runner._climbed(first, "ok", None)
+    assert density(entry, {}).steps == 1 and density(entry, {}).stopped_step == 2
+
+
+def test_missed_names_the_role_its_p95_and_its_failures():
+    w = Consolidation(settings(sets="auto", load={"imap": {"p95_ms": 300}}))
+    got = imap_requests((FIX / "imap-client.txt").read_text())
+    met = role_metrics("imap", got, 5, RoleLoad(rate=2, p95_ms=500), 0.1)
+    late = role_metrics("imap", got, 5, RoleLoad(rate=2, p95_ms=300), 0.1)
+    assert w.missed([Outcome(), Outcome(metrics=met)]) is None
+    said = w.missed([Outcome(metrics=met), Outcome(metrics=late)])
+    assert (
+        said == "instance 1 (imap) missed its SLO: p95 322 ms (limit 300), 0 of 10 requests failed"
+    )
+
+
+AUTO = """\
+name: consolidation-density
+platforms:
+  native: {driver: native}
+workloads:
+  - {name: consolidation, sets: auto, max_sets: 2, load: {web: {p95_ms: 10000},
+     app: {p95_ms: 10000}, db: {p95_ms: 10000}, imap: {p95_ms: 10000}}}
+  - {name: consolidation, mix: {web: 1}, sets: auto, load: {web: {p95_ms: 0.001}}}
+repetitions: 1
+"""
+
+
+def test_density_on_native_climbs_to_its_bound_and_stops_at_a_missed_slo(tmp_path):
+    """Real servers in --quick: the post's set held at 1 and 2 sets (its max_sets; limits
+    loose enough for a host that other jobs keep busy: of db's 7 to 10 transactions one took
+    2.5 s there); a web server whose p95 limit no server
+    meets stops at its first set, the second never started.
+    The verdict and the JSON report give each, with the host CPU at the last set held."""
+    store = Store(f"sqlite:///{tmp_path}/t.db")
+    t0 = time.monotonic()
+    runner = Runner.create(parse_study(AUTO, "t"), store, quick=True)
+    assert runner.run() == "finished", [s.error for s in store.samples(runner.run_id)]
+    print(f"density on native: {time.monotonic() - t0:.0f} s")
+    cells = {
+        c.workload: sorted(
+            x.instances for x in store.cells(runner.run_id) if x.workload == c.workload
+        )
+        for c in store.cells(runner.run_id)
+    }
+    mix, web = runner.study.workloads[0].label(), runner.study.workloads[1].label()
+    whys = [e["why"] for e in store.artifacts(runner.run_id)["ascent"].values()]
+    assert cells == {mix: [5, 10], web: [1]}, whys
+    a = analyse(store, runner.run_id)
+    by = {d.workload: d for d in a.densities}
+    assert (by[mix].steps, by[mix].stopped_by, by[mix].instances) == (2, "bound", 10)
+    assert by[mix].host_cpu is not None and by[mix].host_cpu.busy > 0
+    assert (by[web].steps, by[web].stopped_by, by[web].stopped_step) == (0, "slo", 1)
+    assert "instance 0 (web) missed its SLO" in by[web].why
+    busy = 100 * by[mix].host_cpu.busy
+    said = f"consolidation: native: 2 sets at SLO, host CPU {busy:.1f}% (every step held"
+    assert any(line.startswith(said) for line in verdicts(a))
+    lines = [json.loads(x) for x in jsonl.render(a).splitlines()]
+    dens = [x for x in lines if x["metric"] == "consolidation.density_sets"]
+    assert sorted((x["value"], x["metadata"]["stopped_by"]) for x in dens) == [
+        (0, "slo"),
+        (2, "bound"),
+    ]
+    assert leftovers(runner.run_id) == []
 
 
 def _occupy(netns: str, address: str, port: int) -> subprocess.Popen:

@@ -4,10 +4,16 @@ Order is interleaved: repetition 1 of every platform, then repetition 2 of every
 that drift of a noisy host spreads over all platforms instead of biasing one. Instances of a
 platform are started once per (repetition, platform, instance count) and every workload of the
 study runs in them before they are stopped.
+
+An ascent (consolidation's ``sets: auto``) is planned as every other count, 1 to ``max_sets``
+sets; the runner only skips the steps at or past the first one a sample did not hold, or that
+the host's memory cannot hold, kept in the run's artifact ``ascent`` so that a resumed run skips
+them too.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import secrets
@@ -21,11 +27,12 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 from hvbench import __version__
+from hvbench.analysis.cost import ASCENT
 from hvbench.analysis.run import cell_info, headline_singles
 from hvbench.analysis.stats import needs_more
 from hvbench.drivers import driver_class
@@ -159,6 +166,8 @@ class Runner:
         self.failed = 0
         self._network: RunNetwork | None = None
         """The run's network, made when ``run`` starts (it claims host resources)."""
+        self._ascents: dict[str, dict] = store.artifacts(run_id).get(ASCENT) or {}
+        """The artifact ``ascent``, as the run goes."""
 
     # entry points ----------------------------------------------------------------------
 
@@ -193,6 +202,11 @@ class Runner:
         run = store.run(run_id)
         study = parse_study(run.study_text, f"{run.study_source} (stored with run {run.id})")
         store.delete_failed(run.id)
+        ascents = store.artifacts(run.id).get(ASCENT) or {}
+        for entry in ascents.values():
+            if entry["stopped_by"] == "failed":  # its step is measured again, as failed samples
+                entry.update(stopped_at=None, stopped_by=None, why="")
+        store.add_artifact(run.id, ASCENT, ascents, replace=True)
         store.set_run_status(run.id, "running")
         return cls(study, store, run.id, bool(run.options.get("quick")), **kw)
 
@@ -296,7 +310,12 @@ class Runner:
         }
         remaining = sum(estimates[c.key] for g in groups for c in g.cells)
         done = 0
-        for group in groups:
+        for whole in groups:
+            group = replace(whole, cells=[c for c in whole.cells if self._climbs(c)])
+            skipped = [estimates[c.key] for c in whole.cells if c not in group.cells]
+            total, remaining = total - len(skipped), remaining - sum(skipped)
+            if not group.cells:
+                continue
             if time.monotonic() + sum(estimates[c.key] for c in group.cells) > deadline:
                 return False  # the next group would not fit the time budget
             platform = group.platform
@@ -305,8 +324,9 @@ class Runner:
                 platform, settings, needs, ledger, self._network, workdir / platform
             )
             (workdir / platform).mkdir(exist_ok=True)
-            for cell, record in self._group(driver, group):
+            for cell, record, missed in self._group(driver, group):
                 self.store.add_sample(self._cell_id(cell, driver), record)
+                self._climbed(cell, record.status, missed)
                 if record.status != "ok":
                     self.failed += 1
                 done += 1
@@ -317,6 +337,60 @@ class Runner:
                     )
                 )
         return True
+
+    def _ascent(self, cell: Cell) -> dict | None:
+        """The cell's entry in the artifact ``ascent``, made at its first step; None where its
+        workload does not ascend."""
+        settings = self.study.workloads[cell.workload_index]
+        ascent = settings.ascent()
+        if ascent is None:
+            return None
+        key = f"{cell.platform}|{cell.workload}"
+        return self._ascents.setdefault(
+            key,
+            {
+                "platform": cell.platform,
+                "workload": cell.workload,
+                "workload_name": settings.name,
+                "unit": ascent.unit,
+                "steps": ascent.counts,
+                "held": [],
+                "stopped_at": None,
+                "stopped_by": None,
+                "why": "",
+            },
+        )
+
+    def _climbs(self, cell: Cell) -> bool:
+        """Whether to measure the cell: not a step of an ascent at or past where it stopped,
+        nor one this host's memory cannot hold (that stops the ascent there)."""
+        entry = self._ascent(cell)
+        if entry is None:
+            return True
+        if entry["stopped_at"] is not None and cell.instances >= entry["stopped_at"]:
+            return False
+        misfits = self.study.misfits_at(cell.platform, cell.instances, *inventory.capacity())
+        if misfits:
+            self._stop(entry, cell.instances, "memory", misfits[0])
+        return not misfits
+
+    def _climbed(self, cell: Cell, status: str, missed: str | None) -> None:
+        """Note an ascent's step: held, or where the ascent stops (a failed sample, an SLO
+        missed)."""
+        entry = self._ascent(cell)
+        if entry is None:
+            return
+        if missed is None:
+            entry["held"] = sorted({*entry["held"], cell.instances})
+            self.store.add_artifact(self.run_id, ASCENT, self._ascents, replace=True)
+        else:
+            self._stop(entry, cell.instances, "slo" if status == "ok" else "failed", missed)
+
+    def _stop(self, entry: dict, count: int, by: str, why: str) -> None:
+        """End an ascent at ``count`` (the lowest step stopped at, over repetitions)."""
+        if entry["stopped_at"] is None or count < entry["stopped_at"]:
+            entry.update(stopped_at=count, stopped_by=by, why=why)
+        self.store.add_artifact(self.run_id, ASCENT, self._ascents, replace=True)
 
     def _cell_id(self, cell: Cell, driver: Driver) -> int:
         settings = self.study.workloads[cell.workload_index]
@@ -343,10 +417,13 @@ class Runner:
             described = {**described, "image": {"key": manifest["key"]}}
         return described
 
-    def _group(self, driver: Driver, group: Group) -> Iterator[tuple[Cell, SampleRecord]]:
-        """Start the instances once, sample every cell in them, stop them. A cell whose sample
-        killed an instance is followed by a fresh start; if starting fails, the group's
-        remaining cells fail with that error rather than waiting for a start each."""
+    def _group(
+        self, driver: Driver, group: Group
+    ) -> Iterator[tuple[Cell, SampleRecord, str | None]]:
+        """Start the instances once, sample every cell in them, stop them; each sample with
+        why it did not hold (``_sample``). A cell whose sample killed an instance is followed by
+        a fresh start; if starting fails, the group's remaining cells fail with that error
+        rather than waiting for a start each."""
         rep, cells = group.repetition, group.cells
         instances: list[Instance] | None = None
         retried: str | None = None
@@ -358,10 +435,11 @@ class Runner:
                         instances, start, retried = self._start(driver, group.count)
                     except (InstanceError, HvbenchError) as e:
                         for rest in cells[i:]:
-                            yield rest, self._failed(rep, started, t0, f"start: {_one_line(e)}")
+                            error = f"start: {_one_line(e)}"
+                            yield rest, self._failed(rep, started, t0, error), error
                         return
                 with self._profiler.window() as profile:
-                    record = self._sample(
+                    record, missed = self._sample(
                         self.study.workload(cell.workload_index),
                         driver,
                         instances,
@@ -372,7 +450,7 @@ class Runner:
                 if retried:
                     record.platform_state["start_retried_after"] = retried
                     retried = None
-                yield cell, record
+                yield cell, record, missed
                 if not all(inst.alive() for inst in instances):
                     driver.stop(instances)
                     instances = None
@@ -425,13 +503,14 @@ class Runner:
         rep: int,
         start: GroupStart,
         profile: Window,
-    ) -> SampleRecord:
-        """One sample through ``run_sample``, as its record."""
+    ) -> tuple[SampleRecord, str | None]:
+        """One sample through ``run_sample``, as its record, with why it did not hold: its
+        error, or the load its workload says it missed (None: held)."""
         assert self._network is not None, "samples run inside run()"
         run = run_sample(
             workload, instances, self._network, self.quick, start, driver.host_cpu_source(), profile
         )
-        return _record(rep, run, instances)
+        return _record(rep, run, instances), run.error or workload.missed(run.outcomes)
 
 
 def run_sample(
@@ -461,6 +540,9 @@ def run_sample(
         monitor.start()
 
     barrier = threading.Barrier(len(instances), action=window_opens, timeout=timeout)
+    measured = threading.Barrier(len(instances), timeout=timeout)
+    """Cleanup waits for every instance's measure: a server one instance runs may serve
+    another's client to the end (consolidation's app queries its set's db)."""
     ctx = Context(
         network=network,
         quick=quick,
@@ -477,6 +559,8 @@ def run_sample(
             barrier.abort()  # the others must not wait for an instance that failed
             raise
         finally:
+            with contextlib.suppress(threading.BrokenBarrierError):
+                measured.wait()
             workload.cleanup(inst, ctx)
 
     pool = ThreadPoolExecutor(max_workers=len(instances), thread_name_prefix="instance")

@@ -106,16 +106,21 @@ class Study:
     def workload(self, index: int) -> Workload:
         return workload_of(self.workloads[index])
 
-    def counts(self, platform: str, workload: WorkloadSettings | None = None) -> list[int]:
+    def counts(
+        self, platform: str, workload: WorkloadSettings | None = None, ascents: bool = True
+    ) -> list[int]:
         """Instance counts of a platform (for one workload, or all of its workloads). The
-        platform's own list wins, then the count the workload's settings make (consolidation's
-        sets), then its driver's default (native runs once), then the workload's list, then
-        the study's."""
+        platform's own list wins, then the counts the workload's settings make (consolidation's
+        sets, or the steps of its ascent; only the first with ``ascents=False``), then its
+        driver's default (native runs once), then the workload's list, then the study's."""
         settings = self.platforms[platform]
         if settings.instances:
             return list(settings.instances)
         if workload is None:
-            return sorted({n for w in self.workloads for n in self.counts(platform, w)})
+            return sorted({n for w in self.workloads for n in self.counts(platform, w, ascents)})
+        ascent = workload.ascent()
+        if ascent is not None:
+            return ascent.counts if ascents else ascent.counts[:1]
         if workload.instance_count() is not None:
             return [workload.instance_count()]
         default = DRIVERS[settings.driver].default_instances
@@ -134,26 +139,38 @@ class Study:
         ]
 
     def misfits(self, host_memory: int, host_cores: int) -> list[str]:
-        """What the study's largest group of instances holds beyond this host: the guests'
-        memory together (instances started at once: one platform at one count), and their
-        vCPUs where pinned. Each is one line saying what it needs and what the host has."""
+        """What the study's largest group of instances holds beyond this host (``misfits_at``).
+        An ascent must fit its first step: the runner stops it at the first that does not."""
         out = []
-        for name, settings in self.platforms.items():
-            memory, cores = settings.holds()
-            count = max(self.counts(name))
-            if count * memory > host_memory:
-                out.append(
-                    f"platform {name}: {count} instances × {format_size(memory)} of memory need "
-                    f"{_gib(count * memory)}, the host has {_gib(host_memory)}"
-                )
-            if count * cores > host_cores:
-                out.append(
-                    f"platform {name}: {count} instances × {cores} pinned vCPU(s) need "
-                    f"{count * cores} cores, the host has {host_cores}"
-                )
-            out += [f"platform {name}: {line}" for line in settings.host_misfits(count)]
-            for index, workload in enumerate(self.workloads):
-                for n in self.counts(name, workload):
+        for name in self.platforms:
+            count = max(self.counts(name, ascents=False))
+            out += self.misfits_at(name, count, host_memory, host_cores, ascents=False)
+        return out
+
+    def misfits_at(
+        self, name: str, count: int, host_memory: int, host_cores: int, ascents: bool = True
+    ) -> list[str]:
+        """What a platform's group of ``count`` instances (started at once) holds beyond this
+        host: the guests' memory together, their vCPUs where pinned, and what the workloads
+        that run at ``count`` or fewer need. Each is one line saying what it needs and what the
+        host has."""
+        out = []
+        settings = self.platforms[name]
+        memory, cores = settings.holds()
+        if count * memory > host_memory:
+            out.append(
+                f"platform {name}: {count} instances × {format_size(memory)} of memory need "
+                f"{_gib(count * memory)}, the host has {_gib(host_memory)}"
+            )
+        if count * cores > host_cores:
+            out.append(
+                f"platform {name}: {count} instances × {cores} pinned vCPU(s) need "
+                f"{count * cores} cores, the host has {host_cores}"
+            )
+        out += [f"platform {name}: {line}" for line in settings.host_misfits(count)]
+        for index, workload in enumerate(self.workloads):
+            for n in self.counts(name, workload, ascents):
+                if n <= count:
                     need = self.workload(index).misfits(n, memory, host_memory)
                     out += [f"platform {name}: {line}" for line in need]
         return out

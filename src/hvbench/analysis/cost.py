@@ -17,6 +17,10 @@ from hvbench.analysis.stats import Summary
 NOISY_STEAL = 0.05
 """Steal time above this share of the host's CPU, in any repetition, makes a cell's host
 noisy (one repetition in five with 20% steal averages to 4%: the average would hide it)."""
+ASCENT = "ascent"
+"""The run's artifact of ascents (``workloads.base.Ascent``): per "platform|workload", the
+steps held and where and why the ascent stopped; the runner writes it as it goes and reads it
+back on resume, ``density`` reads it."""
 HOST_STATES = ("user", "nice", "system", "iowait", "irq", "softirq", "steal", "guest")
 WORK_UNITS = {
     "KiB/s": ("GiB", 2**20),
@@ -132,4 +136,50 @@ def work_cost(unit: str, per_core: Summary) -> WorkCost | None:
 
     return WorkCost(
         inverse(per_core.mean), inverse(per_core.ci_high), inverse(per_core.ci_low), what
+    )
+
+
+@dataclass(frozen=True)
+class Density:
+    """How far an ascent (consolidation's ``sets: auto``) climbed on one platform: the most
+    steps held one after the other from the first, and the host CPU there."""
+
+    platform: str
+    workload: str
+    workload_name: str
+    unit: str
+    """What a step is ("sets")."""
+    steps: int
+    """Steps held, 0 where not even the first was."""
+    instances: int
+    """Instances at the last step held (0 if none)."""
+    host_cpu: HostCpu | None
+    """The host CPU at the last step held (the clients' left out)."""
+    stopped_by: str
+    """slo, failed, memory (the next step would not fit), bound (every step held) or
+    unfinished (an interrupted run)."""
+    stopped_step: int | None
+    """The step the ascent stopped at (None: bound or unfinished)."""
+    why: str
+
+
+def density(entry: dict, host_cpu: dict[int, HostCpu | None]) -> Density:
+    """An ascent's density from the runner's record of it (artifact ``ascent``: the steps, the
+    instance counts held, where and why it stopped) and the host CPU of its cells by instance
+    count. Only steps below the stop count: a repetition may have missed lower than another."""
+    steps, stop = list(entry["steps"]), entry["stopped_at"]
+    held = {n for n in entry["held"] if stop is None or n < stop}
+    n = next((i for i, count in enumerate(steps) if count not in held), len(steps))
+    by = entry["stopped_by"] or ("bound" if n == len(steps) else "unfinished")
+    return Density(
+        platform=entry["platform"],
+        workload=entry["workload"],
+        workload_name=entry["workload_name"],
+        unit=entry["unit"],
+        steps=n,
+        instances=steps[n - 1] if n else 0,
+        host_cpu=host_cpu.get(steps[n - 1]) if n else None,
+        stopped_by=by,
+        stopped_step=steps.index(stop) + 1 if stop in steps else None,
+        why=entry["why"],
     )

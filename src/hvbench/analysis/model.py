@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from hvbench.analysis.cost import NOISY_STEAL, HostCpu
+from hvbench.analysis.cost import NOISY_STEAL, Density, HostCpu
 from hvbench.analysis.normalize import Normalized
 from hvbench.analysis.profile import PlatformProfile
 from hvbench.analysis.stats import ALPHA, Summary
@@ -156,6 +156,8 @@ class RunAnalysis:
     """Platform -> the accelerator or mode its guests ran under, None if nothing to choose."""
     profiles: list[PlatformProfile] = field(default_factory=list)
     """Each platform's top functions per workload, where the study profiled the host."""
+    densities: list[Density] = field(default_factory=list)
+    """Each ascent's result per platform (consolidation's ``sets: auto``)."""
 
     def label(self, platform: str) -> str:
         return self.labels.get(platform, platform)

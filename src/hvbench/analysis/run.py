@@ -41,7 +41,7 @@ import numpy as np
 import yaml
 
 from hvbench.analysis.aggregate import Series, is_throughput, overcommit, scaling, series
-from hvbench.analysis.cost import HostCpu, host_cpu_of
+from hvbench.analysis.cost import ASCENT, Density, HostCpu, density, host_cpu_of
 from hvbench.analysis.model import (
     COMPOSITE,
     CPU_WORKLOAD,
@@ -249,10 +249,26 @@ def analyse(store: Store, run_id: str) -> RunAnalysis:
         labels=labels,
         ran=ran,
         profiles=platform_profiles(store.profile_functions(run.id), cells),
+        densities=_densities(store.artifacts(run.id).get(ASCENT) or {}, cells, samples),
     )
     analysis.noise, analysis.noisy_side = _noise(analysis)
     analysis.warnings = composite_notes + _warnings(analysis)
     return analysis
+
+
+def _densities(ascents: dict, cells: dict[int, CellInfo], samples: _Samples) -> list[Density]:
+    """Each ascent's density, with the host CPU of its cells by instance count."""
+    return [
+        density(
+            entry,
+            {
+                c.instances: samples.host_cpu.get(c.id)
+                for c in cells.values()
+                if (c.platform, c.workload) == (entry["platform"], entry["workload"])
+            },
+        )
+        for entry in ascents.values()
+    ]
 
 
 def _cells(store: Store, run_id: str) -> dict[int, CellInfo]:

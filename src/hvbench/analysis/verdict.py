@@ -282,6 +282,24 @@ def density_line(a: RunAnalysis, workload: str) -> str | None:
     )
 
 
+def ascent_lines(a: RunAnalysis) -> list[str]:
+    """ "consolidation: kvm-virtio: 3 sets at SLO, host CPU 41.2% (stopped at 4 sets, slo:
+    instance 17 (db) missed its SLO: ...)": each platform's density, where a workload ascended
+    (``RunAnalysis.densities``)."""
+    out = []
+    for d in a.densities:
+        cpu = "n/a" if d.host_cpu is None else f"{100 * d.host_cpu.busy:.1f}%"
+        line = f"{a.label(d.platform)}: {d.steps} {d.unit} at SLO, host CPU {cpu}"
+        if d.stopped_step is not None:
+            line += f" (stopped at {d.stopped_step} {d.unit}, {d.stopped_by}: {d.why})"
+        else:
+            line += {"bound": " (every step held: raise the bound)", "unfinished": " (unfinished)"}[
+                d.stopped_by
+            ]
+        out.append(f"{d.workload_name}: {line}")
+    return out
+
+
 def verdicts(a: RunAnalysis) -> list[str]:
     """Every plain-words line of the report's top: what ran where it was left to choose, then
     workload by workload."""
@@ -298,4 +316,4 @@ def verdicts(a: RunAnalysis) -> list[str]:
             density_line(a, w),
         )
         out.extend(line for line in lines if line is not None)
-    return out
+    return out + ascent_lines(a)

@@ -17,7 +17,7 @@ import psutil
 
 from hvbench.errors import HvbenchError
 from hvbench.host.cgroup import Cgroup
-from hvbench.host.resources import Ledger, Resource
+from hvbench.host.resources import Ledger, Resource, _run_quiet
 
 PEER_ADDRESS = "198.18.0.1"
 PREFIX = 24
@@ -99,6 +99,9 @@ class RunNetwork:
         ns = f"{self.netns}-i{index}"
         outer, inner = f"hvv{index}", "eth0"
         res = self.ledger.add("netns", ns)
+        # the kernel destroys a deleted namespace in the background, with the veth it held: the
+        # outer end of the previous group's instance may still be on the bridge
+        _run_quiet(["ip", "-n", self.netns, "link", "delete", outer])
         _ip("netns", "add", ns)
         _ip("-n", ns, "link", "set", "lo", "up")
         _ip(

@@ -83,7 +83,41 @@ def render(a: RunAnalysis) -> str:
             )
         )
     lines += _profile_lines(a)
+    lines += _density_lines(a)
     return "\n".join(lines) + ("\n" if lines else "")
+
+
+def _density_lines(a: RunAnalysis) -> list[str]:
+    """One line per ascent and platform (``RunAnalysis.densities``): the steps held, with the
+    host CPU there and why the ascent stopped."""
+    lines = []
+    for d in a.densities:
+        meta = {
+            "study": a.study_name,
+            "platform": d.platform,
+            "accel": a.ran.get(d.platform),
+            "label": a.label(d.platform),
+            "workload": d.workload,
+            "baseline": a.baseline,
+            "hvbench_version": a.hvbench_version,
+            "instances": d.instances,
+            "host_cpu_pct": None if d.host_cpu is None else 100 * d.host_cpu.busy,
+            "stopped_by": d.stopped_by,
+            "stopped_step": d.stopped_step,
+            "why": d.why,
+        }
+        line = {
+            "metric": f"{d.workload_name}.density_{d.unit}",
+            "value": d.steps,
+            "unit": d.unit,
+            "metadata": meta,
+            "timestamp": None,
+            "run_uri": a.run_id,
+            "test": d.workload_name,
+            "product_name": "hvbench",
+        }
+        lines.append(json.dumps(line, ensure_ascii=False))
+    return lines
 
 
 def _profile_lines(a: RunAnalysis) -> list[str]:

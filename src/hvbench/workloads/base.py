@@ -39,6 +39,23 @@ class WorkloadSettings(BaseModel):
         consolidation's sets of servers); None leaves the count to the platform and study."""
         return None
 
+    def ascent(self) -> Ascent | None:
+        """The instance counts this workload climbs one step at a time, where its settings ask
+        for the largest count it holds (consolidation's ``sets: auto``); None: no ascent."""
+        return None
+
+
+@dataclass(frozen=True)
+class Ascent:
+    """Instance counts measured in order until one is not held: the runner stops a platform's
+    ascent at the first step whose sample failed or missed (``Workload.missed``), or that the
+    host's memory cannot hold (``Study.misfits_at``). The result is the last step held."""
+
+    unit: str
+    """What a step is called in the report ("sets")."""
+    counts: list[int]
+    """The instances at step 1, 2, ...; the last one is the ascent's upper bound."""
+
 
 @dataclass(frozen=True)
 class Metric:
@@ -144,6 +161,11 @@ class Workload(ABC):
         """Debian packages a full root filesystem must hold for this workload (``needs_userland``
         guests get them from debootstrap; native needs them installed on the host)."""
         return []
+
+    def missed(self, outcomes: list[Outcome]) -> str | None:
+        """Why a sample that ran without error did not hold its load (a role's SLO missed),
+        in one line; None if it did. Ends an ascent (``WorkloadSettings.ascent``)."""
+        return None
 
     def prepare(self, instance: Instance, ctx: Context) -> None:  # noqa: B027 (optional hook)
         """Untimed set-up inside the instance (format a disk, start a peer server)."""

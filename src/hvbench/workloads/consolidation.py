@@ -33,6 +33,11 @@ run in the run's clients cgroup: their CPU is measured apart and left out of the
 CPU (host/monitor.py); a client that used most of a core and still missed its rate fails the cell
 with that reason rather than reporting the platform as slow.
 
+``sets: auto`` measures the density (SPECvirt's tiles): 1, 2, ... sets up to ``max_sets``, one
+cell each, until a role misses its SLO (``missed``), a sample fails or the host's memory cannot
+hold the next set (``misfits``); the runner stops the ascent there (``workloads.base.Ascent``)
+and the report gives per platform the most sets held and the host CPU at that point.
+
 The post's nfs role (the kernel NFS server exporting part of the web docroot) is not here yet:
 native instances share the host's kernel NFS server, whose export table is host-wide.
 """
@@ -57,6 +62,7 @@ from pydantic import (
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
+    field_validator,
     model_validator,
 )
 
@@ -64,6 +70,7 @@ from hvbench.errors import HvbenchError, InstanceError
 from hvbench.host.process import which
 from hvbench.units import format_size
 from hvbench.workloads.base import (
+    Ascent,
     Context,
     Metric,
     Outcome,
@@ -273,13 +280,23 @@ class ConsolidationSettings(WorkloadSettings):
     name: Literal["consolidation"]
     mix: dict[RoleName, NonNegativeInt] = dict.fromkeys(ROLES, 1)
     """Instances of each role in one set (the post's set: one of each)."""
-    sets: PositiveInt = 4
+    sets: PositiveInt | Literal["auto"] = 4
     """Sets run at once (the post's 4): every cell runs sets × the set's size instances, unless
-    the platform names its own counts."""
+    the platform names its own counts. ``auto``: the density, SPECvirt's tiles: 1, 2, ... sets
+    until a role misses its SLO, the host's memory cannot hold the next set, or ``max_sets``."""
+    max_sets: PositiveInt = 8
+    """The upper bound of ``sets: auto``, so that a small host or a test stays bounded."""
     seconds: PositiveFloat = 300.0
     """Measured wall time of every client."""
     load: dict[Literal["web", "imap", "app", "db"], RoleLoad] = Field(default_factory=dict)
     """Per role, its client's rate and its SLO; what is not given is DEFAULT_LOAD's."""
+
+    @field_validator("sets", mode="before")
+    @classmethod
+    def _sets_or_auto(cls, value: Any) -> Any:
+        if isinstance(value, str) and value != "auto":
+            raise ValueError("a number of sets or auto")
+        return value
 
     @model_validator(mode="before")
     @classmethod
@@ -301,10 +318,18 @@ class ConsolidationSettings(WorkloadSettings):
             raise ValueError("mix: at least one role with a count above 0 (e.g. {web: 1})")
         if self.mix.get("app") and not self.mix.get("db"):
             raise ValueError("mix: app queries the db of its set; add db: 1 to the mix")
+        if self.sets != "auto" and "max_sets" in self.model_fields_set:
+            raise ValueError("max_sets bounds sets: auto; give sets: auto or drop max_sets")
         return self
 
-    def instance_count(self) -> int:
-        return self.sets * len(self.set_roles())
+    def instance_count(self) -> int | None:
+        return None if self.sets == "auto" else self.sets * len(self.set_roles())
+
+    def ascent(self) -> Ascent | None:
+        if self.sets != "auto":
+            return None
+        size = len(self.set_roles())
+        return Ascent("sets", [k * size for k in range(1, self.max_sets + 1)])
 
     def set_roles(self) -> list[str]:
         """One set's roles, in the order of ROLES."""
@@ -321,7 +346,8 @@ class ConsolidationSettings(WorkloadSettings):
     def label(self) -> str:
         mix = ",".join(f"{r}:{self.mix[r]}" for r in ROLES if self.mix.get(r))  # type: ignore
         rates = ",".join(f"{r}={self.role_load(r).rate:g}/s" for r in ROLES if r in DEFAULT_LOAD)
-        return f"consolidation {self.sets}×[{mix}] {rates}"
+        sets = f"auto≤{self.max_sets}" if self.sets == "auto" else self.sets
+        return f"consolidation {sets}×[{mix}] {rates}"
 
 
 # --- the clients' results ---------------------------------------------------------------
@@ -648,6 +674,23 @@ class Consolidation(ScratchWorkload):
                 f"is the client's, not the platform's; lower the rate or the sets"
             )
         return Outcome(metrics=metrics, raw=raw)
+
+    def missed(self, outcomes: list[Outcome]) -> str | None:
+        """The first role whose SLO was missed, with its p95 and the requests it failed."""
+        for index, outcome in enumerate(outcomes):
+            got = {m.name: m.value for m in outcome.metrics}
+            for name, value in got.items():
+                if name.endswith(".slo_met") and value == 0:
+                    stem = name.removesuffix(".slo_met")
+                    role = stem.split(".")[-1]
+                    limit = self.settings.role_load(role).p95_ms
+                    return (
+                        f"instance {index} ({role}) missed its SLO: p95 "
+                        f"{got[f'{stem}.latency_p95_ms']:.0f} ms (limit {limit:g}), "
+                        f"{got[f'{stem}.failed']:.0f} of "
+                        f"{got[f'{stem}.failed'] + got[f'{stem}.requests']:.0f} requests failed"
+                    )
+        return None
 
     def cleanup(self, instance: Instance, ctx: Context) -> None:
         running = self._running.pop(instance.name, None)
