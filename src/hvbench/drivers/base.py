@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Literal, TypeVar
+from typing import TYPE_CHECKING, ClassVar, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt
 
@@ -187,8 +187,11 @@ class Needs:
 I = TypeVar("I", bound=Instance)  # noqa: E741 (the usual name of a type variable)
 
 
-class Driver(ABC):
-    """Makes instances of one platform."""
+S = TypeVar("S", bound=PlatformSettings)
+
+
+class Driver(ABC, Generic[S]):
+    """Makes instances of one platform, from that platform's own settings (``S``)."""
 
     name: ClassVar[str]
     settings_model: ClassVar[type[PlatformSettings]]
@@ -201,7 +204,7 @@ class Driver(ABC):
     def __init__(
         self,
         platform: str,
-        settings: PlatformSettings,
+        settings: S,
         needs: Needs,
         ledger: Ledger,
         network: RunNetwork,

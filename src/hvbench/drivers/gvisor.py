@@ -54,7 +54,7 @@ class GvisorInstance(OciInstance):
                 )
 
 
-class GvisorDriver(OciDriver):
+class GvisorDriver(OciDriver[GvisorSettings]):
     name: ClassVar[str] = "gvisor"
     no_lifecycle: ClassVar[str] = "has no runsc checkpoint/restore support in hvbench yet"
     settings_model = GvisorSettings
@@ -62,10 +62,6 @@ class GvisorDriver(OciDriver):
     instance_class = GvisorInstance
     state_mounts = ("null-netns",)
     """runsc bind-mounts an empty network namespace there (for its gofer) and never unmounts it."""
-
-    @property
-    def gsettings(self) -> GvisorSettings:
-        return self.settings  # type: ignore[return-value]
 
     @classmethod
     def runtime_binary(cls) -> str | None:
@@ -86,11 +82,11 @@ class GvisorDriver(OciDriver):
         return Availability(True, f"{binary}: platforms systrap and ptrace")
 
     def global_flags(self) -> list[str]:
-        s = self.gsettings
+        s = self.settings
         return [f"--platform={s.platform}", f"--network={s.network}", "--overlay2=none"]
 
     def resolved(self) -> dict:
-        s = self.gsettings
+        s = self.settings
         return {
             "platform": s.platform,
             "network": f"{s.network} mode inside the instance's own network namespace",

@@ -116,7 +116,7 @@ def is_remote(uri: str) -> bool:
 class LibvirtSettings(QemuSettings):
     """The qemu driver's settings, run through libvirt at ``uri``."""
 
-    driver: Literal["libvirt"]  # type: ignore[assignment]
+    driver: Literal["libvirt"]
     uri: str = DEFAULT_URI
     """Any libvirt URI with a QEMU driver; ``?socket=PATH`` reaches a libvirtd of one's own."""
     pool: str = "default"
@@ -428,7 +428,7 @@ _NODE_STATS = {"user": "user", "system": "kernel", "idle": "idle", "iowait": "io
 """The host's CPU states libvirt reads (virNodeGetCPUStats) under the names of /proc/stat."""
 
 
-class LibvirtDriver(Driver):
+class LibvirtDriver(Driver[LibvirtSettings]):
     name: ClassVar[str] = "libvirt"
     no_lifecycle: ClassVar[str] = (
         "cannot: libvirt refuses to migrate a domain to the host it runs on (libvirtd 9.0: "
@@ -460,19 +460,15 @@ class LibvirtDriver(Driver):
         return Availability(True, f"libvirt {dotted(version)} at {uri}, {kind} {dotted(hyper)}")
 
     @property
-    def lsettings(self) -> LibvirtSettings:
-        return self.settings  # type: ignore[return-value]
-
-    @property
     def remote(self) -> bool:
-        return is_remote(self.lsettings.uri)
+        return is_remote(self.settings.uri)
 
     def _resolve(self) -> None:
         """Connection, storage pool, and the qemu driver's image and accelerator, once per
         driver."""
         if getattr(self, "_conn", None):
             return
-        s = self.lsettings
+        s = self.settings
         libvirt = binding()
         if self.remote and self.needs.userland:
             raise HvbenchError(
@@ -514,7 +510,7 @@ class LibvirtDriver(Driver):
 
     def _storage_pool(self) -> Any:
         libvirt = binding()
-        s = self.lsettings
+        s = self.settings
         try:
             pool = self._conn.storagePoolLookupByName(s.pool)
         except libvirt.libvirtError:
@@ -535,7 +531,7 @@ class LibvirtDriver(Driver):
 
     def start(self, count: int, deadline: float) -> list[Instance]:
         self._resolve()
-        s = self.lsettings
+        s = self.settings
         self._count = max(count, getattr(self, "_count", 0))
         if s.nic != "none":
             self.network.up()  # once, before the threads that adopt their taps
@@ -579,13 +575,13 @@ class LibvirtDriver(Driver):
                 stream.abort()
             raise HvbenchError(
                 f"platform {self.platform}: uploading {path.name} to pool "
-                f"{self.lsettings.pool!r} failed: {e.get_error_message()}"
+                f"{self.settings.pool!r} failed: {e.get_error_message()}"
             ) from None
         return volume.path()
 
     def _new_volume(self, name: str, size: int, fmt: str, made: list[Resource]) -> Any:
         """A volume in the remote pool, in the ledger before it exists."""
-        s = self.lsettings
+        s = self.settings
         made.append(self.ledger.add("volume", name, uri=s.uri, pool=s.pool))
         try:
             return self._pool.createXML(volume_xml(name, size, fmt), 0)
@@ -602,7 +598,7 @@ class LibvirtDriver(Driver):
                 self.ledger.release(self._uploads.pop())
 
     def _pins(self, index: int) -> list[int]:
-        s = self.lsettings
+        s = self.settings
         if not s.pin:
             return []
         cores = os.cpu_count() or 1
@@ -610,13 +606,13 @@ class LibvirtDriver(Driver):
 
     def _data_disk(self, inst: LibvirtInstance, prefix: Path) -> tuple[Source, str]:
         """The data disk on the libvirt host, and its description for the report."""
-        disk = self.lsettings.disk
+        disk = self.settings.disk
         if not self.remote:
             path, description = self._qemu.data_disk(prefix, inst.resources)
             if Path(path).is_block_device():
                 return Source("block", {"dev": path}), description
             return Source("file", {"file": path}), description
-        host = urlsplit(self.lsettings.uri).hostname
+        host = urlsplit(self.settings.uri).hostname
         if disk.backing == "block":
             assert disk.path
             return Source("block", {"dev": disk.path}), (
@@ -624,14 +620,14 @@ class LibvirtDriver(Driver):
             )
         name = f"hvb-{self.ledger.run_id}-{inst.name}-data"
         self._new_volume(name, disk.size, disk.format, inst.resources)
-        return Source("volume", {"pool": self.lsettings.pool, "volume": name}), (
-            f"{disk.format} volume {name} in pool {self.lsettings.pool} of {host} on "
+        return Source("volume", {"pool": self.settings.pool, "volume": name}), (
+            f"{disk.format} volume {name} in pool {self.settings.pool} of {host} on "
             f"{disk.bus}, cache={disk.cache}, aio={disk.aio}"
         )
 
     def _start_one(self, inst: LibvirtInstance, deadline: float) -> None:
         libvirt = binding()
-        s = self.lsettings
+        s = self.settings
         prefix = self.workdir / f"{self.platform}-{inst.index}"
         machine = self.machine(inst.index, prefix)
         boot = machine.boot
@@ -729,10 +725,10 @@ class LibvirtDriver(Driver):
         info = self._qemu.describe()
         info["resolved"] |= {
             "pinning": {f"{self.platform}-{i}": self._pins(i) for i in range(self._count)},
-            "overcommit": self._count * self.lsettings.vcpus > (os.cpu_count() or 1),
+            "overcommit": self._count * self.settings.vcpus > (os.cpu_count() or 1),
             "qemu": f"{conn.getType()} {dotted(conn.getVersion())} through libvirt",
             "libvirt": dotted(conn.getLibVersion()),
-            "uri": self.lsettings.uri,
+            "uri": self.settings.uri,
         }
         if self.remote:
             model, memory_mib, cpus, mhz, *_ = conn.getInfo()
@@ -740,7 +736,7 @@ class LibvirtDriver(Driver):
                 "host": conn.getHostname(),
                 "host_cpu": {"model": model, "cpus": cpus, "mhz": mhz, "memory_mib": memory_mib},
                 "host_cores": cpus,
-                "overcommit": self._count * self.lsettings.vcpus > cpus,
+                "overcommit": self._count * self.settings.vcpus > cpus,
             }
         return info
 

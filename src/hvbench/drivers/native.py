@@ -79,7 +79,7 @@ class NativeInstance(Instance):
                 os.killpg(pid, signal.SIGKILL)
 
 
-class NativeDriver(Driver):
+class NativeDriver(Driver[NativeSettings]):
     name: ClassVar[str] = "native"
     no_lifecycle: ClassVar[str] = "runs on the host itself: there is no guest to move or save"
     settings_model = NativeSettings
@@ -114,7 +114,7 @@ class NativeDriver(Driver):
         Path(scratch.name).mkdir(parents=True, exist_ok=True)
         inst.scratch_root = scratch.name
         if self.needs.data_disk:
-            self._attach_disk(inst, self.settings.disk)  # type: ignore[attr-defined]
+            self._attach_disk(inst, self.settings.disk)
 
     def _attach_disk(self, inst: NativeInstance, disk: NativeDisk) -> None:
         """Attach, format and mount the data disk; what is made goes to ``_made`` at once, so

@@ -32,7 +32,7 @@ from abc import abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, TypeVar
 
 import psutil
 from pydantic import PositiveInt
@@ -176,7 +176,10 @@ class OciInstance(Instance):
         return self.init is not None and self.init.is_running()
 
 
-class OciDriver(Driver):
+OS = TypeVar("OS", bound=OsLevelSettings)
+
+
+class OciDriver(Driver[OS]):
     """A driver that runs each instance as an OCI container of the guest image's tree."""
 
     kind = "container"
@@ -184,10 +187,6 @@ class OciDriver(Driver):
     instance_class: ClassVar[type[OciInstance]] = OciInstance
     state_mounts: ClassVar[tuple[str, ...]] = ()
     """Mounts the runtime makes in its state directory and leaves there."""
-
-    @property
-    def osettings(self) -> OsLevelSettings:
-        return self.settings  # type: ignore[return-value]
 
     # what a runtime differs in ---------------------------------------------------------------
 
@@ -234,7 +233,7 @@ class OciDriver(Driver):
 
     def start(self, count: int, deadline: float) -> list[Instance]:
         self._resolve()
-        s = self.osettings
+        s = self.settings
         instances = [
             self.instance_class(self.platform, i, s.vcpus, s.memory >> 20) for i in range(count)
         ]
@@ -299,7 +298,7 @@ class OciDriver(Driver):
 
     def _data_disk(self, inst: OciInstance, bundle: Path, made: list[Resource]) -> str:
         """Make, format and mount the data disk on the host; return the mounted directory."""
-        disk = self.osettings.disk
+        disk = self.settings.disk
         if disk.backing == "block":
             if not disk.path or not Path(disk.path).exists():
                 raise HvbenchError(
@@ -338,7 +337,7 @@ class OciDriver(Driver):
 
     def spec(self, inst: OciInstance, netns: str, data_source: str | None) -> dict:
         """The OCI runtime spec of one instance."""
-        s = self.osettings
+        s = self.settings
         cpu: dict = {"quota": s.vcpus * CFS_PERIOD_US, "period": CFS_PERIOD_US}
         if s.pin:
             cores = os.cpu_count() or 1
@@ -424,7 +423,7 @@ class OciDriver(Driver):
         image = getattr(self, "_image", None)
         if image is None:
             return info
-        s = self.osettings
+        s = self.settings
         info["resolved"] = {
             "runtime": self.runtime_name,
             "runtime_version": runtime_version(self._runtime[0]),

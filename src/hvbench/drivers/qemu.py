@@ -111,7 +111,8 @@ class QemuDisk(BaseModel):
 
 
 class QemuSettings(PlatformSettings):
-    driver: Literal["qemu"]
+    driver: Literal["qemu", "libvirt"]
+    """``libvirt`` for the same machine through libvirt (``LibvirtSettings``)."""
     accel: Literal["kvm", "tcg", "auto"] = "auto"
     machine: MachineType = "pc"
     cpu: str | None = Field(default=None, description="default: host under KVM, max under TCG")
@@ -474,7 +475,7 @@ _IMAGES: dict[tuple[frozenset[str], str], guest_image.GuestImage] = {}
 """Images this process already built or found: the runner makes a driver per group of cells."""
 
 
-class QemuDriver(Driver):
+class QemuDriver(Driver[QemuSettings]):
     name: ClassVar[str] = "qemu"
     settings_model = QemuSettings
 
@@ -495,16 +496,12 @@ class QemuDriver(Driver):
     def refuses(cls, operation: Operation, settings: PlatformSettings) -> str | None:
         return None  # QEMU migrates and snapshots every machine it makes here
 
-    @property
-    def qsettings(self) -> QemuSettings:
-        return self.settings  # type: ignore[return-value]
-
     def resolve(self, accel: AccelVerdict | None = None) -> None:
         """Decide accelerator and image once per driver (cached across runs); ``accel`` is a
         verdict made elsewhere (for a remote host, by its own word)."""
         if getattr(self, "_image", None):
             return
-        s = self.qsettings
+        s = self.settings
         tools = set(self.needs.tools)
         if s.queues > 1 and which("ethtool"):
             tools.add("ethtool")  # the guest enables the queues beyond its vCPUs with it
@@ -529,7 +526,7 @@ class QemuDriver(Driver):
         self._net_queues: dict[str, str] = {}
 
     def machine(self, index: int, prefix: Path) -> Machine:
-        s = self.qsettings
+        s = self.settings
         accel = self._accel.accel
         append = [f"hvbench.hostname={self.platform}-{index}", s.kernel_args]
         if self._rootfs:
@@ -553,7 +550,7 @@ class QemuDriver(Driver):
 
     def start(self, count: int, deadline: float) -> list[Instance]:
         self.resolve()
-        s = self.qsettings
+        s = self.settings
         cores = os.cpu_count() or 1
         self._overcommit = self._overcommit or count * s.vcpus > cores
         instances = [QemuInstance(self.platform, i, s.vcpus, s.memory >> 20) for i in range(count)]
@@ -566,7 +563,7 @@ class QemuDriver(Driver):
         return list(instances)
 
     def _start_one(self, inst: QemuInstance, deadline: float) -> None:
-        s = self.qsettings
+        s = self.settings
         prefix = self.workdir / f"{self.platform}-{inst.index}"
         machine = self.machine(inst.index, prefix)
         made = inst.resources
@@ -603,7 +600,7 @@ class QemuDriver(Driver):
         and agent sockets named after ``prefix`` and, with a NIC, a fresh tap on the run's
         bridge with the instance's MAC (a migration's destination gets its own, as on a second
         host, and announces the guest there)."""
-        s = self.qsettings
+        s = self.settings
         machine = replace(
             machine, agent_socket=f"{prefix}.agent.sock", qmp_socket=f"{prefix}.qmp.sock", nics=[]
         )
@@ -632,7 +629,7 @@ class QemuDriver(Driver):
     def data_disk(self, prefix: Path, made: list[Resource]) -> tuple[str, str]:
         """The data disk of one instance (an image file made now, or the user's device) and
         its description for the report."""
-        disk = self.qsettings.disk
+        disk = self.settings.disk
         if disk.backing == "block":
             assert disk.path
             if not Path(disk.path).exists():
@@ -675,7 +672,7 @@ class QemuDriver(Driver):
 
     def reserve_hugepages(self, count: int) -> None:
         """The huge pages ``count`` guests' memory takes, added to the host's pool (2M, 1G)."""
-        s = self.qsettings
+        s = self.settings
         if s.hugepages != "thp":
             pages = hugepages.pages_for(s.hugepages, count * s.memory)
             who = f"platform {self.platform}"
@@ -698,10 +695,10 @@ class QemuDriver(Driver):
                 "overcommit": self._overcommit,
                 "host_cores": os.cpu_count(),
                 "qemu": _qemu_version(),
-                "cpu": self.qsettings.cpu or ("host" if accel.accel == "kvm" else "max"),
+                "cpu": self.settings.cpu or ("host" if accel.accel == "kvm" else "max"),
                 # KVM inside a virtual machine: functional, its figures are no KVM's
                 "nested": accel.accel == "kvm" and _host_is_a_guest(),
-                "memory_backing": _memory_backing(self.qsettings.hugepages),
+                "memory_backing": _memory_backing(self.settings.hugepages),
             }
             if self._net_queues:
                 info["resolved"]["net_queues"] = self._net_queues

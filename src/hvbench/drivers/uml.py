@@ -451,7 +451,7 @@ class UmlInstance(AgentInstance):
 _taps = itertools.count()
 
 
-class UmlDriver(Driver):
+class UmlDriver(Driver[UmlSettings]):
     name: ClassVar[str] = "uml"
     no_lifecycle: ClassVar[str] = (
         "cannot: user-mode Linux has no way to save or move a running kernel"
@@ -477,15 +477,11 @@ class UmlDriver(Driver):
             return Availability(False, f"{version}: {verdict.reason}", "see the UML console above")
         return Availability(True, f"{version}: {verdict.reason}")
 
-    @property
-    def usettings(self) -> UmlSettings:
-        return self.settings  # type: ignore[return-value]
-
     def _resolve(self) -> None:
         """Image, root filesystem and shim decision, once per driver."""
         if getattr(self, "_image", None):
             return
-        s = self.usettings
+        s = self.settings
         if self.needs.userland:
             raise HvbenchError(
                 f"platform {self.platform}: workloads needing a full userland (kernbench) "
@@ -506,14 +502,14 @@ class UmlDriver(Driver):
 
     def start(self, count: int, deadline: float) -> list[Instance]:
         self._resolve()
-        s = self.usettings
+        s = self.settings
         instances = [UmlInstance(self.platform, i, 1, s.memory >> 20) for i in range(count)]
         if s.nic != "none":
             self.network.up()  # once, before the threads that add their taps
         return list(self.start_parallel(instances, self._start_one, deadline))
 
     def _argv(self, inst: UmlInstance, prefix: Path, line_fd: int) -> list[str]:
-        s = self.usettings
+        s = self.settings
         made = inst.resources
         uml_dir = self.ledger.add("path", f"{prefix}.uml")
         made.append(uml_dir)
@@ -552,7 +548,7 @@ class UmlDriver(Driver):
         return ["root=/dev/root", "rootfstype=hostfs", f"rootflags={_safe(str(tree))}", "rw"]
 
     def _data_disk(self, prefix: Path, made: list[Resource]) -> str:
-        disk = self.usettings.disk
+        disk = self.settings.disk
         if disk.backing == "block":
             assert disk.path
             if not Path(disk.path).exists():
@@ -568,13 +564,13 @@ class UmlDriver(Driver):
         return str(path)
 
     def _disk_description(self) -> str:
-        disk = self.usettings.disk
+        disk = self.settings.disk
         what = f"block device {disk.path}" if disk.backing == "block" else "sparse raw file"
         mode = "O_SYNC" if disk.sync else "through the host page cache"
         return f"{what} on UML ubd, {mode}"
 
     def _start_one(self, inst: UmlInstance, deadline: float) -> None:
-        s = self.usettings
+        s = self.settings
         prefix = self.workdir / inst.name
         sock = self.ledger.add("path", f"{prefix}.agent.sock")
         inst.resources.append(sock)

@@ -33,7 +33,7 @@ import time
 import tty
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, TypeVar
 
 import psutil
 from pydantic import PositiveInt, model_validator
@@ -103,7 +103,8 @@ class XenDisk(HostDisk):
 
 
 class XenSettings(PlatformSettings):
-    driver: Literal["xen"]
+    driver: Literal["xen", "libvirt"]
+    """``libvirt`` for the same domains through libvirt (``LibvirtXenSettings``)."""
     mode: Literal["pv", "pvh", "hvm"] = "pv"
     vcpus: PositiveInt = 1
     memory: Size = 512 << 20
@@ -218,10 +219,15 @@ class XenInstance(AgentInstance):
             self.relay.stop()
 
 
-class XenDriver(Driver):
+XS = TypeVar("XS", bound=XenSettings)
+
+
+class XenDriver(Driver[XS]):
+    """Xen domains through xl, or through libvirt (``LibvirtXenDriver``) with its settings."""
+
     name: ClassVar[str] = "xen"
     no_lifecycle: ClassVar[str] = "has no xl migrate/save support in hvbench yet (out of scope)"
-    settings_model = XenSettings
+    settings_model: ClassVar[type[XenSettings]] = XenSettings
     instance_class: ClassVar[type[XenInstance]] = XenInstance
 
     @classmethod
@@ -248,10 +254,6 @@ class XenDriver(Driver):
             True, f"Xen {info.get('xen_version', '?')} dom0, virt_caps: {info.get('virt_caps')}"
         )
 
-    @property
-    def xsettings(self) -> XenSettings:
-        return self.settings  # type: ignore[return-value]
-
     def _resolve(self) -> None:
         """The image and the hotplug script, once per driver."""
         if getattr(self, "_image", None):
@@ -265,7 +267,7 @@ class XenDriver(Driver):
         self._image = guest_image.build(set(self.needs.tools))
         # PV and PVH load the ELF vmlinux (PVH needs its entry note); HVM's device model boots
         # the bzImage as a PC would
-        mode = self.xsettings.mode
+        mode = self.settings.mode
         self._kernel = self._image.bzimage if mode == "hvm" else self._image.vmlinux
         if self._kernel is None:
             raise HvbenchError(f"platform {self.platform}: {mode} boots an ELF vmlinux; none found")
@@ -307,7 +309,7 @@ class XenDriver(Driver):
 
     def start(self, count: int, deadline: float) -> list[Instance]:
         self._resolve()
-        s = self.xsettings
+        s = self.settings
         instances = [
             self.instance_class(
                 self.platform,
@@ -327,7 +329,7 @@ class XenDriver(Driver):
     def _cmdline(self, inst: XenInstance) -> str:
         """The guest kernel's command line: its agent on the console line, its address, the
         front-end drivers it loads."""
-        s = self.xsettings
+        s = self.settings
         modules = ["xen_blkfront"]
         args = [
             f"console={GUEST_LINE[s.mode].removeprefix('/dev/')}",
@@ -350,7 +352,7 @@ class XenDriver(Driver):
         return f"00:16:3e:{os.getpid() >> 8 & 0xFF:02x}:{os.getpid() & 0xFF:02x}:{inst.index:02x}"
 
     def _config(self, inst: XenInstance, disk_target: str | None) -> str:
-        s = self.xsettings
+        s = self.settings
         lines = {
             "name": _quote(inst.domain),
             "type": _quote(s.mode),
@@ -383,7 +385,7 @@ class XenDriver(Driver):
 
     def _data_disk(self, inst: XenInstance) -> tuple[str, str]:
         """The target xl gets, and the report's description of it."""
-        disk = self.xsettings.disk
+        disk = self.settings.disk
         if disk.backing == "block":
             assert disk.path
             if not Path(disk.path).exists():
@@ -402,7 +404,7 @@ class XenDriver(Driver):
     # the lifecycle ----------------------------------------------------------------------
 
     def _start_one(self, inst: XenInstance, deadline: float) -> None:
-        s = self.xsettings
+        s = self.settings
         prefix = self.workdir / inst.name
         disk_target, disk_description = (
             self._data_disk(inst) if self.needs.data_disk else (None, "")
@@ -437,13 +439,13 @@ class XenDriver(Driver):
 
     def _adopt_nics(self, inst: XenInstance) -> None:
         names = [f"vif{inst.domid}.0"]
-        if self.xsettings.nic in NIC_MODULE:
+        if self.settings.nic in NIC_MODULE:
             names.append(f"vif{inst.domid}.0-emu")
         for name in names:
             inst.resources.append(self.network.adopt_tap(name))
 
     def _connect_agent(self, inst: XenInstance, prefix: Path, deadline: float) -> None:
-        key = f"/local/domain/{inst.domid}/{CONSOLE_KEY[self.xsettings.mode]}"
+        key = f"/local/domain/{inst.domid}/{CONSOLE_KEY[self.settings.mode]}"
         pty = None
         while pty is None:
             pty = _xenstore_read(key)
