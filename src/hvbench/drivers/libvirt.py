@@ -437,6 +437,25 @@ class LibvirtDriver(Driver[LibvirtSettings]):
     )
     settings_model = LibvirtSettings
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._qemu = QemuDriver(
+            self.platform, self.settings, self.needs, self.ledger, self.network, self.workdir
+        )
+        """The same machine as the qemu driver makes it, whose image and accelerator it keeps."""
+        self._conn: Any = None
+        """The connection (virConnect), once ``_resolve`` made it."""
+        self._secmodels: list[str] = []
+        self._pool: Any = None
+        """On a remote host: the storage pool (virStoragePool) of uploads and data disks."""
+        self._cpu_source = LOCAL
+        self._uploads: list[Resource] = []
+        self._uploaded: dict[str, str] = {}
+        self._upload_lock = threading.Lock()
+        self._live = 0
+        self._count = 0
+        """The most instances started at once, for the pinning ``describe`` reports."""
+
     @classmethod
     def check(cls) -> Availability:
         uri = default_uri()
@@ -466,7 +485,7 @@ class LibvirtDriver(Driver[LibvirtSettings]):
     def _resolve(self) -> None:
         """Connection, storage pool, and the qemu driver's image and accelerator, once per
         driver."""
-        if getattr(self, "_conn", None):
+        if self._conn is not None:
             return
         s = self.settings
         libvirt = binding()
@@ -485,15 +504,11 @@ class LibvirtDriver(Driver[LibvirtSettings]):
         self._secmodels = [
             m.text for m in caps.iterfind("host/secmodel/model") if m.text and m.text != "dac"
         ]
-        self._pool = None
         if self.remote:
             self._pool = self._storage_pool()
             # asked once: the runner wants the source for every sample
             cpus, host = self._conn.getInfo()[2], self._conn.getHostname()
             self._cpu_source = HostCpuSource(self._node_states, cpus, host)
-        self._qemu = QemuDriver(
-            self.platform, s, self.needs, self.ledger, self.network, self.workdir
-        )
         verdict = None
         if self.remote and s.accel == "auto":
             # a probe boot would run on this host: the remote host's word is taken instead
@@ -503,10 +518,6 @@ class LibvirtDriver(Driver[LibvirtSettings]):
                 f"the remote host {'offers' if kvm else 'does not offer'} KVM (not probed)",
             )
         self._qemu.resolve(verdict)
-        self._uploads: list[Resource] = []
-        self._uploaded: dict[str, str] = {}
-        self._upload_lock = threading.Lock()
-        self._live = 0
 
     def _storage_pool(self) -> Any:
         libvirt = binding()
@@ -532,7 +543,7 @@ class LibvirtDriver(Driver[LibvirtSettings]):
     def start(self, count: int, deadline: float) -> list[Instance]:
         self._resolve()
         s = self.settings
-        self._count = max(count, getattr(self, "_count", 0))
+        self._count = max(count, self._count)
         if s.nic != "none":
             self.network.up()  # once, before the threads that adopt their taps
         instances = [
@@ -719,7 +730,7 @@ class LibvirtDriver(Driver[LibvirtSettings]):
     def describe(self) -> dict:
         """The qemu driver's description of the same machine, plus what libvirt runs it with
         and, for a remote host, that host."""
-        conn = getattr(self, "_conn", None)
+        conn = self._conn
         if conn is None:
             return super().describe()
         info = self._qemu.describe()

@@ -147,6 +147,11 @@ class LibvirtXenDriver(XenDriver[LibvirtXenSettings]):
     settings_model = LibvirtXenSettings
     instance_class = LibvirtXenInstance
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._conn: Any = None
+        """libvirtd's connection (virConnect), once ``_toolstack`` made it."""
+
     def _toolstack(self) -> tuple[str, int]:
         libvirt = binding()
         try:
@@ -172,6 +177,7 @@ class LibvirtXenDriver(XenDriver[LibvirtXenSettings]):
     ) -> None:
         assert isinstance(inst, LibvirtXenInstance)
         s = self.settings
+        assert self._image and self._script, "_resolve() first"
         xml = xen_domain_xml(
             inst.domain,
             s,
@@ -194,7 +200,7 @@ class LibvirtXenDriver(XenDriver[LibvirtXenSettings]):
 
     def describe(self) -> dict:
         info = super().describe()
-        conn = getattr(self, "_conn", None)
+        conn = self._conn
         if conn is not None:
             info["resolved"] |= {
                 "libvirt": dotted(conn.getLibVersion()),

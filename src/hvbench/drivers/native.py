@@ -14,7 +14,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import psutil
 
@@ -86,12 +86,17 @@ class NativeDriver(Driver[NativeSettings]):
     default_instances: ClassVar[Sequence[int] | None] = (1,)
     kind = "native"
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._made: list[Resource] = []
+        """What the instances hold on the host (network namespaces, scratch directories, data
+        disks), released by ``stop``."""
+
     @classmethod
     def check(cls) -> Availability:
         return Availability(True, "the host itself")
 
     def start(self, count: int, deadline: float) -> list[Instance]:
-        self._made: list[Resource] = []
         instances = [
             NativeInstance(
                 platform=self.platform,

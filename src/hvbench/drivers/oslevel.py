@@ -32,7 +32,7 @@ from abc import abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 import psutil
 from pydantic import PositiveInt
@@ -188,6 +188,16 @@ class OciDriver(Driver[OS]):
     state_mounts: ClassVar[tuple[str, ...]] = ()
     """Mounts the runtime makes in its state directory and leaves there."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._image: guest_image.GuestImage | None = None
+        """The guest image, and what else ``_resolve`` makes once per driver."""
+        self._root: Path | None = None
+        """The image's tree, unpacked: every instance's read-only root."""
+        self._runtime: list[str] = []
+        """The runtime's command with its global flags (state directory first)."""
+        self._cgroup_version: Literal[1, 2] = 2
+
     # what a runtime differs in ---------------------------------------------------------------
 
     @classmethod
@@ -207,7 +217,7 @@ class OciDriver(Driver[OS]):
 
     def _resolve(self) -> None:
         """Build (or take from the cache) the guest image and unpack its tree, once per driver."""
-        if getattr(self, "_root", None):
+        if self._root:
             return
         binary = self.runtime_binary()
         if binary is None:
@@ -420,7 +430,7 @@ class OciDriver(Driver[OS]):
 
     def describe(self) -> dict:
         info = super().describe()
-        image = getattr(self, "_image", None)
+        image = self._image
         if image is None:
             return info
         s = self.settings

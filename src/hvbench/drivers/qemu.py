@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from shutil import which
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import psutil
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
@@ -479,6 +479,17 @@ class QemuDriver(Driver[QemuSettings]):
     name: ClassVar[str] = "qemu"
     settings_model = QemuSettings
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._image: guest_image.GuestImage | None = None
+        """The guest image, and what else ``resolve`` decides once per driver."""
+        self._rootfs: userland.RootImage | None = None
+        self._accel: AccelVerdict | None = None
+        self._pins: dict[str, list[int]] = {}
+        self._overcommit = False
+        self._reserved: list[Resource] = []
+        self._net_queues: dict[str, str] = {}
+
     @classmethod
     def check(cls) -> Availability:
         if not which(QEMU):
@@ -499,7 +510,7 @@ class QemuDriver(Driver[QemuSettings]):
     def resolve(self, accel: AccelVerdict | None = None) -> None:
         """Decide accelerator and image once per driver (cached across runs); ``accel`` is a
         verdict made elsewhere (for a remote host, by its own word)."""
-        if getattr(self, "_image", None):
+        if self._image:
             return
         s = self.settings
         tools = set(self.needs.tools)
@@ -520,13 +531,10 @@ class QemuDriver(Driver[QemuSettings]):
             self._accel = verdict
         else:
             self._accel = AccelVerdict(s.accel, "set in the study")
-        self._pins: dict[str, list[int]] = {}
-        self._overcommit = False
-        self._reserved: list[Resource] = []
-        self._net_queues: dict[str, str] = {}
 
     def machine(self, index: int, prefix: Path) -> Machine:
         s = self.settings
+        assert self._image and self._accel, "resolve() first"
         accel = self._accel.accel
         append = [f"hvbench.hostname={self.platform}-{index}", s.kernel_args]
         if self._rootfs:
@@ -679,13 +687,12 @@ class QemuDriver(Driver[QemuSettings]):
             self._reserved.append(hugepages.reserve(self.ledger, s.hugepages, pages, who))
 
     def give_back_hugepages(self) -> None:
-        while getattr(self, "_reserved", None):
+        while self._reserved:
             self.ledger.release(self._reserved.pop())
 
     def describe(self) -> dict:
         info = super().describe()
-        image = getattr(self, "_image", None)
-        accel = getattr(self, "_accel", None)
+        image, accel, rootfs = self._image, self._accel, self._rootfs
         if accel:
             info["resolved"] = {
                 "accel": accel.accel,
@@ -704,7 +711,6 @@ class QemuDriver(Driver[QemuSettings]):
                 info["resolved"]["net_queues"] = self._net_queues
         if image:
             info["image"] = image.manifest
-        rootfs = getattr(self, "_rootfs", None)
         if rootfs:
             manifest = rootfs.manifest
             listing = "".join(f"{p} {f['sha256']}\n" for p, f in sorted(manifest["files"].items()))

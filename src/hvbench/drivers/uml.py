@@ -38,7 +38,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import psutil
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -459,6 +459,16 @@ class UmlDriver(Driver[UmlSettings]):
     settings_model = UmlSettings
     kind = "paravirt"
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._image: guest_image.GuestImage | None = None
+        """The guest image, and what else ``_resolve`` decides once per driver."""
+        self._verdict: XstateVerdict | None = None
+        self._env: dict[str, str] = {}
+        """What the UML process's environment adds: the xstate shim where it needs one."""
+        self._root: Path | None = None
+        """The ubd root image (``root: ubd``); None boots each instance from a hostfs tree."""
+
     @classmethod
     def check(cls) -> Availability:
         if not shutil.which(UML):
@@ -479,7 +489,7 @@ class UmlDriver(Driver[UmlSettings]):
 
     def _resolve(self) -> None:
         """Image, root filesystem and shim decision, once per driver."""
-        if getattr(self, "_image", None):
+        if self._image:
             return
         s = self.settings
         if self.needs.userland:
@@ -543,6 +553,7 @@ class UmlDriver(Driver[UmlSettings]):
             cow = self.ledger.add("path", f"{prefix}.cow")
             made.append(cow)
             return [f"ubd0={_safe(cow.name)},{_safe(str(self._root))}", "root=/dev/ubda", "rw"]
+        assert self._image, "_resolve() first"
         tree = rootfs.unpack(self._image, Path(f"{prefix}.root"), self.ledger)
         made.append(self.ledger.add("path", str(tree)))  # each instance boots a fresh tree
         return ["root=/dev/root", "rootfstype=hostfs", f"rootflags={_safe(str(tree))}", "rw"]
@@ -635,8 +646,8 @@ class UmlDriver(Driver[UmlSettings]):
 
     def describe(self) -> dict:
         info = super().describe()
-        verdict = getattr(self, "_verdict", None)
-        if verdict:
+        verdict = self._verdict
+        if verdict and self._image:
             info["resolved"] = {
                 "uml": uml_version(),
                 "xstate_shim": verdict.shim,

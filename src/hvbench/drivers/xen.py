@@ -33,7 +33,7 @@ import time
 import tty
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 import psutil
 from pydantic import PositiveInt, model_validator
@@ -230,6 +230,16 @@ class XenDriver(Driver[XS]):
     settings_model: ClassVar[type[XenSettings]] = XenSettings
     instance_class: ClassVar[type[XenInstance]] = XenInstance
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._image: guest_image.GuestImage | None = None
+        """The guest image, and what else ``_resolve`` finds once per driver."""
+        self._kernel: Path | None = None
+        self._script: Resource | None = None
+        """The hotplug script (HOTPLUG) that xl runs for NICs and phy disks."""
+        self._xen_version = ""
+        self._cpus = 0
+
     @classmethod
     def check(cls) -> Availability:
         if not shutil.which("xl"):
@@ -256,7 +266,7 @@ class XenDriver(Driver[XS]):
 
     def _resolve(self) -> None:
         """The image and the hotplug script, once per driver."""
-        if getattr(self, "_image", None):
+        if self._image:
             return
         if self.needs.userland:
             raise HvbenchError(
@@ -353,6 +363,7 @@ class XenDriver(Driver[XS]):
 
     def _config(self, inst: XenInstance, disk_target: str | None) -> str:
         s = self.settings
+        assert self._image and self._script, "_resolve() first"
         lines = {
             "name": _quote(inst.domain),
             "type": _quote(s.mode),
@@ -476,7 +487,7 @@ class XenDriver(Driver[XS]):
 
     def describe(self) -> dict:
         info = super().describe()
-        if getattr(self, "_image", None):
+        if self._image:
             info["resolved"] = {
                 "xen_version": self._xen_version,
                 "kernel": str(self._kernel),
