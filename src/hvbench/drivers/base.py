@@ -197,7 +197,6 @@ class Driver(ABC, Generic[S]):
     settings_model: ClassVar[type[PlatformSettings]]
     default_instances: ClassVar[Sequence[int] | None] = None
     """Counts to use when the platform sets none; None means the study's list."""
-    kind: ClassVar[Literal["native", "vm", "container", "paravirt"]] = "vm"
     no_lifecycle: ClassVar[str] = "has no migration or snapshot operation"
     """Why the driver's instances cannot be migrated or snapshotted (``refuses``)."""
 

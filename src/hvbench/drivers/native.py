@@ -84,7 +84,6 @@ class NativeDriver(Driver[NativeSettings]):
     no_lifecycle: ClassVar[str] = "runs on the host itself: there is no guest to move or save"
     settings_model = NativeSettings
     default_instances: ClassVar[Sequence[int] | None] = (1,)
-    kind = "native"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -182,7 +182,6 @@ OS = TypeVar("OS", bound=OsLevelSettings)
 class OciDriver(Driver[OS]):
     """A driver that runs each instance as an OCI container of the guest image's tree."""
 
-    kind = "container"
     runtime_name: ClassVar[str]
     instance_class: ClassVar[type[OciInstance]] = OciInstance
     state_mounts: ClassVar[tuple[str, ...]] = ()

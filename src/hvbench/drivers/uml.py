@@ -457,7 +457,6 @@ class UmlDriver(Driver[UmlSettings]):
         "cannot: user-mode Linux has no way to save or move a running kernel"
     )
     settings_model = UmlSettings
-    kind = "paravirt"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
