@@ -7,6 +7,8 @@ control channel that is never the device under test, and the driver ``stop``s th
 
 from __future__ import annotations
 
+import itertools
+import os
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -282,6 +284,18 @@ class Availability:
     ok: bool
     detail: str
     fix: str = ""
+
+
+_taps = itertools.count()
+
+
+def tap_and_mac(tag: str, mac_byte: int, index: int) -> tuple[str, str]:
+    """Names for the NIC of instance ``index``: a tap that no other hvbench process on the host
+    names (``hv``, the driver's ``tag``, this process's id and a counter, within the kernel's
+    15 characters), and a MAC in QEMU's range (52:54:00) whose fourth byte, ``mac_byte``,
+    tells the drivers apart."""
+    tap = f"hv{tag}{os.getpid() % 10000}t{next(_taps)}"
+    return tap, f"52:54:00:{mac_byte:02x}:{index >> 8 & 0xFF:02x}:{index & 0xFF:02x}"
 
 
 DATA_MOUNT = "/mnt/hvbench-data"

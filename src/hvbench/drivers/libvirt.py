@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import contextlib
 import io
-import itertools
 import json
 import math
 import os
@@ -53,7 +52,7 @@ import psutil
 from pydantic import model_validator
 
 from hvbench.drivers.agent_instance import AgentInstance
-from hvbench.drivers.base import Availability, Driver, Instance, format_data_disk
+from hvbench.drivers.base import Availability, Driver, Instance, format_data_disk, tap_and_mac
 from hvbench.drivers.last_words import last_words
 from hvbench.drivers.qemu import (
     DATA_SERIAL,
@@ -423,7 +422,6 @@ def _qemu_pid(name: str) -> int | None:
     return None
 
 
-_taps = itertools.count()
 _NODE_STATS = {"user": "user", "system": "kernel", "idle": "idle", "iowait": "iowait"}
 """The host's CPU states libvirt reads (virNodeGetCPUStats) under the names of /proc/stat."""
 
@@ -653,8 +651,7 @@ class LibvirtDriver(Driver[LibvirtSettings]):
         made = inst.resources
         sources: dict[str, Source] = {}
         if s.nic != "none":
-            tap = f"hvl{os.getpid() % 10000}t{next(_taps)}"
-            mac = f"52:54:00:14:{inst.index >> 8 & 0xFF:02x}:{inst.index & 0xFF:02x}"
+            tap, mac = tap_and_mac("l", 0x14, inst.index)
             machine.nics.append(Nic(s.nic, tap, mac))
         if self.needs.userland:
             root = self._qemu.root_disk(prefix, made)

@@ -41,6 +41,7 @@ from hvbench.drivers.base import (
     OperationReport,
     PlatformSettings,
     format_data_disk,
+    tap_and_mac,
 )
 from hvbench.drivers.last_words import last_words
 from hvbench.drivers.qemu_devices import (
@@ -61,6 +62,7 @@ from hvbench.guest.agent import GuestAgent
 from hvbench.guest.files import DISK_LIST
 from hvbench.host import hugepages
 from hvbench.host.hugepages import PAGE_KIB
+from hvbench.host.inventory import boot_id
 from hvbench.host.resources import Ledger, Resource
 from hvbench.units import Size
 
@@ -190,26 +192,19 @@ class AccelVerdict:
     reason: str
 
 
-def _boot_id() -> str:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return "unknown"
-
-
 def kvm_verdict(cache: Path | None = None, probe: bool = True) -> AccelVerdict | None:
     """Whether KVM can run a stock guest here, decided by a bounded boot probe and remembered
     until the host reboots. None if unknown and ``probe`` is False."""
     path = (cache or guest_image.cache_root()) / "kvm-probe.json"
     with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
         saved = json.loads(path.read_text())
-        if saved["boot_id"] == _boot_id():
+        if saved["boot_id"] == boot_id():
             return AccelVerdict(saved["accel"], saved["reason"])
     if not probe:
         return None
     verdict = _probe_kvm(cache)
     path.parent.mkdir(parents=True, exist_ok=True)
-    record = {"boot_id": _boot_id(), "accel": verdict.accel, "reason": verdict.reason}
+    record = {"boot_id": boot_id(), "accel": verdict.accel, "reason": verdict.reason}
     path.write_text(json.dumps(record))
     return verdict
 
@@ -470,7 +465,6 @@ class QemuInstance(AgentInstance):
         return QemuLifecycle(self.driver, self) if self.driver else None
 
 
-_taps = itertools.count()
 _IMAGES: dict[tuple[frozenset[str], str], guest_image.GuestImage] = {}
 """Images this process already built or found: the runner makes a driver per group of cells."""
 
@@ -616,9 +610,8 @@ class QemuDriver(Driver[QemuSettings]):
             made.append(self.ledger.add("path", sock))
         netns = None
         if s.nic != "none":
-            tap = f"hvq{os.getpid() % 10000}t{next(_taps)}"
+            tap, mac = tap_and_mac("q", 0x12, inst.index)
             made.append(self.network.add_tap(tap, multi_queue=s.queues > 1))
-            mac = f"52:54:00:12:{inst.index >> 8 & 0xFF:02x}:{inst.index & 0xFF:02x}"
             machine.nics.append(Nic(s.nic, tap, mac, s.vhost, s.queues))
             netns = self.network.netns
         guest = Guest.launch(machine, prefix, self.ledger, netns)

@@ -24,7 +24,6 @@ import array
 import contextlib
 import fcntl
 import hashlib
-import itertools
 import json
 import os
 import shutil
@@ -44,7 +43,14 @@ import psutil
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from hvbench.drivers.agent_instance import AgentInstance
-from hvbench.drivers.base import Availability, Driver, Instance, PlatformSettings, format_data_disk
+from hvbench.drivers.base import (
+    Availability,
+    Driver,
+    Instance,
+    PlatformSettings,
+    format_data_disk,
+    tap_and_mac,
+)
 from hvbench.drivers.last_words import last_words
 from hvbench.drivers.qemu import Console
 from hvbench.drivers.serial_relay import LineRelay
@@ -52,6 +58,7 @@ from hvbench.errors import CommandTimeout, HvbenchError, InstanceError
 from hvbench.guest import image as guest_image
 from hvbench.guest import rootfs
 from hvbench.guest.agent import GuestAgent
+from hvbench.host.inventory import boot_id
 from hvbench.host.process import run_bounded
 from hvbench.host.resources import Ledger, Resource
 from hvbench.units import Size
@@ -75,13 +82,6 @@ def _locked(directory: Path) -> Iterator[None]:
     with (directory / ".lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         yield
-
-
-def _boot_id() -> str:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return "unknown"
 
 
 def uml_version() -> str:
@@ -195,7 +195,7 @@ def xstate_verdict(cache: Path | None = None, probe: bool = True) -> XstateVerdi
     host reboots or UML changes. None if unknown and ``probe`` is False."""
     cache = cache or cache_dir()
     path = cache / "xstate-probe.json"
-    stamp = {"boot_id": _boot_id(), "uml": uml_version(), "shim": shim_path(cache).name}
+    stamp = {"boot_id": boot_id(), "uml": uml_version(), "shim": shim_path(cache).name}
     with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
         saved = json.loads(path.read_text())
         if saved["stamp"] == stamp:
@@ -448,9 +448,6 @@ class UmlInstance(AgentInstance):
             self.console.join(5)
 
 
-_taps = itertools.count()
-
-
 class UmlDriver(Driver[UmlSettings]):
     name: ClassVar[str] = "uml"
     no_lifecycle: ClassVar[str] = (
@@ -535,9 +532,8 @@ class UmlDriver(Driver[UmlSettings]):
             f"hvbench.hostname={inst.name}",
         ]
         if s.nic == "vector":
-            tap = f"hvu{os.getpid() % 10000}t{next(_taps)}"
+            tap, mac = tap_and_mac("u", 0x13, inst.index)
             made.append(self.network.add_tap(tap))
-            mac = f"52:54:00:13:{inst.index >> 8 & 0xFF:02x}:{inst.index & 0xFF:02x}"
             argv.append(f"vec0:transport=tap,ifname={tap},gro={int(s.gro)},mac={mac}")
             argv = ["nsenter", f"--net={self.network.netns_path}", "--", *argv]
         if self.needs.data_disk:
