@@ -26,7 +26,7 @@ from hvbench.units import Size
 
 if TYPE_CHECKING:
     from hvbench.host.network import RunNetwork
-    from hvbench.host.resources import Ledger
+    from hvbench.host.resources import Ledger, Resource
 
 
 class HostDisk(BaseModel):
@@ -94,6 +94,9 @@ class Instance(ABC):
     scratch_root: str = "/tmp"
     """Where workloads make their scratch directories inside the instance: its own /tmp, or
     for one that shares the host's files (native), a directory that goes with the run."""
+    resources: list[Resource] = field(default_factory=list)
+    """What the instance holds on the host (its process, disks, taps, namespaces) in the order
+    made: ``Driver.stop`` releases it, last made first."""
 
     guest_is_host_processes: ClassVar[bool] = False
     """True where ``host_pids()`` are the guest's own processes (a container's, native's
@@ -111,6 +114,10 @@ class Instance(ABC):
     @abstractmethod
     def host_pids(self) -> list[int]:
         """Host processes that make up this instance, for its share of host CPU."""
+
+    def kill(self) -> None:  # noqa: B027 (a hook: most instances end with what they hold)
+        """Stop the instance now, before ``Driver.stop`` releases what it holds (by default
+        nothing: releasing its resources ends it)."""
 
     def guest_ram(self, path: str, size: int) -> bool:
         """Whether a mapping (its file, or "" for anonymous memory, and its size in bytes) of
@@ -233,9 +240,18 @@ class Driver(ABC, Generic[S]):
         """Start ``count`` instances in parallel and return them once all are ready; raise
         InstanceError past ``deadline`` (a ``time.monotonic()`` value)."""
 
-    @abstractmethod
     def stop(self, instances: list[Instance]) -> None:
-        """Stop the instances and release everything they held."""
+        """Stop the instances and release everything they held: each one killed, then what it
+        holds released, last made first; then what the driver holds for them (``stopped``)."""
+        for inst in instances:
+            inst.kill()
+            while inst.resources:
+                self.ledger.release(inst.resources.pop())
+        self.stopped(instances)
+
+    def stopped(self, instances: list[Instance]) -> None:
+        """Release what the driver held for these instances, after they are gone (by default
+        nothing)."""
 
     @classmethod
     def refuses(cls, operation: Operation, settings: PlatformSettings) -> str | None:

@@ -43,7 +43,7 @@ import threading
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 from urllib.parse import urlsplit
@@ -364,7 +364,6 @@ class LibvirtInstance(AgentInstance):
     console_conn: Any = None
     qemu_pid: int | None = None
     remote: bool = False
-    resources: list[Resource] = field(default_factory=list)
 
     def agent_channel(self) -> GuestAgent | None:
         return self.agent
@@ -702,12 +701,7 @@ class LibvirtDriver(Driver[LibvirtSettings]):
         if self.needs.data_disk:
             format_data_disk(inst, find_disk(inst, DATA_SERIAL), description)
 
-    def stop(self, instances: list[Instance]) -> None:
-        for inst in instances:
-            assert isinstance(inst, LibvirtInstance)
-            inst.close()
-            while inst.resources:
-                self.ledger.release(inst.resources.pop())
+    def stopped(self, instances: list[Instance]) -> None:
         self._live -= len(instances)
         self._release_uploads()
         self._qemu.give_back_hugepages()

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
 import psutil
 
@@ -28,7 +28,6 @@ from hvbench.drivers.base import (
 )
 from hvbench.errors import HvbenchError
 from hvbench.host.process import ExecResult, run_bounded
-from hvbench.host.resources import Resource
 from hvbench.host.storage import loop_device
 from hvbench.units import Size
 
@@ -72,7 +71,7 @@ class NativeInstance(Instance):
     def alive(self) -> bool:
         return True
 
-    def kill_running(self) -> None:
+    def kill(self) -> None:
         """End commands still running (a hung tool, an interrupted run)."""
         for pid in self.host_pids():
             with contextlib.suppress(ProcessLookupError):
@@ -84,12 +83,6 @@ class NativeDriver(Driver[NativeSettings]):
     no_lifecycle: ClassVar[str] = "runs on the host itself: there is no guest to move or save"
     settings_model = NativeSettings
     default_instances: ClassVar[Sequence[int] | None] = (1,)
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._made: list[Resource] = []
-        """What the instances hold on the host (network namespaces, scratch directories, data
-        disks), released by ``stop``."""
 
     @classmethod
     def check(cls) -> Availability:
@@ -110,36 +103,29 @@ class NativeDriver(Driver[NativeSettings]):
 
     def _start_one(self, inst: NativeInstance, deadline: float) -> None:
         netns = self.network.add_host_netns(inst.index)
-        self._made.append(netns)
+        inst.resources.append(netns)
         inst.netns = netns.name
         # the host's /tmp would keep what a killed run's workloads left there
         scratch = self.ledger.add("path", str(self.workdir / f"tmp-{inst.index}"))
-        self._made.append(scratch)
+        inst.resources.append(scratch)
         Path(scratch.name).mkdir(parents=True, exist_ok=True)
         inst.scratch_root = scratch.name
         if self.needs.data_disk:
             self._attach_disk(inst, self.settings.disk)
 
     def _attach_disk(self, inst: NativeInstance, disk: NativeDisk) -> None:
-        """Attach, format and mount the data disk; what is made goes to ``_made`` at once, so
-        that ``stop`` removes it even when formatting fails."""
+        """Attach, format and mount the data disk; what is made goes to the instance's
+        resources at once, so that ``stop`` removes it even when formatting fails."""
         if disk.backing == "block":
             if not disk.path:
                 raise HvbenchError("native disk: backing 'block' needs a path (a partition or LV)")
             device, description = disk.path, f"block device {disk.path}"
         else:
             image = Path(disk.path or self.workdir) / f"native-{inst.index}.img"
-            self._made += loop_device(self.ledger, image, disk.size)
-            device = self._made[-1].name
+            inst.resources += loop_device(self.ledger, image, disk.size)
+            device = inst.resources[-1].name
             description = f"loop device (direct I/O) over a sparse file {image}"
         # native shares the host's mount namespace: each instance mounts in the run's directory
         mountpoint = str(self.workdir / f"data-{inst.index}")
-        self._made.append(self.ledger.add("mount", mountpoint))
+        inst.resources.append(self.ledger.add("mount", mountpoint))
         format_data_disk(inst, device, description, mountpoint)
-
-    def stop(self, instances: list[Instance]) -> None:
-        for inst in instances:
-            if isinstance(inst, NativeInstance):
-                inst.kill_running()
-        while self._made:
-            self.ledger.release(self._made.pop())

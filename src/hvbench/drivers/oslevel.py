@@ -116,7 +116,6 @@ class OciInstance(Instance):
     container_id: str = ""
     cgroups_path: str = ""
     init: psutil.Process | None = None
-    resources: list[Resource] = field(default_factory=list)
     _running: set[int] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 

@@ -437,11 +437,10 @@ def host_tsc_khz() -> int:
 class QemuInstance(AgentInstance):
     vmm: ClassVar[str] = "QEMU"
     guest: Guest | None = None
-    resources: list[Resource] = field(default_factory=list)
-    """What outlives one QEMU process of the instance (its disks), released by ``stop``."""
     channels: list[Resource] = field(default_factory=list)
     """What belongs to the QEMU process running the instance now (the process, its QMP and
-    agent sockets, its tap): replaced when the instance migrates or is restored."""
+    agent sockets, its tap): replaced when the instance migrates or is restored; its
+    ``resources`` are what outlives one QEMU process (its disks)."""
     driver: QemuDriver | None = None
     """The driver that made it, for the operations that start a second QEMU."""
 

@@ -34,7 +34,7 @@ import tempfile
 import termios
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -399,7 +399,6 @@ class UmlInstance(AgentInstance):
     agent: GuestAgent | None = None
     relay: MeteredLineRelay | None = None
     console: Console | None = None
-    resources: list[Resource] = field(default_factory=list)
 
     def agent_channel(self) -> GuestAgent | None:
         return self.agent
@@ -631,13 +630,6 @@ class UmlDriver(Driver[UmlSettings]):
             if not result.ok:
                 raise InstanceError(f"{inst.name}: NIC set-up: {result.describe_failure()}")
         inst.address = address
-
-    def stop(self, instances: list[Instance]) -> None:
-        for inst in instances:
-            assert isinstance(inst, UmlInstance)
-            inst.kill()
-            while inst.resources:
-                self.ledger.release(inst.resources.pop())
 
     def describe(self) -> dict:
         info = super().describe()

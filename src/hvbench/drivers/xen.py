@@ -31,7 +31,7 @@ import shutil
 import termios
 import time
 import tty
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal, TypeVar
 
@@ -162,7 +162,6 @@ class XenInstance(AgentInstance):
     domid: int | None = None
     agent: GuestAgent | None = None
     relay: LineRelay | None = None
-    resources: list[Resource] = field(default_factory=list)
     _seen_alive: tuple[float, bool] = (0.0, False)
 
     def agent_channel(self) -> GuestAgent | None:
@@ -213,7 +212,8 @@ class XenInstance(AgentInstance):
         if self.agent:
             self.agent.close()
         if self.domid is not None:
-            self._destroy()
+            with contextlib.suppress(CommandTimeout, HvbenchError):  # xl could not: stop goes on
+                self._destroy()
             self._seen_alive = (time.monotonic(), False)
         if self.relay:
             self.relay.stop()
@@ -476,14 +476,6 @@ class XenDriver(Driver[XS]):
         except (CommandTimeout, InstanceError) as e:
             why = "exited" if not inst.alive() else "did not answer in time"
             raise InstanceError(f"{inst.name}: the domain {why} ({inst.last_words()})") from e
-
-    def stop(self, instances: list[Instance]) -> None:
-        for inst in instances:
-            assert isinstance(inst, XenInstance)
-            with contextlib.suppress(CommandTimeout, HvbenchError):
-                inst.kill()
-            while inst.resources:
-                self.ledger.release(inst.resources.pop())
 
     def describe(self) -> dict:
         info = super().describe()
