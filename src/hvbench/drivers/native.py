@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +26,7 @@ from hvbench.drivers.base import (
     format_data_disk,
 )
 from hvbench.errors import HvbenchError
-from hvbench.host.process import ExecResult, run_bounded
+from hvbench.host.process import ExecResult, Running, run_bounded
 from hvbench.host.storage import loop_device
 from hvbench.units import Size
 
@@ -47,26 +46,18 @@ class NativeSettings(PlatformSettings):
 class NativeInstance(Instance):
     guest_is_host_processes: ClassVar[bool] = True
     netns: str = ""
-    _running: set[int] = field(default_factory=set)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    running: Running = field(default_factory=Running)
 
     def exec(self, argv: Sequence[str], timeout: float, stdin: bytes | None = None) -> ExecResult:
         wrapped = ["nsenter", f"--net=/run/netns/{self.netns}", "--", *argv]
-        result = run_bounded(wrapped, timeout, stdin, on_start=self._started, on_exit=self._exited)
+        result = run_bounded(
+            wrapped, timeout, stdin, on_start=self.running.started, on_exit=self.running.exited
+        )
         result.argv = list(argv)
         return result
 
-    def _started(self, pid: int) -> None:
-        with self._lock:
-            self._running.add(pid)
-
-    def _exited(self, pid: int) -> None:
-        with self._lock:
-            self._running.discard(pid)
-
     def host_pids(self) -> list[int]:
-        with self._lock:
-            return sorted(self._running)
+        return self.running.pids()
 
     def alive(self) -> bool:
         return True

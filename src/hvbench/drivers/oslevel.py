@@ -26,7 +26,6 @@ import json
 import os
 import signal
 import subprocess
-import threading
 import time
 from abc import abstractmethod
 from collections.abc import Sequence
@@ -50,7 +49,7 @@ from hvbench.drivers.last_words import last_words
 from hvbench.errors import CommandTimeout, HvbenchError, InstanceError
 from hvbench.guest import image as guest_image
 from hvbench.guest import rootfs
-from hvbench.host.process import ExecResult, run_bounded
+from hvbench.host.process import ExecResult, Running, run_bounded
 from hvbench.host.resources import Resource
 from hvbench.host.storage import loop_device
 from hvbench.units import Size
@@ -116,8 +115,7 @@ class OciInstance(Instance):
     container_id: str = ""
     cgroups_path: str = ""
     init: psutil.Process | None = None
-    _running: set[int] = field(default_factory=set)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    running: Running = field(default_factory=Running)
 
     def exec(self, argv: Sequence[str], timeout: float, stdin: bytes | None = None) -> ExecResult:
         if not self.alive():
@@ -125,21 +123,13 @@ class OciInstance(Instance):
         wrapped = [*self.runtime, "exec", "--cwd", WORKDIR, self.container_id, *argv]
         try:
             result = run_bounded(
-                wrapped, timeout, stdin, on_start=self._started, on_exit=self._exited
+                wrapped, timeout, stdin, on_start=self.running.started, on_exit=self.running.exited
             )
         except CommandTimeout:
             self.kill_commands()
             raise
         result.argv = list(argv)
         return result
-
-    def _started(self, pid: int) -> None:
-        with self._lock:
-            self._running.add(pid)
-
-    def _exited(self, pid: int) -> None:
-        with self._lock:
-            self._running.discard(pid)
 
     def kill_commands(self) -> None:
         """End every process of the container but its init: what a timed-out command left
@@ -167,9 +157,7 @@ class OciInstance(Instance):
     def host_pids(self) -> list[int]:
         """The container's processes on the host (its cgroup) and the runtime's running exec
         processes, which collect the CPU time of the commands they ran."""
-        with self._lock:
-            running = set(self._running)
-        return sorted(running | set(cgroup_procs(self.cgroups_path)))
+        return sorted(set(self.running.pids()) | set(cgroup_procs(self.cgroups_path)))
 
     def alive(self) -> bool:
         return self.init is not None and self.init.is_running()
