@@ -314,6 +314,15 @@ def tap_and_mac(tag: str, mac_byte: int, index: int) -> tuple[str, str]:
     return tap, f"52:54:00:{mac_byte:02x}:{index >> 8 & 0xFF:02x}:{index & 0xFF:02x}"
 
 
+def block_device(platform: str, path: str | None) -> str:
+    """The partition or LV a ``block`` data disk names, once it is there (validation made sure
+    it names one)."""
+    assert path
+    if not Path(path).exists():
+        raise HvbenchError(f"platform {platform}: disk path {path} does not exist")
+    return path
+
+
 DATA_MOUNT = "/mnt/hvbench-data"
 MKFS = ("mkfs.ext4", "-F", "-q", "-E", "lazy_itable_init=0,lazy_journal_init=0")
 """How every data disk is formatted. Inode tables and journal are initialised now, not lazily:

@@ -40,6 +40,7 @@ from hvbench.drivers.base import (
     Operation,
     OperationReport,
     PlatformSettings,
+    block_device,
     format_data_disk,
     tap_and_mac,
 )
@@ -631,12 +632,8 @@ class QemuDriver(Driver[QemuSettings]):
         its description for the report."""
         disk = self.settings.disk
         if disk.backing == "block":
-            assert disk.path
-            if not Path(disk.path).exists():
-                raise HvbenchError(
-                    f"platform {self.platform}: disk path {disk.path} does not exist"
-                )
-            return disk.path, f"block device {disk.path} on {disk.bus}, cache={disk.cache}"
+            device = block_device(self.platform, disk.path)
+            return device, f"block device {device} on {disk.bus}, cache={disk.cache}"
         directory = Path(disk.path) if disk.path else self.workdir
         path = directory / f"{prefix.name}.{disk.format}"
         made.append(self.ledger.add("path", str(path)))

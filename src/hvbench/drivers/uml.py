@@ -48,6 +48,7 @@ from hvbench.drivers.base import (
     Driver,
     Instance,
     PlatformSettings,
+    block_device,
     format_data_disk,
     tap_and_mac,
 )
@@ -555,12 +556,7 @@ class UmlDriver(Driver[UmlSettings]):
     def _data_disk(self, prefix: Path, made: list[Resource]) -> str:
         disk = self.settings.disk
         if disk.backing == "block":
-            assert disk.path
-            if not Path(disk.path).exists():
-                raise HvbenchError(
-                    f"platform {self.platform}: disk path {disk.path} does not exist"
-                )
-            return disk.path
+            return block_device(self.platform, disk.path)
         directory = Path(disk.path) if disk.path else self.workdir
         path = directory / f"{prefix.name}.data.raw"
         made.append(self.ledger.add("path", str(path)))

@@ -45,6 +45,7 @@ from hvbench.drivers.base import (
     HostDisk,
     Instance,
     PlatformSettings,
+    block_device,
     format_data_disk,
 )
 from hvbench.drivers.last_words import last_words
@@ -398,10 +399,8 @@ class XenDriver(Driver[XS]):
         """The target xl gets, and the report's description of it."""
         disk = self.settings.disk
         if disk.backing == "block":
-            assert disk.path
-            if not Path(disk.path).exists():
-                raise HvbenchError(f"platform {self.platform}: disk path {disk.path} is missing")
-            return disk.path, f"block device {disk.path} on blkback"
+            device = block_device(self.platform, disk.path)
+            return device, f"block device {device} on blkback"
         image = Path(disk.path or self.workdir) / f"{inst.name}.data.raw"
         if disk.backend == "qdisk":
             inst.resources.append(self.ledger.add("path", str(image)))
