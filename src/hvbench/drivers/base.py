@@ -7,13 +7,15 @@ control channel that is never the device under test, and the driver ``stop``s th
 
 from __future__ import annotations
 
+import itertools
+import os
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Literal, TypeVar
+from typing import TYPE_CHECKING, ClassVar, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt
 
@@ -24,7 +26,7 @@ from hvbench.units import Size
 
 if TYPE_CHECKING:
     from hvbench.host.network import RunNetwork
-    from hvbench.host.resources import Ledger
+    from hvbench.host.resources import Ledger, Resource
 
 
 class HostDisk(BaseModel):
@@ -92,6 +94,9 @@ class Instance(ABC):
     scratch_root: str = "/tmp"
     """Where workloads make their scratch directories inside the instance: its own /tmp, or
     for one that shares the host's files (native), a directory that goes with the run."""
+    resources: list[Resource] = field(default_factory=list)
+    """What the instance holds on the host (its process, disks, taps, namespaces) in the order
+    made: ``Driver.stop`` releases it, last made first."""
 
     guest_is_host_processes: ClassVar[bool] = False
     """True where ``host_pids()`` are the guest's own processes (a container's, native's
@@ -109,6 +114,10 @@ class Instance(ABC):
     @abstractmethod
     def host_pids(self) -> list[int]:
         """Host processes that make up this instance, for its share of host CPU."""
+
+    def kill(self) -> None:  # noqa: B027 (a hook: most instances end with what they hold)
+        """Stop the instance now, before ``Driver.stop`` releases what it holds (by default
+        nothing: releasing its resources ends it)."""
 
     def guest_ram(self, path: str, size: int) -> bool:
         """Whether a mapping (its file, or "" for anonymous memory, and its size in bytes) of
@@ -193,21 +202,23 @@ class Needs:
 I = TypeVar("I", bound=Instance)  # noqa: E741 (the usual name of a type variable)
 
 
-class Driver(ABC):
-    """Makes instances of one platform."""
+S = TypeVar("S", bound=PlatformSettings)
+
+
+class Driver(ABC, Generic[S]):
+    """Makes instances of one platform, from that platform's own settings (``S``)."""
 
     name: ClassVar[str]
     settings_model: ClassVar[type[PlatformSettings]]
     default_instances: ClassVar[Sequence[int] | None] = None
     """Counts to use when the platform sets none; None means the study's list."""
-    kind: ClassVar[Literal["native", "vm", "container", "paravirt"]] = "vm"
     no_lifecycle: ClassVar[str] = "has no migration or snapshot operation"
     """Why the driver's instances cannot be migrated or snapshotted (``refuses``)."""
 
     def __init__(
         self,
         platform: str,
-        settings: PlatformSettings,
+        settings: S,
         needs: Needs,
         ledger: Ledger,
         network: RunNetwork,
@@ -235,9 +246,18 @@ class Driver(ABC):
         """Start ``count`` instances in parallel and return them once all are ready; raise
         InstanceError past ``deadline`` (a ``time.monotonic()`` value)."""
 
-    @abstractmethod
     def stop(self, instances: list[Instance]) -> None:
-        """Stop the instances and release everything they held."""
+        """Stop the instances and release everything they held: each one killed, then what it
+        holds released, last made first; then what the driver holds for them (``stopped``)."""
+        for inst in instances:
+            inst.kill()
+            while inst.resources:
+                self.ledger.release(inst.resources.pop())
+        self.stopped(instances)
+
+    def stopped(self, instances: list[Instance]) -> None:
+        """Release what the driver held for these instances, after they are gone (by default
+        nothing)."""
 
     @classmethod
     def refuses(cls, operation: Operation, settings: PlatformSettings) -> str | None:
@@ -286,6 +306,27 @@ class Availability:
     ok: bool
     detail: str
     fix: str = ""
+
+
+_taps = itertools.count()
+
+
+def tap_and_mac(tag: str, mac_byte: int, index: int) -> tuple[str, str]:
+    """Names for the NIC of instance ``index``: a tap that no other hvbench process on the host
+    names (``hv``, the driver's ``tag``, this process's id and a counter, within the kernel's
+    15 characters), and a MAC in QEMU's range (52:54:00) whose fourth byte, ``mac_byte``,
+    tells the drivers apart."""
+    tap = f"hv{tag}{os.getpid() % 10000}t{next(_taps)}"
+    return tap, f"52:54:00:{mac_byte:02x}:{index >> 8 & 0xFF:02x}:{index & 0xFF:02x}"
+
+
+def block_device(platform: str, path: str | None) -> str:
+    """The partition or LV a ``block`` data disk names, once it is there (validation made sure
+    it names one)."""
+    assert path
+    if not Path(path).exists():
+        raise HvbenchError(f"platform {platform}: disk path {path} does not exist")
+    return path
 
 
 DATA_MOUNT = "/mnt/hvbench-data"

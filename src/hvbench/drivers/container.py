@@ -21,7 +21,7 @@ class ContainerSettings(OsLevelSettings):
     driver: Literal["container"]
 
 
-class ContainerDriver(OciDriver):
+class ContainerDriver(OciDriver[ContainerSettings]):
     name: ClassVar[str] = "container"
     no_lifecycle: ClassVar[str] = (
         "cannot yet: runc checkpoints with CRIU, and Debian 12's CRIU 3.17 fails on kernels "

@@ -247,17 +247,13 @@ class GvisorLifecycle(Lifecycle):
                                 f"{probe.describe_failure()}")  # fmt: skip
 
 
-class GvisorDriver(OciDriver):
+class GvisorDriver(OciDriver[GvisorSettings]):
     name: ClassVar[str] = "gvisor"
     settings_model = GvisorSettings
     runtime_name: ClassVar[str] = "runsc"
     instance_class = GvisorInstance
     state_mounts = ("null-netns",)
     """runsc bind-mounts an empty network namespace there (for its gofer) and never unmounts it."""
-
-    @property
-    def gsettings(self) -> GvisorSettings:
-        return self.settings  # type: ignore[return-value]
 
     @classmethod
     def refuses(cls, operation: Operation, settings: PlatformSettings) -> str | None:
@@ -292,11 +288,11 @@ class GvisorDriver(OciDriver):
         return Availability(True, f"{binary}: platforms systrap and ptrace")
 
     def global_flags(self) -> list[str]:
-        s = self.gsettings
+        s = self.settings
         return [f"--platform={s.platform}", f"--network={s.network}", "--overlay2=none"]
 
     def resolved(self) -> dict:
-        s = self.gsettings
+        s = self.settings
         return {
             "platform": s.platform,
             "network": f"{s.network} mode inside the instance's own network namespace",

@@ -49,7 +49,7 @@ import threading
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 from urllib.parse import urlsplit
@@ -68,6 +68,7 @@ from hvbench.drivers.base import (
     OperationReport,
     PlatformSettings,
     format_data_disk,
+    tap_and_mac,
 )
 from hvbench.drivers.last_words import last_words
 from hvbench.drivers.qemu import (
@@ -131,7 +132,7 @@ def is_remote(uri: str) -> bool:
 class LibvirtSettings(QemuSettings):
     """The qemu driver's settings, run through libvirt at ``uri``."""
 
-    driver: Literal["libvirt"]  # type: ignore[assignment]
+    driver: Literal["libvirt"]
     uri: str = DEFAULT_URI
     """Any libvirt URI with a QEMU driver; ``?socket=PATH`` reaches a libvirtd of one's own."""
     pool: str = "default"
@@ -380,7 +381,6 @@ class LibvirtInstance(AgentInstance):
     console_conn: Any = None
     qemu_pid: int | None = None
     remote: bool = False
-    resources: list[Resource] = field(default_factory=list)
     driver: LibvirtDriver | None = None
     """Set by the driver that started it: its lifecycle restores domains on its connection."""
 
@@ -498,18 +498,36 @@ class LibvirtLifecycle(Lifecycle):
         return OperationReport(figures, json.dumps({"file": image.name, "bytes": size}))
 
 
-_taps = itertools.count()
 _NODE_STATS = {"user": "user", "system": "kernel", "idle": "idle", "iowait": "iowait"}
 """The host's CPU states libvirt reads (virNodeGetCPUStats) under the names of /proc/stat."""
 
 
-class LibvirtDriver(Driver):
+class LibvirtDriver(Driver[LibvirtSettings]):
     name: ClassVar[str] = "libvirt"
     no_lifecycle: ClassVar[str] = (
         "cannot migrate: libvirt refuses to migrate a domain to the host it runs on (libvirtd "
         '9.0: "Attempt to migrate guest to the same host")'
     )
     settings_model = LibvirtSettings
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._qemu = QemuDriver(
+            self.platform, self.settings, self.needs, self.ledger, self.network, self.workdir
+        )
+        """The same machine as the qemu driver makes it, whose image and accelerator it keeps."""
+        self._conn: Any = None
+        """The connection (virConnect), once ``_resolve`` made it."""
+        self._secmodels: list[str] = []
+        self._pool: Any = None
+        """On a remote host: the storage pool (virStoragePool) of uploads and data disks."""
+        self._cpu_source = LOCAL
+        self._uploads: list[Resource] = []
+        self._uploaded: dict[str, str] = {}
+        self._upload_lock = threading.Lock()
+        self._live = 0
+        self._count = 0
+        """The most instances started at once, for the pinning ``describe`` reports."""
 
     @classmethod
     def refuses(cls, operation: Operation, settings: PlatformSettings) -> str | None:
@@ -545,19 +563,15 @@ class LibvirtDriver(Driver):
         return Availability(True, f"libvirt {dotted(version)} at {uri}, {kind} {dotted(hyper)}")
 
     @property
-    def lsettings(self) -> LibvirtSettings:
-        return self.settings  # type: ignore[return-value]
-
-    @property
     def remote(self) -> bool:
-        return is_remote(self.lsettings.uri)
+        return is_remote(self.settings.uri)
 
     def _resolve(self) -> None:
         """Connection, storage pool, and the qemu driver's image and accelerator, once per
         driver."""
-        if getattr(self, "_conn", None):
+        if self._conn is not None:
             return
-        s = self.lsettings
+        s = self.settings
         libvirt = binding()
         if self.remote and self.needs.userland:
             raise HvbenchError(
@@ -574,15 +588,11 @@ class LibvirtDriver(Driver):
         self._secmodels = [
             m.text for m in caps.iterfind("host/secmodel/model") if m.text and m.text != "dac"
         ]
-        self._pool = None
         if self.remote:
             self._pool = self._storage_pool()
             # asked once: the runner wants the source for every sample
             cpus, host = self._conn.getInfo()[2], self._conn.getHostname()
             self._cpu_source = HostCpuSource(self._node_states, cpus, host)
-        self._qemu = QemuDriver(
-            self.platform, s, self.needs, self.ledger, self.network, self.workdir
-        )
         verdict = None
         if self.remote and s.accel == "auto":
             # a probe boot would run on this host: the remote host's word is taken instead
@@ -592,14 +602,10 @@ class LibvirtDriver(Driver):
                 f"the remote host {'offers' if kvm else 'does not offer'} KVM (not probed)",
             )
         self._qemu.resolve(verdict)
-        self._uploads: list[Resource] = []
-        self._uploaded: dict[str, str] = {}
-        self._upload_lock = threading.Lock()
-        self._live = 0
 
     def _storage_pool(self) -> Any:
         libvirt = binding()
-        s = self.lsettings
+        s = self.settings
         try:
             pool = self._conn.storagePoolLookupByName(s.pool)
         except libvirt.libvirtError:
@@ -620,8 +626,8 @@ class LibvirtDriver(Driver):
 
     def start(self, count: int, deadline: float) -> list[Instance]:
         self._resolve()
-        s = self.lsettings
-        self._count = max(count, getattr(self, "_count", 0))
+        s = self.settings
+        self._count = max(count, self._count)
         if s.nic != "none":
             self.network.up()  # once, before the threads that adopt their taps
         instances = [
@@ -666,13 +672,13 @@ class LibvirtDriver(Driver):
                 stream.abort()
             raise HvbenchError(
                 f"platform {self.platform}: uploading {path.name} to pool "
-                f"{self.lsettings.pool!r} failed: {e.get_error_message()}"
+                f"{self.settings.pool!r} failed: {e.get_error_message()}"
             ) from None
         return volume.path()
 
     def _new_volume(self, name: str, size: int, fmt: str, made: list[Resource]) -> Any:
         """A volume in the remote pool, in the ledger before it exists."""
-        s = self.lsettings
+        s = self.settings
         made.append(self.ledger.add("volume", name, uri=s.uri, pool=s.pool))
         try:
             return self._pool.createXML(volume_xml(name, size, fmt), 0)
@@ -689,7 +695,7 @@ class LibvirtDriver(Driver):
                 self.ledger.release(self._uploads.pop())
 
     def _pins(self, index: int) -> list[int]:
-        s = self.lsettings
+        s = self.settings
         if not s.pin:
             return []
         cores = os.cpu_count() or 1
@@ -697,13 +703,13 @@ class LibvirtDriver(Driver):
 
     def _data_disk(self, inst: LibvirtInstance, prefix: Path) -> tuple[Source, str]:
         """The data disk on the libvirt host, and its description for the report."""
-        disk = self.lsettings.disk
+        disk = self.settings.disk
         if not self.remote:
             path, description = self._qemu.data_disk(prefix, inst.resources)
             if Path(path).is_block_device():
                 return Source("block", {"dev": path}), description
             return Source("file", {"file": path}), description
-        host = urlsplit(self.lsettings.uri).hostname
+        host = urlsplit(self.settings.uri).hostname
         if disk.backing == "block":
             assert disk.path
             return Source("block", {"dev": disk.path}), (
@@ -711,14 +717,14 @@ class LibvirtDriver(Driver):
             )
         name = f"hvb-{self.ledger.run_id}-{inst.name}-data"
         self._new_volume(name, disk.size, disk.format, inst.resources)
-        return Source("volume", {"pool": self.lsettings.pool, "volume": name}), (
-            f"{disk.format} volume {name} in pool {self.lsettings.pool} of {host} on "
+        return Source("volume", {"pool": self.settings.pool, "volume": name}), (
+            f"{disk.format} volume {name} in pool {self.settings.pool} of {host} on "
             f"{disk.bus}, cache={disk.cache}, aio={disk.aio}"
         )
 
     def _start_one(self, inst: LibvirtInstance, deadline: float) -> None:
         libvirt = binding()
-        s = self.lsettings
+        s = self.settings
         prefix = self.workdir / f"{self.platform}-{inst.index}"
         machine = self.machine(inst.index, prefix)
         boot = machine.boot
@@ -733,8 +739,7 @@ class LibvirtDriver(Driver):
         made = inst.resources
         sources: dict[str, Source] = {}
         if s.nic != "none":
-            tap = f"hvl{os.getpid() % 10000}t{next(_taps)}"
-            mac = f"52:54:00:14:{inst.index >> 8 & 0xFF:02x}:{inst.index & 0xFF:02x}"
+            tap, mac = tap_and_mac("l", 0x14, inst.index)
             machine.nics.append(Nic(s.nic, tap, mac))
         if self.needs.userland:
             root = self._qemu.root_disk(prefix, made)
@@ -785,12 +790,7 @@ class LibvirtDriver(Driver):
         if self.needs.data_disk:
             format_data_disk(inst, find_disk(inst, DATA_SERIAL), description)
 
-    def stop(self, instances: list[Instance]) -> None:
-        for inst in instances:
-            assert isinstance(inst, LibvirtInstance)
-            inst.close()
-            while inst.resources:
-                self.ledger.release(inst.resources.pop())
+    def stopped(self, instances: list[Instance]) -> None:
         self._live -= len(instances)
         self._release_uploads()
         self._qemu.give_back_hugepages()
@@ -810,16 +810,16 @@ class LibvirtDriver(Driver):
     def describe(self) -> dict:
         """The qemu driver's description of the same machine, plus what libvirt runs it with
         and, for a remote host, that host."""
-        conn = getattr(self, "_conn", None)
+        conn = self._conn
         if conn is None:
             return super().describe()
         info = self._qemu.describe()
         info["resolved"] |= {
             "pinning": {f"{self.platform}-{i}": self._pins(i) for i in range(self._count)},
-            "overcommit": self._count * self.lsettings.vcpus > (os.cpu_count() or 1),
+            "overcommit": self._count * self.settings.vcpus > (os.cpu_count() or 1),
             "qemu": f"{conn.getType()} {dotted(conn.getVersion())} through libvirt",
             "libvirt": dotted(conn.getLibVersion()),
-            "uri": self.lsettings.uri,
+            "uri": self.settings.uri,
         }
         if self.remote:
             model, memory_mib, cpus, mhz, *_ = conn.getInfo()
@@ -827,7 +827,7 @@ class LibvirtDriver(Driver):
                 "host": conn.getHostname(),
                 "host_cpu": {"model": model, "cpus": cpus, "mhz": mhz, "memory_mib": memory_mib},
                 "host_cores": cpus,
-                "overcommit": self._count * self.lsettings.vcpus > cpus,
+                "overcommit": self._count * self.settings.vcpus > cpus,
             }
         return info
 

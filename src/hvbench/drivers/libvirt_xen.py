@@ -46,7 +46,7 @@ def scheme(uri: object) -> str:
 class LibvirtXenSettings(XenSettings):
     """The xen driver's settings, run through libvirt's libxl driver at ``uri``."""
 
-    driver: Literal["libvirt"]  # type: ignore[assignment]
+    driver: Literal["libvirt"]
     uri: str = "xen:///system"
 
     @model_validator(mode="after")
@@ -142,22 +142,23 @@ class LibvirtXenInstance(XenInstance):
             return None
 
 
-class LibvirtXenDriver(XenDriver):
+class LibvirtXenDriver(XenDriver[LibvirtXenSettings]):
     name: ClassVar[str] = "libvirt"
     settings_model = LibvirtXenSettings
     instance_class = LibvirtXenInstance
 
-    @property
-    def uri(self) -> str:
-        return self.settings.uri  # type: ignore[attr-defined]
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._conn: Any = None
+        """libvirtd's connection (virConnect), once ``_toolstack`` made it."""
 
     def _toolstack(self) -> tuple[str, int]:
         libvirt = binding()
         try:
-            self._conn = libvirt.open(self.uri)
+            self._conn = libvirt.open(self.settings.uri)
         except libvirt.libvirtError as e:
             raise HvbenchError(
-                f"platform {self.platform}: cannot connect to {self.uri}: "
+                f"platform {self.platform}: cannot connect to {self.settings.uri}: "
                 f"{e.get_error_message()} (start libvirtd in dom0, with its libxl driver: "
                 "apt-get install libvirt-daemon-driver-xen)"
             ) from None
@@ -175,7 +176,8 @@ class LibvirtXenDriver(XenDriver):
         self, inst: XenInstance, prefix: Path, disk_target: str | None, deadline: float
     ) -> None:
         assert isinstance(inst, LibvirtXenInstance)
-        s = self.xsettings
+        s = self.settings
+        assert self._image and self._script, "_resolve() first"
         xml = xen_domain_xml(
             inst.domain,
             s,
@@ -189,7 +191,7 @@ class LibvirtXenDriver(XenDriver):
         record = self.ledger.add("path", f"{prefix}.xml")
         inst.resources.append(record)
         Path(record.name).write_text(xml)  # for the record, next to its console log
-        inst.resources.append(self.ledger.add("domain", inst.domain, uri=self.uri))
+        inst.resources.append(self.ledger.add("domain", inst.domain, uri=self.settings.uri))
         try:
             inst.handle = self._conn.createXML(xml, 0)
         except binding().libvirtError as e:
@@ -198,11 +200,11 @@ class LibvirtXenDriver(XenDriver):
 
     def describe(self) -> dict:
         info = super().describe()
-        conn = getattr(self, "_conn", None)
+        conn = self._conn
         if conn is not None:
             info["resolved"] |= {
                 "libvirt": dotted(conn.getLibVersion()),
-                "uri": self.uri,
+                "uri": self.settings.uri,
                 "host_cpu": "dom0's CPU states, with every domain's vCPU time (libvirt) as guest "
                 "time",
             }

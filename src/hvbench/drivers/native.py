@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,8 +26,7 @@ from hvbench.drivers.base import (
     format_data_disk,
 )
 from hvbench.errors import HvbenchError
-from hvbench.host.process import ExecResult, run_bounded
-from hvbench.host.resources import Resource
+from hvbench.host.process import ExecResult, Running, run_bounded
 from hvbench.host.storage import loop_device
 from hvbench.units import Size
 
@@ -48,50 +46,40 @@ class NativeSettings(PlatformSettings):
 class NativeInstance(Instance):
     guest_is_host_processes: ClassVar[bool] = True
     netns: str = ""
-    _running: set[int] = field(default_factory=set)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    running: Running = field(default_factory=Running)
 
     def exec(self, argv: Sequence[str], timeout: float, stdin: bytes | None = None) -> ExecResult:
         wrapped = ["nsenter", f"--net=/run/netns/{self.netns}", "--", *argv]
-        result = run_bounded(wrapped, timeout, stdin, on_start=self._started, on_exit=self._exited)
+        result = run_bounded(
+            wrapped, timeout, stdin, on_start=self.running.started, on_exit=self.running.exited
+        )
         result.argv = list(argv)
         return result
 
-    def _started(self, pid: int) -> None:
-        with self._lock:
-            self._running.add(pid)
-
-    def _exited(self, pid: int) -> None:
-        with self._lock:
-            self._running.discard(pid)
-
     def host_pids(self) -> list[int]:
-        with self._lock:
-            return sorted(self._running)
+        return self.running.pids()
 
     def alive(self) -> bool:
         return True
 
-    def kill_running(self) -> None:
+    def kill(self) -> None:
         """End commands still running (a hung tool, an interrupted run)."""
         for pid in self.host_pids():
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
 
 
-class NativeDriver(Driver):
+class NativeDriver(Driver[NativeSettings]):
     name: ClassVar[str] = "native"
     no_lifecycle: ClassVar[str] = "runs on the host itself: there is no guest to move or save"
     settings_model = NativeSettings
     default_instances: ClassVar[Sequence[int] | None] = (1,)
-    kind = "native"
 
     @classmethod
     def check(cls) -> Availability:
         return Availability(True, "the host itself")
 
     def start(self, count: int, deadline: float) -> list[Instance]:
-        self._made: list[Resource] = []
         instances = [
             NativeInstance(
                 platform=self.platform,
@@ -106,36 +94,29 @@ class NativeDriver(Driver):
 
     def _start_one(self, inst: NativeInstance, deadline: float) -> None:
         netns = self.network.add_host_netns(inst.index)
-        self._made.append(netns)
+        inst.resources.append(netns)
         inst.netns = netns.name
         # the host's /tmp would keep what a killed run's workloads left there
         scratch = self.ledger.add("path", str(self.workdir / f"tmp-{inst.index}"))
-        self._made.append(scratch)
+        inst.resources.append(scratch)
         Path(scratch.name).mkdir(parents=True, exist_ok=True)
         inst.scratch_root = scratch.name
         if self.needs.data_disk:
-            self._attach_disk(inst, self.settings.disk)  # type: ignore[attr-defined]
+            self._attach_disk(inst, self.settings.disk)
 
     def _attach_disk(self, inst: NativeInstance, disk: NativeDisk) -> None:
-        """Attach, format and mount the data disk; what is made goes to ``_made`` at once, so
-        that ``stop`` removes it even when formatting fails."""
+        """Attach, format and mount the data disk; what is made goes to the instance's
+        resources at once, so that ``stop`` removes it even when formatting fails."""
         if disk.backing == "block":
             if not disk.path:
                 raise HvbenchError("native disk: backing 'block' needs a path (a partition or LV)")
             device, description = disk.path, f"block device {disk.path}"
         else:
             image = Path(disk.path or self.workdir) / f"native-{inst.index}.img"
-            self._made += loop_device(self.ledger, image, disk.size)
-            device = self._made[-1].name
+            inst.resources += loop_device(self.ledger, image, disk.size)
+            device = inst.resources[-1].name
             description = f"loop device (direct I/O) over a sparse file {image}"
         # native shares the host's mount namespace: each instance mounts in the run's directory
         mountpoint = str(self.workdir / f"data-{inst.index}")
-        self._made.append(self.ledger.add("mount", mountpoint))
+        inst.resources.append(self.ledger.add("mount", mountpoint))
         format_data_disk(inst, device, description, mountpoint)
-
-    def stop(self, instances: list[Instance]) -> None:
-        for inst in instances:
-            if isinstance(inst, NativeInstance):
-                inst.kill_running()
-        while self._made:
-            self.ledger.release(self._made.pop())

@@ -26,13 +26,12 @@ import json
 import os
 import signal
 import subprocess
-import threading
 import time
 from abc import abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypeVar
 
 import psutil
 from pydantic import PositiveInt
@@ -50,7 +49,7 @@ from hvbench.drivers.last_words import last_words
 from hvbench.errors import CommandTimeout, HvbenchError, InstanceError
 from hvbench.guest import image as guest_image
 from hvbench.guest import rootfs
-from hvbench.host.process import ExecResult, run_bounded
+from hvbench.host.process import ExecResult, Running, run_bounded
 from hvbench.host.resources import Resource
 from hvbench.host.storage import loop_device
 from hvbench.units import Size
@@ -116,9 +115,7 @@ class OciInstance(Instance):
     container_id: str = ""
     cgroups_path: str = ""
     init: psutil.Process | None = None
-    resources: list[Resource] = field(default_factory=list)
-    _running: set[int] = field(default_factory=set)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    running: Running = field(default_factory=Running)
 
     def exec(self, argv: Sequence[str], timeout: float, stdin: bytes | None = None) -> ExecResult:
         if not self.alive():
@@ -126,21 +123,13 @@ class OciInstance(Instance):
         wrapped = [*self.runtime, "exec", "--cwd", WORKDIR, self.container_id, *argv]
         try:
             result = run_bounded(
-                wrapped, timeout, stdin, on_start=self._started, on_exit=self._exited
+                wrapped, timeout, stdin, on_start=self.running.started, on_exit=self.running.exited
             )
         except CommandTimeout:
             self.kill_commands()
             raise
         result.argv = list(argv)
         return result
-
-    def _started(self, pid: int) -> None:
-        with self._lock:
-            self._running.add(pid)
-
-    def _exited(self, pid: int) -> None:
-        with self._lock:
-            self._running.discard(pid)
 
     def kill_commands(self) -> None:
         """End every process of the container but its init: what a timed-out command left
@@ -168,26 +157,32 @@ class OciInstance(Instance):
     def host_pids(self) -> list[int]:
         """The container's processes on the host (its cgroup) and the runtime's running exec
         processes, which collect the CPU time of the commands they ran."""
-        with self._lock:
-            running = set(self._running)
-        return sorted(running | set(cgroup_procs(self.cgroups_path)))
+        return sorted(set(self.running.pids()) | set(cgroup_procs(self.cgroups_path)))
 
     def alive(self) -> bool:
         return self.init is not None and self.init.is_running()
 
 
-class OciDriver(Driver):
+OS = TypeVar("OS", bound=OsLevelSettings)
+
+
+class OciDriver(Driver[OS]):
     """A driver that runs each instance as an OCI container of the guest image's tree."""
 
-    kind = "container"
     runtime_name: ClassVar[str]
     instance_class: ClassVar[type[OciInstance]] = OciInstance
     state_mounts: ClassVar[tuple[str, ...]] = ()
     """Mounts the runtime makes in its state directory and leaves there."""
 
-    @property
-    def osettings(self) -> OsLevelSettings:
-        return self.settings  # type: ignore[return-value]
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._image: guest_image.GuestImage | None = None
+        """The guest image, and what else ``_resolve`` makes once per driver."""
+        self._root: Path | None = None
+        """The image's tree, unpacked: every instance's read-only root."""
+        self._runtime: list[str] = []
+        """The runtime's command with its global flags (state directory first)."""
+        self._cgroup_version: Literal[1, 2] = 2
 
     # what a runtime differs in ---------------------------------------------------------------
 
@@ -208,7 +203,7 @@ class OciDriver(Driver):
 
     def _resolve(self) -> None:
         """Build (or take from the cache) the guest image and unpack its tree, once per driver."""
-        if getattr(self, "_root", None):
+        if self._root:
             return
         binary = self.runtime_binary()
         if binary is None:
@@ -234,7 +229,7 @@ class OciDriver(Driver):
 
     def start(self, count: int, deadline: float) -> list[Instance]:
         self._resolve()
-        s = self.osettings
+        s = self.settings
         instances = [
             self.instance_class(self.platform, i, s.vcpus, s.memory >> 20) for i in range(count)
         ]
@@ -299,7 +294,7 @@ class OciDriver(Driver):
 
     def _data_disk(self, inst: OciInstance, bundle: Path, made: list[Resource]) -> str:
         """Make, format and mount the data disk on the host; return the mounted directory."""
-        disk = self.osettings.disk
+        disk = self.settings.disk
         if disk.backing == "block":
             if not disk.path or not Path(disk.path).exists():
                 raise HvbenchError(
@@ -338,7 +333,7 @@ class OciDriver(Driver):
 
     def spec(self, inst: OciInstance, netns: str, data_source: str | None) -> dict:
         """The OCI runtime spec of one instance."""
-        s = self.osettings
+        s = self.settings
         cpu: dict = {"quota": s.vcpus * CFS_PERIOD_US, "period": CFS_PERIOD_US}
         if s.pin:
             cores = os.cpu_count() or 1
@@ -421,10 +416,10 @@ class OciDriver(Driver):
 
     def describe(self) -> dict:
         info = super().describe()
-        image = getattr(self, "_image", None)
+        image = self._image
         if image is None:
             return info
-        s = self.osettings
+        s = self.settings
         info["resolved"] = {
             "runtime": self.runtime_name,
             "runtime_version": runtime_version(self._runtime[0]),

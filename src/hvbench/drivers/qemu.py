@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from shutil import which
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import psutil
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
@@ -40,7 +40,9 @@ from hvbench.drivers.base import (
     Operation,
     OperationReport,
     PlatformSettings,
+    block_device,
     format_data_disk,
+    tap_and_mac,
 )
 from hvbench.drivers.last_words import last_words
 from hvbench.drivers.qemu_devices import (
@@ -61,6 +63,7 @@ from hvbench.guest.agent import GuestAgent
 from hvbench.guest.files import DISK_LIST
 from hvbench.host import hugepages
 from hvbench.host.hugepages import PAGE_KIB
+from hvbench.host.inventory import boot_id
 from hvbench.host.resources import Ledger, Resource
 from hvbench.units import Size
 
@@ -111,7 +114,8 @@ class QemuDisk(BaseModel):
 
 
 class QemuSettings(PlatformSettings):
-    driver: Literal["qemu"]
+    driver: Literal["qemu", "libvirt"]
+    """``libvirt`` for the same machine through libvirt (``LibvirtSettings``)."""
     accel: Literal["kvm", "tcg", "auto"] = "auto"
     machine: MachineType = "pc"
     cpu: str | None = Field(default=None, description="default: host under KVM, max under TCG")
@@ -189,26 +193,19 @@ class AccelVerdict:
     reason: str
 
 
-def _boot_id() -> str:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return "unknown"
-
-
 def kvm_verdict(cache: Path | None = None, probe: bool = True) -> AccelVerdict | None:
     """Whether KVM can run a stock guest here, decided by a bounded boot probe and remembered
     until the host reboots. None if unknown and ``probe`` is False."""
     path = (cache or guest_image.cache_root()) / "kvm-probe.json"
     with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
         saved = json.loads(path.read_text())
-        if saved["boot_id"] == _boot_id():
+        if saved["boot_id"] == boot_id():
             return AccelVerdict(saved["accel"], saved["reason"])
     if not probe:
         return None
     verdict = _probe_kvm(cache)
     path.parent.mkdir(parents=True, exist_ok=True)
-    record = {"boot_id": _boot_id(), "accel": verdict.accel, "reason": verdict.reason}
+    record = {"boot_id": boot_id(), "accel": verdict.accel, "reason": verdict.reason}
     path.write_text(json.dumps(record))
     return verdict
 
@@ -441,11 +438,10 @@ def host_tsc_khz() -> int:
 class QemuInstance(AgentInstance):
     vmm: ClassVar[str] = "QEMU"
     guest: Guest | None = None
-    resources: list[Resource] = field(default_factory=list)
-    """What outlives one QEMU process of the instance (its disks), released by ``stop``."""
     channels: list[Resource] = field(default_factory=list)
     """What belongs to the QEMU process running the instance now (the process, its QMP and
-    agent sockets, its tap): replaced when the instance migrates or is restored."""
+    agent sockets, its tap): replaced when the instance migrates or is restored; its
+    ``resources`` are what outlives one QEMU process (its disks)."""
     driver: QemuDriver | None = None
     """The driver that made it, for the operations that start a second QEMU."""
 
@@ -469,14 +465,24 @@ class QemuInstance(AgentInstance):
         return QemuLifecycle(self.driver, self) if self.driver else None
 
 
-_taps = itertools.count()
 _IMAGES: dict[tuple[frozenset[str], str], guest_image.GuestImage] = {}
 """Images this process already built or found: the runner makes a driver per group of cells."""
 
 
-class QemuDriver(Driver):
+class QemuDriver(Driver[QemuSettings]):
     name: ClassVar[str] = "qemu"
     settings_model = QemuSettings
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._image: guest_image.GuestImage | None = None
+        """The guest image, and what else ``resolve`` decides once per driver."""
+        self._rootfs: userland.RootImage | None = None
+        self._accel: AccelVerdict | None = None
+        self._pins: dict[str, list[int]] = {}
+        self._overcommit = False
+        self._reserved: list[Resource] = []
+        self._net_queues: dict[str, str] = {}
 
     @classmethod
     def check(cls) -> Availability:
@@ -495,16 +501,12 @@ class QemuDriver(Driver):
     def refuses(cls, operation: Operation, settings: PlatformSettings) -> str | None:
         return None  # QEMU migrates and snapshots every machine it makes here
 
-    @property
-    def qsettings(self) -> QemuSettings:
-        return self.settings  # type: ignore[return-value]
-
     def resolve(self, accel: AccelVerdict | None = None) -> None:
         """Decide accelerator and image once per driver (cached across runs); ``accel`` is a
         verdict made elsewhere (for a remote host, by its own word)."""
-        if getattr(self, "_image", None):
+        if self._image:
             return
-        s = self.qsettings
+        s = self.settings
         tools = set(self.needs.tools)
         if s.queues > 1 and which("ethtool"):
             tools.add("ethtool")  # the guest enables the queues beyond its vCPUs with it
@@ -523,13 +525,10 @@ class QemuDriver(Driver):
             self._accel = verdict
         else:
             self._accel = AccelVerdict(s.accel, "set in the study")
-        self._pins: dict[str, list[int]] = {}
-        self._overcommit = False
-        self._reserved: list[Resource] = []
-        self._net_queues: dict[str, str] = {}
 
     def machine(self, index: int, prefix: Path) -> Machine:
-        s = self.qsettings
+        s = self.settings
+        assert self._image and self._accel, "resolve() first"
         accel = self._accel.accel
         append = [f"hvbench.hostname={self.platform}-{index}", s.kernel_args]
         if self._rootfs:
@@ -553,7 +552,7 @@ class QemuDriver(Driver):
 
     def start(self, count: int, deadline: float) -> list[Instance]:
         self.resolve()
-        s = self.qsettings
+        s = self.settings
         cores = os.cpu_count() or 1
         self._overcommit = self._overcommit or count * s.vcpus > cores
         instances = [QemuInstance(self.platform, i, s.vcpus, s.memory >> 20) for i in range(count)]
@@ -566,7 +565,7 @@ class QemuDriver(Driver):
         return list(instances)
 
     def _start_one(self, inst: QemuInstance, deadline: float) -> None:
-        s = self.qsettings
+        s = self.settings
         prefix = self.workdir / f"{self.platform}-{inst.index}"
         machine = self.machine(inst.index, prefix)
         made = inst.resources
@@ -603,7 +602,7 @@ class QemuDriver(Driver):
         and agent sockets named after ``prefix`` and, with a NIC, a fresh tap on the run's
         bridge with the instance's MAC (a migration's destination gets its own, as on a second
         host, and announces the guest there)."""
-        s = self.qsettings
+        s = self.settings
         machine = replace(
             machine, agent_socket=f"{prefix}.agent.sock", qmp_socket=f"{prefix}.qmp.sock", nics=[]
         )
@@ -611,9 +610,8 @@ class QemuDriver(Driver):
             made.append(self.ledger.add("path", sock))
         netns = None
         if s.nic != "none":
-            tap = f"hvq{os.getpid() % 10000}t{next(_taps)}"
+            tap, mac = tap_and_mac("q", 0x12, inst.index)
             made.append(self.network.add_tap(tap, multi_queue=s.queues > 1))
-            mac = f"52:54:00:12:{inst.index >> 8 & 0xFF:02x}:{inst.index & 0xFF:02x}"
             machine.nics.append(Nic(s.nic, tap, mac, s.vhost, s.queues))
             netns = self.network.netns
         guest = Guest.launch(machine, prefix, self.ledger, netns)
@@ -632,14 +630,10 @@ class QemuDriver(Driver):
     def data_disk(self, prefix: Path, made: list[Resource]) -> tuple[str, str]:
         """The data disk of one instance (an image file made now, or the user's device) and
         its description for the report."""
-        disk = self.qsettings.disk
+        disk = self.settings.disk
         if disk.backing == "block":
-            assert disk.path
-            if not Path(disk.path).exists():
-                raise HvbenchError(
-                    f"platform {self.platform}: disk path {disk.path} does not exist"
-                )
-            return disk.path, f"block device {disk.path} on {disk.bus}, cache={disk.cache}"
+            device = block_device(self.platform, disk.path)
+            return device, f"block device {device} on {disk.bus}, cache={disk.cache}"
         directory = Path(disk.path) if disk.path else self.workdir
         path = directory / f"{prefix.name}.{disk.format}"
         made.append(self.ledger.add("path", str(path)))
@@ -675,20 +669,19 @@ class QemuDriver(Driver):
 
     def reserve_hugepages(self, count: int) -> None:
         """The huge pages ``count`` guests' memory takes, added to the host's pool (2M, 1G)."""
-        s = self.qsettings
+        s = self.settings
         if s.hugepages != "thp":
             pages = hugepages.pages_for(s.hugepages, count * s.memory)
             who = f"platform {self.platform}"
             self._reserved.append(hugepages.reserve(self.ledger, s.hugepages, pages, who))
 
     def give_back_hugepages(self) -> None:
-        while getattr(self, "_reserved", None):
+        while self._reserved:
             self.ledger.release(self._reserved.pop())
 
     def describe(self) -> dict:
         info = super().describe()
-        image = getattr(self, "_image", None)
-        accel = getattr(self, "_accel", None)
+        image, accel, rootfs = self._image, self._accel, self._rootfs
         if accel:
             info["resolved"] = {
                 "accel": accel.accel,
@@ -698,16 +691,15 @@ class QemuDriver(Driver):
                 "overcommit": self._overcommit,
                 "host_cores": os.cpu_count(),
                 "qemu": _qemu_version(),
-                "cpu": self.qsettings.cpu or ("host" if accel.accel == "kvm" else "max"),
+                "cpu": self.settings.cpu or ("host" if accel.accel == "kvm" else "max"),
                 # KVM inside a virtual machine: functional, its figures are no KVM's
                 "nested": accel.accel == "kvm" and _host_is_a_guest(),
-                "memory_backing": _memory_backing(self.qsettings.hugepages),
+                "memory_backing": _memory_backing(self.settings.hugepages),
             }
             if self._net_queues:
                 info["resolved"]["net_queues"] = self._net_queues
         if image:
             info["image"] = image.manifest
-        rootfs = getattr(self, "_rootfs", None)
         if rootfs:
             manifest = rootfs.manifest
             listing = "".join(f"{p} {f['sha256']}\n" for p, f in sorted(manifest["files"].items()))

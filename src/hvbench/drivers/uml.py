@@ -24,7 +24,6 @@ import array
 import contextlib
 import fcntl
 import hashlib
-import itertools
 import json
 import os
 import shutil
@@ -35,16 +34,24 @@ import tempfile
 import termios
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import psutil
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from hvbench.drivers.agent_instance import AgentInstance
-from hvbench.drivers.base import Availability, Driver, Instance, PlatformSettings, format_data_disk
+from hvbench.drivers.base import (
+    Availability,
+    Driver,
+    Instance,
+    PlatformSettings,
+    block_device,
+    format_data_disk,
+    tap_and_mac,
+)
 from hvbench.drivers.last_words import last_words
 from hvbench.drivers.qemu import Console
 from hvbench.drivers.serial_relay import LineRelay
@@ -52,6 +59,7 @@ from hvbench.errors import CommandTimeout, HvbenchError, InstanceError
 from hvbench.guest import image as guest_image
 from hvbench.guest import rootfs
 from hvbench.guest.agent import GuestAgent
+from hvbench.host.inventory import boot_id
 from hvbench.host.process import run_bounded
 from hvbench.host.resources import Ledger, Resource
 from hvbench.units import Size
@@ -75,13 +83,6 @@ def _locked(directory: Path) -> Iterator[None]:
     with (directory / ".lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         yield
-
-
-def _boot_id() -> str:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return "unknown"
 
 
 def uml_version() -> str:
@@ -195,7 +196,7 @@ def xstate_verdict(cache: Path | None = None, probe: bool = True) -> XstateVerdi
     host reboots or UML changes. None if unknown and ``probe`` is False."""
     cache = cache or cache_dir()
     path = cache / "xstate-probe.json"
-    stamp = {"boot_id": _boot_id(), "uml": uml_version(), "shim": shim_path(cache).name}
+    stamp = {"boot_id": boot_id(), "uml": uml_version(), "shim": shim_path(cache).name}
     with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
         saved = json.loads(path.read_text())
         if saved["stamp"] == stamp:
@@ -399,7 +400,6 @@ class UmlInstance(AgentInstance):
     agent: GuestAgent | None = None
     relay: MeteredLineRelay | None = None
     console: Console | None = None
-    resources: list[Resource] = field(default_factory=list)
 
     def agent_channel(self) -> GuestAgent | None:
         return self.agent
@@ -448,16 +448,22 @@ class UmlInstance(AgentInstance):
             self.console.join(5)
 
 
-_taps = itertools.count()
-
-
-class UmlDriver(Driver):
+class UmlDriver(Driver[UmlSettings]):
     name: ClassVar[str] = "uml"
     no_lifecycle: ClassVar[str] = (
         "cannot: user-mode Linux has no way to save or move a running kernel"
     )
     settings_model = UmlSettings
-    kind = "paravirt"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._image: guest_image.GuestImage | None = None
+        """The guest image, and what else ``_resolve`` decides once per driver."""
+        self._verdict: XstateVerdict | None = None
+        self._env: dict[str, str] = {}
+        """What the UML process's environment adds: the xstate shim where it needs one."""
+        self._root: Path | None = None
+        """The ubd root image (``root: ubd``); None boots each instance from a hostfs tree."""
 
     @classmethod
     def check(cls) -> Availability:
@@ -477,15 +483,11 @@ class UmlDriver(Driver):
             return Availability(False, f"{version}: {verdict.reason}", "see the UML console above")
         return Availability(True, f"{version}: {verdict.reason}")
 
-    @property
-    def usettings(self) -> UmlSettings:
-        return self.settings  # type: ignore[return-value]
-
     def _resolve(self) -> None:
         """Image, root filesystem and shim decision, once per driver."""
-        if getattr(self, "_image", None):
+        if self._image:
             return
-        s = self.usettings
+        s = self.settings
         if self.needs.userland:
             raise HvbenchError(
                 f"platform {self.platform}: workloads needing a full userland (kernbench) "
@@ -506,14 +508,14 @@ class UmlDriver(Driver):
 
     def start(self, count: int, deadline: float) -> list[Instance]:
         self._resolve()
-        s = self.usettings
+        s = self.settings
         instances = [UmlInstance(self.platform, i, 1, s.memory >> 20) for i in range(count)]
         if s.nic != "none":
             self.network.up()  # once, before the threads that add their taps
         return list(self.start_parallel(instances, self._start_one, deadline))
 
     def _argv(self, inst: UmlInstance, prefix: Path, line_fd: int) -> list[str]:
-        s = self.usettings
+        s = self.settings
         made = inst.resources
         uml_dir = self.ledger.add("path", f"{prefix}.uml")
         made.append(uml_dir)
@@ -530,9 +532,8 @@ class UmlDriver(Driver):
             f"hvbench.hostname={inst.name}",
         ]
         if s.nic == "vector":
-            tap = f"hvu{os.getpid() % 10000}t{next(_taps)}"
+            tap, mac = tap_and_mac("u", 0x13, inst.index)
             made.append(self.network.add_tap(tap))
-            mac = f"52:54:00:13:{inst.index >> 8 & 0xFF:02x}:{inst.index & 0xFF:02x}"
             argv.append(f"vec0:transport=tap,ifname={tap},gro={int(s.gro)},mac={mac}")
             argv = ["nsenter", f"--net={self.network.netns_path}", "--", *argv]
         if self.needs.data_disk:
@@ -547,19 +548,15 @@ class UmlDriver(Driver):
             cow = self.ledger.add("path", f"{prefix}.cow")
             made.append(cow)
             return [f"ubd0={_safe(cow.name)},{_safe(str(self._root))}", "root=/dev/ubda", "rw"]
+        assert self._image, "_resolve() first"
         tree = rootfs.unpack(self._image, Path(f"{prefix}.root"), self.ledger)
         made.append(self.ledger.add("path", str(tree)))  # each instance boots a fresh tree
         return ["root=/dev/root", "rootfstype=hostfs", f"rootflags={_safe(str(tree))}", "rw"]
 
     def _data_disk(self, prefix: Path, made: list[Resource]) -> str:
-        disk = self.usettings.disk
+        disk = self.settings.disk
         if disk.backing == "block":
-            assert disk.path
-            if not Path(disk.path).exists():
-                raise HvbenchError(
-                    f"platform {self.platform}: disk path {disk.path} does not exist"
-                )
-            return disk.path
+            return block_device(self.platform, disk.path)
         directory = Path(disk.path) if disk.path else self.workdir
         path = directory / f"{prefix.name}.data.raw"
         made.append(self.ledger.add("path", str(path)))
@@ -568,13 +565,13 @@ class UmlDriver(Driver):
         return str(path)
 
     def _disk_description(self) -> str:
-        disk = self.usettings.disk
+        disk = self.settings.disk
         what = f"block device {disk.path}" if disk.backing == "block" else "sparse raw file"
         mode = "O_SYNC" if disk.sync else "through the host page cache"
         return f"{what} on UML ubd, {mode}"
 
     def _start_one(self, inst: UmlInstance, deadline: float) -> None:
-        s = self.usettings
+        s = self.settings
         prefix = self.workdir / inst.name
         sock = self.ledger.add("path", f"{prefix}.agent.sock")
         inst.resources.append(sock)
@@ -630,17 +627,10 @@ class UmlDriver(Driver):
                 raise InstanceError(f"{inst.name}: NIC set-up: {result.describe_failure()}")
         inst.address = address
 
-    def stop(self, instances: list[Instance]) -> None:
-        for inst in instances:
-            assert isinstance(inst, UmlInstance)
-            inst.kill()
-            while inst.resources:
-                self.ledger.release(inst.resources.pop())
-
     def describe(self) -> dict:
         info = super().describe()
-        verdict = getattr(self, "_verdict", None)
-        if verdict:
+        verdict = self._verdict
+        if verdict and self._image:
             info["resolved"] = {
                 "uml": uml_version(),
                 "xstate_shim": verdict.shim,

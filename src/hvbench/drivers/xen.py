@@ -31,9 +31,9 @@ import shutil
 import termios
 import time
 import tty
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypeVar
 
 import psutil
 from pydantic import PositiveInt, model_validator
@@ -45,6 +45,7 @@ from hvbench.drivers.base import (
     HostDisk,
     Instance,
     PlatformSettings,
+    block_device,
     format_data_disk,
 )
 from hvbench.drivers.last_words import last_words
@@ -103,7 +104,8 @@ class XenDisk(HostDisk):
 
 
 class XenSettings(PlatformSettings):
-    driver: Literal["xen"]
+    driver: Literal["xen", "libvirt"]
+    """``libvirt`` for the same domains through libvirt (``LibvirtXenSettings``)."""
     mode: Literal["pv", "pvh", "hvm"] = "pv"
     vcpus: PositiveInt = 1
     memory: Size = 512 << 20
@@ -161,7 +163,6 @@ class XenInstance(AgentInstance):
     domid: int | None = None
     agent: GuestAgent | None = None
     relay: LineRelay | None = None
-    resources: list[Resource] = field(default_factory=list)
     _seen_alive: tuple[float, bool] = (0.0, False)
 
     def agent_channel(self) -> GuestAgent | None:
@@ -212,17 +213,33 @@ class XenInstance(AgentInstance):
         if self.agent:
             self.agent.close()
         if self.domid is not None:
-            self._destroy()
+            with contextlib.suppress(CommandTimeout, HvbenchError):  # xl could not: stop goes on
+                self._destroy()
             self._seen_alive = (time.monotonic(), False)
         if self.relay:
             self.relay.stop()
 
 
-class XenDriver(Driver):
+XS = TypeVar("XS", bound=XenSettings)
+
+
+class XenDriver(Driver[XS]):
+    """Xen domains through xl, or through libvirt (``LibvirtXenDriver``) with its settings."""
+
     name: ClassVar[str] = "xen"
     no_lifecycle: ClassVar[str] = "has no xl migrate/save support in hvbench yet (out of scope)"
-    settings_model = XenSettings
+    settings_model: ClassVar[type[XenSettings]] = XenSettings
     instance_class: ClassVar[type[XenInstance]] = XenInstance
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._image: guest_image.GuestImage | None = None
+        """The guest image, and what else ``_resolve`` finds once per driver."""
+        self._kernel: Path | None = None
+        self._script: Resource | None = None
+        """The hotplug script (HOTPLUG) that xl runs for NICs and phy disks."""
+        self._xen_version = ""
+        self._cpus = 0
 
     @classmethod
     def check(cls) -> Availability:
@@ -248,13 +265,9 @@ class XenDriver(Driver):
             True, f"Xen {info.get('xen_version', '?')} dom0, virt_caps: {info.get('virt_caps')}"
         )
 
-    @property
-    def xsettings(self) -> XenSettings:
-        return self.settings  # type: ignore[return-value]
-
     def _resolve(self) -> None:
         """The image and the hotplug script, once per driver."""
-        if getattr(self, "_image", None):
+        if self._image:
             return
         if self.needs.userland:
             raise HvbenchError(
@@ -265,7 +278,7 @@ class XenDriver(Driver):
         self._image = guest_image.build(set(self.needs.tools))
         # PV and PVH load the ELF vmlinux (PVH needs its entry note); HVM's device model boots
         # the bzImage as a PC would
-        mode = self.xsettings.mode
+        mode = self.settings.mode
         self._kernel = self._image.bzimage if mode == "hvm" else self._image.vmlinux
         if self._kernel is None:
             raise HvbenchError(f"platform {self.platform}: {mode} boots an ELF vmlinux; none found")
@@ -307,7 +320,7 @@ class XenDriver(Driver):
 
     def start(self, count: int, deadline: float) -> list[Instance]:
         self._resolve()
-        s = self.xsettings
+        s = self.settings
         instances = [
             self.instance_class(
                 self.platform,
@@ -327,7 +340,7 @@ class XenDriver(Driver):
     def _cmdline(self, inst: XenInstance) -> str:
         """The guest kernel's command line: its agent on the console line, its address, the
         front-end drivers it loads."""
-        s = self.xsettings
+        s = self.settings
         modules = ["xen_blkfront"]
         args = [
             f"console={GUEST_LINE[s.mode].removeprefix('/dev/')}",
@@ -350,7 +363,8 @@ class XenDriver(Driver):
         return f"00:16:3e:{os.getpid() >> 8 & 0xFF:02x}:{os.getpid() & 0xFF:02x}:{inst.index:02x}"
 
     def _config(self, inst: XenInstance, disk_target: str | None) -> str:
-        s = self.xsettings
+        s = self.settings
+        assert self._image and self._script, "_resolve() first"
         lines = {
             "name": _quote(inst.domain),
             "type": _quote(s.mode),
@@ -383,12 +397,10 @@ class XenDriver(Driver):
 
     def _data_disk(self, inst: XenInstance) -> tuple[str, str]:
         """The target xl gets, and the report's description of it."""
-        disk = self.xsettings.disk
+        disk = self.settings.disk
         if disk.backing == "block":
-            assert disk.path
-            if not Path(disk.path).exists():
-                raise HvbenchError(f"platform {self.platform}: disk path {disk.path} is missing")
-            return disk.path, f"block device {disk.path} on blkback"
+            device = block_device(self.platform, disk.path)
+            return device, f"block device {device} on blkback"
         image = Path(disk.path or self.workdir) / f"{inst.name}.data.raw"
         if disk.backend == "qdisk":
             inst.resources.append(self.ledger.add("path", str(image)))
@@ -402,7 +414,7 @@ class XenDriver(Driver):
     # the lifecycle ----------------------------------------------------------------------
 
     def _start_one(self, inst: XenInstance, deadline: float) -> None:
-        s = self.xsettings
+        s = self.settings
         prefix = self.workdir / inst.name
         disk_target, disk_description = (
             self._data_disk(inst) if self.needs.data_disk else (None, "")
@@ -437,13 +449,13 @@ class XenDriver(Driver):
 
     def _adopt_nics(self, inst: XenInstance) -> None:
         names = [f"vif{inst.domid}.0"]
-        if self.xsettings.nic in NIC_MODULE:
+        if self.settings.nic in NIC_MODULE:
             names.append(f"vif{inst.domid}.0-emu")
         for name in names:
             inst.resources.append(self.network.adopt_tap(name))
 
     def _connect_agent(self, inst: XenInstance, prefix: Path, deadline: float) -> None:
-        key = f"/local/domain/{inst.domid}/{CONSOLE_KEY[self.xsettings.mode]}"
+        key = f"/local/domain/{inst.domid}/{CONSOLE_KEY[self.settings.mode]}"
         pty = None
         while pty is None:
             pty = _xenstore_read(key)
@@ -464,17 +476,9 @@ class XenDriver(Driver):
             why = "exited" if not inst.alive() else "did not answer in time"
             raise InstanceError(f"{inst.name}: the domain {why} ({inst.last_words()})") from e
 
-    def stop(self, instances: list[Instance]) -> None:
-        for inst in instances:
-            assert isinstance(inst, XenInstance)
-            with contextlib.suppress(CommandTimeout, HvbenchError):
-                inst.kill()
-            while inst.resources:
-                self.ledger.release(inst.resources.pop())
-
     def describe(self) -> dict:
         info = super().describe()
-        if getattr(self, "_image", None):
+        if self._image:
             info["resolved"] = {
                 "xen_version": self._xen_version,
                 "kernel": str(self._kernel),

@@ -68,6 +68,15 @@ def tool_version(tool: str) -> str | None:
     return "unknown"
 
 
+def boot_id() -> str:
+    """This boot of the host, or "unknown": what a probe's verdict (KVM, UML's xstate) is
+    remembered for."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return "unknown"
+
+
 def _os_release() -> str:
     try:
         text = Path("/etc/os-release").read_text()

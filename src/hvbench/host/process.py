@@ -72,6 +72,27 @@ class _Capture(threading.Thread):
         return b"".join(self.chunks)
 
 
+class Running:
+    """The host processes of the commands in flight (``run_bounded``'s ``on_start`` and
+    ``on_exit``), for an instance whose commands are its processes (native, a container)."""
+
+    def __init__(self) -> None:
+        self._pids: set[int] = set()
+        self._lock = threading.Lock()  # run_bounded calls from the workloads' threads
+
+    def started(self, pid: int) -> None:
+        with self._lock:
+            self._pids.add(pid)
+
+    def exited(self, pid: int) -> None:
+        with self._lock:
+            self._pids.discard(pid)
+
+    def pids(self) -> list[int]:
+        with self._lock:
+            return sorted(self._pids)
+
+
 def run_bounded(
     argv: Sequence[str],
     timeout: float,
