@@ -12,21 +12,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-dest="${1:-.venv/bin}"
-version="${RUNSC_VERSION:-latest}"
-
 # shellcheck source=scripts/go-toolchain.sh
 . scripts/go-toolchain.sh
-go_toolchain build-runsc.sh
-mkdir -p "$dest"
-dest="$(cd "$dest" && pwd)"
-build="$(mktemp -d)"
-trap 'rm -rf "$build"' EXIT
-
-echo "build-runsc.sh: building gvisor.dev/gvisor/runsc@${version} (a few minutes)"
-CGO_ENABLED=0 GOBIN="$build" go install -trimpath "gvisor.dev/gvisor/runsc@${version}"
-install -m 0755 "$build/runsc" "$dest/runsc"
-go version -m "$dest/runsc" | awk -v go="$(go env GOVERSION)" \
-  '$1 == "mod" { print $2 " " $3 " (" go ", CGO_ENABLED=0)" }' | tee "$dest/runsc.version"
-"$dest/runsc" --version >/dev/null
-echo "build-runsc.sh: installed $dest/runsc"
+go_install build-runsc.sh gvisor.dev/gvisor/runsc "${RUNSC_VERSION:-latest}" "${1:-.venv/bin}" ", CGO_ENABLED=0" --version

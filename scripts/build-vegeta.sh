@@ -8,21 +8,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-dest="${1:-.venv/bin}"
-version="${VEGETA_VERSION:-v12.13.0}"
-
 # shellcheck source=scripts/go-toolchain.sh
 . scripts/go-toolchain.sh
-go_toolchain build-vegeta.sh
-mkdir -p "$dest"
-dest="$(cd "$dest" && pwd)"
-build="$(mktemp -d)"
-trap 'rm -rf "$build"' EXIT
-
-echo "build-vegeta.sh: building github.com/tsenart/vegeta/v12@${version} (a minute)"
-CGO_ENABLED=0 GOBIN="$build" go install -trimpath "github.com/tsenart/vegeta/v12@${version}"
-install -m 0755 "$build/vegeta" "$dest/vegeta"
-go version -m "$dest/vegeta" | awk -v go="$(go env GOVERSION)" \
-  '$1 == "mod" { print $2 " " $3 " (" go ")" }' | tee "$dest/vegeta.version"
-"$dest/vegeta" -version >/dev/null
-echo "build-vegeta.sh: installed $dest/vegeta"
+go_install build-vegeta.sh github.com/tsenart/vegeta/v12 "${VEGETA_VERSION:-v12.13.0}" "${1:-.venv/bin}" "" -version
