@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import sshd
 import yaml
 from conftest import require
 from test_store import _run, _sample, postgres_url  # noqa: F401 (the suite's PostgreSQL server)
@@ -43,26 +44,6 @@ workloads:
   - {name: cpu, suite: micro}
 instances: [1]
 repetitions: 1
-"""
-SSHD_CONFIG = """\
-ListenAddress {address}
-Port 22
-HostKey {dir}/host_key
-AuthorizedKeysFile {dir}/id.pub
-PermitRootLogin prohibit-password
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-UsePAM no
-StrictModes no
-PidFile none
-"""
-SSH_CONFIG = """\
-IdentityFile {dir}/id
-IdentitiesOnly yes
-UserKnownHostsFile {dir}/known_hosts
-GlobalKnownHostsFile /dev/null
-StrictHostKeyChecking accept-new
-ConnectTimeout 5
 """
 HOSTS = ("alpha", "beta", "gamma")
 
@@ -107,12 +88,9 @@ def _ip(*args: str) -> None:
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory) -> Iterator[Lab]:
     """Three namespaces, each with its sshd; removed after, also when a test failed."""
-    require(Path("/usr/sbin/sshd").exists(), "sshd (apt-get install openssh-server)")
     require(shutil.which("ansible-playbook") is not None, "ansible (apt-get install ansible-core)")
     d = tmp_path_factory.mktemp("fleet")
-    for key in ("host_key", "id"):
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", d / key], check=True)
-    (d / "ssh_config").write_text(SSH_CONFIG.format(dir=d))
+    sshd.keys(d)
     tag = f"hvf{os.getpid() % 100000}"
     net = 16 + os.getpid() % 200
     lab = Lab(d, {}, {})
@@ -130,21 +108,9 @@ def lab(tmp_path_factory) -> Iterator[Lab]:
             _ip("-n", ns, "link", "set", inner, "up")
             _ip("-n", ns, "link", "set", "lo", "up")
             lab.addresses[host], lab.links[host] = f"10.252.{net}.{4 * i + 2}", outer
-            config = d / f"sshd_{host}"
-            config.write_text(SSHD_CONFIG.format(address=lab.addresses[host], dir=d))
-            # sshd wants /run/sshd: a private, empty /run is made for it (and for what the
-            # host's hvbench keeps in /run: its ledgers)
-            command = [
-                *("ip", "netns", "exec", ns, "unshare", "--mount", "--propagation", "private"),
-                *("--", "sh", "-c", 'mount -t tmpfs sshd /run && mkdir /run/sshd && exec "$@"'),
-                *("sh", "/usr/sbin/sshd", "-D", "-e", "-f", str(config)),
-            ]
-            with (d / f"sshd_{host}.log").open("wb") as log:
-                daemons.append(
-                    subprocess.Popen(
-                        command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
-                    )
-                )
+            daemons.append(
+                sshd.start(d, f"sshd_{host}", lab.addresses[host], 22, ("ip", "netns", "exec", ns))
+            )
         for host, address in lab.addresses.items():
             deadline = time.monotonic() + 20
             while True:

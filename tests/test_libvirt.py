@@ -19,6 +19,7 @@ import guest_fixtures
 import libvirt
 import psutil
 import pytest
+import sshd
 from conftest import require
 from guest_fixtures import GuestRun
 from pydantic import ValidationError
@@ -96,25 +97,6 @@ def libvirt_uri(tmp_path_factory) -> Iterator[str]:
             daemons.wait()
 
 
-SSHD_CONFIG = """\
-ListenAddress 127.0.0.1
-Port {port}
-HostKey {dir}/host_key
-AuthorizedKeysFile {dir}/id.pub
-PermitRootLogin prohibit-password
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-UsePAM no
-StrictModes no
-PidFile none
-"""
-SSH_CONFIG = """\
-IdentityFile {dir}/id
-IdentitiesOnly yes
-UserKnownHostsFile {dir}/known_hosts
-GlobalKnownHostsFile /dev/null
-StrictHostKeyChecking accept-new
-"""
 REMOTE_POOL = "hvbench-remote"
 
 
@@ -129,14 +111,10 @@ def ssh_uri(libvirt_uri: str, tmp_path_factory) -> Iterator[str]:
     """The suite's libvirtd as a remote host sees it: ``qemu+ssh://`` through an sshd of the
     suite's own on loopback (its keys, host key and known_hosts in a temporary directory), with
     a transient directory pool for the uploaded image and the data disks."""
-    require(Path("/usr/sbin/sshd").exists(), "sshd (apt-get install openssh-server)")
     require(shutil.which("nc") is not None, "nc (apt-get install netcat-openbsd)")
     d = tmp_path_factory.mktemp("ssh")
-    for key in ("host_key", "id"):
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", d / key], check=True)
+    sshd.keys(d)
     port = _free_port()
-    (d / "sshd_config").write_text(SSHD_CONFIG.format(port=port, dir=d))
-    (d / "ssh_config").write_text(SSH_CONFIG.format(dir=d))
     (d / "ssh").write_text(f'#!/bin/sh\nexec ssh -F {d}/ssh_config "$@"\n')
     (d / "ssh").chmod(0o755)
     sockets = Path(urlsplit(libvirt_uri).query.removeprefix("socket=")).parent
@@ -144,13 +122,7 @@ def ssh_uri(libvirt_uri: str, tmp_path_factory) -> Iterator[str]:
         f"qemu+ssh://root@127.0.0.1:{port}/system?socket={sockets}/libvirt-sock"
         f"&command={d}/ssh&proxy=netcat"
     )
-    # sshd wants /run/sshd: a private, empty /run is made for it
-    with (d / "sshd.log").open("wb") as log:
-        sshd = subprocess.Popen(
-            [*UNSHARE, "sh", "-c", 'mount -t tmpfs sshd /run && mkdir /run/sshd && exec "$@"',
-             "sh", "/usr/sbin/sshd", "-D", "-e", "-f", str(d / "sshd_config")],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
+    daemon = sshd.start(d, "sshd", "127.0.0.1", port)
     pool_dir = d / "pool"
     pool_dir.mkdir()
     conn = libvirt.open(libvirt_uri)
@@ -161,7 +133,7 @@ def ssh_uri(libvirt_uri: str, tmp_path_factory) -> Iterator[str]:
     try:
         deadline = time.monotonic() + 30
         while True:
-            assert sshd.poll() is None, (d / "sshd.log").read_text()
+            assert daemon.poll() is None, (d / "sshd.log").read_text()
             try:
                 libvirt.open(uri).close()
                 break
@@ -172,8 +144,8 @@ def ssh_uri(libvirt_uri: str, tmp_path_factory) -> Iterator[str]:
     finally:
         pool.destroy()
         conn.close()
-        os.killpg(sshd.pid, signal.SIGTERM)
-        sshd.wait(15)
+        os.killpg(daemon.pid, signal.SIGTERM)
+        daemon.wait(15)
 
 
 def _machine() -> Machine:
