@@ -497,3 +497,26 @@ def test_disk_figures_above_native_are_flagged_not_won(tmp_path):
     a = analyse(one, "latest")
     assert a.result("uml", "disk", "disk.dd.read_mbps", 1).suspect.startswith("likely the host")
     assert a.result("direct", "disk", "disk.dd.read_mbps", 1).suspect is None  # nothing tested
+
+
+def test_aggregate_loss_of_n_instances_against_the_bare_host(tmp_path):
+    """The paper's "% loss" at N VMs: the N guests' summed throughput against the bare host's
+    at the nearest count below (native ran once, with a copy per core), not one guest against
+    one native instance."""
+    from hvbench.report.tables import workload_tables
+
+    s = Store(f"sqlite:///{tmp_path}/agg.db")
+    b = RunBuilder(s)
+    native, one, two = b.cell("native", "cpu"), b.cell("kvm", "cpu"), b.cell("kvm", "cpu", 2)
+    for rep, n in enumerate([-0.01, 0.0, 0.01]):
+        b.sample(native, rep, {"cpu.score": [200 * (1 + n)]}, "ops/s", headline={"cpu.score"})
+        b.sample(one, rep, {"cpu.score": [98 * (1 + n)]}, "ops/s", headline={"cpu.score"})
+        b.sample(two, rep, {"cpu.score": [95 * (1 + n)] * 2}, "ops/s", headline={"cpu.score"})
+    tables = {t.title: t for t in workload_tables(analyse(s, "latest"), "cpu")}
+    assert "cpu, 1 instance: aggregate % loss from native" not in tables  # one is the single
+    agg = tables["cpu, 2 instances: aggregate % loss from native"]
+    (row,) = [r for r in agg.rows if r[0] == "kvm"]
+    assert float(row[1].split()[0]) == pytest.approx(5.0, abs=0.01)  # 2 × 95 against 200
+    single = tables["cpu, 2 instances: % loss from native"]
+    (row,) = [r for r in single.rows if r[0] == "kvm"]
+    assert float(row[1].split()[0]) == pytest.approx(52.5, abs=0.01)  # one guest against 200
