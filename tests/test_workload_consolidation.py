@@ -330,6 +330,7 @@ platforms:
 workloads:
   - {name: consolidation, sets: 1}
 repetitions: 1
+profile: true
 """
 
 
@@ -337,7 +338,8 @@ repetitions: 1
 def test_one_set_of_real_servers_on_native_and_tcg():
     """One set (web, imap, app, db, idle) in --quick on the host and in five TCG guests: every
     active role's requests counted against those due, an SLO verdict each, the host CPU split
-    with the clients' CPU apart, and the same-work sentence against native."""
+    with the clients' CPU apart, the same-work sentence against native, and each sample's top
+    functions (perf) stored."""
     store = Store()
     t0 = time.monotonic()
     runner = Runner.create(parse_study(STUDY, "t"), store, quick=True)
@@ -369,4 +371,6 @@ def test_one_set_of_real_servers_on_native_and_tcg():
     table = host_table(analyse(store, runner.run_id))
     assert table is not None and any("the same work costs tcg" in n for n in table.notes)
     assert all(row[-1] != "" for row in table.rows)  # the clients' share, beside the split
+    profiled = {(f.cell_id, f.repetition) for f in store.profile_functions(runner.run_id)}
+    assert profiled == {(s.cell_id, s.repetition) for s in samples}
     assert leftovers(runner.run_id) == []
