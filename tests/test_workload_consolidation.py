@@ -36,6 +36,7 @@ from hvbench.workloads.consolidation import (
     RoleLoad,
     client_saturated,
     imap_requests,
+    nfs_metrics,
     pgbench_requests,
     role_metrics,
     vegeta_requests,
@@ -105,11 +106,24 @@ def test_a_busy_client_that_missed_its_rate_is_the_clients_fault():
     assert not client_saturated(got, load, 0.99)  # busy, but it held the rate
 
 
+def test_nfs_server_counts_from_its_statistics():
+    """Two reads of a TCG guest's /proc/net/rpc/nfsd: before web mounted its export, and after
+    web's --quick window had read f9 .. f16 through it (io: 102400 bytes, 9 + ... + 16 KiB):
+    47 calls (line rpc) of 155 NFSv4 operations (the counters of proc4ops)."""
+    before, after = ((FIX / f"nfsd-{when}.txt").read_text() for when in ("before", "after"))
+    got = {m.name: m.value for m in nfs_metrics(before, after)}
+    assert got == {"consolidation.nfs.calls": 47, "consolidation.nfs.ops": 155}
+    with pytest.raises(ParseError, match="no rpc or proc4ops line"):
+        nfs_metrics("rpc 1 0 0 0 0\n", after)
+
+
 def test_metrics_are_documented():
     rows = doc_rows()
     got = imap_requests((FIX / "imap-client.txt").read_text())
-    for role in ACTIVE:
-        for m in role_metrics(role, got, 5, RoleLoad(rate=2, p95_ms=500), 0.1):
+    nfs = (FIX / "nfsd-after.txt").read_text()
+    for role in (*ACTIVE, "nfs"):
+        made = nfs_metrics(nfs, nfs) if role == "nfs" else None
+        for m in made or role_metrics(role, got, 5, RoleLoad(rate=2, p95_ms=500), 0.1):
             found = [r for r in rows if r[0].match(m.name)]
             assert found, f"{m.name} is not in docs/metrics.md"
             direction = "↑" if m.higher_is_better else "↓"
@@ -159,6 +173,24 @@ def test_the_sets_make_the_count_and_a_mix_too_big_is_refused():
     )
     with pytest.raises(StudyError, match=r"the servers of 500000 instances need .* lower sets"):
         Runner.create(huge, Store(), quick=True)
+
+
+def test_nfs_is_refused_on_native_and_left_out_by_a_set_one_short():
+    """The nfs role needs a kernel NFS server per instance: native refuses it before the run in
+    one line; a native platform of one instance fewer than the set runs the set without it."""
+    mix = "{name: consolidation, sets: 1, mix: {web: 1, imap: 1, app: 1, db: 1, idle: 1, nfs: 1}}"
+    study = "name: t\nplatforms:\n  native: {driver: native%s}\nworkloads:\n  - " + mix + "\n"
+    with pytest.raises(
+        StudyError, match=r"the nfs role runs the kernel NFS server, .*run nfs in guests"
+    ):
+        Runner.create(parse_study(study % "", "t"), Store(), quick=True)
+    short = parse_study(study % ", instances: [5]", "t")
+    Runner.create(short, Store(), quick=True)
+    assert short.counts("native") == [5] and "nfs" not in short.workloads[0].roles(5)
+    assert "nfs-kernel-server" in short.workload(0).packages()
+    assert "nfs-kernel-server" not in Consolidation(settings()).packages()
+    with pytest.raises(ValidationError, match="add web: 1"):
+        settings(mix={"nfs": 1})
 
 
 def _auto_study(memory: str = "") -> str:
@@ -325,10 +357,10 @@ STUDY = """\
 name: consolidation-test
 baseline: native
 platforms:
-  native: {driver: native}
+  native: {driver: native, instances: [5]}
   tcg: {driver: qemu, accel: tcg, memory: 512M}
 workloads:
-  - {name: consolidation, sets: 1}
+  - {name: consolidation, sets: 1, mix: {web: 1, imap: 1, app: 1, db: 1, idle: 1, nfs: 1}}
 repetitions: 1
 profile: true
 """
@@ -336,10 +368,11 @@ profile: true
 
 @pytest.mark.guest
 def test_one_set_of_real_servers_on_native_and_tcg():
-    """One set (web, imap, app, db, idle) in --quick on the host and in five TCG guests: every
-    active role's requests counted against those due, an SLO verdict each, the host CPU split
-    with the clients' CPU apart, the same-work sentence against native, and each sample's top
-    functions (perf) stored."""
+    """One set in --quick on the host (web, imap, app, db, idle: the platform's 5 instances
+    leave nfs out) and in six TCG guests (with nfs, half of web's files served from it): every
+    active role's requests counted against those due, an SLO verdict each, the NFS server's
+    calls and operations in the guests, the host CPU split with the clients' CPU apart, the
+    same-work sentence against native, and each sample's top functions (perf) stored."""
     store = Store()
     t0 = time.monotonic()
     runner = Runner.create(parse_study(STUDY, "t"), store, quick=True)
@@ -348,6 +381,7 @@ def test_one_set_of_real_servers_on_native_and_tcg():
     samples = store.samples(runner.run_id)
     assert [s.status for s in samples] == ["ok", "ok"], [s.error for s in samples]
     rows = store.metric_rows(runner.run_id)
+    platform = {c.id: c.platform for c in store.cells(runner.run_id)}
     for cell in {r.cell_id for r in rows}:
         got = {(r.instance, r.name): r.value for r in rows if r.cell_id == cell}
         for index, role in enumerate(ACTIVE):
@@ -358,11 +392,15 @@ def test_one_set_of_real_servers_on_native_and_tcg():
             assert got[(index, f"{stem}.slo_met")] in (0.0, 1.0)
             assert done == 0 or got[(index, f"{stem}.latency_p95_ms")] > 0
         assert not any(i == 4 for i, _ in got)  # idle measures nothing
+        nfs = {name: value for (i, name), value in got.items() if i == 5}
+        if platform[cell] == "tcg":  # web's first opens of f9 .. f15 (its prepare read f16)
+            assert nfs["consolidation.nfs.ops"] > nfs["consolidation.nfs.calls"] >= 7
+        else:
+            assert nfs == {}
     for s in samples:
         h = s.host_cpu
         assert h["busy_s"] > 0 and h["clients_s"]["user"] + h["clients_s"]["system"] > 0
         assert set(h["states_s"]) >= {"user", "nice", "system", "irq", "softirq", "guest", "steal"}
-    platform = {c.id: c.platform for c in store.cells(runner.run_id)}
     by = {platform[s.cell_id]: host_cpu_of([(1, s.host_cpu)]) for s in samples}
     native, tcg = by["native"], by["tcg"]
     assert native is not None and tcg is not None and tcg.clients is not None

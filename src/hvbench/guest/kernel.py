@@ -40,9 +40,13 @@ MODULES = (
     "xen_blkfront",
     "ext4",
     "crc32c_generic",
+    "nfsd",
+    "nfsv4",
 )
-"""Drivers the guest may need for the devices QEMU can give it, and the data disk's filesystem;
-their dependencies come along. Only modules whose hardware is present get loaded."""
+"""Drivers the guest may need for the devices QEMU can give it, the data disk's filesystem, and
+the NFS server and client (consolidation's nfs role and the web role that mounts it); their
+dependencies come along. Only modules whose hardware is present, or that a workload asks for,
+get loaded."""
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ role's real server, configured and started in ``prepare`` from a directory of it
 role   server (Debian package)                             its client, on the peer, open loop
 =====  ==================================================  =========================================
 web    nginx serving a generated docroot of 16 files,      vegeta, GET of each file in turn
-       1 to 16 KiB
+       1 to 16 KiB; with an nfs instance in its set,
+       f9 .. f16 come from its NFSv4 mount of it
 app    nginx + PHP-FPM; each request a PHP page that       vegeta, GET /app.php
        connects over PDO to its set's db and reads 20
        rows
@@ -18,12 +19,24 @@ db     PostgreSQL, pgbench's tables at scale 1             pgbench --rate --late
                                                            TPC-B-like transaction, 4 connections
 imap   Dovecot (maildir)                                   hvbench's imap_client: LOGIN, SELECT,
                                                            FETCH, APPEND per session
+nfs    the kernel NFS server (nfs-kernel-server's          none: web's requests for f9 .. f16;
+       rpc.nfsd and rpc.mountd, NFSv4 only, no rpcbind)    its metric: the server's calls and
+       exporting f9 .. f16 to its set's web; guests only   NFSv4 operations in the window
 idle   nothing: a booted instance                          none
 =====  ==================================================  =========================================
 
-Instances reach each other (app -> db) and their clients over the run network, so every request
-crosses the platform's virtual NIC and switch. Natively the servers run on the host, each in its
-instance's network namespace; guests get them in their root filesystem (``packages``).
+Instances reach each other (app -> db, web -> nfs) and their clients over the run network, so
+every request crosses the platform's virtual NIC and switch. Natively the servers run on the host,
+each in its instance's network namespace; guests get them in their root filesystem
+(``packages``) and the NFS modules from the guest kernel (``guest.kernel.MODULES``).
+
+What runs where: web, app, db, imap and idle run natively and in guests; nfs only in guests, each
+with its own kernel and so its own NFS server. A mix with nfs is refused on native before anything
+starts (``misfits``: the host's kernel NFS server would be one for all instances, and this lab's
+host kernel has no nfsd at all). The default mix leaves nfs out; a study comparing guests with
+native on one set adds ``nfs: 1`` to the mix and gives the native platform one instance fewer
+than the set (``instances: [5]``): nfs comes last in a set, so native runs the set without it and
+its web serves every file from its own disk.
 
 Every client sends at a fixed rate whatever the server does (open loop) and each request's
 latency runs from the time it was due, so a server that falls behind shows it in full. A role
@@ -37,9 +50,6 @@ with that reason rather than reporting the platform as slow.
 cell each, until a role misses its SLO (``missed``), a sample fails or the host's memory cannot
 hold the next set (``misfits``); the runner stops the ascent there (``workloads.base.Ascent``)
 and the report gives per platform the most sets held and the host CPU at that point.
-
-The post's nfs role (the kernel NFS server exporting part of the web docroot) is not here yet:
-native instances share the host's kernel NFS server, whose export table is host-wide.
 """
 
 from __future__ import annotations
@@ -47,6 +57,7 @@ from __future__ import annotations
 import contextlib
 import csv
 import math
+import platform
 import re
 import sys
 import tempfile
@@ -85,9 +96,12 @@ if TYPE_CHECKING:
     from hvbench.host.cgroup import Cgroup
     from hvbench.host.resources import Resource
 
-RoleName = Literal["web", "imap", "app", "db", "idle"]
-ROLES: tuple[str, ...] = ("web", "imap", "app", "db", "idle")
-"""The fixed order in which a set's ``mix`` is expanded into instance roles."""
+RoleName = Literal["web", "imap", "app", "db", "idle", "nfs"]
+ROLES: tuple[str, ...] = ("web", "imap", "app", "db", "idle", "nfs")
+"""The fixed order in which a set's ``mix`` is expanded into instance roles; nfs last, so that a
+platform naming one instance fewer than the set (``instances: [5]``) runs the set without it."""
+NFS_FILES = range(9, 17)
+"""The docroot's files (of f1 .. f16) that web serves from its set's nfs instance, if any."""
 QUICK_SECONDS = 5.0
 SATURATED = 0.9
 """A client that used this share of a core or more and missed its rate could not keep up."""
@@ -135,6 +149,8 @@ class Server:
     """Relative to DIR: the processes ``stop`` ends (TERM, then KILL)."""
     memory: int
     """Bytes it needs in its instance, for refusing a mix the host cannot hold."""
+    stop: str = ""
+    """A POSIX sh script run after its processes ended, with ``d`` set (unmount, unexport)."""
 
 
 NGINX = r"""
@@ -170,6 +186,21 @@ WEB = (
 mkdir -p "$d/www"
 i=1
 while [ $i -le 16 ]; do head -c $((i * 1024)) /dev/urandom > "$d/www/f$i.bin"; i=$((i + 1)); done
+if [ -n "$peer" ]; then
+  mkdir -p "$d/www/nfs" && busybox modprobe nfsv4 || exit 1
+  # a mount tried before its nfsd listens backs off for minutes: wait for the port first
+  tries=0
+  until timeout 2 bash -c "exec 3<> /dev/tcp/$peer/2049" 2> /dev/null; do
+    tries=$((tries + 1))
+    [ $tries -gt 300 ] && { echo "no nfsd at $peer" >> "$d/nginx.log"; exit 1; }
+    sleep 1
+  done
+  timeout 300 mount -t nfs4 -o vers=4.2,proto=tcp,retry=4 "$peer:/" "$d/www/nfs" \
+    2>> "$d/nginx.log" || { echo "mount of $peer:/ failed" >> "$d/nginx.log"; exit 1; }
+  # waits out the server's grace period
+  timeout 120 cat "$d/www/nfs/f16.bin" > /dev/null ||
+    { echo "no f16.bin on $peer:/" >> "$d/nginx.log"; exit 1; }
+fi
 """
     + NGINX
 )
@@ -178,7 +209,7 @@ APP = (
 mkdir -p "$d/www"
 cat > "$d/www/app.php" <<EOF
 <?php
-\$db = new PDO('pgsql:host=$db;dbname=postgres', 'postgres', '',
+\$db = new PDO('pgsql:host=$peer;dbname=postgres', 'postgres', '',
                [PDO::ATTR_ERRMODE => PDO::ERRMODE_EXCEPTION]);
 \$first = random_int(1, 99981);
 \$q = \$db->prepare('SELECT aid, abalance FROM pgbench_accounts WHERE aid BETWEEN ? AND ?');
@@ -245,11 +276,35 @@ userdb {
 EOF
 dovecot -c "$d/dovecot.conf" || exit 1
 """
+NFS = r"""
+mkdir -p "$d/export" /var/lib/nfs/v4recovery || exit 1
+for i in $files; do head -c $((i * 1024)) /dev/urandom > "$d/export/f$i.bin"; done
+chmod -R a+rX "$d/export"
+exec >> "$d/nfs.log" 2>&1
+set -x  # the last lines of the log name the step that failed
+busybox modprobe nfsd || exit 1
+grep -q " /proc/fs/nfsd " /proc/mounts || mount -t nfsd nfsd /proc/fs/nfsd || exit 1
+echo 10 > /proc/fs/nfsd/nfsv4gracetime && echo 10 > /proc/fs/nfsd/nfsv4leasetime || exit 1
+timeout 60 exportfs -o rw,fsid=0,no_subtree_check,no_root_squash,insecure "*:$d/export" || exit 1
+setsid rpc.mountd -F -N 2 -N 3 -u < /dev/null & echo $! > "$d/mountd.pid"
+timeout 60 rpc.nfsd -N 3 -U 4 || exit 1
+"""
 SERVERS: dict[str, Server] = {
-    "web": Server("nginx", 80, WEB, "nginx.log", ("nginx.pid",), 32 << 20),
+    "web": Server(
+        "nginx",
+        80,
+        WEB,
+        "nginx.log",
+        ("nginx.pid",),
+        32 << 20,
+        'umount -f -l "$d/www/nfs" 2>/dev/null',
+    ),
     "app": Server("nginx+php-fpm", 80, APP, "php.log", ("nginx.pid", "php.pid"), 128 << 20),
     "db": Server("postgres", 5432, DB, "postgres.log", ("pg/postmaster.pid",), 160 << 20),
     "imap": Server("dovecot", 143, IMAP, "dovecot.log", ("run/master.pid",), 48 << 20),
+    "nfs": Server(
+        "nfsd", 2049, NFS, "nfs.log", ("mountd.pid",), 32 << 20, "rpc.nfsd 0; exportfs -ua"
+    ),
 }
 LISTENING = r"""
 tries=0
@@ -272,14 +327,16 @@ for f in "$@"; do
   while kill -0 "$pid" 2>/dev/null && [ $tries -lt 100 ]; do sleep 0.1; tries=$((tries + 1)); done
   kill -KILL "$pid" 2>/dev/null
 done
-true
 """
 
 
 class ConsolidationSettings(WorkloadSettings):
     name: Literal["consolidation"]
-    mix: dict[RoleName, NonNegativeInt] = dict.fromkeys(ROLES, 1)
-    """Instances of each role in one set (the post's set: one of each)."""
+    mix: dict[RoleName, NonNegativeInt] = Field(
+        default_factory=lambda: {r: 1 for r in ROLES if r != "nfs"}
+    )
+    """Instances of each role in one set: one of each but nfs, which needs the kernel NFS server
+    of a guest (``Consolidation.misfits``); ``nfs: 1`` adds it where every platform is a guest."""
     sets: PositiveInt | Literal["auto"] = 4
     """Sets run at once (the post's 4): every cell runs sets × the set's size instances, unless
     the platform names its own counts. ``auto``: the density, SPECvirt's tiles: 1, 2, ... sets
@@ -318,6 +375,8 @@ class ConsolidationSettings(WorkloadSettings):
             raise ValueError("mix: at least one role with a count above 0 (e.g. {web: 1})")
         if self.mix.get("app") and not self.mix.get("db"):
             raise ValueError("mix: app queries the db of its set; add db: 1 to the mix")
+        if self.mix.get("nfs") and not self.mix.get("web"):
+            raise ValueError("mix: nfs serves part of web's docroot; add web: 1 to the mix")
         if self.sets != "auto" and "max_sets" in self.model_fields_set:
             raise ValueError("max_sets bounds sets: auto; give sets: auto or drop max_sets")
         return self
@@ -425,6 +484,29 @@ def imap_requests(text: str) -> Requests:
     return Requests(latencies, error)
 
 
+NFSD_STATS = "/proc/net/rpc/nfsd"
+
+
+def nfsd_counts(text: str) -> tuple[int, int]:
+    """The kernel NFS server's RPC calls (``rpc`` line) and NFSv4 operations (``proc4ops``: its
+    count of operations, then one counter each) so far, from /proc/net/rpc/nfsd."""
+    lines = {ln.split()[0]: ln.split()[1:] for ln in text.splitlines() if ln.split()}
+    try:
+        return int(lines["rpc"][0]), sum(map(int, lines["proc4ops"][1:]))
+    except (KeyError, IndexError, ValueError):
+        raise ParseError(f"{NFSD_STATS} has no rpc or proc4ops line: {text[:120]!r}") from None
+
+
+def nfs_metrics(before: str, after: str) -> list[Metric]:
+    """What the nfs role's server did between two reads of its statistics: web's requests for
+    the files it serves, and the NFS client's own traffic (lease renewals)."""
+    (calls0, ops0), (calls1, ops1) = nfsd_counts(before), nfsd_counts(after)
+    return [
+        Metric("consolidation.nfs.calls", calls1 - calls0, "count", False),
+        Metric("consolidation.nfs.ops", ops1 - ops0, "count", False),
+    ]
+
+
 def rate_held(got: Requests, load: RoleLoad) -> bool:
     """The SLO's rate: at least 1 - tolerance of the requests due completed."""
     done = sum(x is not None for x in got.latencies)
@@ -483,6 +565,8 @@ class Running:
     address: str
     cgroup: Cgroup | None
     peer_dir: Path | None
+    peer: str = ""
+    """The address of the set's instance it depends on: app's db, web's nfs (if any)."""
     made: list[Resource] = field(default_factory=list)
     """What the run's ledger removes if cleanup never comes (a killed run): the peer's files
     and, where the instance's processes are the host's (native), its servers."""
@@ -507,7 +591,8 @@ class Consolidation(ScratchWorkload):
         return []
 
     def packages(self) -> list[str]:
-        return ["nginx", "php-fpm", "php-pgsql", "postgresql", "dovecot-imapd"]
+        nfs = ["nfs-kernel-server"] if self.settings.mix.get("nfs") else []
+        return ["nginx", "php-fpm", "php-pgsql", "postgresql", "dovecot-imapd", *nfs]
 
     def seconds(self, quick: bool) -> float:
         return min(self.settings.seconds, QUICK_SECONDS) if quick else self.settings.seconds
@@ -520,9 +605,25 @@ class Consolidation(ScratchWorkload):
         return self.settings.roles(count)[instance.index]
 
     def misfits(self, count: int, instance_memory: int, host_memory: int) -> list[str]:
-        """Servers that cannot fit: on the host (native), all of them together; in a guest,
-        the largest one in the guest's memory."""
+        """Servers that cannot fit: on the host (native), all of them together, and nfs at all
+        (native instances share the host's kernel: one NFS server, one export table); in a
+        guest, the largest one in the guest's memory."""
         roles = [r for r in self.settings.roles(count) if r in SERVERS]
+        if not instance_memory and "nfs" in roles:
+            release = platform.release()
+            has_nfsd = (
+                "nfsd" in Path("/proc/filesystems").read_text().split()
+                or Path(f"/lib/modules/{release}/kernel/fs/nfsd").is_dir()
+            )
+            why = (
+                "which is one per host: native instances cannot each have one"
+                if has_nfsd
+                else f"and this host's kernel ({release}) has no nfsd"
+            )
+            return [
+                f"{self.settings.label()}: the nfs role runs the kernel NFS server, {why}; run "
+                f"nfs in guests, or leave it out of the mix"
+            ]
         if not instance_memory:
             need = sum(SERVERS[r].memory for r in roles)
             if need > host_memory:
@@ -540,15 +641,15 @@ class Consolidation(ScratchWorkload):
             ]
         return []
 
-    def _db_of(self, instance: Instance, ctx: Context) -> str:
-        """The address of the db of the instance's set (what app queries)."""
+    def _peer_of(self, instance: Instance, ctx: Context, role: str) -> str:
+        """The address of the instance's set's first ``role`` instance ("" if it has none)."""
         size, count = len(self.settings.set_roles()), ctx.instance_count
         first = instance.index - instance.index % size
         roles = self.settings.roles(count)
         for index in range(first, min(first + size, count)):
-            if roles[index] == "db":
+            if roles[index] == role:
                 return ctx.network.address(index)
-        raise HvbenchError(f"consolidation: instance {instance.index} (app) has no db in its set")
+        return ""
 
     def prepare(self, instance: Instance, ctx: Context) -> None:
         role = self.role(instance, ctx.instance_count)
@@ -559,15 +660,19 @@ class Consolidation(ScratchWorkload):
             _vegeta()  # before any server starts
         super().prepare(instance, ctx)
         d = self.scratch(instance)
-        running = Running(role, instance.address, None, None)
+        peer = self._peer_of(instance, ctx, {"app": "db", "web": "nfs"}.get(role, ""))
+        if role == "app" and not peer:
+            raise HvbenchError(
+                f"consolidation: instance {instance.index} (app) has no db in its set"
+            )
+        running = Running(role, instance.address, None, None, peer)
         self._running[instance.name] = running
         server = SERVERS[role]
-        db = self._db_of(instance, ctx) if role == "app" else ""
-        pidfiles = " ".join(server.pidfiles)
-        script = (f"{PATH}\nd=$1 addr=$2 db=$3 port={server.port} pidfiles='{pidfiles}'\n"
-                  f"{server.start}{LISTENING}")  # fmt: skip
+        pidfiles, files = " ".join(server.pidfiles), " ".join(map(str, NFS_FILES))
+        script = (f"{PATH}\nd=$1 addr=$2 peer=$3 port={server.port} pidfiles='{pidfiles}' "
+                  f"files='{files}'\n{server.start}{LISTENING}")  # fmt: skip
         run(instance, ["chmod", "755", d], timeout=60)
-        started = instance.exec(["sh", "-c", script, "sh", d, instance.address, db], 600)
+        started = instance.exec(["sh", "-c", script, "sh", d, instance.address, peer], 600)
         if not started.ok:
             tail = instance.exec(["tail", "-n", "5", f"{d}/{server.log}"], 60).text().strip()
             said = " | ".join(tail.splitlines()) or started.describe_failure()
@@ -579,9 +684,11 @@ class Consolidation(ScratchWorkload):
             for pidfile in server.pidfiles:
                 pid = int(Path(d, pidfile).read_text().split()[0])
                 running.made.append(network.ledger.add_process(pid))
-        peer = Path(tempfile.mkdtemp(prefix=f"hvbench-{network.run_id}-{instance.name}-"))
-        running.made.append(network.ledger.add("path", str(peer)))
-        running.peer_dir = peer
+        if role == "nfs":  # no client: web's requests are its load
+            return
+        peer_dir = Path(tempfile.mkdtemp(prefix=f"hvbench-{network.run_id}-{instance.name}-"))
+        running.made.append(network.ledger.add("path", str(peer_dir)))
+        running.peer_dir = peer_dir
         running.cgroup = network.clients().child(instance.name)
         if role == "db":
             # tables, rows and primary keys; no vacuum, which takes a TCG guest minutes
@@ -620,7 +727,9 @@ class Consolidation(ScratchWorkload):
         timeout = self.timeout(ctx.quick)
         if role in ("web", "app"):
             vegeta = _vegeta()
-            paths = ["/app.php"] if role == "app" else [f"/f{i}.bin" for i in range(1, 17)]
+            nfs = NFS_FILES if running.peer else ()
+            files = [f"/nfs/f{i}.bin" if i in nfs else f"/f{i}.bin" for i in range(1, 17)]
+            paths = ["/app.php"] if role == "app" else files
             (peer / "targets").write_text("".join(f"GET http://{addr}{p}\n" for p in paths))
             argv = [vegeta, "attack", f"-rate={rate:g}/1s", f"-duration={seconds:g}s",
                     "-timeout=30s", "-max-body=0", f"-targets={peer}/targets",
@@ -654,6 +763,15 @@ class Consolidation(ScratchWorkload):
             ctx.barrier()
             time.sleep(seconds)
             return Outcome()
+        if running.role == "nfs":
+            ctx.barrier()  # after it: web's mount in its prepare is not the window's work
+            t0 = time.monotonic()
+            before = run(instance, ["cat", NFSD_STATS], 60).text()
+            time.sleep(max(0.0, seconds - (time.monotonic() - t0)))
+            after = run(instance, ["cat", NFSD_STATS], 60).text()
+            argv = ["cat", NFSD_STATS]
+            raw = [keep("nfsd stats before", argv, before), keep("nfsd stats after", argv, after)]
+            return Outcome(metrics=nfs_metrics(before, after), raw=raw)
         t0 = time.monotonic()
         got, cpu, argv, raw = self._load(instance, ctx)
         cores = cpu / max(1e-6, time.monotonic() - t0)
@@ -696,7 +814,9 @@ class Consolidation(ScratchWorkload):
         running = self._running.pop(instance.name, None)
         if running and running.role in SERVERS and instance.name in self._scratch:
             d = self.scratch(instance)
-            stop = ["env", f"d={d}", "sh", "-c", STOP, "sh", *SERVERS[running.role].pidfiles]
+            server = SERVERS[running.role]
+            script = f"{STOP}{server.stop}\ntrue\n"
+            stop = ["env", f"d={d}", PATH, "sh", "-c", script, "sh", *server.pidfiles]
             with contextlib.suppress(InstanceError):  # a dead instance has no server left
                 instance.exec(stop, 120)
         for res in running.made if running else []:
