@@ -166,13 +166,17 @@ def test_the_sets_make_the_count_and_a_mix_too_big_is_refused():
         "t",
     )
     assert study.counts("native", study.workloads[0]) == [10]  # beats native's default of 1
+    quick = study.quickened()  # --quick: one set, whatever the study asks
+    assert quick.counts("native", quick.workloads[0]) == [5] and "1×[" in quick.workloads[0].label()
+    auto = parse_study(study.text.replace("sets: 2", "sets: auto, max_sets: 2"), "t")
+    assert auto.quickened().counts("native", auto.workloads[0]) == [5, 10]  # an ascent climbs
     huge = parse_study(
         "name: t\nplatforms:\n  native: {driver: native}\n"
         "workloads:\n  - {name: consolidation, sets: 100000}\n",
         "t",
     )
     with pytest.raises(StudyError, match=r"the servers of 500000 instances need .* lower sets"):
-        Runner.create(huge, Store(), quick=True)
+        Runner.create(huge, Store(), quick=False)
 
 
 def test_nfs_is_refused_on_native_and_left_out_by_a_set_one_short():

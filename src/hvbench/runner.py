@@ -174,7 +174,9 @@ class Runner:
     @classmethod
     def create(cls, study: Study, store: Store, quick: bool, **kw) -> Runner:
         """A new run: stored with its study and the host inventory before anything starts; a
-        study whose instances cannot fit this host is refused before that."""
+        study whose instances cannot fit this host is refused before that. A ``--quick`` run
+        measures the study's quick form (``Study.quickened``)."""
+        study = study.quickened() if quick else study
         misfits = study.misfits(*inventory.capacity())
         if misfits:
             raise StudyError(f"{study.source}: cannot run on this host: {'; '.join(misfits)}")
@@ -201,6 +203,7 @@ class Runner:
         Failed samples are forgotten so that they are measured again."""
         run = store.run(run_id)
         study = parse_study(run.study_text, f"{run.study_source} (stored with run {run.id})")
+        quick = bool(run.options.get("quick"))
         store.delete_failed(run.id)
         ascents = store.artifacts(run.id).get(ASCENT) or {}
         for entry in ascents.values():
@@ -208,7 +211,7 @@ class Runner:
                 entry.update(stopped_at=None, stopped_by=None, why="")
         store.add_artifact(run.id, ASCENT, ascents, replace=True)
         store.set_run_status(run.id, "running")
-        return cls(study, store, run.id, bool(run.options.get("quick")), **kw)
+        return cls(study.quickened() if quick else study, store, run.id, quick, **kw)
 
     def run(self) -> str:
         """Measure every sample not yet in the store; return the run's final status."""

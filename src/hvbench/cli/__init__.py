@@ -104,7 +104,7 @@ def study_show(
     file: Path, quick: Annotated[bool, typer.Option(help="estimate for --quick")] = False
 ) -> None:
     """Print the expanded matrix of cells and an estimate of the study's duration."""
-    study = load_study(file)
+    study = load_study(file).quickened() if quick else load_study(file)
     table = Table("platform", "driver", "workload", "instances", "est. s/sample", title=study.name)
     for cell in study.cells():
         est = study.workload(cell.workload_index).estimate_seconds(quick)

@@ -34,6 +34,11 @@ class WorkloadSettings(BaseModel):
         """Short, stable text that tells this workload's cells apart in tables."""
         return self.name
 
+    def quick(self) -> WorkloadSettings:
+        """The settings of a ``--quick`` run, where its shortening is more than shorter times
+        (consolidation's one set); the workload's own ``quick`` flag does the rest."""
+        return self
+
     def instance_count(self) -> int | None:
         """The instances every cell of this workload runs, where its own settings make it (a
         consolidation's sets of servers); None leaves the count to the platform and study."""

@@ -381,6 +381,11 @@ class ConsolidationSettings(WorkloadSettings):
             raise ValueError("max_sets bounds sets: auto; give sets: auto or drop max_sets")
         return self
 
+    def quick(self) -> ConsolidationSettings:
+        """One set of servers, however many the study names; ``sets: auto`` keeps its ascent
+        (climbing is what it measures), each step in the quick window."""
+        return self if self.sets == "auto" else self.model_copy(update={"sets": 1})
+
     def instance_count(self) -> int | None:
         return None if self.sets == "auto" else self.sets * len(self.set_roles())
 
