@@ -190,7 +190,7 @@ def test_aggregate_spread_scaling_and_overcommit(store):
     b = RunBuilder(store)
     one, four = b.cell("kvm", "cpu", 1, platform_settings={"vcpus": 1}), b.cell("kvm", "cpu", 4)
     for rep in range(3):
-        b.sample(one, rep, {"cpu.a.ops": [30.0]}, state={"vcpus_total": 1, "host_cores": 2})
+        b.sample(one, rep, {"cpu.a.ops": [30.0]}, state={"overcommit": False})
         b.sample(four, rep, {"cpu.a.ops": [10.0, 20.0, 30.0, 40.0]}, state={"overcommit": True})
     a = analyse(store, "latest")
     r = a.result("kvm", "cpu", "cpu.a.ops", 4)

@@ -352,7 +352,6 @@ def test_four_instances_pass_the_barrier_together(guest_run: GuestRun):
         assert len(released) == 4 and max(released) - min(released) < 1.0
         assert all(r.ok for r in results), [r.describe_failure() for r in results]
         resolved = d.describe()["resolved"]
-        assert resolved["overcommit"] == ((os.cpu_count() or 1) < 4)
         assert resolved["accel"] in ("tcg", "kvm") and resolved["accel_reason"]
     finally:
         d.stop(instances)

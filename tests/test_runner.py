@@ -63,6 +63,9 @@ def test_samples_are_interleaved_across_platforms_and_cleaned_up():
     assert "cpu.branchy.primes_events_per_s" in names
     sample = store.samples(runner.run_id)[0]
     assert sample.host_cpu["busy_s"] > 0 and sample.host_cpu["wall_s"] >= 3
+    cores = os.cpu_count() or 1  # native's one instance has the host's every core: not over
+    assert sample.platform_state["host_cores"] == cores == sample.platform_state["vcpus_total"]
+    assert sample.platform_state["overcommit"] is False
     assert leftovers(runner.run_id) == []
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import secrets
 import signal
 import subprocess
@@ -510,10 +509,10 @@ class Runner:
         """One sample through ``run_sample``, as its record, with why it did not hold: its
         error, or the load its workload says it missed (None: held)."""
         assert self._network is not None, "samples run inside run()"
-        run = run_sample(
-            workload, instances, self._network, self.quick, start, driver.host_cpu_source(), profile
-        )
-        return _record(rep, run, instances), run.error or workload.missed(run.outcomes)
+        source = driver.host_cpu_source()
+        run = run_sample(workload, instances, self._network, self.quick, start, source, profile)
+        record = _record(rep, run, instances, source.cores)
+        return record, run.error or workload.missed(run.outcomes)
 
 
 def run_sample(
@@ -595,10 +594,17 @@ def run_sample(
     return SampleRun(started, time.monotonic() - t0, outcomes, error, failure, host_cpu, functions)
 
 
-def _record(rep: int, run: SampleRun, instances: list[Instance]) -> SampleRecord:
+def _record(rep: int, run: SampleRun, instances: list[Instance], cores: int) -> SampleRecord:
     """The store's record of a sample: its metrics and raw outputs numbered by instance, and
-    the platform's state around it (overcommit, what backs each data disk: its provenance)."""
-    state = {"instances": [i.name for i in instances], **_overcommit(instances)}
+    the platform's state around it (overcommit of the ``cores`` of the host the instances run
+    on, what backs each data disk: its provenance)."""
+    vcpus = sum(i.vcpus for i in instances)
+    state = {
+        "instances": [i.name for i in instances],
+        "vcpus_total": vcpus,
+        "host_cores": cores,
+        "overcommit": vcpus > cores,  # the one place it is decided; analysis reads it
+    }
     disks = {i.name: i.data_disk.description for i in instances if i.data_disk}
     if disks:
         state["data_disks"] = disks
@@ -630,12 +636,6 @@ def _timed_start(driver: Driver, count: int, failed: int) -> tuple[list[Instance
     seconds = driver.parallel_start_s
     assert seconds is not None, f"{driver.name}: start did not go through start_parallel"
     return instances, GroupStart(seconds, {i.name: dict(i.boot) for i in instances}, failed)
-
-
-def _overcommit(instances: list[Instance]) -> dict:
-    vcpus = sum(i.vcpus for i in instances)
-    cores = os.cpu_count() or 1
-    return {"vcpus_total": vcpus, "host_cores": cores, "overcommit": vcpus > cores}
 
 
 def _one_line(e: BaseException) -> str:

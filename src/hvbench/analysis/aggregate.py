@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hvbench.analysis.model import CellInfo, MetricResult, Starved
+from hvbench.analysis.model import MetricResult, Starved
 
 STARVED_RATIO = 0.7
 """An instance whose value is below this share of the median of the other instances of its
@@ -111,21 +111,11 @@ def series(triples: np.ndarray, instances: int) -> Series:
     )
 
 
-def overcommit(cell: CellInfo, states: list[dict], host_cores: int) -> bool | None:
-    """Whether the cell ran more vCPUs than the host has cores (the driver says, else derive)."""
-    flags = [s.get("overcommit") for s in states if isinstance(s.get("overcommit"), bool)]
-    if flags:
-        return any(flags)
-    for s in states:
-        vcpus, cores = s.get("vcpus_total"), s.get("host_cores")
-        if isinstance(vcpus, int) and isinstance(cores, int) and cores > 0:
-            return vcpus > cores
-    if cell.driver == "native":
-        return False
-    vcpus = cell.platform_settings.get("vcpus")
-    if isinstance(vcpus, int) and host_cores > 0:
-        return vcpus * cell.instances > host_cores
-    return None
+def overcommit(states: list[dict]) -> bool | None:
+    """Whether the cell ran more vCPUs than its host has cores, as the runner recorded with each
+    sample; None where no sample says."""
+    flags = [s["overcommit"] for s in states if isinstance(s.get("overcommit"), bool)]
+    return any(flags) if flags else None
 
 
 def scaling(results: list[MetricResult]) -> None:

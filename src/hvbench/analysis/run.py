@@ -218,7 +218,7 @@ def analyse(store: Store, run_id: str) -> RunAnalysis:
     composite_notes = _composite_rows(
         grouped, cells, _baseline_means(grouped, cells, baseline), baseline, labels
     )
-    results = _results(grouped, cells, samples, int(inventory.get("cores_logical") or 0))
+    results = _results(grouped, cells, samples)
     _compare_to_baseline(results, list(cells.values()), baseline)
     for r in results:
         r.suspect = above_baseline(r)
@@ -344,7 +344,7 @@ def _per_core(ser: Series, throughput: bool, host_cpu: HostCpu | None) -> np.nda
 
 
 def _results(
-    grouped: _Grouped, cells: dict[int, CellInfo], samples: _Samples, host_cores: int
+    grouped: _Grouped, cells: dict[int, CellInfo], samples: _Samples
 ) -> list[MetricResult]:
     """Every (cell, metric) with its series and summaries, the cell's metrics in the tools'
     order behind its composite, headlines marked; first every series, then all their summaries
@@ -380,7 +380,7 @@ def _results(
                 starved=ser.starved(hib),
                 single=next(summaries),
                 aggregate=next(summaries) if throughput else None,
-                overcommit=overcommit(cells[cid], samples.states[cid], host_cores),
+                overcommit=overcommit(samples.states[cid]),
                 per_core_values=per_core if len(per_core) else None,
                 per_core=next(summaries) if len(per_core) else None,
             )

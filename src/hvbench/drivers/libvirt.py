@@ -816,7 +816,6 @@ class LibvirtDriver(Driver[LibvirtSettings]):
         info = self._qemu.describe()
         info["resolved"] |= {
             "pinning": {f"{self.platform}-{i}": self._pins(i) for i in range(self._count)},
-            "overcommit": self._count * self.settings.vcpus > (os.cpu_count() or 1),
             "qemu": f"{conn.getType()} {dotted(conn.getVersion())} through libvirt",
             "libvirt": dotted(conn.getLibVersion()),
             "uri": self.settings.uri,
@@ -827,7 +826,6 @@ class LibvirtDriver(Driver[LibvirtSettings]):
                 "host": conn.getHostname(),
                 "host_cpu": {"model": model, "cpus": cpus, "mhz": mhz, "memory_mib": memory_mib},
                 "host_cores": cpus,
-                "overcommit": self._count * self.settings.vcpus > cpus,
             }
         return info
 

@@ -480,7 +480,6 @@ class QemuDriver(Driver[QemuSettings]):
         self._rootfs: userland.RootImage | None = None
         self._accel: AccelVerdict | None = None
         self._pins: dict[str, list[int]] = {}
-        self._overcommit = False
         self._reserved: list[Resource] = []
         self._net_queues: dict[str, str] = {}
 
@@ -553,15 +552,13 @@ class QemuDriver(Driver[QemuSettings]):
     def start(self, count: int, deadline: float) -> list[Instance]:
         self.resolve()
         s = self.settings
-        cores = os.cpu_count() or 1
-        self._overcommit = self._overcommit or count * s.vcpus > cores
         instances = [QemuInstance(self.platform, i, s.vcpus, s.memory >> 20) for i in range(count)]
         if s.nic != "none":
             self.network.up()  # once, before the instances' threads add their taps
         self.reserve_hugepages(count)
         self.start_parallel(instances, self._start_one, deadline)
         if s.pin:
-            self._pin(instances, cores)
+            self._pin(instances, os.cpu_count() or 1)
         return list(instances)
 
     def _start_one(self, inst: QemuInstance, deadline: float) -> None:
@@ -688,8 +685,6 @@ class QemuDriver(Driver[QemuSettings]):
                 "accel_reason": accel.reason,
                 "kernel_form": "vmlinux" if image and image.vmlinux else "bzimage",
                 "pinning": self._pins,
-                "overcommit": self._overcommit,
-                "host_cores": os.cpu_count(),
                 "qemu": _qemu_version(),
                 "cpu": self.settings.cpu or ("host" if accel.accel == "kvm" else "max"),
                 # KVM inside a virtual machine: functional, its figures are no KVM's
