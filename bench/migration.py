@@ -13,14 +13,8 @@ move says so).
 from __future__ import annotations
 
 import argparse
-import statistics
-import tempfile
-from collections import defaultdict
-from pathlib import Path
 
-from hvbench.runner import Runner
-from hvbench.store import Store
-from hvbench.study import parse_study
+from study_figures import run_and_print
 
 SHOWN = (
     "migration.total_s",
@@ -53,30 +47,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--rates", default="4M,32M")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="bench-migration-") as tmp:
-        store = Store(f"sqlite:///{Path(tmp) / 'results.db'}")
-        runner = Runner.create(
-            parse_study(study(args.rates.split(","), args.repeat), "bench/migration.py"),
-            store,
-            quick=False,
-            on_progress=lambda p: print(f"rep {p.repetition} {p.cell.workload}: {p.status}"
-                                        + (f" ({p.error})" if p.error else ""), flush=True),
-        )  # fmt: skip
-        runner.run()
-        cells = {c.id: c.workload for c in store.cells(runner.run_id)}
-        values: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
-        for row in store.metric_rows(runner.run_id):
-            if row.value is not None and row.name in SHOWN:
-                values[cells[row.cell_id]][row.name].append(row.value)
-        for cell, metrics in values.items():
-            print(f"\n{cell}")
-            for name in SHOWN:
-                got = metrics.get(name)
-                if got:
-                    mean = statistics.fmean(got)
-                    print(
-                        f"  {name:28} {mean:10.2f}  ({min(got):.2f}-{max(got):.2f}, n={len(got)})"
-                    )
+    run_and_print(study(args.rates.split(","), args.repeat), "bench/migration.py", SHOWN)
 
 
 if __name__ == "__main__":
