@@ -21,7 +21,14 @@ import numpy as np
 
 from hvbench.analysis import analyse
 from hvbench.report import EXPORTERS, render
-from hvbench.store import CellRecord, MetricRecord, RunRecord, SampleRecord, Store
+from hvbench.store import (
+    CellRecord,
+    HostCpuReading,
+    MetricRecord,
+    RunRecord,
+    SampleRecord,
+    Store,
+)
 
 T = TypeVar("T")
 PLATFORMS = {f"p{i}": 1.0 - 0.08 * i for i in range(7)}
@@ -105,13 +112,13 @@ def write(store: Store, samples: int, rng: np.random.Generator) -> int:
                     started_at=datetime.now(UTC),
                     seconds=10.0,
                     platform_state={"overcommit": n > 8},
-                    host_cpu={
-                        "wall_s": 10.0,
-                        "cores": 8,
-                        "states_s": {"user": busy * 0.3, "system": busy * 0.1, "guest": busy * 0.6},
-                        "busy_s": busy,
-                        "instances_s": [busy / n] * n,
-                    },
+                    host_cpu=HostCpuReading(
+                        wall_s=10.0,
+                        cores=8,
+                        states_s={"user": busy * 0.3, "system": busy * 0.1, "guest": busy * 0.6},
+                        busy_s=busy,
+                        instances_s=[busy / n] * n,
+                    ),
                     metrics=metrics,
                     raw=[],
                 ),

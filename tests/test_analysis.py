@@ -20,7 +20,15 @@ from hvbench.analysis.stats import (
     ratio,
     reading,
 )
-from hvbench.store import CellRecord, MetricRecord, RawRecord, RunRecord, SampleRecord, Store
+from hvbench.store import (
+    CellRecord,
+    HostCpuReading,
+    MetricRecord,
+    RawRecord,
+    RunRecord,
+    SampleRecord,
+    Store,
+)
 
 STUDY = "name: hand-made\nbaseline: native\nplatforms: {}\nworkloads: []\n"
 
@@ -110,7 +118,7 @@ class RunBuilder:
                 started_at=datetime.now(UTC),
                 seconds=1.0,
                 platform_state=state or {},
-                host_cpu=host_cpu or {},
+                host_cpu=host_cpu,
                 metrics=records,
                 raw=[RawRecord(0, "tool", ["tool", "--flag", "<b>"], "output")],
             ),
@@ -124,13 +132,13 @@ class RunBuilder:
             self.sample(cell_id, rep, {name: [v]}, unit, hib)
 
 
-def host(wall: float, busy: float, guest: float = 0.0, steal: float = 0.0) -> dict:
-    """A CpuMonitor.stop()-shaped reading on a 2-core host."""
+def host(wall: float, busy: float, guest: float = 0.0, steal: float = 0.0) -> HostCpuReading:
+    """A CpuMonitor.stop() reading on a 2-core host."""
     states = dict.fromkeys(
         ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal", "guest"), 0.0
     )
     states.update(user=busy - guest - steal, guest=guest, steal=steal, idle=2 * wall - busy)
-    return {"wall_s": wall, "cores": 2, "states_s": states, "busy_s": busy, "instances_s": [busy]}
+    return HostCpuReading(wall, 2, states, busy, [busy])
 
 
 @pytest.fixture

@@ -339,7 +339,7 @@ def test_cpu_and_disk_run_on_a_remote_host_over_ssh_and_nothing_is_left(ssh_uri)
     assert resolved["uri"] == ssh_uri and resolved["host"] and resolved["host_cores"] >= 1
     # host CPU is that host's, as libvirt reads it there, and the domain's own CPU time
     cpu = store.samples(runner.run_id)[-1].host_cpu
-    assert cpu["host"] == resolved["host"] and cpu["busy_s"] > 0 and cpu["instances_s"][0] > 0
+    assert cpu.host == resolved["host"] and cpu.busy_s > 0 and cpu.instances_s[0] > 0
     disk = [s.platform_state for s in store.samples(runner.run_id)]
     assert {s["host_cores"] for s in disk} == {resolved["host_cores"]}  # that host's cores
     assert "volume hvb-" in str(disk) and "in pool hvbench-remote of 127.0.0.1" in str(disk)

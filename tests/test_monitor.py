@@ -28,9 +28,9 @@ def test_an_instance_adds_what_its_platform_accounts_to_its_processes():
     monitor.start()
     _spin(0.2)
     reading = monitor.stop()
-    own, plain = reading["instances_s"]
+    own, plain = reading.instances_s
     assert plain >= 0.15 and own - plain >= 2.5 - 0.05
-    assert "host" not in reading and reading["cores"] == LOCAL.cores
+    assert reading.host is None and reading.cores == LOCAL.cores
 
 
 def test_states_come_from_the_source_of_the_host_the_instances_run_on():
@@ -43,9 +43,9 @@ def test_states_come_from_the_source_of_the_host_the_instances_run_on():
     monitor = CpuMonitor([[]], [lambda: None], HostCpuSource(far_host, 64, "far.example"))
     monitor.start()
     reading = monitor.stop()
-    assert reading["host"] == "far.example" and reading["cores"] == 64
-    assert reading["busy_s"] == 3.0 and reading["states_s"]["idle"] == 3.0
-    assert reading["instances_s"] == [None]
+    assert reading.host == "far.example" and reading.cores == 64
+    assert reading.busy_s == 3.0 and reading.states_s["idle"] == 3.0
+    assert reading.instances_s == [None]
 
 
 def test_clients_in_their_cgroup_are_left_out_of_the_host_and_shown_apart(tmp_path):
@@ -61,10 +61,11 @@ def test_clients_in_their_cgroup_are_left_out_of_the_host_and_shown_apart(tmp_pa
         subprocess.run(group.argv([sys.executable, "-c", spin]), check=True)
         stat = read_proc_stat()
         reading = monitor.stop()
-        used = reading["clients_s"]
+        used = reading.clients_s
+        assert used is not None
         assert used["user"] + used["system"] >= 0.25
         raw_user = stat["user"] - monitor._stat0["user"]
-        assert reading["states_s"]["user"] <= raw_user - used["user"] + 0.05
+        assert reading.states_s["user"] <= raw_user - used["user"] + 0.05
     finally:
         ledger.release_all()
     assert not group.path.exists()

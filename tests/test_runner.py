@@ -62,7 +62,8 @@ def test_samples_are_interleaved_across_platforms_and_cleaned_up():
     names = {r.name for r in store.metric_rows(runner.run_id)}
     assert "cpu.branchy.primes_events_per_s" in names
     sample = store.samples(runner.run_id)[0]
-    assert sample.host_cpu["busy_s"] > 0 and sample.host_cpu["wall_s"] >= 3
+    assert sample.host_cpu is not None
+    assert sample.host_cpu.busy_s > 0 and sample.host_cpu.wall_s >= 3
     cores = os.cpu_count() or 1  # native's one instance has the host's every core: not over
     assert sample.platform_state["host_cores"] == cores == sample.platform_state["vcpus_total"]
     assert sample.platform_state["overcommit"] is False

@@ -18,6 +18,7 @@ from hvbench.errors import HvbenchError
 from hvbench.store import (
     CellRecord,
     FunctionRecord,
+    HostCpuReading,
     MetricRecord,
     ProfileRecord,
     RawRecord,
@@ -51,7 +52,7 @@ def _sample(rep: int, value: float | None, text_value: str | None = None) -> Sam
         started_at=datetime.now(UTC),
         seconds=1.5,
         platform_state={"accel": "tcg"},
-        host_cpu={"busy_s": 1.0},
+        host_cpu=HostCpuReading(1.5, 2, {"user": 1.0, "idle": 2.0}, 1.0, [0.9]),
         metrics=[
             MetricRecord(0, "disk.bonnie.seq_output_char_kbps", value, "KB/s", True, text_value)
         ],
@@ -96,6 +97,7 @@ def exercise(store: Store) -> None:
         200,
     )
     assert [s.repetition for s in store.samples("r1")] == [1, 2]
+    assert store.samples("r1")[0].host_cpu == profiled.host_cpu  # the typed reading, back
     assert store.cells("r1")[0].id == cell_id
     store.add_artifact("r1", "image", {"sha256": "ab"})
     store.add_artifact("r1", "image", {"sha256": "cd"})

@@ -403,8 +403,9 @@ def test_one_set_of_real_servers_on_native_and_tcg():
             assert nfs == {}
     for s in samples:
         h = s.host_cpu
-        assert h["busy_s"] > 0 and h["clients_s"]["user"] + h["clients_s"]["system"] > 0
-        assert set(h["states_s"]) >= {"user", "nice", "system", "irq", "softirq", "guest", "steal"}
+        assert h is not None and h.busy_s > 0 and h.clients_s is not None
+        assert h.clients_s["user"] + h.clients_s["system"] > 0
+        assert set(h.states_s) >= {"user", "nice", "system", "irq", "softirq", "guest", "steal"}
     by = {platform[s.cell_id]: host_cpu_of([(1, s.host_cpu)]) for s in samples}
     native, tcg = by["native"], by["tcg"]
     assert native is not None and tcg is not None and tcg.clients is not None

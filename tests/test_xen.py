@@ -307,10 +307,10 @@ def test_lab_run_reports_on_the_host(lab):
     for platform in ("xen-pv", "libvirt-pv"):
         cell = cells[platform, "cpu"]
         cpu = [s.host_cpu for s in store.samples(lab.run_id) if s.cell_id == cell.id]
-        assert cpu[0]["instances_s"][0] > 1  # the domain's vCPU time, as Xen accounts it
+        assert cpu[0].instances_s[0] > 1  # the domain's vCPU time, as Xen accounts it
         # the host's busy time counts it too, as guest time, on the machine's physical CPUs
-        assert cpu[0]["states_s"]["guest"] >= cpu[0]["instances_s"][0] - 0.2
-        assert cpu[0]["cores"] == 2
+        assert cpu[0].states_s["guest"] >= cpu[0].instances_s[0] - 0.2
+        assert cpu[0].cores == 2
 
 
 def test_xl_list_times_are_read_defensively():

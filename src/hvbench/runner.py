@@ -44,6 +44,7 @@ from hvbench.host.profile import HostProfiler, Window
 from hvbench.host.resources import Ledger
 from hvbench.store import (
     CellRecord,
+    HostCpuReading,
     MetricRecord,
     ProfileRecord,
     RawRecord,
@@ -95,8 +96,8 @@ class SampleRun:
     """The first instance's failure, one line, named by the instance."""
     failure: BaseException | None
     """The exception behind ``error``, if an instance raised one."""
-    host_cpu: dict
-    """The host CPU during the measured part (``CpuMonitor.stop``); empty if it failed."""
+    host_cpu: HostCpuReading | None
+    """The host CPU during the measured part (``CpuMonitor.stop``); None if it failed."""
     profile: ProfileRecord | None = None
     """The host's profile of the measured part, where the study asked for one."""
 
@@ -484,7 +485,7 @@ class Runner:
             started_at=started,
             seconds=time.monotonic() - t0,
             platform_state={},
-            host_cpu={},
+            host_cpu=None,
             metrics=[],
             raw=[],
         )
@@ -589,7 +590,7 @@ def run_sample(
         pool.shutdown(wait=False, cancel_futures=True)
     if error is None and len(outcomes) != len(instances):
         error = "an instance did not reach the barrier"
-    host_cpu = monitor.stop() if error is None else {}
+    host_cpu = monitor.stop() if error is None else None
     functions = profile.stop() if profile is not None and error is None else None
     return SampleRun(started, time.monotonic() - t0, outcomes, error, failure, host_cpu, functions)
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hvbench.analysis.stats import Summary
+from hvbench.store import HostCpuReading
 
 NOISY_STEAL = 0.05
 """Steal time above this share of the host's CPU, in any repetition, makes a cell's host
@@ -58,9 +59,9 @@ class HostCpu:
         return (self.busy - guest) / guest if guest > 0 else None
 
 
-def host_cpu_of(samples: list[tuple[int, dict]]) -> HostCpu | None:
+def host_cpu_of(samples: list[tuple[int, HostCpuReading | None]]) -> HostCpu | None:
     """Average the monitor's readings of a cell's samples (those with a usable wall time)."""
-    good = [(r, h) for r, h in samples if h and h.get("wall_s", 0) > 0 and h.get("cores")]
+    good = [(r, h) for r, h in samples if h and h.wall_s > 0 and h.cores]
     if not good:
         return None
     shares: dict[str, list[float]] = defaultdict(list)
@@ -68,18 +69,17 @@ def host_cpu_of(samples: list[tuple[int, dict]]) -> HostCpu | None:
     cores_busy: dict[int, float] = {}
     steal: dict[int, float] = {}
     for rep, h in good:
-        capacity = h["wall_s"] * h["cores"]
-        states = h.get("states_s") or {}
+        capacity = h.wall_s * h.cores
         for s in HOST_STATES:
-            shares[s].append(float(states.get(s, 0.0)) / capacity)
-        busy.append(float(h.get("busy_s", 0.0)) / capacity)
-        cores_busy[rep] = float(h.get("busy_s", 0.0)) / h["wall_s"]
-        steal[rep] = float(states.get("steal", 0.0)) / capacity
-        if h.get("clients_s") is not None:
-            clients.append(sum(float(v) for v in h["clients_s"].values()) / capacity)
-        per = [x for x in h.get("instances_s") or [] if x is not None]
+            shares[s].append(h.states_s.get(s, 0.0) / capacity)
+        busy.append(h.busy_s / capacity)
+        cores_busy[rep] = h.busy_s / h.wall_s
+        steal[rep] = h.states_s.get("steal", 0.0) / capacity
+        if h.clients_s is not None:
+            clients.append(sum(h.clients_s.values()) / capacity)
+        per = [x for x in h.instances_s if x is not None]
         if per:
-            inst.append(sum(per) / h["wall_s"])
+            inst.append(sum(per) / h.wall_s)
     return HostCpu(
         n=len(good),
         busy=float(np.mean(busy)),

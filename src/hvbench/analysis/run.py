@@ -300,7 +300,7 @@ def _read_samples(store: Store, run_id: str, cells: dict[int, CellInfo]) -> _Sam
             failed.append((cells[s.cell_id], s.repetition, s.error or "failed"))
             continue
         states[s.cell_id].append(dict(s.platform_state or {}))
-        cpu_samples[s.cell_id].append((s.repetition, dict(s.host_cpu or {})))
+        cpu_samples[s.cell_id].append((s.repetition, s.host_cpu))
     host_cpu = {cid: h for cid, v in cpu_samples.items() if (h := host_cpu_of(v)) is not None}
     return _Samples(states, host_cpu, failed, started)
 

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 
 import psutil
 
+from hvbench.store import HostCpuReading
+
 STATES = (
     "user",
     "nice",
@@ -98,7 +100,7 @@ class CpuMonitor:
         self._acct0 = [read() for read in self.accounted]
         self._clients0 = self.clients()
 
-    def stop(self) -> dict:
+    def stop(self) -> HostCpuReading:
         wall = time.monotonic() - self._t0
         stat1 = self.source.read()
         states = {s: max(0.0, stat1[s] - self._stat0.get(s, stat1[s])) for s in STATES}
@@ -115,18 +117,9 @@ class CpuMonitor:
         for state, used in (clients or {}).items():
             states[state] = max(0.0, states[state] - used)
         busy = sum(v for k, v in states.items() if k not in ("idle", "iowait"))
-        reading = {
-            "wall_s": wall,
-            "cores": self.source.cores,
-            "states_s": states,
-            "busy_s": busy,
-            "instances_s": instances,
-        }
-        if clients is not None:
-            reading["clients_s"] = clients
-        if self.source.host:
-            reading["host"] = self.source.host
-        return reading
+        return HostCpuReading(
+            wall, self.source.cores, states, busy, instances, clients, self.source.host
+        )
 
     def _clients_used(self) -> dict[str, float] | None:
         """The clients' user and system seconds during the window; None without clients. Only

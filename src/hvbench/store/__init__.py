@@ -7,7 +7,7 @@ killed at any point loses at most the sample in flight.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import NamedTuple
@@ -36,6 +36,7 @@ __all__ = [
     "CellView",
     "FunctionRecord",
     "FunctionView",
+    "HostCpuReading",
     "MetricRecord",
     "MetricView",
     "ProfileRecord",
@@ -106,6 +107,38 @@ class CellView(CellRecord):
     id: int
 
 
+@dataclass(frozen=True)
+class HostCpuReading:
+    """The host's CPU during one sample's measured window, as the monitor read it
+    (``host.monitor.CpuMonitor``) and the analysis reads it back (``analysis.cost``); stored
+    as a JSON object of these fields."""
+
+    wall_s: float
+    cores: int
+    """Of the host the instances run on."""
+    states_s: dict[str, float]
+    """Seconds per /proc/stat state, summed over the host's cores, the clients' taken out."""
+    busy_s: float
+    """All states but idle and iowait."""
+    instances_s: list[float | None]
+    """Per instance, its host processes' CPU seconds plus what its platform accounts for it
+    apart from them; None where none of its processes lived through the window."""
+    clients_s: dict[str, float] | None = None
+    """The run's load generators' user and system seconds; None where none ran."""
+    host: str | None = None
+    """The other host's name, where the instances run elsewhere (remote libvirt)."""
+
+    def to_json(self) -> dict:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    @classmethod
+    def from_json(cls, data: dict | None) -> HostCpuReading | None:
+        """The stored object back; None for a sample that has none (a failed one)."""
+        if not data:
+            return None
+        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
+
+
 class SampleView(NamedTuple):
     """A stored sample as read back, without its metrics and raw outputs."""
 
@@ -116,7 +149,7 @@ class SampleView(NamedTuple):
     started_at: datetime
     seconds: float
     platform_state: dict
-    host_cpu: dict
+    host_cpu: HostCpuReading | None
 
 
 class RawView(NamedTuple):
@@ -214,7 +247,8 @@ class SampleRecord:
     started_at: datetime
     seconds: float
     platform_state: dict
-    host_cpu: dict
+    host_cpu: HostCpuReading | None
+    """None where the sample failed before its window closed."""
     metrics: list[MetricRecord]
     raw: list[RawRecord]
     profile: ProfileRecord | None = None
@@ -303,7 +337,7 @@ class Store:
                     started_at=sample.started_at,
                     seconds=sample.seconds,
                     platform_state=sample.platform_state,
-                    host_cpu=sample.host_cpu,
+                    host_cpu=sample.host_cpu.to_json() if sample.host_cpu else {},
                 )
                 s.add(row)
                 s.flush()
@@ -384,7 +418,7 @@ class Store:
                 .where(CellRow.run_id == run_id)
                 .order_by(SampleRow.id)
             )
-            return [SampleView(*r) for r in s.execute(q)]
+            return [SampleView(*r[:-1], HostCpuReading.from_json(r[-1])) for r in s.execute(q)]
 
     def metric_rows(self, run_id: str) -> list[MetricView]:
         """Every metric of the ok samples of a run, as named tuples (fast for 100,000s of
