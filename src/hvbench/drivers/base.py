@@ -7,6 +7,7 @@ control channel that is never the device under test, and the driver ``stop``s th
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import os
 import time
@@ -25,6 +26,7 @@ from hvbench.host.process import ExecResult
 from hvbench.units import Size
 
 if TYPE_CHECKING:
+    from hvbench.guest.userland import RootImage
     from hvbench.host.network import RunNetwork
     from hvbench.host.resources import Ledger, Resource
 
@@ -318,6 +320,18 @@ def tap_and_mac(tag: str, mac_byte: int, index: int) -> tuple[str, str]:
     tells the drivers apart."""
     tap = f"hv{tag}{os.getpid() % 10000}t{next(_taps)}"
     return tap, f"52:54:00:{mac_byte:02x}:{index >> 8 & 0xFF:02x}:{index & 0xFF:02x}"
+
+
+def rootfs_summary(rootfs: RootImage) -> dict:
+    """What ``describe`` records of a root filesystem image: its manifest with the files'
+    list folded into a count and one hash (the full list is in the cache, thousands of lines)."""
+    manifest = rootfs.manifest
+    listing = "".join(f"{p} {f['sha256']}\n" for p, f in sorted(manifest["files"].items()))
+    return {
+        **{k: v for k, v in manifest.items() if k != "files"},
+        "files": len(manifest["files"]),
+        "files_sha256": hashlib.sha256(listing.encode()).hexdigest(),
+    }
 
 
 def block_device(platform: str, path: str | None) -> str:
