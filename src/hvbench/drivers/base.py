@@ -104,6 +104,10 @@ class Instance(ABC):
     """True where ``host_pids()`` are the guest's own processes (a container's, native's
     commands) rather than a VMM holding the guest's RAM: their memory is then the guest's own,
     and what the instance costs beyond it (kernel objects: cgroup, namespaces) is in no process."""
+    ends_its_processes: ClassVar[bool] = True
+    """False where a daemon started in the instance outlives it (native: the host's own
+    processes), so that a workload puts its servers in the run's ledger itself; a guest or a
+    container ends everything in it when it stops."""
 
     @property
     def name(self) -> str:
@@ -201,6 +205,11 @@ class Needs:
     """Debian packages the root filesystem must hold besides its base (servers, compilers)."""
 
 
+Kernel = Literal["guest", "host", "sentry"]
+"""Whose kernel instances run on: each its own guest's (a VM), the host's (native, runc), or
+gVisor's Sentry (Linux's system calls served in Go: no modules, no kernel servers like nfsd)."""
+
+
 I = TypeVar("I", bound=Instance)  # noqa: E741 (the usual name of a type variable)
 
 
@@ -216,6 +225,9 @@ class Driver(ABC, Generic[S]):
     """Counts to use when the platform sets none; None means the study's list."""
     no_lifecycle: ClassVar[str] = "has no migration or snapshot operation"
     """Why the driver's instances cannot be migrated or snapshotted (``refuses``)."""
+    kernel: ClassVar[Kernel] = "guest"
+    """Whose kernel the instances run on: what a workload needing one of each (the nfs role's
+    NFS server) checks before the run (``Workload.misfits``)."""
 
     def __init__(
         self,
