@@ -3,11 +3,11 @@
 
 Each instance is an OCI container whose root is the very tree a QEMU guest boots: the guest
 image's initramfs, unpacked once per platform and mounted read-only; or, for workloads needing a
-full userland (``Needs.userland``: consolidation's servers, kernbench's compiler), the same Debian
-root filesystem image a guest boots, mounted read-only once per platform from a read-only loop
-device (so that the cached image is never written) and made each instance's own writable root by
-an overlayfs whose upper layer is in the instance's bundle (what its servers write to /var, /etc
-stays its own and goes with it). With that
+full userland (``Needs.userland``: consolidation's servers), the same Debian root filesystem image
+a guest boots, mounted read-only once per platform from a read-only loop device (so that the
+cached image is never written) and made each instance's own writable root by an overlayfs whose
+upper layer is in the instance's bundle (what its servers write to /var or /etc stays its own and
+goes with it; runsc serves that root through its gofer like any other). With that
 
 - the network namespace that ``RunNetwork.add_host_netns`` made for it (a veth on the run's
   bridge), named in the spec, so the runtime never touches the host's network;

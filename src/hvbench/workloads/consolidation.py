@@ -27,16 +27,17 @@ idle   nothing: a booted instance                          none
 
 Instances reach each other (app -> db, web -> nfs) and their clients over the run network, so
 every request crosses the platform's virtual NIC and switch. Natively the servers run on the host,
-each in its instance's network namespace; guests get them in their root filesystem
-(``packages``) and the NFS modules from the guest kernel (``guest.kernel.MODULES``).
+each in its instance's network namespace; guests, containers and gVisor sandboxes get them in
+their root filesystem (``packages``), guests the NFS modules from the guest kernel
+(``guest.kernel.MODULES``).
 
-What runs where: web, app, db, imap and idle run natively and in guests; nfs only in guests, each
-with its own kernel and so its own NFS server. A mix with nfs is refused on native before anything
-starts (``misfits``: the host's kernel NFS server would be one for all instances, and this lab's
-host kernel has no nfsd at all). The default mix leaves nfs out; a study comparing guests with
-native on one set adds ``nfs: 1`` to the mix and gives the native platform one instance fewer
-than the set (``instances: [5]``): nfs comes last in a set, so native runs the set without it and
-its web serves every file from its own disk.
+What runs where: web, app, db, imap and idle run on every platform; nfs only in guests, each with
+its own kernel and so its own NFS server. A mix with nfs is refused before anything starts on
+native and container (``misfits``: the host's kernel NFS server would be one for all instances,
+and this lab's host kernel has no nfsd at all) and on gvisor (its Sentry has none). The default
+mix leaves nfs out; a study comparing guests with those on one set adds ``nfs: 1`` to the mix and
+gives the others one instance fewer than the set (``instances: [5]``): nfs comes last in a set,
+so they run the set without it and their web serves every file from its own disk.
 
 Every client sends at a fixed rate whatever the server does (open loop) and each request's
 latency runs from the time it was due, so a server that falls behind shows it in full. A role
