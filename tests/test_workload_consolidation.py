@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import require
-from oslevel_checks import container_leftovers
+from oslevel_checks import container_leftovers, killed_run_is_cleaned_up
 from pydantic import ValidationError
 from test_runner import leftovers
 from test_workload_metrics_doc import doc_rows
@@ -489,3 +489,14 @@ def test_one_set_of_real_servers_in_containers_and_gvisor():
     assert attached.stdout == ""  # the image's read-only loop device went with the run
     assert container_leftovers(runner.run_id) == []
     assert leftovers(runner.run_id) == []
+
+
+@pytest.mark.guest
+def test_a_killed_run_in_containers_leaves_no_overlay_image_mount_or_loop_device(tmp_path):
+    """SIGKILL while the servers start in containers whose root is an overlay of the image:
+    ``hvbench cleanup`` removes the overlays, the image's read-only mount and its loop device
+    with the containers."""
+    require(ContainerDriver.check().ok, "runc (apt-get install runc)")
+    mix = "{name: consolidation, sets: 1, mix: {web: 1, imap: 1, app: 1, db: 1, idle: 1, nfs: 1}}"
+    loops = killed_run_is_cleaned_up("{driver: container, instances: [5]}", tmp_path, mix)
+    assert len(loops) == 1  # the image's, mounted once for the platform's five instances
