@@ -487,6 +487,8 @@ def test_one_set_of_real_servers_in_containers_and_gvisor():
     disk = cache_root() / f"rootfs-{described['gvisor']['rootfs']['key']}" / "root.ext4"
     attached = subprocess.run(["losetup", "-j", str(disk)], capture_output=True, text=True)
     assert attached.stdout == ""  # the image's read-only loop device went with the run
+    # never written since it was built (its manifest is written last)
+    assert disk.stat().st_mtime <= (disk.parent / "manifest.json").stat().st_mtime
     assert container_leftovers(runner.run_id) == []
     assert leftovers(runner.run_id) == []
 

@@ -40,7 +40,7 @@ def mount(ledger: Ledger, made: list[Resource], mountpoint: Path, *argv: str) ->
     """``mount ARGV MOUNTPOINT`` on a directory made for it. Both go into the ledger before they
     exist and into ``made`` (the mount last, so that it is undone first), failure or not."""
     made.append(ledger.add("path", str(mountpoint)))
-    mountpoint.mkdir()
+    mountpoint.mkdir(exist_ok=True)  # a group before may have failed to mount it
     made.append(ledger.add("mount", str(mountpoint)))
     proc = subprocess.run(
         ["mount", *argv, str(mountpoint)], capture_output=True, text=True, check=False
