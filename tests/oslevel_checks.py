@@ -80,13 +80,19 @@ def container_leftovers(run_id: str) -> list[str]:
     return found
 
 
-def killed_run_is_cleaned_up(platform: str, tmp_path: Path) -> None:
+KILLED_WORKLOAD = "{name: cpu, suite: micro, integer: {duration: 60}}"
+
+
+def killed_run_is_cleaned_up(
+    platform: str, tmp_path: Path, workload: str = KILLED_WORKLOAD
+) -> list[str]:
     """SIGKILL ``hvbench run`` while its container runs a command; ``hvbench cleanup`` must then
-    remove the container (its processes, cgroups, state and mounts) and all else of the run."""
+    remove the container (its processes, cgroups, state and mounts) and all else of the run,
+    the loop devices it mounted included (a root filesystem image's is backed by the cache).
+    Returns those loop devices."""
     study = tmp_path / "study.yaml"
     study.write_text(
-        f"name: killed\nplatforms:\n  p: {platform}\n"
-        "workloads:\n  - {name: cpu, suite: micro, integer: {duration: 60}}\nrepetitions: 1\n"
+        f"name: killed\nplatforms:\n  p: {platform}\nworkloads:\n  - {workload}\nrepetitions: 1\n"
     )
     proc = subprocess.Popen(
         [sys.executable, "-m", "hvbench", "run", str(study)],
@@ -95,7 +101,7 @@ def killed_run_is_cleaned_up(platform: str, tmp_path: Path) -> None:
         text=True,
     )
     run_id = proc.stdout.readline().split()[1]
-    deadline = time.monotonic() + 180
+    deadline = time.monotonic() + 600  # a root filesystem image may be built first
     while not list(Path("/sys/fs/cgroup").glob(f"*/hvb-{run_id[-8:]}-*")):
         assert time.monotonic() < deadline and proc.poll() is None, "no container started"
         time.sleep(0.5)
@@ -103,6 +109,8 @@ def killed_run_is_cleaned_up(platform: str, tmp_path: Path) -> None:
     proc.kill()
     proc.wait()
     assert container_leftovers(run_id) != []
+    mounts = Path("/proc/mounts").read_text().splitlines()
+    loops = [m.split()[0] for m in mounts if run_id in m and m.startswith("/dev/loop")]
     cleanup = subprocess.run(
         [sys.executable, "-m", "hvbench", "cleanup", "--json"],
         capture_output=True,
@@ -111,3 +119,7 @@ def killed_run_is_cleaned_up(platform: str, tmp_path: Path) -> None:
     )
     assert run_id in [r["run"] for r in json.loads(cleanup.stdout)]
     assert container_leftovers(run_id) == []
+    attached = subprocess.run(["losetup", "--list", "--noheadings", "--output", "NAME"],
+                              capture_output=True, text=True).stdout.split()  # fmt: skip
+    assert not set(loops) & set(attached), loops
+    return loops

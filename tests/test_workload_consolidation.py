@@ -1,5 +1,6 @@
 """consolidation: the clients' parsers against real output, the SLO verdict, settings, faults on
-native, and one set of real servers in --quick through the runner on native and on TCG guests."""
+native, and one set of real servers in --quick through the runner on native and on TCG guests,
+and on runc containers and gVisor sandboxes."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import require
+from oslevel_checks import container_leftovers, killed_run_is_cleaned_up
 from pydantic import ValidationError
 from test_runner import leftovers
 from test_workload_metrics_doc import doc_rows
@@ -20,7 +23,10 @@ from workload_env import native_instances
 from hvbench.analysis.cost import density, host_cpu_of, same_work
 from hvbench.analysis.run import analyse
 from hvbench.analysis.verdict import verdicts
+from hvbench.drivers.container import ContainerDriver
+from hvbench.drivers.gvisor import GvisorDriver
 from hvbench.errors import InstanceError, StudyError
+from hvbench.guest.image import cache_root
 from hvbench.host.inventory import capacity as capacity_of_host
 from hvbench.report import jsonl
 from hvbench.report.tables import host_table
@@ -195,6 +201,21 @@ def test_nfs_is_refused_on_native_and_left_out_by_a_set_one_short():
     assert "nfs-kernel-server" not in Consolidation(settings()).packages()
     with pytest.raises(ValidationError, match="add web: 1"):
         settings(mix={"nfs": 1})
+
+
+@pytest.mark.parametrize("driver", ["container", "gvisor"])
+def test_nfs_is_refused_on_containers_and_gvisor(driver):
+    """Neither a container nor a gVisor sandbox has a kernel NFS server of its own: the study is
+    refused in one line naming why; one instance fewer than the set runs without nfs."""
+    mix = "{name: consolidation, sets: 1, mix: {web: 1, imap: 1, app: 1, db: 1, idle: 1, nfs: 1}}"
+    study = "name: t\nplatforms:\n  p: {driver: %s%s}\nworkloads:\n  - " + mix + "\n"
+    why = "gVisor's kernel \\(the Sentry\\) does not have" if driver == "gvisor" else "host"
+    with pytest.raises(
+        StudyError,
+        match=rf"platform p: .*the nfs role runs the kernel NFS server, .*{why}.*run nfs in guests",
+    ):
+        Runner.create(parse_study(study % (driver, ""), "t"), Store(), quick=True)
+    Runner.create(parse_study(study % (driver, ", instances: [5]"), "t"), Store(), quick=True)
 
 
 def _auto_study(memory: str = "") -> str:
@@ -417,3 +438,72 @@ def test_one_set_of_real_servers_on_native_and_tcg():
     profiled = {(f.cell_id, f.repetition) for f in store.profile_functions(runner.run_id)}
     assert profiled == {(s.cell_id, s.repetition) for s in samples}
     assert leftovers(runner.run_id) == []
+
+
+OSLEVEL = """\
+name: consolidation-oslevel
+platforms:
+  container: {driver: container, instances: [5]}
+  gvisor: {driver: gvisor, instances: [5]}
+workloads:
+  - {name: consolidation, sets: 1, mix: {web: 1, imap: 1, app: 1, db: 1, idle: 1, nfs: 1}}
+repetitions: 1
+"""
+"""The TCG test's mix, so that both use one root filesystem image (its packages include nfs's);
+five instances: the set without nfs, which neither platform can run."""
+
+
+@pytest.mark.guest
+def test_one_set_of_real_servers_in_containers_and_gvisor():
+    """One set (web, imap, app, db, idle) in --quick in runc containers and in gVisor sandboxes
+    whose root is the guests' Debian root filesystem under an overlay of each instance's own:
+    every active role's requests counted against those due, an SLO verdict each, and nothing of
+    the run left (overlays, the read-only image's mount and loop device, containers)."""
+    require(ContainerDriver.check().ok, "runc (apt-get install runc)")
+    require(GvisorDriver.check().ok, "gVisor's runsc (./setup.sh --with-gvisor)")
+    store = Store()
+    t0 = time.monotonic()
+    runner = Runner.create(parse_study(OSLEVEL, "t"), store, quick=True)
+    assert runner.run() == "finished", [s.error for s in store.samples(runner.run_id)]
+    print(f"consolidation container + gvisor: {time.monotonic() - t0:.0f} s")
+    samples = store.samples(runner.run_id)
+    assert [s.status for s in samples] == ["ok", "ok"], [s.error for s in samples]
+    rows = store.metric_rows(runner.run_id)
+    platform = {c.id: c.platform for c in store.cells(runner.run_id)}
+    assert sorted(platform[r.cell_id] for r in {r.cell_id: r for r in rows}.values()) == [
+        "container",
+        "gvisor",
+    ]
+    for cell in {r.cell_id for r in rows}:
+        got = {(r.instance, r.name): r.value for r in rows if r.cell_id == cell}
+        for index, role in enumerate(ACTIVE):
+            stem = f"consolidation.{role}"
+            done, failed = got[(index, f"{stem}.requests")], got[(index, f"{stem}.failed")]
+            due = {"web": 25, "imap": 10, "app": 10}.get(role)
+            assert done + failed == due if due else done + failed > 0, (platform[cell], role)
+            assert done > 0, (platform[cell], role)
+            assert got[(index, f"{stem}.slo_met")] in (0.0, 1.0)
+            assert got[(index, f"{stem}.latency_p95_ms")] > 0
+        assert not any(i == 4 for i, _ in got)  # idle measures nothing
+    described = {c.platform: c.platform_settings for c in store.cells(runner.run_id)}
+    for name, settings in described.items():
+        assert "overlayfs" in settings["resolved"]["root"], name
+        assert "nginx" in settings["rootfs"]["requested"], name
+    disk = cache_root() / f"rootfs-{described['gvisor']['rootfs']['key']}" / "root.ext4"
+    attached = subprocess.run(["losetup", "-j", str(disk)], capture_output=True, text=True)
+    assert attached.stdout == ""  # the image's read-only loop device went with the run
+    # never written since it was built (its manifest is written last)
+    assert disk.stat().st_mtime <= (disk.parent / "manifest.json").stat().st_mtime
+    assert container_leftovers(runner.run_id) == []
+    assert leftovers(runner.run_id) == []
+
+
+@pytest.mark.guest
+def test_a_killed_run_in_containers_leaves_no_overlay_image_mount_or_loop_device(tmp_path):
+    """SIGKILL while the servers start in containers whose root is an overlay of the image:
+    ``hvbench cleanup`` removes the overlays, the image's read-only mount and its loop device
+    with the containers."""
+    require(ContainerDriver.check().ok, "runc (apt-get install runc)")
+    mix = "{name: consolidation, sets: 1, mix: {web: 1, imap: 1, app: 1, db: 1, idle: 1, nfs: 1}}"
+    loops = killed_run_is_cleaned_up("{driver: container, instances: [5]}", tmp_path, mix)
+    assert len(loops) == 1  # the image's, mounted once for the platform's five instances

@@ -172,10 +172,11 @@ class Study:
                 f"{count * cores} cores, the host has {host_cores}"
             )
         out += [f"platform {name}: {line}" for line in settings.host_misfits(count)]
+        kernel = driver_class(settings).kernel
         for index, workload in enumerate(self.workloads):
             for n in self.counts(name, workload, ascents):
                 if n <= count:
-                    need = self.workload(index).misfits(n, memory, host_memory)
+                    need = self.workload(index).misfits(n, memory, host_memory, kernel)
                     out += [f"platform {name}: {line}" for line in need]
         return out
 

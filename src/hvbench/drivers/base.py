@@ -7,6 +7,7 @@ control channel that is never the device under test, and the driver ``stop``s th
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import os
 import time
@@ -25,6 +26,7 @@ from hvbench.host.process import ExecResult
 from hvbench.units import Size
 
 if TYPE_CHECKING:
+    from hvbench.guest.userland import RootImage
     from hvbench.host.network import RunNetwork
     from hvbench.host.resources import Ledger, Resource
 
@@ -102,6 +104,10 @@ class Instance(ABC):
     """True where ``host_pids()`` are the guest's own processes (a container's, native's
     commands) rather than a VMM holding the guest's RAM: their memory is then the guest's own,
     and what the instance costs beyond it (kernel objects: cgroup, namespaces) is in no process."""
+    ends_its_processes: ClassVar[bool] = True
+    """False where a daemon started in the instance outlives it (native: the host's own
+    processes), so that a workload puts its servers in the run's ledger itself; a guest or a
+    container ends everything in it when it stops."""
 
     @property
     def name(self) -> str:
@@ -199,6 +205,11 @@ class Needs:
     """Debian packages the root filesystem must hold besides its base (servers, compilers)."""
 
 
+Kernel = Literal["guest", "host", "sentry"]
+"""Whose kernel instances run on: each its own guest's (a VM), the host's (native, runc), or
+gVisor's Sentry (Linux's system calls served in Go: no modules, no kernel servers like nfsd)."""
+
+
 I = TypeVar("I", bound=Instance)  # noqa: E741 (the usual name of a type variable)
 
 
@@ -214,6 +225,9 @@ class Driver(ABC, Generic[S]):
     """Counts to use when the platform sets none; None means the study's list."""
     no_lifecycle: ClassVar[str] = "has no migration or snapshot operation"
     """Why the driver's instances cannot be migrated or snapshotted (``refuses``)."""
+    kernel: ClassVar[Kernel] = "guest"
+    """Whose kernel the instances run on: what a workload needing one of each (the nfs role's
+    NFS server) checks before the run (``Workload.misfits``)."""
 
     def __init__(
         self,
@@ -318,6 +332,18 @@ def tap_and_mac(tag: str, mac_byte: int, index: int) -> tuple[str, str]:
     tells the drivers apart."""
     tap = f"hv{tag}{os.getpid() % 10000}t{next(_taps)}"
     return tap, f"52:54:00:{mac_byte:02x}:{index >> 8 & 0xFF:02x}:{index & 0xFF:02x}"
+
+
+def rootfs_summary(rootfs: RootImage) -> dict:
+    """What ``describe`` records of a root filesystem image: its manifest with the files'
+    list folded into a count and one hash (the full list is in the cache, thousands of lines)."""
+    manifest = rootfs.manifest
+    listing = "".join(f"{p} {f['sha256']}\n" for p, f in sorted(manifest["files"].items()))
+    return {
+        **{k: v for k, v in manifest.items() if k != "files"},
+        "files": len(manifest["files"]),
+        "files_sha256": hashlib.sha256(listing.encode()).hexdigest(),
+    }
 
 
 def block_device(platform: str, path: str | None) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from hvbench.drivers.base import Availability
+from hvbench.drivers.base import Availability, Kernel
 from hvbench.drivers.oslevel import OciDriver, OsLevelSettings
 from hvbench.host.process import which
 
@@ -29,6 +29,7 @@ class ContainerDriver(OciDriver[ContainerSettings]):
     )
     settings_model = ContainerSettings
     runtime_name: ClassVar[str] = "runc"
+    kernel: ClassVar[Kernel] = "host"
 
     @classmethod
     def runtime_binary(cls) -> str | None:

@@ -44,6 +44,7 @@ import psutil
 
 from hvbench.drivers.base import (
     Availability,
+    Kernel,
     Lifecycle,
     MigrationPlan,
     Operation,
@@ -251,6 +252,7 @@ class GvisorDriver(OciDriver[GvisorSettings]):
     name: ClassVar[str] = "gvisor"
     settings_model = GvisorSettings
     runtime_name: ClassVar[str] = "runsc"
+    kernel: ClassVar[Kernel] = "sentry"
     instance_class = GvisorInstance
     state_mounts = ("null-netns",)
     """runsc bind-mounts an empty network namespace there (for its gofer) and never unmounts it."""

@@ -22,6 +22,7 @@ from hvbench.drivers.base import (
     Driver,
     HostDisk,
     Instance,
+    Kernel,
     PlatformSettings,
     format_data_disk,
 )
@@ -45,6 +46,7 @@ class NativeSettings(PlatformSettings):
 @dataclass
 class NativeInstance(Instance):
     guest_is_host_processes: ClassVar[bool] = True
+    ends_its_processes: ClassVar[bool] = False
     netns: str = ""
     running: Running = field(default_factory=Running)
 
@@ -72,6 +74,7 @@ class NativeInstance(Instance):
 class NativeDriver(Driver[NativeSettings]):
     name: ClassVar[str] = "native"
     no_lifecycle: ClassVar[str] = "runs on the host itself: there is no guest to move or save"
+    kernel: ClassVar[Kernel] = "host"
     settings_model = NativeSettings
     default_instances: ClassVar[Sequence[int] | None] = (1,)
 

@@ -1,8 +1,13 @@
 """What the OS-level drivers share: one OCI bundle, run by runc (``container``) or runsc
 (``gvisor``), so that the two differ only in the runtime that executes the same spec.
 
-Each instance is an OCI container whose root is the very tree a QEMU guest boots (the guest
-image's initramfs, unpacked once per platform and mounted read-only), with
+Each instance is an OCI container whose root is the very tree a QEMU guest boots: the guest
+image's initramfs, unpacked once per platform and mounted read-only; or, for workloads needing a
+full userland (``Needs.userland``: consolidation's servers), the same Debian root filesystem image
+a guest boots, mounted read-only once per platform from a read-only loop device (so that the
+cached image is never written) and made each instance's own writable root by an overlayfs whose
+upper layer is in the instance's bundle (what its servers write to /var or /etc stays its own and
+goes with it; runsc serves that root through its gofer like any other). With that
 
 - the network namespace that ``RunNetwork.add_host_netns`` made for it (a veth on the run's
   bridge), named in the spec, so the runtime never touches the host's network;
@@ -44,21 +49,22 @@ from hvbench.drivers.base import (
     HostDisk,
     Instance,
     PlatformSettings,
+    rootfs_summary,
 )
 from hvbench.drivers.last_words import last_words
 from hvbench.errors import CommandTimeout, HvbenchError, InstanceError
 from hvbench.guest import image as guest_image
-from hvbench.guest import rootfs
+from hvbench.guest import rootfs, userland
 from hvbench.host.process import ExecResult, Running, run_bounded
 from hvbench.host.resources import Resource
-from hvbench.host.storage import loop_device
+from hvbench.host.storage import attach_loop, loop_device, mount
 from hvbench.units import Size
 
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 CFS_PERIOD_US = 100_000
 STOP_TIMEOUT_S = 30.0
 WORKDIR = "/tmp"
-"""Where commands start: the root is read-only, and tools that write to their working directory
+"""Where commands start: a tmpfs, so that tools that write to their working directory
 (stress-ng) write to memory there, as they do in a guest whose root is its initramfs."""
 INIT = ["/bin/sh", "-c", "while :; do sleep 3600 & wait; done"]
 """The container's PID 1: holds its namespaces while commands come and go through ``exec``, and
@@ -113,6 +119,9 @@ class OciInstance(Instance):
     runtime: list[str] = field(default_factory=list)
     """The runtime's argv up to the subcommand (binary, --root and global flags)."""
     container_id: str = ""
+    root: str = ""
+    """The container's root on the host: the platform's read-only tree, or the instance's own
+    overlay of the root filesystem image."""
     cgroups_path: str = ""
     init: psutil.Process | None = None
     running: Running = field(default_factory=Running)
@@ -179,7 +188,10 @@ class OciDriver(Driver[OS]):
         self._image: guest_image.GuestImage | None = None
         """The guest image, and what else ``_resolve`` makes once per driver."""
         self._root: Path | None = None
-        """The image's tree, unpacked: every instance's read-only root."""
+        """The image's tree, unpacked: every instance's read-only root; or with a userland, the
+        root filesystem image mounted read-only: every instance's overlay's lower layer."""
+        self._userland: userland.RootImage | None = None
+        """The root filesystem image, where the workloads need a full userland."""
         self._runtime: list[str] = []
         """The runtime's command with its global flags (state directory first)."""
         self._cgroup_version: Literal[1, 2] = 2
@@ -202,22 +214,25 @@ class OciDriver(Driver[OS]):
     # the common part ---------------------------------------------------------------------------
 
     def _resolve(self) -> None:
-        """Build (or take from the cache) the guest image and unpack its tree, once per driver."""
+        """Build (or take from the cache) the guest image, and the root filesystem image where
+        the workloads need a userland; unpack or mount it, once per driver."""
         if self._root:
             return
         binary = self.runtime_binary()
         if binary is None:
             verdict = self.check()
             raise HvbenchError(f"platform {self.platform}: {verdict.detail}; {verdict.fix}")
-        if self.needs.userland:
-            raise HvbenchError(
-                f"platform {self.platform}: workloads needing a full userland (kernbench) are "
-                f"not supported by the {self.name} driver yet"
-            )
         self._image = guest_image.build(self.needs.tools)
-        root = rootfs.unpack(self._image, self.workdir / f"rootfs-{self._image.key}", self.ledger)
-        (root / DATA_MOUNT.lstrip("/")).mkdir(parents=True, exist_ok=True)
-        self._root = root
+        if self.needs.userland:
+            tools, packages = self.needs.tools, self.needs.packages
+            self._userland = userland.build(tools, self._image, packages)
+            self._root = self._mount_userland(self._userland)
+        else:
+            root = rootfs.unpack(
+                self._image, self.workdir / f"rootfs-{self._image.key}", self.ledger
+            )
+            (root / DATA_MOUNT.lstrip("/")).mkdir(parents=True, exist_ok=True)
+            self._root = root
         state = self.workdir / "state"
         if not state.is_dir():  # the first group of instances of this platform in this run
             self.ledger.add("path", str(state))
@@ -226,6 +241,26 @@ class OciDriver(Driver[OS]):
                 self.ledger.add("mount", str(state / name))
         self._runtime = [binary, "--root", str(state), *self.global_flags()]
         self._cgroup_version = cgroup_version()
+
+    def _mount_userland(self, image: userland.RootImage) -> Path:
+        """The root filesystem image mounted read-only, from a read-only loop device (not even
+        ext4's journal replay writes the cached image), once per platform and run: each group of
+        instances asks again. The run's end, or ``hvbench cleanup``, undoes it."""
+        mountpoint = self.workdir / f"userland-{image.key}"
+        if not os.path.ismount(mountpoint):
+            loop = attach_loop(self.ledger, image.disk, "--read-only")
+            mount(self.ledger, [], mountpoint, "-o", "ro", loop.name)
+        return mountpoint
+
+    def _overlay(self, bundle: Path, made: list[Resource]) -> str:
+        """The instance's own writable root: an overlayfs over the read-only image, its upper
+        and work directories in the instance's bundle, which ``stop`` removes."""
+        upper, work = bundle / "upper", bundle / "work"
+        upper.mkdir()
+        work.mkdir()
+        layers = f"lowerdir={self._root},upperdir={upper},workdir={work}"
+        mount(self.ledger, made, bundle / "root", "-t", "overlay", "-o", layers, "overlay")
+        return str(bundle / "root")
 
     def start(self, count: int, deadline: float) -> list[Instance]:
         self._resolve()
@@ -244,6 +279,7 @@ class OciDriver(Driver[OS]):
         bundle = self.workdir / inst.name
         made.append(self.ledger.add("path", str(bundle)))
         bundle.mkdir()
+        inst.root = self._overlay(bundle, made) if self._userland else str(self._root)
         data_source = None
         if self.needs.data_disk:
             data_source = self._data_disk(inst, bundle, made)
@@ -315,14 +351,7 @@ class OciDriver(Driver[OS]):
         if mkfs.returncode != 0:
             raise InstanceError(f"{inst.name}: mkfs.ext4 {device}: {mkfs.stderr.strip()[-200:]}")
         mountpoint = bundle / "data"
-        made.append(self.ledger.add("path", str(mountpoint)))
-        mountpoint.mkdir()
-        made.append(self.ledger.add("mount", str(mountpoint)))
-        mount = subprocess.run(
-            ["mount", device, str(mountpoint)], capture_output=True, text=True, check=False
-        )
-        if mount.returncode != 0:
-            raise InstanceError(f"{inst.name}: mount {device}: {mount.stderr.strip()[-200:]}")
+        mount(self.ledger, made, mountpoint, device)
         inst.data_disk = DataDisk(
             device,
             DATA_MOUNT,
@@ -379,7 +408,7 @@ class OciDriver(Driver[OS]):
                 "capabilities": {k: CAPABILITIES for k in ("bounding", "effective", "permitted")},
                 "noNewPrivileges": True,
             },
-            "root": {"path": str(self._root), "readonly": True},
+            "root": {"path": inst.root, "readonly": self._userland is None},
             "hostname": inst.name,
             "mounts": mounts,
             "linux": {
@@ -423,7 +452,13 @@ class OciDriver(Driver[OS]):
         info["resolved"] = {
             "runtime": self.runtime_name,
             "runtime_version": runtime_version(self._runtime[0]),
-            "root": "the guest image's tree, unpacked, read-only; commands start in /tmp, a tmpfs",
+            "root": (
+                "the root filesystem image, mounted read-only, under an overlayfs of each "
+                "instance's own"
+                if self._userland
+                else "the guest image's tree, unpacked, read-only"
+            )
+            + "; commands start in /tmp, a tmpfs",
             "control": f"{self.runtime_name} exec (the container's namespaces and cgroup)",
             "network": "veth into the run's bridge from a network namespace of its own",
             "cgroup": {
@@ -437,6 +472,8 @@ class OciDriver(Driver[OS]):
             **self.resolved(),
         }
         info["image"] = image.manifest
+        if self._userland:
+            info["rootfs"] = rootfs_summary(self._userland)
         return info
 
 

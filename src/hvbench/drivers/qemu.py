@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import itertools
 import json
 import os
@@ -42,6 +41,7 @@ from hvbench.drivers.base import (
     PlatformSettings,
     block_device,
     format_data_disk,
+    rootfs_summary,
     tap_and_mac,
 )
 from hvbench.drivers.last_words import last_words
@@ -696,13 +696,7 @@ class QemuDriver(Driver[QemuSettings]):
         if image:
             info["image"] = image.manifest
         if rootfs:
-            manifest = rootfs.manifest
-            listing = "".join(f"{p} {f['sha256']}\n" for p, f in sorted(manifest["files"].items()))
-            info["rootfs"] = {
-                **{k: v for k, v in manifest.items() if k != "files"},
-                "files": len(manifest["files"]),
-                "files_sha256": hashlib.sha256(listing.encode()).hexdigest(),
-            }
+            info["rootfs"] = rootfs_summary(rootfs)
         return info
 
 

@@ -75,7 +75,11 @@ def _detach_loop(res: Resource) -> None:
 
 
 def _unmount(res: Resource) -> None:
-    if os.path.ismount(res.name):
+    """Every mount on the path: some are stacked there (runsc mounts its empty network
+    namespace on the same path once per sandbox)."""
+    for _ in range(256):
+        if not os.path.ismount(res.name):
+            return
         _run_quiet(["umount", "-l", res.name])
 
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, ClassVar
 from pydantic import BaseModel, ConfigDict, PositiveInt
 
 if TYPE_CHECKING:
-    from hvbench.drivers.base import Instance, Operation
+    from hvbench.drivers.base import Instance, Kernel, Operation
     from hvbench.host.network import RunNetwork
 
 
@@ -156,10 +156,13 @@ class Workload(ABC):
     def tools(self) -> list[str]:
         """Programs this workload needs inside the instance (guest images include them)."""
 
-    def misfits(self, count: int, instance_memory: int, host_memory: int) -> list[str]:
+    def misfits(
+        self, count: int, instance_memory: int, host_memory: int, kernel: Kernel = "guest"
+    ) -> list[str]:
         """What ``count`` instances of this workload need beyond the memory they have (each
-        instance's, or 0 where they run on the host itself, which has ``host_memory``), one
-        line each with the fix; checked before a run starts anything."""
+        instance's, or 0 where they run on the host itself, which has ``host_memory``) and the
+        kernel they run on (``Driver.kernel``), one line each with the fix; checked before a run
+        starts anything."""
         return []
 
     def packages(self) -> list[str]:

@@ -27,16 +27,17 @@ idle   nothing: a booted instance                          none
 
 Instances reach each other (app -> db, web -> nfs) and their clients over the run network, so
 every request crosses the platform's virtual NIC and switch. Natively the servers run on the host,
-each in its instance's network namespace; guests get them in their root filesystem
-(``packages``) and the NFS modules from the guest kernel (``guest.kernel.MODULES``).
+each in its instance's network namespace; guests, containers and gVisor sandboxes get them in
+their root filesystem (``packages``), guests the NFS modules from the guest kernel
+(``guest.kernel.MODULES``).
 
-What runs where: web, app, db, imap and idle run natively and in guests; nfs only in guests, each
-with its own kernel and so its own NFS server. A mix with nfs is refused on native before anything
-starts (``misfits``: the host's kernel NFS server would be one for all instances, and this lab's
-host kernel has no nfsd at all). The default mix leaves nfs out; a study comparing guests with
-native on one set adds ``nfs: 1`` to the mix and gives the native platform one instance fewer
-than the set (``instances: [5]``): nfs comes last in a set, so native runs the set without it and
-its web serves every file from its own disk.
+What runs where: web, app, db, imap and idle run on every platform; nfs only in guests, each with
+its own kernel and so its own NFS server. A mix with nfs is refused before anything starts on
+native and container (``misfits``: the host's kernel NFS server would be one for all instances,
+and this lab's host kernel has no nfsd at all) and on gvisor (its Sentry has none). The default
+mix leaves nfs out; a study comparing guests with those on one set adds ``nfs: 1`` to the mix and
+gives the others one instance fewer than the set (``instances: [5]``): nfs comes last in a set,
+so they run the set without it and their web serves every file from its own disk.
 
 Every client sends at a fixed rate whatever the server does (open loop) and each request's
 latency runs from the time it was due, so a server that falls behind shows it in full. A role
@@ -92,7 +93,7 @@ from hvbench.workloads.base import (
 from hvbench.workloads.common import ScratchWorkload, keep, run
 
 if TYPE_CHECKING:
-    from hvbench.drivers.base import Instance
+    from hvbench.drivers.base import Instance, Kernel
     from hvbench.host.cgroup import Cgroup
     from hvbench.host.resources import Resource
 
@@ -274,7 +275,9 @@ userdb {
   args = uid=dovecot gid=dovecot home=$d/mail/%u
 }
 EOF
-dovecot -c "$d/dovecot.conf" || exit 1
+# its master keeps stderr open: a caller waiting for the end of its output (runc exec) would
+# wait for dovecot's
+dovecot -c "$d/dovecot.conf" 2>> "$d/dovecot.log" || exit 1
 """
 NFS = r"""
 mkdir -p "$d/export" /var/lib/nfs/v4recovery || exit 1
@@ -609,25 +612,17 @@ class Consolidation(ScratchWorkload):
     def role(self, instance: Instance, count: int) -> str:
         return self.settings.roles(count)[instance.index]
 
-    def misfits(self, count: int, instance_memory: int, host_memory: int) -> list[str]:
-        """Servers that cannot fit: on the host (native), all of them together, and nfs at all
-        (native instances share the host's kernel: one NFS server, one export table); in a
-        guest, the largest one in the guest's memory."""
+    def misfits(
+        self, count: int, instance_memory: int, host_memory: int, kernel: Kernel = "guest"
+    ) -> list[str]:
+        """Servers that cannot fit: nfs anywhere but in a guest of its own (``_no_nfsd``); on
+        the host (native), all of them together; in a guest or container, the largest one in
+        its memory."""
         roles = [r for r in self.settings.roles(count) if r in SERVERS]
-        if not instance_memory and "nfs" in roles:
-            release = platform.release()
-            has_nfsd = (
-                "nfsd" in Path("/proc/filesystems").read_text().split()
-                or Path(f"/lib/modules/{release}/kernel/fs/nfsd").is_dir()
-            )
-            why = (
-                "which is one per host: native instances cannot each have one"
-                if has_nfsd
-                else f"and this host's kernel ({release}) has no nfsd"
-            )
+        if kernel != "guest" and "nfs" in roles:
             return [
-                f"{self.settings.label()}: the nfs role runs the kernel NFS server, {why}; run "
-                f"nfs in guests, or leave it out of the mix"
+                f"{self.settings.label()}: the nfs role runs the kernel NFS server, "
+                f"{self._no_nfsd(kernel)}; run nfs in guests, or leave it out of the mix"
             ]
         if not instance_memory:
             need = sum(SERVERS[r].memory for r in roles)
@@ -645,6 +640,22 @@ class Consolidation(ScratchWorkload):
                 f"{format_size(instance_memory)}; give the platform more memory"
             ]
         return []
+
+    @staticmethod
+    def _no_nfsd(kernel: Kernel) -> str:
+        """Why instances on ``kernel`` cannot each serve NFS."""
+        if kernel == "sentry":
+            return "which gVisor's kernel (the Sentry) does not have"
+        release = platform.release()
+        if (
+            "nfsd" in Path("/proc/filesystems").read_text().split()
+            or Path(f"/lib/modules/{release}/kernel/fs/nfsd").is_dir()
+        ):
+            return (
+                "which is the host's, one for every instance sharing its kernel (native, "
+                "container): they cannot each have one"
+            )
+        return f"and this host's kernel ({release}) has no nfsd"
 
     def _peer_of(self, instance: Instance, ctx: Context, role: str) -> str:
         """The address of the instance's set's first ``role`` instance ("" if it has none)."""
@@ -685,7 +696,7 @@ class Consolidation(ScratchWorkload):
                 f"{instance.name}: role {role}: {server.name} did not start: {said}"
             )
         network = ctx.network
-        if instance.guest_is_host_processes:
+        if not instance.ends_its_processes:
             for pidfile in server.pidfiles:
                 pid = int(Path(d, pidfile).read_text().split()[0])
                 running.made.append(network.ledger.add_process(pid))
