@@ -696,14 +696,20 @@ class QemuDriver(Driver[QemuSettings]):
         if image:
             info["image"] = image.manifest
         if rootfs:
-            manifest = rootfs.manifest
-            listing = "".join(f"{p} {f['sha256']}\n" for p, f in sorted(manifest["files"].items()))
-            info["rootfs"] = {
-                **{k: v for k, v in manifest.items() if k != "files"},
-                "files": len(manifest["files"]),
-                "files_sha256": hashlib.sha256(listing.encode()).hexdigest(),
-            }
+            info["rootfs"] = rootfs_description(rootfs)
         return info
+
+
+def rootfs_description(rootfs: userland.RootImage) -> dict:
+    """A root filesystem image's manifest for a platform's description: its package versions
+    in full, its files by count and one hash of their listing."""
+    manifest = rootfs.manifest
+    listing = "".join(f"{p} {f['sha256']}\n" for p, f in sorted(manifest["files"].items()))
+    return {
+        **{k: v for k, v in manifest.items() if k != "files"},
+        "files": len(manifest["files"]),
+        "files_sha256": hashlib.sha256(listing.encode()).hexdigest(),
+    }
 
 
 class QemuLifecycle(Lifecycle):
