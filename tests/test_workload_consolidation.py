@@ -21,6 +21,7 @@ from hvbench.analysis.cost import density, host_cpu_of, same_work
 from hvbench.analysis.run import analyse
 from hvbench.analysis.verdict import verdicts
 from hvbench.errors import InstanceError, StudyError
+from hvbench.guest.image import cache_root as image_cache_root
 from hvbench.host.inventory import capacity as capacity_of_host
 from hvbench.report import jsonl
 from hvbench.report.tables import host_table
@@ -416,3 +417,48 @@ def test_one_set_of_real_servers_on_native_and_tcg():
     profiled = {(f.cell_id, f.repetition) for f in store.profile_functions(runner.run_id)}
     assert profiled == {(s.cell_id, s.repetition) for s in samples}
     assert leftovers(runner.run_id) == []
+
+
+UML_STUDY = """\
+name: consolidation-uml
+platforms:
+  uml: {driver: uml, memory: 256M, nic: vector, gro: true}
+workloads:
+  - {name: consolidation, sets: 1, mix: {web: 1, imap: 1, app: 1, db: 1, idle: 1, nfs: 1}}
+repetitions: 1
+"""
+
+
+@pytest.mark.guest
+def test_one_set_of_real_servers_in_uml():
+    """One set in --quick in six UML guests booted from the userland image on copy-on-write
+    ubds (the cached image untouched), the NIC the vector transport with GRO: every role's
+    requests counted, an SLO verdict each, the NFS server (the UML kernel's own nfsd module)
+    serving web, and nothing of the run left, no UML process above all."""
+    images = sorted(image_cache_root().glob("rootfs-*/root.ext4"))
+    before = {p: p.stat().st_mtime_ns for p in images}
+    store = Store()
+    t0 = time.monotonic()
+    runner = Runner.create(parse_study(UML_STUDY, "t"), store, quick=True)
+    assert runner.run() == "finished"
+    print(f"consolidation uml: {time.monotonic() - t0:.0f} s")
+    samples = store.samples(runner.run_id)
+    assert [s.status for s in samples] == ["ok"], [s.error for s in samples]
+    got = {(r.instance, r.name): r.value for r in store.metric_rows(runner.run_id)}
+    for index, role in enumerate(ACTIVE):
+        stem = f"consolidation.{role}"
+        done, failed = got[(index, f"{stem}.requests")], got[(index, f"{stem}.failed")]
+        due = {"web": 25, "imap": 10, "app": 10}.get(role)
+        assert done + failed == due if due else done + failed > 0, role
+        assert done > 0 and got[(index, f"{stem}.latency_p95_ms")] > 0, role
+        assert got[(index, f"{stem}.slo_met")] in (0.0, 1.0)
+    assert not any(i == 4 for i, _ in got)  # idle measures nothing
+    assert got[(5, "consolidation.nfs.ops")] > got[(5, "consolidation.nfs.calls")] >= 7
+    [cell] = store.cells(runner.run_id)
+    described = cell.platform_settings["rootfs"]
+    assert "nginx" in described["requested"] and "nginx" in described["packages"]
+    rootfs = image_cache_root() / f"rootfs-{described['key']}/root.ext4"
+    assert before.get(rootfs, rootfs.stat().st_mtime_ns) == rootfs.stat().st_mtime_ns
+    assert leftovers(runner.run_id) == []
+    uml = subprocess.run(["pgrep", "-a", "-x", "linux.uml"], capture_output=True, text=True)
+    assert runner.run_id not in uml.stdout
