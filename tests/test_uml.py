@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import time
+from typing import Any
 
 import guest_fixtures
 import pytest
@@ -30,7 +31,7 @@ from hvbench.drivers.uml import (
     probe_boot,
     xstate_verdict,
 )
-from hvbench.errors import InstanceError
+from hvbench.errors import HvbenchError, InstanceError
 from hvbench.runner import Runner
 from hvbench.store import Store
 from hvbench.study import parse_study
@@ -194,6 +195,16 @@ def test_registered_and_settings_checked():
         UmlSettings(driver="uml", disk={"backing": "block"})
     with pytest.raises(ValidationError):
         UmlSettings(driver="uml", vcpus=2)  # UML 6.1 is uniprocessor: no such field
+
+
+def test_a_userland_needs_the_ubd_root(tmp_path):
+    """kernbench's and consolidation's root filesystem image boots on a ubd, not over hostfs:
+    one line naming the setting and the fix, before anything is built or started."""
+    settings = UmlSettings(driver="uml", root="hostfs")
+    no_run: Any = None  # refused before it needs the run's ledger or network
+    driver = UmlDriver("h", settings, Needs(userland=True), no_run, no_run, tmp_path)
+    with pytest.raises(HvbenchError, match=r"platform h: .*root: hostfs cannot; use root: ubd"):
+        driver.start(1, time.monotonic() + 10)
 
 
 def test_doctor_says_whether_the_shim_is_needed():

@@ -4,6 +4,12 @@ Each instance is one UML kernel started inside the run's network namespace. Its 
 guest image's tree as an ext4 file made once per image (``mkfs.ext4 -d``, no mount) and shared
 read-only, each instance writing to a copy-on-write file of its own (UML's ``ubd0=cow,base``);
 or, with ``root: hostfs``, the tree unpacked into the run's directory and mounted from the host.
+Workloads that need a full userland (``Needs.userland``: kernbench, consolidation's servers) get
+the Debian root filesystem image of ``guest.userland`` on the same copy-on-write ubd instead, the
+cached image never written; UML mounts it itself, so no initramfs is involved: ``init=`` names the
+image's busybox init (``USERLAND_INIT``), which runs the same rc and agent as the other roots, and
+the UML kernel's own modules (nfsd, ...) are mounted from the host's ``/usr/lib/uml/modules``
+read-only over hostfs.
 The data disk is a second ubd backed by a file or block device; the NIC is the vector driver on a
 fresh tap of the run's bridge with ``gro=1`` (without it inbound TCP collapses to kbit/s).
 
@@ -50,6 +56,7 @@ from hvbench.drivers.base import (
     PlatformSettings,
     block_device,
     format_data_disk,
+    rootfs_summary,
     tap_and_mac,
 )
 from hvbench.drivers.last_words import last_words
@@ -57,7 +64,7 @@ from hvbench.drivers.qemu import Console
 from hvbench.drivers.serial_relay import LineRelay
 from hvbench.errors import CommandTimeout, HvbenchError, InstanceError
 from hvbench.guest import image as guest_image
-from hvbench.guest import rootfs
+from hvbench.guest import rootfs, userland
 from hvbench.guest.agent import GuestAgent
 from hvbench.host.inventory import boot_id
 from hvbench.host.process import run_bounded
@@ -69,6 +76,11 @@ FP_FAILURE = b"ptrace set fp regs failed"
 PROBE_SECONDS = 30.0
 DATA_DEVICE = "/dev/ubdb"
 """The data disk is always the second ubd, also when the root is on hostfs."""
+USERLAND_INIT = "/usr/lib/hvbench/bin/init"
+"""busybox init on a userland image (one of the applet links ``userland._add_hvbench`` makes):
+it reads the image's /etc/inittab, as the initramfs's ``switch_root`` to ``busybox init`` does."""
+MODULES = "/usr/lib/uml/modules"
+"""The UML kernel's modules on the host (user-mode-linux), a directory per release."""
 
 
 def cache_dir() -> Path:
@@ -464,6 +476,8 @@ class UmlDriver(Driver[UmlSettings]):
         """What the UML process's environment adds: the xstate shim where it needs one."""
         self._root: Path | None = None
         """The ubd root image (``root: ubd``); None boots each instance from a hostfs tree."""
+        self._rootfs: userland.RootImage | None = None
+        """The userland image, when the workloads need one: then it is ``_root``."""
 
     @classmethod
     def check(cls) -> Availability:
@@ -488,10 +502,11 @@ class UmlDriver(Driver[UmlSettings]):
         if self._image:
             return
         s = self.settings
-        if self.needs.userland:
+        if self.needs.userland and s.root == "hostfs":
             raise HvbenchError(
-                f"platform {self.platform}: workloads needing a full userland (kernbench) "
-                "are not supported by the uml driver yet"
+                f"platform {self.platform}: workloads needing a full userland (kernbench, "
+                "consolidation) boot a root filesystem image, which root: hostfs cannot; "
+                "use root: ubd"
             )
         if not shutil.which(UML):
             raise HvbenchError(
@@ -504,7 +519,11 @@ class UmlDriver(Driver[UmlSettings]):
         self._verdict = verdict
         self._env = {"LD_PRELOAD": str(build_shim())} if verdict.shim else {}
         self._image = guest_image.build(set(self.needs.tools))
-        self._root = root_image(self._image, self.ledger, self.workdir) if s.root == "ubd" else None
+        if self.needs.userland:
+            self._rootfs = userland.build(self.needs.tools, self._image, self.needs.packages)
+            self._root = self._rootfs.disk
+        elif s.root == "ubd":
+            self._root = root_image(self._image, self.ledger, self.workdir)
 
     def start(self, count: int, deadline: float) -> list[Instance]:
         self._resolve()
@@ -521,7 +540,7 @@ class UmlDriver(Driver[UmlSettings]):
         made.append(uml_dir)
         argv = [UML, f"mem={s.memory >> 20}M", *self._root_args(prefix, made)]
         argv += [
-            "init=/init",
+            f"init={USERLAND_INIT if self._rootfs else '/init'}",
             "con=null",
             "ssl=null",
             "con0=null,fd:1",
@@ -608,10 +627,26 @@ class UmlDriver(Driver[UmlSettings]):
             raise InstanceError(f"{inst.name}: UML {why} ({inst.last_words()})") from e
         inst.console.phases["ready"] = time.monotonic() - started
         inst.boot = {k: round(v, 3) for k, v in inst.console.phases.items() if k != "agent"}
+        if self._rootfs:
+            self._mount_modules(inst)
         if s.nic == "vector":
             self._configure_nic(inst)
         if self.needs.data_disk:
             format_data_disk(inst, DATA_DEVICE, self._disk_description())
+
+    def _mount_modules(self, inst: UmlInstance) -> None:
+        """The userland image holds the modules of the QEMU guests' kernel: give the guest the
+        UML kernel's own (nfsd for consolidation's nfs role), read-only from the host."""
+        modules = f"{MODULES}/{uml_version()}"  # the UML kernel's release
+        if not os.path.isdir(modules):
+            return
+        mount = (
+            f'mkdir -p "/lib/modules/$(uname -r)" && mount -t hostfs -o "ro,{modules}" '
+            'hostfs "/lib/modules/$(uname -r)"'
+        )
+        result = inst.exec(["sh", "-c", mount], timeout=30)
+        if not result.ok:
+            raise InstanceError(f"{inst.name}: mounting UML's modules: {result.describe_failure()}")
 
     def _configure_nic(self, inst: UmlInstance) -> None:
         """UML names its vector NIC vec0, which the image's rc does not know: rename it to eth0,
@@ -639,4 +674,6 @@ class UmlDriver(Driver[UmlSettings]):
                 "host_cores": os.cpu_count(),
             }
             info["image"] = self._image.manifest
+        if self._rootfs:
+            info["rootfs"] = rootfs_summary(self._rootfs)
         return info

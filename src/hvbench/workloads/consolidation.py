@@ -62,6 +62,7 @@ import platform
 import re
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -108,6 +109,8 @@ SATURATED = 0.9
 """A client that used this share of a core or more and missed its rate could not keep up."""
 START_S = 30.0
 """Generating the docroot, initdb, pgbench -i and the servers' start, for the estimate."""
+STOP_S = 120.0
+"""How long a role's server may take to stop and undo what it did (unmount, unexport)."""
 PATH = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
@@ -578,6 +581,8 @@ class Running:
     made: list[Resource] = field(default_factory=list)
     """What the run's ledger removes if cleanup never comes (a killed run): the peer's files
     and, where the instance's processes are the host's (native), its servers."""
+    unmounted: threading.Event | None = None
+    """web with an nfs peer: set when its cleanup has unmounted the peer's export."""
 
 
 class Consolidation(ScratchWorkload):
@@ -594,6 +599,10 @@ class Consolidation(ScratchWorkload):
         super().__init__(settings)
         self._running: dict[str, Running] = {}
         """Per instance name."""
+        self._mounts: dict[str, list[threading.Event]] = {}
+        """Per nfs instance's address, its webs' ``Running.unmounted``: its cleanup stops the
+        server only after they unmounted it, since a guest's umount of an NFSv4 mount whose
+        server is gone hangs for minutes (the client's last calls retried)."""
 
     def tools(self) -> list[str]:
         return []
@@ -682,6 +691,9 @@ class Consolidation(ScratchWorkload):
                 f"consolidation: instance {instance.index} (app) has no db in its set"
             )
         running = Running(role, instance.address, None, None, peer)
+        if role == "web" and peer:
+            running.unmounted = threading.Event()
+            self._mounts.setdefault(peer, []).append(running.unmounted)
         self._running[instance.name] = running
         server = SERVERS[role]
         pidfiles, files = " ".join(server.pidfiles), " ".join(map(str, NFS_FILES))
@@ -833,8 +845,13 @@ class Consolidation(ScratchWorkload):
             server = SERVERS[running.role]
             script = f"{STOP}{server.stop}\ntrue\n"
             stop = ["env", f"d={d}", PATH, "sh", "-c", script, "sh", *server.pidfiles]
+            if running.role == "nfs":
+                for unmounted in self._mounts.pop(running.address, []):
+                    unmounted.wait(STOP_S + 30)
             with contextlib.suppress(InstanceError):  # a dead instance has no server left
-                instance.exec(stop, 120)
+                instance.exec(stop, STOP_S)
+        if running and running.unmounted:
+            running.unmounted.set()
         for res in running.made if running else []:
             ctx.network.ledger.release(res)
         super().cleanup(instance, ctx)
