@@ -31,7 +31,7 @@ from hvbench.host.inventory import capacity as capacity_of_host
 from hvbench.report import jsonl
 from hvbench.report.tables import host_table
 from hvbench.runner import Runner
-from hvbench.store import Store
+from hvbench.store import SampleView, Store
 from hvbench.study import parse_study
 from hvbench.workloads import workload_class
 from hvbench.workloads.base import Ascent, Context, Outcome, ParseError
@@ -378,6 +378,34 @@ def test_faults_name_the_role_the_server_and_why():
     assert gone.stdout == b""
 
 
+def quick_run(study: str, what: str, cells: int) -> tuple[Store, Runner, list[SampleView]]:
+    """The study in --quick through the runner, finished with its ``cells`` samples ok."""
+    store = Store()
+    t0 = time.monotonic()
+    runner = Runner.create(parse_study(study, "t"), store, quick=True)
+    status = runner.run()
+    print(f"consolidation {what}: {time.monotonic() - t0:.0f} s")
+    samples = store.samples(runner.run_id)
+    assert status == "finished", [s.error for s in samples]
+    assert [s.status for s in samples] == ["ok"] * cells, [s.error for s in samples]
+    return store, runner, samples
+
+
+def every_role_served(got: dict[tuple[int, str], float], where: str, all_done: bool = True) -> None:
+    """Each active role's requests counted against those due at the quick rates, an SLO
+    verdict each, and a p95 where requests were done (``all_done``: some of every role's);
+    idle measures nothing."""
+    for index, role in enumerate(ACTIVE):
+        stem = f"consolidation.{role}"
+        done, failed = got[(index, f"{stem}.requests")], got[(index, f"{stem}.failed")]
+        due = {"web": 25, "imap": 10, "app": 10}.get(role)
+        assert done + failed == due if due else done + failed > 0, (where, role)
+        assert done > 0 or not all_done, (where, role)
+        assert done == 0 or got[(index, f"{stem}.latency_p95_ms")] > 0, (where, role)
+        assert got[(index, f"{stem}.slo_met")] in (0.0, 1.0), (where, role)
+    assert not any(i == 4 for i, _ in got), where
+
+
 STUDY = """\
 name: consolidation-test
 baseline: native
@@ -398,13 +426,7 @@ def test_one_set_of_real_servers_on_native_and_tcg():
     active role's requests counted against those due, an SLO verdict each, the NFS server's
     calls and operations in the guests, the host CPU split with the clients' CPU apart, the
     same-work sentence against native, and each sample's top functions (perf) stored."""
-    store = Store()
-    t0 = time.monotonic()
-    runner = Runner.create(parse_study(STUDY, "t"), store, quick=True)
-    assert runner.run() == "finished"
-    print(f"consolidation native + tcg: {time.monotonic() - t0:.0f} s")
-    samples = store.samples(runner.run_id)
-    assert [s.status for s in samples] == ["ok", "ok"], [s.error for s in samples]
+    store, runner, samples = quick_run(STUDY, "native + tcg", cells=2)
     rows = store.metric_rows(runner.run_id)
     platform = {c.id: c.platform for c in store.cells(runner.run_id)}
     for cell in {r.cell_id for r in rows}:
@@ -451,21 +473,6 @@ UML_STUDY = OSLEVEL.replace("-oslevel", "-uml").replace(
 """The same set in UML guests, nfs included (the UML kernel's own nfsd module)."""
 
 
-def every_role_served(got: dict[tuple[int, str], float], where: str, all_done: bool = True) -> None:
-    """Each active role's requests counted against those due at the quick rates, an SLO
-    verdict each, and a p95 where requests were done (``all_done``: some of every role's);
-    idle measures nothing."""
-    for index, role in enumerate(ACTIVE):
-        stem = f"consolidation.{role}"
-        done, failed = got[(index, f"{stem}.requests")], got[(index, f"{stem}.failed")]
-        due = {"web": 25, "imap": 10, "app": 10}.get(role)
-        assert done + failed == due if due else done + failed > 0, (where, role)
-        assert done > 0 or not all_done, (where, role)
-        assert done == 0 or got[(index, f"{stem}.latency_p95_ms")] > 0, (where, role)
-        assert got[(index, f"{stem}.slo_met")] in (0.0, 1.0), (where, role)
-    assert not any(i == 4 for i, _ in got), where
-
-
 @pytest.mark.guest
 def test_one_set_of_real_servers_in_containers_and_gvisor():
     """One set (web, imap, app, db, idle) in --quick in runc containers and in gVisor sandboxes
@@ -474,13 +481,7 @@ def test_one_set_of_real_servers_in_containers_and_gvisor():
     the run left (overlays, the read-only image's mount and loop device, containers)."""
     require(ContainerDriver.check().ok, "runc (apt-get install runc)")
     require(GvisorDriver.check().ok, "gVisor's runsc (./setup.sh --with-gvisor)")
-    store = Store()
-    t0 = time.monotonic()
-    runner = Runner.create(parse_study(OSLEVEL, "t"), store, quick=True)
-    assert runner.run() == "finished", [s.error for s in store.samples(runner.run_id)]
-    print(f"consolidation container + gvisor: {time.monotonic() - t0:.0f} s")
-    samples = store.samples(runner.run_id)
-    assert [s.status for s in samples] == ["ok", "ok"], [s.error for s in samples]
+    store, runner, _ = quick_run(OSLEVEL, "container + gvisor", cells=2)
     rows = store.metric_rows(runner.run_id)
     platform = {c.id: c.platform for c in store.cells(runner.run_id)}
     assert sorted(platform[r.cell_id] for r in {r.cell_id: r for r in rows}.values()) == [
@@ -522,13 +523,7 @@ def test_one_set_of_real_servers_in_uml():
     serving web, and nothing of the run left, no UML process above all."""
     images = sorted(cache_root().glob("rootfs-*/root.ext4"))
     before = {p: p.stat().st_mtime_ns for p in images}
-    store = Store()
-    t0 = time.monotonic()
-    runner = Runner.create(parse_study(UML_STUDY, "t"), store, quick=True)
-    assert runner.run() == "finished"
-    print(f"consolidation uml: {time.monotonic() - t0:.0f} s")
-    samples = store.samples(runner.run_id)
-    assert [s.status for s in samples] == ["ok"], [s.error for s in samples]
+    store, runner, _ = quick_run(UML_STUDY, "uml", cells=1)
     got = {(r.instance, r.name): r.value for r in store.metric_rows(runner.run_id)}
     every_role_served(got, "uml")
     assert got[(5, "consolidation.nfs.ops")] > got[(5, "consolidation.nfs.calls")] >= 7
