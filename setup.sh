@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs hvbench on Debian 12 as root: the Debian packages it drives (scripts/debian-packages.txt),
 # a virtualenv in .venv and the package itself. `--dev` adds what the tests need (gVisor's runsc,
-# which the tests boot, and vegeta, the consolidation workload's HTTP client); `--with-gvisor`
-# builds runsc for `driver: gvisor` alone, `--with-vegeta` vegeta alone.
+# which the tests boot, vegeta, the consolidation workload's HTTP client, and CRIU 4.1, with
+# which runc checkpoints a container); `--with-gvisor` builds runsc for `driver: gvisor` alone,
+# `--with-vegeta` vegeta alone, `--with-criu` installs CRIU alone (scripts/install-criu.sh).
 # Safe to run again: every step is idempotent.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -10,12 +11,15 @@ cd "$(dirname "$0")"
 extras=""
 with_gvisor=0
 with_vegeta=0
+with_criu=0
 for arg in "$@"; do
   case "$arg" in
-    --dev) extras="[dev]"; with_gvisor=1; with_vegeta=1 ;;
+    --dev) extras="[dev]"; with_gvisor=1; with_vegeta=1; with_criu=1 ;;
     --with-gvisor) with_gvisor=1 ;;
     --with-vegeta) with_vegeta=1 ;;
-    *) echo "setup.sh: unknown option $arg (known: --dev, --with-gvisor, --with-vegeta)" >&2; exit 2 ;;
+    --with-criu) with_criu=1 ;;
+    *) echo "setup.sh: unknown option $arg (known: --dev, --with-gvisor, --with-vegeta," \
+         "--with-criu)" >&2; exit 2 ;;
   esac
 done
 
@@ -37,5 +41,8 @@ if [ "$with_gvisor" = 1 ] && [ ! -x .venv/bin/runsc ]; then
 fi
 if [ "$with_vegeta" = 1 ] && [ ! -x .venv/bin/vegeta ]; then
   scripts/build-vegeta.sh .venv/bin
+fi
+if [ "$with_criu" = 1 ]; then
+  scripts/install-criu.sh .venv
 fi
 echo "setup.sh: hvbench $(.venv/bin/hvbench version) is ready in $(pwd)/.venv"

@@ -10,10 +10,17 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
+from guest_fixtures import GuestRun
+from workload_env import run_workload
 
+from hvbench.drivers.base import DATA_MOUNT
+from hvbench.drivers.oslevel import OciDriver
 from hvbench.runner import Runner
 from hvbench.store import Store
 from hvbench.study import parse_study
+from hvbench.workloads.migration import Migration, MigrationSettings
+from hvbench.workloads.snapshot import Snapshot, SnapshotSettings
 
 CPU = (
     "{name: cpu, suite: micro, integer: {duration: 1}, float: {duration: 1}, memory: {duration: 1},"
@@ -123,3 +130,49 @@ def killed_run_is_cleaned_up(
                               capture_output=True, text=True).stdout.split()  # fmt: skip
     assert not set(loops) & set(attached), loops
     return loops
+
+
+def checkpoint_moves_and_restores(d: OciDriver, guest_run: GuestRun, exec_killed: bool) -> None:
+    """The runtime's checkpoint and restore, as a migration (the dirtier, started through the
+    init's spawner, writing all through it) and as a snapshot: each time a new container takes
+    over with what the old one held in memory and on its data disk, on the run's network; the
+    image directory goes, and the ledger holds the one container that runs. ``exec_killed``:
+    a background process that ``exec`` started is gone after the restore (runsc; runc's
+    ``exec`` cannot leave one: it waits for the process's output to close)."""
+    [inst] = d.start(1, time.monotonic() + 180)
+    try:
+        fill = f"head -c 16777216 /dev/urandom > /tmp/mem && echo kept > {DATA_MOUNT}/probe"
+        assert inst.exec(["sh", "-c", fill], 60).ok
+        digest = inst.exec(["md5sum", "/tmp/mem"], 30).text()
+        if exec_killed:
+            assert inst.exec(["sh", "-c", "sleep 600 &"], 30).ok
+        assert inst.init is not None
+        first = inst.init.pid
+        migration = Migration(MigrationSettings(name="migration", dirty_rate=1 << 20))
+        [moved] = run_workload(migration, [inst], guest_run.network)
+        m = {x.name: x.value for x in moved.metrics}
+        assert inst.init.pid != first and not psutil.pid_exists(first)
+        assert m["migration.wrong_pages"] == 0, "every page the dirtier wrote was restored"
+        assert m["migration.downtime_ms"] == pytest.approx(m["migration.total_s"] * 1000, 1e-3)
+        assert m["migration.transferred_mib"] > 32 + 16, "the dirtier's buffer and /tmp/mem"
+        assert m["migration.passes"] == 1
+        assert m["migration.guest_pause_ms"] > 0
+        if exec_killed:
+            assert "sleep 600" not in inst.exec(["ps", "-o", "args"], 30).text()
+
+        second = inst.init.pid
+        [restored] = run_workload(Snapshot(SnapshotSettings(name="snapshot")), [inst],
+                                  guest_run.network)  # fmt: skip
+        s = {x.name: x.value for x in restored.metrics}
+        assert inst.init.pid != second and not psutil.pid_exists(second)
+        assert 16 < s["snapshot.size_mib"] < 256, "the tmpfs file is in the image"
+        assert s["snapshot.save_s"] > 0 and s["snapshot.restore_s"] > 0
+        assert not list(guest_run.workdir.glob("*.checkpoint*")), "the images go once restored"
+        live = [r for r in guest_run.ledger.live if r.kind == "container"]
+        assert [r.name for r in live] == [inst.container_id]
+        assert inst.exec(["md5sum", "/tmp/mem"], 30).text() == digest
+        assert inst.exec(["cat", f"{DATA_MOUNT}/probe"], 30).text() == "kept\n"
+        assert "198.18.0.10/24" in inst.exec(["ip", "-4", "-o", "addr"], 30).text()
+    finally:
+        d.stop([inst])
+    assert not inst.alive()

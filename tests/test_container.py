@@ -12,6 +12,7 @@ from conftest import require
 from guest_fixtures import GuestRun, guest_image, guest_run  # noqa: F401 (fixtures)
 from oslevel_checks import (
     EXPECTED,
+    checkpoint_moves_and_restores,
     container_leftovers,
     failures,
     killed_run_is_cleaned_up,
@@ -21,8 +22,9 @@ from oslevel_checks import (
 
 from hvbench.drivers import DRIVERS
 from hvbench.drivers.base import DATA_MOUNT, Needs
-from hvbench.drivers.container import ContainerDriver, ContainerSettings
+from hvbench.drivers.container import ContainerDriver, ContainerSettings, criu_version
 from hvbench.errors import CommandTimeout
+from hvbench.workloads.migration import dirtier
 
 needs_runc = pytest.mark.usefixtures("_runc")
 
@@ -80,6 +82,21 @@ def test_limits_channel_and_disk(guest_run: GuestRun):  # noqa: F811 (fixture)
     finally:
         d.stop(insts)
     assert not any(i.alive() for i in insts)
+
+
+@needs_runc
+@pytest.mark.guest
+def test_checkpoint_migrates_and_restores_a_running_container(guest_run: GuestRun):  # noqa: F811
+    """runc checkpoint and restore with CRIU 4.1 (scripts/install-criu.sh), as a migration and
+    as a snapshot (oslevel_checks); the CRIU used is in the platform's description."""
+    require(criu_version() is not None, "CRIU 4.1 or later (./setup.sh --with-criu)")
+    settings = ContainerSettings(driver="container", vcpus=1, memory="256M")
+    needs = Needs(tools=frozenset({str(dirtier())}), data_disk=True)
+    d = ContainerDriver(
+        "c", settings, needs, guest_run.ledger, guest_run.network, guest_run.workdir
+    )
+    checkpoint_moves_and_restores(d, guest_run, exec_killed=False)
+    assert d.describe()["resolved"]["criu"].startswith("4.")
 
 
 @needs_runc

@@ -9,12 +9,12 @@ import subprocess
 import time
 from pathlib import Path
 
-import psutil
 import pytest
 from conftest import require
 from guest_fixtures import GuestRun, guest_image, guest_run  # noqa: F401 (fixtures)
 from oslevel_checks import (
     EXPECTED,
+    checkpoint_moves_and_restores,
     container_leftovers,
     failures,
     killed_run_is_cleaned_up,
@@ -22,14 +22,12 @@ from oslevel_checks import (
     run_study,
 )
 from pydantic import ValidationError
-from workload_env import run_workload
 
 from hvbench.drivers import DRIVERS
 from hvbench.drivers.base import DATA_MOUNT, Needs
 from hvbench.drivers.gvisor import GvisorDriver, GvisorSettings
 from hvbench.errors import CommandTimeout
-from hvbench.workloads.migration import Migration, MigrationSettings, dirtier
-from hvbench.workloads.snapshot import Snapshot, SnapshotSettings
+from hvbench.workloads.migration import dirtier
 
 needs_runsc = pytest.mark.usefixtures("_runsc")
 
@@ -132,54 +130,12 @@ def test_network_disk_limits_and_timeouts(guest_run: GuestRun):  # noqa: F811 (f
 @needs_runsc
 @pytest.mark.guest
 def test_checkpoint_migrates_and_restores_a_running_sandbox(guest_run: GuestRun):  # noqa: F811
-    """runsc checkpoint and restore, as a migration (the dirtier, started through the init's
-    spawner, writing all through it) and as a snapshot: each time a new sandbox takes over with
-    what the old one held in memory and on its data disk, on the run's network; the image
-    directory goes, and the ledger holds the one container that runs. What `runsc exec`
-    started is killed by a restore."""
+    """runsc checkpoint and restore, as a migration and as a snapshot (oslevel_checks); what
+    `runsc exec` started is killed by a restore."""
     settings = GvisorSettings(driver="gvisor", vcpus=1, memory="256M")
     needs = Needs(tools=frozenset({str(dirtier())}), data_disk=True)
     d = GvisorDriver("g", settings, needs, guest_run.ledger, guest_run.network, guest_run.workdir)
-    [inst] = d.start(1, time.monotonic() + 180)
-    try:
-        fill = f"head -c 16777216 /dev/urandom > /tmp/mem && echo kept > {DATA_MOUNT}/probe"
-        assert inst.exec(["sh", "-c", fill], 60).ok
-        digest = inst.exec(["md5sum", "/tmp/mem"], 30).text()
-        assert inst.exec(["sh", "-c", "sleep 600 &"], 30).ok
-        first = inst.init.pid
-        migration = Migration(MigrationSettings(name="migration", dirty_rate=1 << 20))
-        [moved] = run_workload(migration, [inst], guest_run.network)
-        m = metric_values_of(moved)
-        assert inst.init.pid != first and not psutil.pid_exists(first)
-        assert m["migration.wrong_pages"] == 0, "every page the dirtier wrote was restored"
-        assert m["migration.downtime_ms"] == pytest.approx(m["migration.total_s"] * 1000, 1e-3)
-        assert m["migration.transferred_mib"] > 32 + 16, "the dirtier's buffer and /tmp/mem"
-        assert m["migration.passes"] == 1
-        assert m["migration.guest_pause_ms"] > 0
-        assert "sleep 600" not in inst.exec(["ps", "-o", "args"], 30).text(), (
-            "what runsc exec started is killed by the restore"
-        )
-
-        second = inst.init.pid
-        [restored] = run_workload(Snapshot(SnapshotSettings(name="snapshot")), [inst],
-                                  guest_run.network)  # fmt: skip
-        s = metric_values_of(restored)
-        assert inst.init.pid != second and not psutil.pid_exists(second)
-        assert 16 < s["snapshot.size_mib"] < 256, "the tmpfs file is in the image"
-        assert s["snapshot.save_s"] > 0 and s["snapshot.restore_s"] > 0
-        assert not list(guest_run.workdir.glob("*.checkpoint*")), "the images go once restored"
-        live = [r for r in guest_run.ledger.live if r.kind == "container"]
-        assert [r.name for r in live] == [inst.container_id]
-        assert inst.exec(["md5sum", "/tmp/mem"], 30).text() == digest
-        assert inst.exec(["cat", f"{DATA_MOUNT}/probe"], 30).text() == "kept\n"
-        assert "198.18.0.10/24" in inst.exec(["ip", "-4", "-o", "addr"], 30).text()
-    finally:
-        d.stop([inst])
-    assert not inst.alive()
-
-
-def metric_values_of(outcome) -> dict[str, float]:
-    return {m.name: m.value for m in outcome.metrics}
+    checkpoint_moves_and_restores(d, guest_run, exec_killed=True)
 
 
 @needs_runsc

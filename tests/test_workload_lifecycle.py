@@ -12,6 +12,7 @@ import psutil
 import pytest
 from workload_env import run_workload
 
+from hvbench.drivers import container
 from hvbench.drivers.base import Needs
 from hvbench.drivers.qemu import QemuDriver, QemuInstance, QemuSettings
 from hvbench.errors import StudyError
@@ -96,11 +97,16 @@ workloads:
     [
         ("native", "no guest to move or save"),
         ("uml", "user-mode Linux has no way"),
-        ("container", "vdso: Unexpected rt vDSO area bounds"),
     ],
 )
 def test_study_refuses_drivers_without_the_operation(driver: str, why: str, workload: str):
     refused(driver, why, workload)
+
+
+@pytest.mark.parametrize("workload", ["migration", "snapshot"])
+def test_study_refuses_container_without_a_criu_that_works_here(monkeypatch, workload: str):
+    monkeypatch.setattr(container, "criu_version", lambda: None)
+    refused("container", "CRIU 4.1 or later (Debian 12's 3.17 fails", workload)
 
 
 def test_study_refuses_libvirt_migration_and_takes_its_snapshot():
@@ -110,8 +116,10 @@ def test_study_refuses_libvirt_migration_and_takes_its_snapshot():
 
 
 @pytest.mark.parametrize("workload", ["migration", "snapshot"])
-def test_study_takes_gvisor_for_both(workload: str):
-    study = parse_study(STUDY.replace("DRIVER", "gvisor").replace("WORKLOAD", workload), "ok")
+@pytest.mark.parametrize("driver", ["gvisor", "container"])
+def test_study_takes_gvisor_and_container_with_criu_for_both(monkeypatch, driver, workload):
+    monkeypatch.setattr(container, "criu_version", lambda: (4, 1, 1))
+    study = parse_study(STUDY.replace("DRIVER", driver).replace("WORKLOAD", workload), "ok")
     assert {c.platform for c in study.cells()} == {"vm", "other"}
 
 

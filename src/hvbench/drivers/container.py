@@ -10,9 +10,12 @@ not).
 
 from __future__ import annotations
 
+import functools
+import re
+import subprocess
 from typing import ClassVar, Literal
 
-from hvbench.drivers.base import Availability, Kernel
+from hvbench.drivers.base import Availability, Kernel, Operation, PlatformSettings
 from hvbench.drivers.oslevel import OciDriver, OsLevelSettings
 from hvbench.host.process import which
 
@@ -23,10 +26,6 @@ class ContainerSettings(OsLevelSettings):
 
 class ContainerDriver(OciDriver[ContainerSettings]):
     name: ClassVar[str] = "container"
-    no_lifecycle: ClassVar[str] = (
-        "cannot yet: runc checkpoints with CRIU, and Debian 12's CRIU 3.17 fails on kernels "
-        'from 6.13 on (`criu check`: "vdso: Unexpected rt vDSO area bounds"; fixed in CRIU 4.1)'
-    )
     settings_model = ContainerSettings
     runtime_name: ClassVar[str] = "runc"
     kernel: ClassVar[Kernel] = "host"
@@ -39,4 +38,48 @@ class ContainerDriver(OciDriver[ContainerSettings]):
     def check(cls) -> Availability:
         if cls.runtime_binary() is None:
             return Availability(False, "runc is not installed", "apt-get install runc")
-        return Availability(True, "runc: OCI containers of the guest image's tree")
+        version = criu_version()
+        checkpoint = (
+            f"checkpoint and restore with CRIU {'.'.join(map(str, version))}"
+            if version
+            else "no checkpoint and restore (CRIU 4.1: ./setup.sh --with-criu)"
+        )
+        return Availability(True, f"runc: OCI containers of the guest image's tree; {checkpoint}")
+
+    @classmethod
+    def refuses(cls, operation: Operation, settings: PlatformSettings) -> str | None:
+        if criu_version() is None:
+            return (
+                f"the container driver checkpoints with CRIU {CRIU_MIN[0]}.{CRIU_MIN[1]} or "
+                "later (Debian 12's 3.17 fails on kernels from 6.13 on), not found here: "
+                "./setup.sh --with-criu"
+            )
+        return None
+
+    def global_flags(self) -> list[str]:
+        criu = which("criu")
+        return ["--criu", criu] if criu and criu_version() else []
+
+    def resolved(self) -> dict:
+        version = criu_version()
+        return {"criu": ".".join(map(str, version))} if version else {}
+
+
+CRIU_MIN = (4, 1)
+"""The first CRIU that dumps on this kernel (6.13 moved the rt vDSO: "vdso: Failed to fill self
+vdso symtable" from 3.17)."""
+
+
+@functools.cache
+def criu_version() -> tuple[int, ...] | None:
+    """The version of the CRIU runc would use (hvbench's virtualenv first, see
+    scripts/install-criu.sh), or None if there is none of CRIU_MIN or later."""
+    criu = which("criu")
+    if criu is None:
+        return None
+    out = subprocess.run([criu, "--version"], capture_output=True, text=True, check=False)
+    found = re.search(r"Version: (\d+)\.(\d+)(?:\.(\d+))?", out.stdout)
+    if out.returncode != 0 or found is None:
+        return None
+    version = tuple(int(g) for g in found.groups() if g is not None)
+    return version if version[:2] >= CRIU_MIN else None

@@ -27,8 +27,10 @@ nsenter would not).
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
+import shlex
 import signal
 import subprocess
 import time
@@ -48,6 +50,9 @@ from hvbench.drivers.base import (
     Driver,
     HostDisk,
     Instance,
+    Lifecycle,
+    MigrationPlan,
+    OperationReport,
     PlatformSettings,
     rootfs_summary,
 )
@@ -66,9 +71,22 @@ STOP_TIMEOUT_S = 30.0
 WORKDIR = "/tmp"
 """Where commands start: a tmpfs, so that tools that write to their working directory
 (stress-ng) write to memory there, as they do in a guest whose root is its initramfs."""
-INIT = ["/bin/sh", "-c", "while :; do sleep 3600 & wait; done"]
+SPAWN = "/run/hvbench-spawn"
+"""The init's spawner's FIFO; ``.pid`` is the spawner's pid, ``.out`` a spawned line's output."""
+INIT = [
+    "/bin/sh",
+    "-c",
+    "exec </dev/null >/dev/null 2>&1; "
+    f"mkfifo {SPAWN}; sh -c 'echo $$ > {SPAWN}.pid; while :; do read -r c < {SPAWN} && "
+    f'( (sh -c "$c" > {SPAWN}.tmp 2>&1; mv {SPAWN}.tmp {SPAWN}.out) & ); done\' & '
+    "while :; do sleep 3600 & wait; done",
+]
 """The container's PID 1: holds its namespaces while commands come and go through ``exec``, and
-reaps what a killed command orphaned (ash's ``wait`` reaps any child)."""
+reaps what a killed command orphaned (ash's ``wait`` reaps any child). Beside it, a spawner runs
+each line written to its FIFO as an orphan of the init: what must outlive a checkpoint and
+restore (the migration's dirtier) starts there, not through ``exec``, whose processes a gVisor
+restore kills and whose pipes to hvbench CRIU cannot dump. Its stdio is the container's own
+/dev/null, not the runtime's log on the host, which CRIU could not reopen inside the container."""
 CAPABILITIES = [
     "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FSETID", "CAP_FOWNER", "CAP_MKNOD", "CAP_NET_RAW",
     "CAP_SETGID", "CAP_SETUID", "CAP_SETFCAP", "CAP_SETPCAP", "CAP_NET_BIND_SERVICE",
@@ -125,6 +143,8 @@ class OciInstance(Instance):
     cgroups_path: str = ""
     init: psutil.Process | None = None
     running: Running = field(default_factory=Running)
+    driver: OciDriver | None = None
+    """Set by the driver that started it: its lifecycle makes containers in the driver's run."""
 
     def exec(self, argv: Sequence[str], timeout: float, stdin: bytes | None = None) -> ExecResult:
         if not self.alive():
@@ -155,13 +175,30 @@ class OciInstance(Instance):
             self.kill_pids([p for p in listed if isinstance(p, int)])
 
     def kill_pids(self, pids: list[int]) -> None:
-        """Kill what ``runtime ps`` listed, but the init. runc lists host pids; runsc, whose
-        processes live in its sandbox, overrides this."""
-        init = self.init.pid if self.init else None
+        """Kill what ``runtime ps`` listed, but the init and its spawner. runc lists host pids;
+        runsc, whose processes live in its sandbox, overrides this."""
+        keep = set()
+        if self.init is not None:
+            with contextlib.suppress(psutil.Error):
+                keep = {self.init.pid} | {
+                    p.pid for p in self.init.children() if SPAWN in " ".join(p.cmdline())
+                }
         for pid in pids:
-            if pid != init:
+            if pid not in keep:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
+
+    def spawn(self, command: str, timeout: float) -> ExecResult:
+        """Hand the line to the init's spawner (see INIT) and return its output once the line
+        has run."""
+        script = (
+            f"rm -f {SPAWN}.out; echo {shlex.quote(command)} > {SPAWN}; "
+            f"while [ ! -e {SPAWN}.out ]; do sleep 0.05; done; cat {SPAWN}.out"
+        )
+        return self.exec(["sh", "-c", script], timeout)
+
+    def lifecycle(self) -> Lifecycle | None:
+        return OciLifecycle(self.driver, self) if self.driver else None
 
     def host_pids(self) -> list[int]:
         """The container's processes on the host (its cgroup) and the runtime's running exec
@@ -272,6 +309,7 @@ class OciDriver(Driver[OS]):
         return list(self.start_parallel(instances, self._start_one, deadline))
 
     def _start_one(self, inst: OciInstance, deadline: float) -> None:
+        inst.driver = self
         made = inst.resources
         netns = self.network.add_host_netns(inst.index)
         made.append(netns)
@@ -494,3 +532,143 @@ def runtime_version(binary: str) -> str:
         return kept.read_text().strip()
     out = subprocess.run([binary, "--version"], capture_output=True, text=True, check=False)
     return " ".join(out.stdout.split("\n")[:2]).strip() or "unknown"
+
+
+_operations = itertools.count(1)
+"""Numbers the image directories this process makes (a run's instances share its workdir)."""
+
+
+@dataclass(frozen=True)
+class _Move:
+    """One checkpoint and restore: seconds of the checkpoint command, bytes of the image
+    directory's files, seconds from the restore command's start until ``exec`` answers, and
+    from the checkpoint's start until then (the whole stop)."""
+
+    save_s: float
+    size: int
+    restore_s: float
+    total_s: float
+    raw: str
+
+
+class OciLifecycle(Lifecycle):
+    """The runtime's ``checkpoint`` into an image directory (which stops the container: runsc
+    saves its sandbox itself, runc through CRIU), then its ``restore`` of it as a new container
+    of the same id, bundle, namespace and cgroup: the instance from then on. The image directory
+    and the new container are in the ledger before they exist; the directory goes once the
+    restored container answers."""
+
+    def __init__(self, driver: OciDriver, inst: OciInstance) -> None:
+        self.driver, self.inst = driver, inst
+
+    def migrate(self, plan: MigrationPlan, deadline: float) -> OperationReport:
+        """Stop-and-copy on one host: the container is stopped from the checkpoint until the new
+        one answers, so the downtime is the whole move, and one pass saves everything."""
+        if plan.postcopy or plan.auto_converge:
+            raise InstanceError(
+                f"{self.inst.name}: {self.driver.runtime_name} checkpoints a stopped container: "
+                "no post-copy or auto-converge (mode: precopy, without auto_converge)"
+            )
+        move = self._move(deadline)
+        figures = {
+            "total_s": move.total_s,
+            "downtime_ms": move.total_s * 1000,
+            "transferred_mib": move.size / (1 << 20),
+            "passes": 1.0,
+        }
+        return OperationReport(figures, move.raw)
+
+    def snapshot(self, deadline: float) -> OperationReport:
+        move = self._move(deadline)
+        figures = {"save_s": move.save_s, "size_mib": move.size / (1 << 20),
+                   "restore_s": move.restore_s}  # fmt: skip
+        return OperationReport(figures, move.raw)
+
+    def _move(self, deadline: float) -> _Move:
+        """Checkpoint the container, delete it, restore it as a new container."""
+        inst, ledger = self.inst, self.driver.ledger
+        if not inst.alive():
+            raise InstanceError(f"{inst.name}: the container is not running any more")
+        images = self.driver.workdir / f"{inst.name}.checkpoint{next(_operations)}"
+        made = ledger.add("path", str(images))
+        try:
+            t0 = time.monotonic()
+            save = self._runtime(
+                ["checkpoint", "--image-path", str(images), inst.container_id], deadline
+            )
+            save_s = time.monotonic() - t0
+            # the image, not CRIU's log of making it
+            files = {
+                f.name: f.stat().st_size
+                for f in sorted(images.iterdir())
+                if not f.name.endswith(".log")
+            }
+            self._delete_old()
+            t1 = time.monotonic()
+            self._restore(images, deadline)
+            done = time.monotonic()
+        finally:
+            ledger.release(made)
+        steps = {"checkpoint_s": save_s, "delete_s": t1 - t0 - save_s, "restore_s": done - t1}
+        raw = json.dumps({"checkpoint": save, "files": files, "steps": steps})
+        return _Move(save_s, sum(files.values()), done - t1, done - t0, raw)
+
+    def _runtime(self, argv: list[str], deadline: float) -> str:
+        """Run one runtime command on the instance; its output (InstanceError if it failed)."""
+        proc = subprocess.run(
+            [*self.inst.runtime, *argv],
+            capture_output=True,
+            text=True,
+            timeout=max(1.0, deadline - time.monotonic()),
+            check=False,
+        )
+        if proc.returncode != 0:
+            raise InstanceError(
+                f"{self.inst.name}: {self.driver.runtime_name} {argv[0]} failed: "
+                f"{(proc.stderr or proc.stdout).strip()[-300:]}"
+            )
+        return (proc.stdout + proc.stderr).strip()
+
+    def _delete_old(self) -> None:
+        """Remove the checkpointed container (it stopped with the checkpoint) and wait for its
+        processes, which hold the data disk and the state directory until they go."""
+        inst = self.inst
+        (old,) = [r for r in inst.resources if r.kind == "container"]
+        inst.resources.remove(old)
+        self.driver.ledger.release(old)
+        if inst.init is not None:
+            with contextlib.suppress(psutil.Error):
+                inst.init.wait(STOP_TIMEOUT_S)
+        inst.init = None
+
+    def _restore(self, images: Path, deadline: float) -> None:
+        """``restore`` the image as a new container of the old one's id (free again once that
+        was deleted: names, cgroup and the ledger's cleanup stay as they were); the instance is
+        that container once its first ``exec`` answers."""
+        inst, runtime = self.inst, self.driver.runtime_name
+        container_id = inst.container_id
+        bundle = self.driver.workdir / inst.name
+        inst.resources.append(
+            self.driver.ledger.add("container", container_id, runtime=inst.runtime)
+        )
+        # gVisor's netstack took the address off the link; a restored sandbox reads it there
+        self.driver.network.readdress_host_netns(inst.index)
+        log = bundle / "restore.log"
+        with log.open("wb") as out:
+            proc = subprocess.run(
+                [*inst.runtime, "restore", "--detach", "--bundle", str(bundle),
+                 "--image-path", str(images), container_id],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                timeout=max(1.0, deadline - time.monotonic()),
+                check=False,
+            )  # fmt: skip
+        if proc.returncode != 0:
+            words = last_words(proc.returncode, output=log)
+            raise InstanceError(f"{inst.name}: {runtime} restore failed ({words})")
+        inst.init = self.driver._init_process(inst)
+        probe = inst.exec(["true"], timeout=max(1.0, deadline - time.monotonic()))
+        if not probe.ok:
+            raise InstanceError(f"{inst.name}: no answer after the restore: "
+                                f"{probe.describe_failure()}")  # fmt: skip
