@@ -4,7 +4,10 @@ repetitions and the wall time of one copy, natively and (``--tcg``) in a QEMU TC
 Not a test: it prints figures. One instance, prepared once (the corpus is made once), then the
 suite measured ``--repeat`` times in a row; the CV is hvbench's own (``analysis.stats``). The
 target is CV <= 2 % natively on a quiet host; the load average is printed before and after, since
-a shared host inflates it.
+a shared host inflates it. Beside it, each program's CPU share (CPU seconds of its copies over
+their wall seconds: below 100 % per copy, the copies waited for a CPU that others held) and the
+CV of its work per CPU-second, which time spent waiting for a CPU does not inflate: on a shared
+host, that CV says whether the program's work is steady, the wall-clock CV whether the host was.
 
     .venv/bin/python bench/cpu_apps.py [--repeat 5] [--scale 1] [--copies N]
     .venv/bin/python bench/cpu_apps.py --tcg --scale 0.02
@@ -70,7 +73,9 @@ def main() -> None:
     settings = CpuAppsSettings(name="cpu", scale=args.scale, copies=args.copies)
     workload = CpuApps(settings)
     rates: dict[str, list[float]] = defaultdict(list)
+    per_cpu_s: dict[str, list[float]] = defaultdict(list)
     seconds: dict[str, list[float]] = defaultdict(list)
+    shares: dict[str, list[float]] = defaultdict(list)
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     with instance(args.tcg, workload.tools()) as (inst, network):
         copies = args.copies or inst.vcpus
@@ -85,8 +90,12 @@ def main() -> None:
                     PROGRAMS, outcome.metrics, outcome.raw, strict=True
                 ):
                     rates[program.key].append(metric.value or 0.0)
-                    copy_times = [s for s, _ in parse_copies(raw.content, copies)]
-                    seconds[program.key].append(statistics.mean(copy_times))
+                    ran = parse_copies(raw.content, copies)
+                    wall = sum(c.seconds for c in ran)
+                    cpu = sum(c.cpu_seconds or 0.0 for c in ran)
+                    seconds[program.key].append(wall / len(ran))
+                    shares[program.key].append(cpu / wall)
+                    per_cpu_s[program.key].append((metric.value or 0.0) * wall / max(cpu, 1e-9))
                     figures.append(f"{program.key} {metric.value:.5g}")
                 print(f"repetition {rep + 1}: {took:.0f} s: {', '.join(figures)}", flush=True)
         finally:
@@ -94,11 +103,17 @@ def main() -> None:
     print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     where = "TCG guest, 1 vCPU" if args.tcg else f"native, {copies} copies"
     print(f"\n{where}, scale {args.scale:g}, {args.repeat} repetitions")
-    print(f"{'program':<10} {'metric':<32} {'mean':>12} {'CV':>7} {'s/copy':>8}")
+    print(
+        f"{'program':<10} {'metric':<32} {'mean':>12} {'CV':>7} {'s/copy':>8} "
+        f"{'CPU share':>9} {'CV per CPU-s':>12}"
+    )
     for program in PROGRAMS:
-        s = summarize(rates[program.key])
-        wall = statistics.mean(seconds[program.key])
-        print(f"{program.key:<10} {program.metric:<32} {s.mean:>12.5g} {s.cv:>7.2%} {wall:>8.1f}")
+        s, c = summarize(rates[program.key]), summarize(per_cpu_s[program.key])
+        wall, share = statistics.mean(seconds[program.key]), statistics.mean(shares[program.key])
+        print(
+            f"{program.key:<10} {program.metric:<32} {s.mean:>12.5g} {s.cv:>7.2%} {wall:>8.1f} "
+            f"{share:>9.0%} {c.cv:>12.2%}"
+        )
 
 
 if __name__ == "__main__":

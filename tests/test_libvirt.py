@@ -24,12 +24,14 @@ from conftest import require
 from guest_fixtures import GuestRun
 from pydantic import ValidationError
 from test_runner import leftovers
+from test_workload_consolidation import every_role_served, quick_run
 from workload_env import run_workload
 
 from hvbench.drivers import DRIVERS
 from hvbench.drivers.base import Needs
 from hvbench.drivers.libvirt import LibvirtDriver, LibvirtSettings, Source, domain_xml, volume_xml
 from hvbench.drivers.qemu_devices import AGENT_PORT, Boot, Disk, Machine, Nic
+from hvbench.guest.image import cache_root
 from hvbench.host.network import PEER_ADDRESS
 from hvbench.host.resources import Ledger
 from hvbench.runner import Runner
@@ -411,24 +413,35 @@ def test_a_killed_runs_domain_is_destroyed_by_its_ledger(where, request, guest_r
     driver.stop([inst])
 
 
+CONSOLIDATION = """\
+name: consolidation-libvirt
+platforms:
+  libvirt: {{driver: libvirt, uri: "{uri}", accel: tcg, memory: 512M}}
+workloads:
+  - {{name: consolidation, sets: 1, mix: {{web: 1, imap: 1, app: 1, db: 1, idle: 1, nfs: 1}}}}
+repetitions: 1
+"""
+
+
 @pytest.mark.guest
-def test_a_root_filesystem_domain_boots_from_its_overlay(libvirt_uri, guest_run: GuestRun):
-    """``Needs.userland`` (kernbench): the root filesystem is the domain's first disk, a
-    copy-on-write overlay, and the data disk comes after it."""
-    settings = LibvirtSettings(
-        driver="libvirt", uri=libvirt_uri, memory="512M", nic="none", disk={"size": "64M"}
-    )
-    needs = Needs(tools=frozenset({"make", "gcc"}), userland=True, data_disk=True)
-    run = guest_run
-    driver = LibvirtDriver("u", settings, needs, run.ledger, run.network, run.workdir)
-    (inst,) = driver.start(1, time.monotonic() + 600)
-    try:
-        root = inst.exec(["findmnt", "-n", "-o", "SOURCE,FSTYPE", "/"], 30).text().split()
-        assert root == ["/dev/vda", "ext4"]
-        assert inst.exec(["gcc", "--version"], 60).ok
-        assert inst.data_disk is not None and inst.data_disk.device == "/dev/vdb"
-    finally:
-        driver.stop([inst])
+def test_one_set_of_real_servers_in_domains_booted_from_their_overlays(libvirt_uri):
+    """``Needs.userland`` (the consolidation's servers): six domains boot the Debian root
+    filesystem from copy-on-write overlays of the cached image (its first disk), and one set
+    runs in --quick across the run's bridge: every role's requests counted, an SLO verdict
+    each, the NFS server serving web; nothing of the run is left, the cached image untouched."""
+    images = sorted(cache_root().glob("rootfs-*/root.ext4"))
+    before = {p: p.stat().st_mtime_ns for p in images}
+    store, runner, _ = quick_run(CONSOLIDATION.format(uri=libvirt_uri), "libvirt", cells=1)
+    got = {(r.instance, r.name): r.value for r in store.metric_rows(runner.run_id)}
+    every_role_served(got, "libvirt")
+    assert got[(5, "consolidation.nfs.ops")] > got[(5, "consolidation.nfs.calls")] >= 7
+    [cell] = store.cells(runner.run_id)
+    described = cell.platform_settings["rootfs"]
+    assert "nginx" in described["packages"]
+    rootfs = cache_root() / f"rootfs-{described['key']}/root.ext4"
+    assert before.get(rootfs, rootfs.stat().st_mtime_ns) == rootfs.stat().st_mtime_ns
+    assert _domains(libvirt_uri) == []
+    assert leftovers(runner.run_id) == []
 
 
 def test_a_volume_is_sparse_and_of_the_disk_format():

@@ -44,6 +44,7 @@ from hvbench.workloads.consolidation import (
     imap_requests,
     nfs_metrics,
     pgbench_requests,
+    pgbench_split,
     role_metrics,
     vegeta_requests,
 )
@@ -85,6 +86,14 @@ def test_pgbench_and_imap_client_requests():
     for parse, text in ((pgbench_requests, "garbage\n"), (imap_requests, "")):
         with pytest.raises(ParseError):
             parse(text)
+
+
+@pytest.mark.parametrize(
+    ("due", "split"), [(10, (2, 5)), (1200, (4, 300)), (9, (3, 3)), (7, (1, 7)), (0, (1, 1))]
+)
+def test_pgbench_runs_exactly_the_transactions_due(due: int, split: tuple[int, int]):
+    clients, each = pgbench_split(due)
+    assert (clients, each) == split and clients <= 4
 
 
 def test_slo_needs_the_rate_and_the_p95():
@@ -398,8 +407,8 @@ def every_role_served(got: dict[tuple[int, str], float], where: str, all_done: b
     for index, role in enumerate(ACTIVE):
         stem = f"consolidation.{role}"
         done, failed = got[(index, f"{stem}.requests")], got[(index, f"{stem}.failed")]
-        due = {"web": 25, "imap": 10, "app": 10}.get(role)
-        assert done + failed == due if due else done + failed > 0, (where, role)
+        due = {"web": 25, "imap": 10, "app": 10, "db": 10}[role]
+        assert done + failed == due, (where, role)
         assert done > 0 or not all_done, (where, role)
         assert done == 0 or got[(index, f"{stem}.latency_p95_ms")] > 0, (where, role)
         assert got[(index, f"{stem}.slo_met")] in (0.0, 1.0), (where, role)

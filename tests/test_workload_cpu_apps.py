@@ -44,12 +44,12 @@ def test_every_program_reads_its_captured_output():
     got = {p.key: throughput(p.key) for p in PROGRAMS}
     assert all(v > 0 for v in got.values()), got
     # the povray report: 121 pixels (11 x 11) per copy, over each copy's own wall time
-    seconds = [s for s, _ in parse_copies(report("povray"), 2)]
+    seconds = [c.seconds for c in parse_copies(report("povray"), 2)]
     assert got["povray"] == pytest.approx(sum(121 / s for s in seconds))
     # stockfish: the nodes it says it searched, over the copy's wall time
     copy0 = parse_copies(report("stockfish"), 2)[0]
-    assert "Nodes searched  : 460379" in copy0[1]
-    assert got["stockfish"] > 460379 / copy0[0]
+    assert "Nodes searched  : 460379" in copy0.output
+    assert got["stockfish"] > 460379 / copy0.seconds
     # openssl: its own count and clock (+R:count:algorithm:seconds), 16 KiB blocks
     assert got["aes"] > 100 and got["sha256"] > 100
 
@@ -57,7 +57,7 @@ def test_every_program_reads_its_captured_output():
 def test_compressors_count_passes_over_the_corpus():
     job = PROGRAM["zstd"].job(QUICK_SCALE, CORPUS_BYTES)
     assert job.command.count(CORPUS) == 500 and job.units == 500 * CORPUS_BYTES
-    seconds = [s for s, _ in parse_copies(report("zstd"), 2)]
+    seconds = [c.seconds for c in parse_copies(report("zstd"), 2)]
     assert throughput("zstd") == pytest.approx(sum(job.units / MIB / s for s in seconds))
 
 
@@ -147,6 +147,9 @@ def test_quick_run_on_native():
     assert [r.tool for r in outcome.raw][:2] == ["povray", "stockfish"]
     copies = instances[0].vcpus
     assert all(r.content.count("=== copy ") == copies for r in outcome.raw)
+    # each copy's CPU time (the subshell's ``times``), beside its wall time
+    for raw in outcome.raw:
+        assert all(c.cpu_seconds and c.cpu_seconds > 0 for c in parse_copies(raw.content, copies))
 
 
 def test_corpus_is_deterministic_on_native():

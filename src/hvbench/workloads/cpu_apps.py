@@ -59,7 +59,7 @@ import re
 import shlex
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal, NamedTuple
 
 from pydantic import PositiveFloat, PositiveInt, model_validator
 
@@ -99,7 +99,9 @@ while [ "$i" -lt "$copies" ]; do
         eval "$cmd" > "copy$i.out" 2>&1
         rc=$?
         read -r t1 _ < /proc/uptime
-        echo "$rc $t0 $t1" > "copy$i.time"
+        times > "copy$i.cpu"
+        { read -r _; read -r user system; } < "copy$i.cpu"
+        echo "$rc $t0 $t1 $user $system" > "copy$i.time"
     ) &
     i=$((i + 1))
 done
@@ -112,9 +114,25 @@ while [ "$i" -lt "$copies" ]; do
 done
 """
 """Start ``copies`` copies of a shell command at once in directory $1, time each, then print
-each copy's exit status, start and end (seconds since boot) and the tail of its output."""
+each copy's exit status, start and end (seconds since boot), the user and system CPU time of
+what it ran (the subshell's ``times``) and the tail of its output."""
 
-_COPY = re.compile(r"^=== copy (\d+): (-?\d+) ([0-9.]+) ([0-9.]+)$", re.MULTILINE)
+_COPY = re.compile(
+    r"^=== copy (\d+): (-?\d+) ([0-9.]+) ([0-9.]+)"
+    r"(?: (\d+)m([0-9.]+)s (\d+)m([0-9.]+)s)?$",
+    re.MULTILINE,
+)
+"""A copy's report line; the CPU times are missing from reports captured before they were."""
+
+
+class Copy(NamedTuple):
+    """One copy of a program: wall seconds, CPU seconds (user and system, None where the report
+    has none) and the tail of its output."""
+
+    seconds: float
+    cpu_seconds: float | None
+    output: str
+
 
 # the generated table -----------------------------------------------------------------------
 
@@ -247,9 +265,7 @@ class Program(ABC):
     def throughput(self, report: str, copies: int, job: Job) -> float:
         """The instance's throughput: the sum of its copies' rates, from COPIES_SCRIPT's report."""
         try:
-            return sum(
-                self.rate(out, seconds, job) for seconds, out in parse_copies(report, copies)
-            )
+            return sum(self.rate(c.output, c.seconds, job) for c in parse_copies(report, copies))
         except ParseError as e:
             raise ParseError(f"cpu apps {self.key}: {e}") from None
 
@@ -425,9 +441,9 @@ SUB_SCORES: tuple[str, ...] = tuple(p.metric for p in PROGRAMS)
 """The metrics whose normalised geometric mean is the composite cpu score."""
 
 
-def parse_copies(text: str, copies: int) -> list[tuple[float, str]]:
-    """Per copy: wall seconds and the tail of its output, from COPIES_SCRIPT's report; a copy
-    that failed fails the program with its last words."""
+def parse_copies(text: str, copies: int) -> list[Copy]:
+    """Each copy from COPIES_SCRIPT's report; a copy that failed fails the program with its
+    last words."""
     heads = list(_COPY.finditer(text))
     if [int(m.group(1)) for m in heads] != list(range(copies)):
         raise ParseError(f"expected reports of {copies} copies, found {len(heads)}")
@@ -441,7 +457,11 @@ def parse_copies(text: str, copies: int) -> list[tuple[float, str]]:
         seconds = float(m.group(4)) - float(m.group(3))
         if seconds <= 0:
             raise ParseError(f"copy {m.group(1)} took no measurable time; raise the scale")
-        found.append((seconds, output))
+        cpu = None
+        if m.group(5) is not None:
+            user = int(m.group(5)) * 60 + float(m.group(6))
+            cpu = user + int(m.group(7)) * 60 + float(m.group(8))
+        found.append(Copy(seconds, cpu, output))
     return found
 
 
