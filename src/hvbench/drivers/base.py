@@ -216,8 +216,8 @@ I = TypeVar("I", bound=Instance)  # noqa: E741 (the usual name of a type variabl
 S = TypeVar("S", bound=PlatformSettings)
 
 
-class Driver(ABC, Generic[S]):
-    """Makes instances of one platform, from that platform's own settings (``S``)."""
+class Driver(ABC, Generic[S, I]):
+    """Makes instances (``I``) of one platform, from that platform's own settings (``S``)."""
 
     name: ClassVar[str]
     settings_model: ClassVar[type[PlatformSettings]]
@@ -255,21 +255,53 @@ class Driver(ABC, Generic[S]):
     def check(cls) -> Availability:
         """Whether this host can run the driver at all (for doctor and the default study)."""
 
-    @abstractmethod
     def start(self, count: int, deadline: float) -> list[Instance]:
         """Start ``count`` instances in parallel and return them once all are ready; raise
-        InstanceError past ``deadline`` (a ``time.monotonic()`` value)."""
+        InstanceError past ``deadline`` (a ``time.monotonic()`` value). A template (after
+        QEMUMachine's ``launch``): what every instance shares is made once (``_prepare``), then
+        every instance starts at once (``_start_one``), a failure stopping them all
+        (``start_parallel``), and what needs them all running follows (``_started``)."""
+        self._prepare(count)
+        instances = [self._instance(index) for index in range(count)]
+        self.start_parallel(instances, self._start_one, deadline)
+        self._started(instances)
+        return list(instances)
 
-    def stop(self, instances: list[Instance]) -> None:
-        """Stop the instances and release everything they held: each one killed, then what it
-        holds released, last made first; then what the driver holds for them (``stopped``)."""
+    def _prepare(self, count: int) -> None:
+        """Make once what ``count`` instances share (the guest image, the run's network, huge
+        pages), before any of them starts."""
+
+    @abstractmethod
+    def _instance(self, index: int) -> I:
+        """The not yet started instance ``index``."""
+
+    @abstractmethod
+    def _start_one(self, inst: I, deadline: float) -> None:
+        """Start one instance and wait until it is ready, recording in ``inst.resources`` what
+        it holds as soon as that is made, so that ``stop`` removes it even after a failure."""
+
+    def _started(self, instances: list[I]) -> None:
+        """What needs every instance running (pinning their vCPUs), once all are ready."""
+
+    def stop(self, instances: list[I]) -> None:
+        """Stop the instances and release everything they held: each one closed (``_close``),
+        then what it holds released, last made first (``_release``); then what the driver holds
+        for them (``stopped``)."""
         for inst in instances:
-            inst.kill()
+            self._close(inst)
             while inst.resources:
-                self.ledger.release(inst.resources.pop())
+                self._release(inst, inst.resources.pop())
         self.stopped(instances)
 
-    def stopped(self, instances: list[Instance]) -> None:
+    def _close(self, inst: I) -> None:
+        """End the instance before what it holds is released: by default ``kill`` it."""
+        inst.kill()
+
+    def _release(self, inst: I, res: Resource) -> None:
+        """Release one resource of the instance's."""
+        self.ledger.release(res)
+
+    def stopped(self, instances: list[I]) -> None:
         """Release what the driver held for these instances, after they are gone (by default
         nothing)."""
 
@@ -290,7 +322,7 @@ class Driver(ABC, Generic[S]):
 
     def start_parallel(
         self, instances: list[I], start_one: Callable[[I, float], None], deadline: float
-    ) -> list[I]:
+    ) -> None:
         """Run ``start_one`` for every instance at once (N guests boot together, as they will
         run); if any fails, let the others finish, stop them all and raise StartFailed with how
         many failed and the first error."""
@@ -310,7 +342,6 @@ class Driver(ABC, Generic[S]):
             elif not isinstance(first, InstanceError):
                 text = f"{self.platform}: {text}"
             raise StartFailed(text, len(failed)) from first
-        return instances
 
 
 @dataclass

@@ -212,7 +212,7 @@ class OciInstance(Instance):
 OS = TypeVar("OS", bound=OsLevelSettings)
 
 
-class OciDriver(Driver[OS]):
+class OciDriver(Driver[OS, OciInstance]):
     """A driver that runs each instance as an OCI container of the guest image's tree."""
 
     runtime_name: ClassVar[str]
@@ -299,14 +299,13 @@ class OciDriver(Driver[OS]):
         mount(self.ledger, made, bundle / "root", "-t", "overlay", "-o", layers, "overlay")
         return str(bundle / "root")
 
-    def start(self, count: int, deadline: float) -> list[Instance]:
+    def _prepare(self, count: int) -> None:
         self._resolve()
-        s = self.settings
-        instances = [
-            self.instance_class(self.platform, i, s.vcpus, s.memory >> 20) for i in range(count)
-        ]
         self.network.up()  # once, before the instances add their veths in parallel
-        return list(self.start_parallel(instances, self._start_one, deadline))
+
+    def _instance(self, index: int) -> OciInstance:
+        s = self.settings
+        return self.instance_class(self.platform, index, s.vcpus, s.memory >> 20)
 
     def _start_one(self, inst: OciInstance, deadline: float) -> None:
         inst.driver = self
@@ -468,17 +467,16 @@ class OciDriver(Driver[OS]):
             },
         }
 
-    def stop(self, instances: list[Instance]) -> None:
+    def _release(self, inst: OciInstance, res: Resource) -> None:
+        self.ledger.release(res)
+        if res.kind == "container" and inst.init is not None:
+            # the runtime's delete returns before its processes are gone, and they hold the
+            # data disk's mount and files in the state directory until then
+            with contextlib.suppress(psutil.Error):
+                inst.init.wait(STOP_TIMEOUT_S)
+
+    def stopped(self, instances: list[OciInstance]) -> None:
         for inst in instances:
-            assert isinstance(inst, OciInstance)
-            while inst.resources:
-                res = inst.resources.pop()
-                self.ledger.release(res)
-                if res.kind == "container" and inst.init is not None:
-                    # the runtime's delete returns before its processes are gone, and they hold
-                    # the data disk's mount and files in the state directory until then
-                    with contextlib.suppress(psutil.Error):
-                        inst.init.wait(STOP_TIMEOUT_S)
             inst.init = None
 
     def describe(self) -> dict:

@@ -469,7 +469,7 @@ _IMAGES: dict[tuple[frozenset[str], str], guest_image.GuestImage] = {}
 """Images this process already built or found: the runner makes a driver per group of cells."""
 
 
-class QemuDriver(Driver[QemuSettings]):
+class QemuDriver(Driver[QemuSettings, QemuInstance]):
     name: ClassVar[str] = "qemu"
     settings_model = QemuSettings
 
@@ -549,17 +549,19 @@ class QemuDriver(Driver[QemuSettings]):
             hugepages=None if s.hugepages == "thp" else s.hugepages,
         )
 
-    def start(self, count: int, deadline: float) -> list[Instance]:
+    def _prepare(self, count: int) -> None:
         self.resolve()
-        s = self.settings
-        instances = [QemuInstance(self.platform, i, s.vcpus, s.memory >> 20) for i in range(count)]
-        if s.nic != "none":
+        if self.settings.nic != "none":
             self.network.up()  # once, before the instances' threads add their taps
         self.reserve_hugepages(count)
-        self.start_parallel(instances, self._start_one, deadline)
-        if s.pin:
+
+    def _instance(self, index: int) -> QemuInstance:
+        s = self.settings
+        return QemuInstance(self.platform, index, s.vcpus, s.memory >> 20)
+
+    def _started(self, instances: list[QemuInstance]) -> None:
+        if self.settings.pin:
             self._pin(instances, os.cpu_count() or 1)
-        return list(instances)
 
     def _start_one(self, inst: QemuInstance, deadline: float) -> None:
         s = self.settings
@@ -652,16 +654,17 @@ class QemuDriver(Driver[QemuSettings]):
                     self._pins[inst.name].append(core)
                 slot += 1
 
-    def stop(self, instances: list[Instance]) -> None:
-        for inst in instances:
-            assert isinstance(inst, QemuInstance)
-            if inst.guest:
-                inst.guest.agent.close()
-            for made in (inst.channels, inst.resources):  # the process before its disks
-                while made:
-                    self.ledger.release(made.pop())
-            if inst.guest:
-                inst.guest.console.join(5)
+    def _close(self, inst: QemuInstance) -> None:
+        """Release the instance's channels (its QEMU process among them) before its disks,
+        and let its console's reader end."""
+        if inst.guest:
+            inst.guest.agent.close()
+        while inst.channels:
+            self.ledger.release(inst.channels.pop())
+        if inst.guest:
+            inst.guest.console.join(5)
+
+    def stopped(self, instances: list[QemuInstance]) -> None:
         self.give_back_hugepages()  # after the guests that held them
 
     def reserve_hugepages(self, count: int) -> None:

@@ -52,7 +52,6 @@ from hvbench.drivers.agent_instance import AgentInstance
 from hvbench.drivers.base import (
     Availability,
     Driver,
-    Instance,
     PlatformSettings,
     block_device,
     format_data_disk,
@@ -460,7 +459,7 @@ class UmlInstance(AgentInstance):
             self.console.join(5)
 
 
-class UmlDriver(Driver[UmlSettings]):
+class UmlDriver(Driver[UmlSettings, UmlInstance]):
     name: ClassVar[str] = "uml"
     no_lifecycle: ClassVar[str] = (
         "cannot: user-mode Linux has no way to save or move a running kernel"
@@ -525,13 +524,13 @@ class UmlDriver(Driver[UmlSettings]):
         elif s.root == "ubd":
             self._root = root_image(self._image, self.ledger, self.workdir)
 
-    def start(self, count: int, deadline: float) -> list[Instance]:
+    def _prepare(self, count: int) -> None:
         self._resolve()
-        s = self.settings
-        instances = [UmlInstance(self.platform, i, 1, s.memory >> 20) for i in range(count)]
-        if s.nic != "none":
+        if self.settings.nic != "none":
             self.network.up()  # once, before the threads that add their taps
-        return list(self.start_parallel(instances, self._start_one, deadline))
+
+    def _instance(self, index: int) -> UmlInstance:
+        return UmlInstance(self.platform, index, 1, self.settings.memory >> 20)
 
     def _argv(self, inst: UmlInstance, prefix: Path, line_fd: int) -> list[str]:
         s = self.settings

@@ -43,7 +43,6 @@ from hvbench.drivers.base import (
     Availability,
     Driver,
     HostDisk,
-    Instance,
     PlatformSettings,
     block_device,
     format_data_disk,
@@ -223,7 +222,7 @@ class XenInstance(AgentInstance):
 XS = TypeVar("XS", bound=XenSettings)
 
 
-class XenDriver(Driver[XS]):
+class XenDriver(Driver[XS, XenInstance]):
     """Xen domains through xl, or through libvirt (``LibvirtXenDriver``) with its settings."""
 
     name: ClassVar[str] = "xen"
@@ -318,22 +317,20 @@ class XenDriver(Driver[XS]):
 
         return HostCpuSource(states, self._cpus)
 
-    def start(self, count: int, deadline: float) -> list[Instance]:
+    def _prepare(self, count: int) -> None:
         self._resolve()
-        s = self.settings
-        instances = [
-            self.instance_class(
-                self.platform,
-                i,
-                s.vcpus,
-                s.memory >> 20,
-                domain=f"hvb-{self.ledger.run_id[-8:]}-{self.platform}-{i}",
-            )
-            for i in range(count)
-        ]
-        if s.nic != "none":
+        if self.settings.nic != "none":
             self.network.up()
-        return list(self.start_parallel(instances, self._start_one, deadline))
+
+    def _instance(self, index: int) -> XenInstance:
+        s = self.settings
+        return self.instance_class(
+            self.platform,
+            index,
+            s.vcpus,
+            s.memory >> 20,
+            domain=f"hvb-{self.ledger.run_id[-8:]}-{self.platform}-{index}",
+        )
 
     # the configuration ------------------------------------------------------------------
 
