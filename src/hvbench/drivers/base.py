@@ -16,13 +16,14 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, ClassVar, Generic, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt
 
 from hvbench.errors import HvbenchError, InstanceError, StartFailed
 from hvbench.host.monitor import LOCAL, HostCpuSource
 from hvbench.host.process import ExecResult
+from hvbench.host.storage import loop_device, make_image
 from hvbench.units import Size
 
 if TYPE_CHECKING:
@@ -377,13 +378,58 @@ def rootfs_summary(rootfs: RootImage) -> dict:
     }
 
 
-def block_device(platform: str, path: str | None) -> str:
-    """The partition or LV a ``block`` data disk names, once it is there (validation made sure
-    it names one)."""
-    assert path
-    if not Path(path).exists():
-        raise HvbenchError(f"platform {platform}: disk path {path} does not exist")
-    return path
+class DiskSettings(Protocol):
+    """What every platform's data disk settings say of where the disk lives on the host."""
+
+    @property
+    def backing(self) -> Literal["file", "block"]: ...
+
+    @property
+    def path(self) -> str | None: ...
+
+    @property
+    def size(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class DataImage:
+    """The host side of one instance's data disk, made the same way for every driver
+    (``make``), so that each driver only maps it onto its own device syntax."""
+
+    path: str
+    """What the instance's VMM (or the host's mkfs) opens: the user's block device, the file
+    made for the instance, or the loop device over that file."""
+    file: Path | None
+    """The file made for the instance, or None on the user's block device."""
+
+    @classmethod
+    def make(
+        cls,
+        driver: Driver,
+        disk: DiskSettings,
+        name: str,
+        made: list[Resource],
+        fmt: str = "raw",
+        loop: bool = False,
+    ) -> DataImage:
+        """The block device the settings name, once it is there (validation made sure they
+        name one); or a new image file ``name`` of the disk's size and format ``fmt`` in the
+        disk's directory (by default the run's), in the ledger (``made``) before it exists,
+        behind a loop device with direct I/O where ``loop``."""
+        if disk.backing == "block":
+            assert disk.path
+            if not Path(disk.path).exists():
+                raise HvbenchError(
+                    f"platform {driver.platform}: disk path {disk.path} does not exist"
+                )
+            return cls(disk.path, None)
+        file = Path(disk.path or driver.workdir) / name
+        if loop:
+            made += loop_device(driver.ledger, file, disk.size)
+            return cls(made[-1].name, file)
+        made.append(driver.ledger.add("path", str(file)))
+        make_image(file, fmt, disk.size)
+        return cls(str(file), file)
 
 
 DATA_MOUNT = "/mnt/hvbench-data"

@@ -698,10 +698,10 @@ class LibvirtDriver(Driver[LibvirtSettings, LibvirtInstance]):
         """The data disk on the libvirt host, and its description for the report."""
         disk = self.settings.disk
         if not self.remote:
-            path, description = self._qemu.data_disk(prefix, inst.resources)
-            if Path(path).is_block_device():
-                return Source("block", {"dev": path}), description
-            return Source("file", {"file": path}), description
+            image, description = self._qemu.data_disk(prefix, inst.resources)
+            if image.file is None:
+                return Source("block", {"dev": image.path}), description
+            return Source("file", {"file": image.path}), description
         host = urlsplit(self.settings.uri).hostname
         if disk.backing == "block":
             assert disk.path

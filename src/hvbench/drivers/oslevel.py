@@ -47,6 +47,7 @@ from hvbench.drivers.base import (
     DATA_MOUNT,
     MKFS,
     DataDisk,
+    DataImage,
     Driver,
     HostDisk,
     Instance,
@@ -62,7 +63,7 @@ from hvbench.guest import image as guest_image
 from hvbench.guest import rootfs, userland
 from hvbench.host.process import ExecResult, Running, run_bounded
 from hvbench.host.resources import Resource
-from hvbench.host.storage import attach_loop, loop_device, mount
+from hvbench.host.storage import attach_loop, mount
 from hvbench.units import Size
 
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -368,21 +369,19 @@ class OciDriver(Driver[OS, OciInstance]):
     def _data_disk(self, inst: OciInstance, bundle: Path, made: list[Resource]) -> str:
         """Make, format and mount the data disk on the host; return the mounted directory."""
         disk = self.settings.disk
-        if disk.backing == "block":
-            if not disk.path or not Path(disk.path).exists():
-                raise HvbenchError(
-                    f"platform {self.platform}: disk backing 'block' needs the path of an "
-                    f"existing partition or LV (got {disk.path!r})"
-                )
-            device, what = disk.path, f"block device {disk.path}"
+        if disk.backing == "block" and (not disk.path or not Path(disk.path).exists()):
+            raise HvbenchError(
+                f"platform {self.platform}: disk backing 'block' needs the path of an "
+                f"existing partition or LV (got {disk.path!r})"
+            )
+        image = DataImage.make(self, disk, f"{inst.name}.img", made, loop=True)
+        device = image.path
+        if image.file is None:
+            what = f"block device {device}"
         else:
-            directory = Path(disk.path) if disk.path else self.workdir
-            backing = directory / f"{inst.name}.img"
-            made.extend(loop_device(self.ledger, backing, disk.size))
-            device = made[-1].name
             what = (
-                f"loop device (direct I/O) over a sparse file {backing} "
-                f"on {_fs_type(str(directory))}"
+                f"loop device (direct I/O) over a sparse file {image.file} "
+                f"on {_fs_type(str(image.file.parent))}"
             )
         mkfs = subprocess.run([*MKFS, device], capture_output=True, text=True, check=False)
         if mkfs.returncode != 0:

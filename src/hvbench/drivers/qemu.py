@@ -32,6 +32,7 @@ from qemu.qmp.legacy import QEMUMonitorProtocol
 from hvbench.drivers.agent_instance import AgentInstance
 from hvbench.drivers.base import (
     Availability,
+    DataImage,
     Driver,
     Instance,
     Lifecycle,
@@ -39,7 +40,6 @@ from hvbench.drivers.base import (
     Operation,
     OperationReport,
     PlatformSettings,
-    block_device,
     format_data_disk,
     rootfs_summary,
     tap_and_mac,
@@ -65,6 +65,7 @@ from hvbench.host import hugepages
 from hvbench.host.hugepages import PAGE_KIB
 from hvbench.host.inventory import boot_id
 from hvbench.host.resources import Ledger, Resource
+from hvbench.host.storage import make_image
 from hvbench.units import Size
 
 QEMU = "qemu-system-x86_64"
@@ -574,10 +575,10 @@ class QemuDriver(Driver[QemuSettings, QemuInstance]):
         if self._rootfs:
             machine.disks.append(self.root_disk(prefix, made))
         if self.needs.data_disk:
-            path, description = self.data_disk(prefix, made)
+            image, description = self.data_disk(prefix, made)
             machine.disks.append(
                 Disk(
-                    "data", path, s.disk.bus, s.disk.format, s.disk.cache, s.disk.aio,
+                    "data", image.path, s.disk.bus, s.disk.format, s.disk.cache, s.disk.aio,
                     DATA_SERIAL, queues=s.disk.queues,
                 )
             )  # fmt: skip
@@ -626,19 +627,16 @@ class QemuDriver(Driver[QemuSettings, QemuInstance]):
         make_image(overlay, "qcow2", 0, backing=self._rootfs.disk)
         return Disk("root", str(overlay), "virtio-blk", "qcow2", "writeback")
 
-    def data_disk(self, prefix: Path, made: list[Resource]) -> tuple[str, str]:
+    def data_disk(self, prefix: Path, made: list[Resource]) -> tuple[DataImage, str]:
         """The data disk of one instance (an image file made now, or the user's device) and
         its description for the report."""
         disk = self.settings.disk
-        if disk.backing == "block":
-            device = block_device(self.platform, disk.path)
-            return device, f"block device {device} on {disk.bus}, cache={disk.cache}"
-        directory = Path(disk.path) if disk.path else self.workdir
-        path = directory / f"{prefix.name}.{disk.format}"
-        made.append(self.ledger.add("path", str(path)))
-        make_image(path, disk.format, disk.size)
-        return str(path), (
-            f"{disk.format} image file {path} on {disk.bus}, cache={disk.cache}, aio={disk.aio}"
+        image = DataImage.make(self, disk, f"{prefix.name}.{disk.format}", made, disk.format)
+        if image.file is None:
+            return image, f"block device {image.path} on {disk.bus}, cache={disk.cache}"
+        return image, (
+            f"{disk.format} image file {image.path} on {disk.bus}, cache={disk.cache}, "
+            f"aio={disk.aio}"
         )
 
     def _pin(self, instances: list[QemuInstance], cores: int) -> None:
@@ -923,25 +921,6 @@ def find_disk(inst: Instance, serial: str, timeout: float = 30) -> str:
             raise InstanceError(f"{inst.name}: no disk with serial {serial} in the guest")
         time.sleep(0.5)
     return device
-
-
-def make_image(path: Path, fmt: str, size: int, backing: Path | None = None) -> None:
-    """A sparse raw file, an empty qcow2 image, or a qcow2 overlay of a raw ``backing`` file."""
-    if fmt == "raw" and backing is None:
-        with path.open("wb") as f:
-            f.truncate(size)
-        return
-    argv = ["qemu-img", "create", "-q", "-f", fmt]
-    if backing is not None:
-        argv += ["-F", "raw", "-b", str(backing)]
-    proc = subprocess.run(
-        [*argv, str(path), *([str(size)] if backing is None else [])],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if proc.returncode != 0:
-        raise HvbenchError(f"qemu-img create {path}: {proc.stderr.strip()}")
 
 
 def _qemu_version() -> str:

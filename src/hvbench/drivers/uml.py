@@ -51,9 +51,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from hvbench.drivers.agent_instance import AgentInstance
 from hvbench.drivers.base import (
     Availability,
+    DataImage,
     Driver,
     PlatformSettings,
-    block_device,
     format_data_disk,
     rootfs_summary,
     tap_and_mac,
@@ -555,7 +555,7 @@ class UmlDriver(Driver[UmlSettings, UmlInstance]):
             argv.append(f"vec0:transport=tap,ifname={tap},gro={int(s.gro)},mac={mac}")
             argv = ["nsenter", f"--net={self.network.netns_path}", "--", *argv]
         if self.needs.data_disk:
-            disk = _safe(self._data_disk(prefix, made))
+            disk = _safe(DataImage.make(self, s.disk, f"{prefix.name}.data.raw", made).path)
             argv.append(f"ubd1{'s' if s.disk.sync else ''}={disk}")
         if s.kernel_args:
             argv += s.kernel_args.split()
@@ -570,17 +570,6 @@ class UmlDriver(Driver[UmlSettings, UmlInstance]):
         tree = rootfs.unpack(self._image, Path(f"{prefix}.root"), self.ledger)
         made.append(self.ledger.add("path", str(tree)))  # each instance boots a fresh tree
         return ["root=/dev/root", "rootfstype=hostfs", f"rootflags={_safe(str(tree))}", "rw"]
-
-    def _data_disk(self, prefix: Path, made: list[Resource]) -> str:
-        disk = self.settings.disk
-        if disk.backing == "block":
-            return block_device(self.platform, disk.path)
-        directory = Path(disk.path) if disk.path else self.workdir
-        path = directory / f"{prefix.name}.data.raw"
-        made.append(self.ledger.add("path", str(path)))
-        with path.open("wb") as f:
-            f.truncate(disk.size)
-        return str(path)
 
     def _disk_description(self) -> str:
         disk = self.settings.disk
