@@ -778,8 +778,8 @@ class LibvirtDriver(Driver[LibvirtSettings, LibvirtInstance]):
             raise InstanceError(f"{inst.name}: libvirt: {e.get_error_message()}") from None
         except InstanceError as e:
             raise InstanceError(f"{inst.name}: the guest agent did not answer ({e})") from e
-        inst.console.phases["ready"] = time.monotonic() - started
-        inst.boot = {k: round(v, 3) for k, v in inst.console.phases.items() if k != "agent"}
+        inst.console.ready()
+        inst.boot = inst.console.boot_phases()
         if self.needs.data_disk:
             format_data_disk(inst, find_disk(inst, DATA_SERIAL), description)
 

@@ -319,6 +319,15 @@ class Console(threading.Thread):
                 self._cond.wait(min(left, 0.5))
             return self.phases[phase]
 
+    def ready(self) -> None:
+        """Note the boot's last phase: the guest's agent answered, now."""
+        self.phases["ready"] = time.monotonic() - self.started
+
+    def boot_phases(self) -> dict[str, float]:
+        """The phases an instance reports (``Instance.boot``), to the millisecond: kernel,
+        init and ready (the agent's start is only a step towards ready)."""
+        return {k: round(v, 3) for k, v in self.phases.items() if k != "agent"}
+
 
 @dataclass
 class Guest:
@@ -373,7 +382,7 @@ class Guest:
                     f"{self.machine.name}: QEMU exited ({self.last_words()})"
                 ) from e
             raise
-        self.console.phases["ready"] = time.monotonic() - self.started
+        self.console.ready()
 
     def last_words(self) -> str:
         """QEMU's exit status, its stderr (its own errors) and the guest's console."""
@@ -588,7 +597,7 @@ class QemuDriver(Driver[QemuSettings, QemuInstance]):
             guest.wait_ready(boot_deadline)
         except CommandTimeout as e:
             raise InstanceError(f"{inst.name}: not ready in time ({e})") from e
-        inst.boot = {k: round(v, 3) for k, v in guest.console.phases.items() if k != "agent"}
+        inst.boot = guest.console.boot_phases()
         if s.queues > 1:
             self._net_queues[inst.name] = enable_queues(inst, s.queues)
         if self.needs.data_disk:

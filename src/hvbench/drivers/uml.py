@@ -613,8 +613,8 @@ class UmlDriver(Driver[UmlSettings, UmlInstance]):
         except InstanceError as e:
             why = "exited" if not inst.alive() else "did not answer in time"
             raise InstanceError(f"{inst.name}: UML {why} ({inst.last_words()})") from e
-        inst.console.phases["ready"] = time.monotonic() - started
-        inst.boot = {k: round(v, 3) for k, v in inst.console.phases.items() if k != "agent"}
+        inst.console.ready()
+        inst.boot = inst.console.boot_phases()
         if self._rootfs:
             self._mount_modules(inst)
         if s.nic == "vector":
