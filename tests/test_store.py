@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from alembic import command
-from sqlalchemy import create_engine, text
+from sqlalchemy import Engine, create_engine, text
 
 from hvbench.errors import HvbenchError
 from hvbench.store import (
@@ -123,16 +123,21 @@ def test_reopening_keeps_data_and_does_not_migrate_twice(tmp_path):
     assert Store(url).run("r1").status == "finished"
 
 
-def test_a_store_of_schema_0002_is_upgraded_in_place(tmp_path):
-    url = f"sqlite:///{tmp_path / 'a.db'}"
+def _old_store(url: str, revision: str) -> Engine:
+    """A store at an older schema ``revision`` holding one run made then, r0."""
     engine = create_engine(url)
     with engine.begin() as conn:
         cfg = _config()
         cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "0002")
+        command.upgrade(cfg, revision)
         conn.execute(text("insert into runs values ('r0', 's', 'name: s', 's.yaml', 'finished', "
                           "'2026-01-01', null, 'old', null, '{}', '{}')"))  # fmt: skip
-    engine.dispose()
+    return engine
+
+
+def test_a_store_of_schema_0002_is_upgraded_in_place(tmp_path):
+    url = f"sqlite:///{tmp_path / 'a.db'}"
+    _old_store(url, "0002").dispose()
     store = Store(url)
     assert store.run("r0").hvbench_version == "old"
     assert store.profile_functions("r0") == []
@@ -229,13 +234,8 @@ def test_a_store_of_schema_0003_gets_what_workloads_now_declare(tmp_path):
     analysis used to infer of them: a cpu cell's higher-is-better figures are sub-scores, and
     the word inbound or outbound in a name is the direction."""
     url = f"sqlite:///{tmp_path / 'a.db'}"
-    engine = create_engine(url)
+    engine = _old_store(url, "0003")
     with engine.begin() as conn:
-        cfg = _config()
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "0003")
-        conn.execute(text("insert into runs values ('r0', 's', 'name: s', 's.yaml', 'finished', "
-                          "'2026-01-01', null, 'old', null, '{}', '{}')"))  # fmt: skip
         for cell_id, workload in ((1, "cpu"), (2, "net")):
             conn.execute(
                 text("insert into cells values (:id, 'r0', :key, 'kvm', 'qemu', :w, :w, 1, "
