@@ -41,6 +41,8 @@ class RunBuilder:
     run_id: str = "run-a"
     study_text: str = STUDY
     inventory: dict = field(default_factory=lambda: {"cores_logical": 2, "kernel": "6.1"})
+    workload_names: dict[int, str] = field(default_factory=dict)
+    """Cell id -> its workload's name, for what ``sample`` declares of its metrics."""
 
     def __post_init__(self) -> None:
         self.store.create_run(
@@ -78,7 +80,9 @@ class RunBuilder:
             platform_settings={"driver": driver, **(platform_settings or {})},
             workload_settings={"name": workload.split()[0]},
         )
-        return self.store.cell_id(self.run_id, row)
+        cell_id = self.store.cell_id(self.run_id, row)
+        self.workload_names[cell_id] = row.workload_name
+        return cell_id
 
     def sample(
         self,
@@ -97,18 +101,26 @@ class RunBuilder:
         better) where not ``unit``/``higher_is_better``; ``headline``: the names flagged as
         such (None: no flag at all, as in runs stored before it existed)."""
         kinds = kinds or {}
-        records = [
-            MetricRecord(
-                i,
-                name,
-                v,
-                *kinds.get(name, (unit, higher_is_better)),
-                None if v is not None else "+++++",
-                None if headline is None else name in headline,
-            )
-            for name, values in metrics.items()
-            for i, v in enumerate(values)
-        ]
+        records = []
+        for name, values in metrics.items():
+            name_unit, hib = kinds.get(name, (unit, higher_is_better))
+            # what the cpu workloads (sub-scores) and the net workloads (directions) declare
+            composite = hib and self.workload_names[cell_id] == "cpu"
+            direction = next((d for d in ("inbound", "outbound") if f".{d}_" in name), None)
+            records += [
+                MetricRecord(
+                    i,
+                    name,
+                    v,
+                    name_unit,
+                    hib,
+                    None if v is not None else "+++++",
+                    None if headline is None else name in headline,
+                    composite,
+                    direction,
+                )
+                for i, v in enumerate(values)
+            ]
         self.store.add_sample(
             cell_id,
             SampleRecord(

@@ -29,12 +29,12 @@ from hvbench.drivers.qemu import (
     find_disk,
     guest_disks,
     kvm_verdict,
-    make_image,
 )
 from hvbench.drivers.qemu_devices import Disk, opts
 from hvbench.errors import CommandTimeout, InstanceError
 from hvbench.host import hugepages
 from hvbench.host.inventory import capacity
+from hvbench.host.storage import make_image
 from hvbench.study import parse_study
 from hvbench.workloads.kernbench import Kernbench, KernbenchSettings
 

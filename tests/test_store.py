@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from alembic import command
-from sqlalchemy import create_engine, text
+from sqlalchemy import Engine, create_engine, text
 
 from hvbench.errors import HvbenchError
 from hvbench.store import (
@@ -123,16 +123,21 @@ def test_reopening_keeps_data_and_does_not_migrate_twice(tmp_path):
     assert Store(url).run("r1").status == "finished"
 
 
-def test_a_store_of_schema_0002_is_upgraded_in_place(tmp_path):
-    url = f"sqlite:///{tmp_path / 'a.db'}"
+def _old_store(url: str, revision: str) -> Engine:
+    """A store at an older schema ``revision`` holding one run made then, r0."""
     engine = create_engine(url)
     with engine.begin() as conn:
         cfg = _config()
         cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "0002")
+        command.upgrade(cfg, revision)
         conn.execute(text("insert into runs values ('r0', 's', 'name: s', 's.yaml', 'finished', "
                           "'2026-01-01', null, 'old', null, '{}', '{}')"))  # fmt: skip
-    engine.dispose()
+    return engine
+
+
+def test_a_store_of_schema_0002_is_upgraded_in_place(tmp_path):
+    url = f"sqlite:///{tmp_path / 'a.db'}"
+    _old_store(url, "0002").dispose()
     store = Store(url)
     assert store.run("r0").hvbench_version == "old"
     assert store.profile_functions("r0") == []
@@ -222,3 +227,45 @@ def test_postgresql_round_trip(postgres_url):
     store = Store(postgres_url)
     assert store.engine.dialect.name == "postgresql"
     exercise(store)
+
+
+def test_a_store_of_schema_0003_gets_what_workloads_now_declare(tmp_path):
+    """Metrics stored before the workloads declared composite and direction get what the
+    analysis used to infer of them: a cpu cell's higher-is-better figures are sub-scores, and
+    the word inbound or outbound in a name is the direction."""
+    url = f"sqlite:///{tmp_path / 'a.db'}"
+    engine = _old_store(url, "0003")
+    with engine.begin() as conn:
+        for cell_id, workload in ((1, "cpu"), (2, "net")):
+            conn.execute(
+                text("insert into cells values (:id, 'r0', :key, 'kvm', 'qemu', :w, :w, 1, "
+                     "'{}', '{}')"),
+                {"id": cell_id, "key": f"kvm|{workload}|1", "w": workload},
+            )  # fmt: skip
+            conn.execute(
+                text("insert into samples values (:id, :id, 1, 'ok', null, '2026-01-01', 1.0, "
+                     "'{}', '{}')"),
+                {"id": cell_id},
+            )  # fmt: skip
+        metrics = [
+            (1, "cpu.a.ops", True),
+            (1, "cpu.a.seconds", False),
+            (2, "net.iperf3.inbound_gbps", True),
+            (2, "net.iperf3.outbound_retransmits", False),
+            (2, "net.rtt_ms", False),
+        ]
+        for sample_id, name, hib in metrics:
+            conn.execute(
+                text("insert into metrics (sample_id, instance, name, value, unit, "
+                     "higher_is_better) values (:s, 0, :n, 1.0, 'x', :h)"),
+                {"s": sample_id, "n": name, "h": hib},
+            )  # fmt: skip
+    engine.dispose()
+    rows = {r.name: (r.composite, r.direction) for r in Store(url).metric_rows("r0")}
+    assert rows == {
+        "cpu.a.ops": (True, None),
+        "cpu.a.seconds": (False, None),
+        "net.iperf3.inbound_gbps": (False, "inbound"),
+        "net.iperf3.outbound_retransmits": (False, "outbound"),
+        "net.rtt_ms": (False, None),
+    }

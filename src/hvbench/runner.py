@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -619,7 +619,7 @@ def _record(rep: int, run: SampleRun, instances: list[Instance], cores: int) -> 
         platform_state=state,
         host_cpu=run.host_cpu,
         metrics=[
-            MetricRecord(idx, m.name, m.value, m.unit, m.higher_is_better, m.text, m.headline)
+            MetricRecord(idx, **asdict(m))  # the workload's Metric, field by field
             for idx, o in enumerate(run.outcomes if ok else [])
             for m in o.metrics
         ],

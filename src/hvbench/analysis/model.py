@@ -18,7 +18,6 @@ from hvbench.analysis.stats import ALPHA, Summary
 from hvbench.store import MetricView
 
 COMPOSITE = "cpu.composite.score"
-CPU_WORKLOAD = "cpu"
 ASYMMETRY = 0.15
 """Directions whose means differ by more than this (relative to the larger) are asymmetric."""
 
@@ -51,6 +50,8 @@ class MetricResult:
     throughput: bool
     headline: bool
     """What the workload's verdict is judged on (see ``_mark_headlines``)."""
+    direction: str | None
+    """Of the traffic it measures, as its workload declared (``Metric.direction``)."""
     repetitions: np.ndarray
     single_values: np.ndarray
     aggregate_values: np.ndarray | None

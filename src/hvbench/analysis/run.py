@@ -32,7 +32,6 @@ Rules the tables rely on (also in the report's footnotes):
 from __future__ import annotations
 
 import math
-import re
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
@@ -44,7 +43,6 @@ from hvbench.analysis.aggregate import Series, is_throughput, overcommit, scalin
 from hvbench.analysis.cost import ASCENT, Density, HostCpu, density, host_cpu_of
 from hvbench.analysis.model import (
     COMPOSITE,
-    CPU_WORKLOAD,
     CellInfo,
     MetricResult,
     Noise,
@@ -110,21 +108,27 @@ class _Grouped:
         values: dict[tuple[int, str], list[tuple[int, int, float]]] = defaultdict(list)
         texts: dict[tuple[int, str], set[str]] = defaultdict(set)
         meta: dict[tuple[int, str], tuple[str, bool]] = {}
-        headline: dict[tuple[int, str], bool | None] = {}
+        declared: dict[tuple[int, str], MetricView] = {}
         for m in rows:
             key = (m.cell_id, m.name)
             meta.setdefault(key, (m.unit, bool(m.higher_is_better)))
-            headline.setdefault(key, m.headline)
+            declared.setdefault(key, m)
             if m.value is None:
                 if m.text:
                     texts[key].add(m.text)
             else:
                 values[key].append((m.repetition, m.instance, m.value))
         self.meta = meta
-        self.headline = headline
-        """The workloads' own flag; None for runs stored before it existed."""
+        self.declared = declared
+        """A stored row of each metric: what its workload declared of it (headline, composite,
+        direction); none for the figures the analysis makes (the composite)."""
         self.texts = texts
         self.values = {k: np.array(v, dtype=float).reshape(-1, 3) for k, v in values.items()}
+
+    def headline(self, key: tuple[int, str]) -> bool | None:
+        """The workload's own flag; None for runs stored before it existed."""
+        row = self.declared.get(key)
+        return row.headline if row else None
 
 
 def _composite_rows(
@@ -143,8 +147,8 @@ def _composite_rows(
     and why, so that no figure goes missing silently (platforms named by ``labels``).
     """
     by_cell: dict[int, list[str]] = defaultdict(list)
-    for (cell_id, name), (_unit, hib) in grouped.meta.items():
-        if cells[cell_id].workload_name == CPU_WORKLOAD and hib and name != COMPOSITE:
+    for (cell_id, name), row in grouped.declared.items():
+        if row.composite:
             by_cell[cell_id].append(name)
     notes: list[str] = []
     labels = labels or {}
@@ -308,20 +312,18 @@ def _read_samples(store: Store, run_id: str, cells: dict[int, CellInfo]) -> _Sam
 def _baseline_means(
     grouped: _Grouped, cells: dict[int, CellInfo], baseline: str | None
 ) -> dict[tuple[str, str], float]:
-    """(workload, metric) -> the baseline's single-instance mean of each higher-is-better cpu
-    sub-score: what the cpu composite divides by."""
+    """(workload, metric) -> the baseline's single-instance mean of each sub-score of a
+    composite: what the composite divides by."""
     means: dict[tuple[str, str], float] = {}
     if baseline is None:
         return means
     base_cells = [c for c in cells.values() if c.platform == baseline]
     for c in base_cells:
-        if (
-            c.workload_name != CPU_WORKLOAD
-            or pick_baseline_cell(base_cells, c.workload, 1) is not c
-        ):
+        if pick_baseline_cell(base_cells, c.workload, 1) is not c:
             continue
         for (cid, name), triples in grouped.values.items():
-            if cid != c.id or not grouped.meta[(cid, name)][1]:
+            row = grouped.declared.get((cid, name))
+            if cid != c.id or row is None or not row.composite:
                 continue
             positive = triples[:, 2][triples[:, 2] > 0]  # a 0 is no rate (and is warned of)
             if len(positive):
@@ -364,6 +366,7 @@ def _results(
     summaries = iter(summarize_many([x for x in arrays if len(x)]))
     results = []
     for cid, name, unit, hib, ser, throughput, per_core in specs:
+        said = grouped.declared.get((cid, name))
         results.append(
             MetricResult(
                 cell=cells[cid],
@@ -371,7 +374,8 @@ def _results(
                 unit=unit,
                 higher_is_better=hib,
                 throughput=throughput,
-                headline=bool(grouped.headline.get((cid, name))),
+                headline=bool(said and said.headline),
+                direction=said.direction if said else None,
                 repetitions=ser.reps,
                 single_values=ser.single,
                 aggregate_values=ser.aggregate if throughput else None,
@@ -407,7 +411,7 @@ def _headline_names(grouped: _Grouped, cell_id: int, names: list[str]) -> set[st
     then: every throughput metric, else the cell's first metric."""
     if COMPOSITE in names:
         return {COMPOSITE}
-    flags = [grouped.headline.get((cell_id, n)) for n in names]
+    flags = [grouped.headline((cell_id, n)) for n in names]
     if any(f is not None for f in flags):
         return {n for n, f in zip(names, flags, strict=True) if f}
     return set([n for n in names if is_throughput(*grouped.meta[(cell_id, n)])] or names[:1])
@@ -477,19 +481,15 @@ def _compare_to_baseline(
             r.cost_vs_baseline = base.per_core.mean / r.per_core.mean
 
 
-_INBOUND = re.compile(r"(?<![a-z])inbound(?![a-z])")
-
-
 def _symmetry(results: list[MetricResult]) -> list[Symmetry]:
-    """Pair throughput metrics whose names differ only by the word ``inbound``/``outbound``, per
-    cell."""
-    index = {(r.cell.id, r.name): r for r in results}
+    """Pair each cell's inbound throughput metrics with their outbound twins, as the workloads
+    declared them (``Metric.direction``: names that differ only in that word)."""
+    outbound = {(r.cell.id, r.name): r for r in results if r.direction == "outbound"}
     out = []
     for r in results:
-        other = _INBOUND.sub("outbound", r.name)
-        if other == r.name or not r.throughput:  # retransmits, %CPU: not a direction's speed
+        if r.direction != "inbound" or not r.throughput:  # retransmits, %CPU: not a speed
             continue
-        o = index.get((r.cell.id, other))
+        o = outbound.get((r.cell.id, r.name.replace("inbound", "outbound")))
         if o is None or r.single.mean <= 0 or o.single.mean <= 0:
             continue
         ratio = o.single.mean / r.single.mean

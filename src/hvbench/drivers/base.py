@@ -16,13 +16,14 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, ClassVar, Generic, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt
 
 from hvbench.errors import HvbenchError, InstanceError, StartFailed
 from hvbench.host.monitor import LOCAL, HostCpuSource
 from hvbench.host.process import ExecResult
+from hvbench.host.storage import loop_device, make_image
 from hvbench.units import Size
 
 if TYPE_CHECKING:
@@ -216,8 +217,8 @@ I = TypeVar("I", bound=Instance)  # noqa: E741 (the usual name of a type variabl
 S = TypeVar("S", bound=PlatformSettings)
 
 
-class Driver(ABC, Generic[S]):
-    """Makes instances of one platform, from that platform's own settings (``S``)."""
+class Driver(ABC, Generic[S, I]):
+    """Makes instances (``I``) of one platform, from that platform's own settings (``S``)."""
 
     name: ClassVar[str]
     settings_model: ClassVar[type[PlatformSettings]]
@@ -255,21 +256,53 @@ class Driver(ABC, Generic[S]):
     def check(cls) -> Availability:
         """Whether this host can run the driver at all (for doctor and the default study)."""
 
-    @abstractmethod
     def start(self, count: int, deadline: float) -> list[Instance]:
         """Start ``count`` instances in parallel and return them once all are ready; raise
-        InstanceError past ``deadline`` (a ``time.monotonic()`` value)."""
+        InstanceError past ``deadline`` (a ``time.monotonic()`` value). A template (after
+        QEMUMachine's ``launch``): what every instance shares is made once (``_prepare``), then
+        every instance starts at once (``_start_one``), a failure stopping them all
+        (``start_parallel``), and what needs them all running follows (``_started``)."""
+        self._prepare(count)
+        instances = [self._instance(index) for index in range(count)]
+        self.start_parallel(instances, self._start_one, deadline)
+        self._started(instances)
+        return list(instances)
 
-    def stop(self, instances: list[Instance]) -> None:
-        """Stop the instances and release everything they held: each one killed, then what it
-        holds released, last made first; then what the driver holds for them (``stopped``)."""
+    def _prepare(self, count: int) -> None:
+        """Make once what ``count`` instances share (the guest image, the run's network, huge
+        pages), before any of them starts."""
+
+    @abstractmethod
+    def _instance(self, index: int) -> I:
+        """The not yet started instance ``index``."""
+
+    @abstractmethod
+    def _start_one(self, inst: I, deadline: float) -> None:
+        """Start one instance and wait until it is ready, recording in ``inst.resources`` what
+        it holds as soon as that is made, so that ``stop`` removes it even after a failure."""
+
+    def _started(self, instances: list[I]) -> None:
+        """What needs every instance running (pinning their vCPUs), once all are ready."""
+
+    def stop(self, instances: list[I]) -> None:
+        """Stop the instances and release everything they held: each one closed (``_close``),
+        then what it holds released, last made first (``_release``); then what the driver holds
+        for them (``stopped``)."""
         for inst in instances:
-            inst.kill()
+            self._close(inst)
             while inst.resources:
-                self.ledger.release(inst.resources.pop())
+                self._release(inst, inst.resources.pop())
         self.stopped(instances)
 
-    def stopped(self, instances: list[Instance]) -> None:
+    def _close(self, inst: I) -> None:
+        """End the instance before what it holds is released: by default ``kill`` it."""
+        inst.kill()
+
+    def _release(self, inst: I, res: Resource) -> None:
+        """Release one resource of the instance's."""
+        self.ledger.release(res)
+
+    def stopped(self, instances: list[I]) -> None:
         """Release what the driver held for these instances, after they are gone (by default
         nothing)."""
 
@@ -290,7 +323,7 @@ class Driver(ABC, Generic[S]):
 
     def start_parallel(
         self, instances: list[I], start_one: Callable[[I, float], None], deadline: float
-    ) -> list[I]:
+    ) -> None:
         """Run ``start_one`` for every instance at once (N guests boot together, as they will
         run); if any fails, let the others finish, stop them all and raise StartFailed with how
         many failed and the first error."""
@@ -310,7 +343,6 @@ class Driver(ABC, Generic[S]):
             elif not isinstance(first, InstanceError):
                 text = f"{self.platform}: {text}"
             raise StartFailed(text, len(failed)) from first
-        return instances
 
 
 @dataclass
@@ -346,13 +378,58 @@ def rootfs_summary(rootfs: RootImage) -> dict:
     }
 
 
-def block_device(platform: str, path: str | None) -> str:
-    """The partition or LV a ``block`` data disk names, once it is there (validation made sure
-    it names one)."""
-    assert path
-    if not Path(path).exists():
-        raise HvbenchError(f"platform {platform}: disk path {path} does not exist")
-    return path
+class DiskSettings(Protocol):
+    """What every platform's data disk settings say of where the disk lives on the host."""
+
+    @property
+    def backing(self) -> Literal["file", "block"]: ...
+
+    @property
+    def path(self) -> str | None: ...
+
+    @property
+    def size(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class DataImage:
+    """The host side of one instance's data disk, made the same way for every driver
+    (``make``), so that each driver only maps it onto its own device syntax."""
+
+    path: str
+    """What the instance's VMM (or the host's mkfs) opens: the user's block device, the file
+    made for the instance, or the loop device over that file."""
+    file: Path | None
+    """The file made for the instance, or None on the user's block device."""
+
+    @classmethod
+    def make(
+        cls,
+        driver: Driver,
+        disk: DiskSettings,
+        name: str,
+        made: list[Resource],
+        fmt: str = "raw",
+        loop: bool = False,
+    ) -> DataImage:
+        """The block device the settings name, once it is there (validation made sure they
+        name one); or a new image file ``name`` of the disk's size and format ``fmt`` in the
+        disk's directory (by default the run's), in the ledger (``made``) before it exists,
+        behind a loop device with direct I/O where ``loop``."""
+        if disk.backing == "block":
+            assert disk.path
+            if not Path(disk.path).exists():
+                raise HvbenchError(
+                    f"platform {driver.platform}: disk path {disk.path} does not exist"
+                )
+            return cls(disk.path, None)
+        file = Path(disk.path or driver.workdir) / name
+        if loop:
+            made += loop_device(driver.ledger, file, disk.size)
+            return cls(made[-1].name, file)
+        made.append(driver.ledger.add("path", str(file)))
+        make_image(file, fmt, disk.size)
+        return cls(str(file), file)
 
 
 DATA_MOUNT = "/mnt/hvbench-data"

@@ -61,7 +61,6 @@ from hvbench.drivers.agent_instance import AgentInstance
 from hvbench.drivers.base import (
     Availability,
     Driver,
-    Instance,
     Lifecycle,
     MigrationPlan,
     Operation,
@@ -502,7 +501,7 @@ _NODE_STATS = {"user": "user", "system": "kernel", "idle": "idle", "iowait": "io
 """The host's CPU states libvirt reads (virNodeGetCPUStats) under the names of /proc/stat."""
 
 
-class LibvirtDriver(Driver[LibvirtSettings]):
+class LibvirtDriver(Driver[LibvirtSettings, LibvirtInstance]):
     name: ClassVar[str] = "libvirt"
     no_lifecycle: ClassVar[str] = (
         "cannot migrate: libvirt refuses to migrate a domain to the host it runs on (libvirtd "
@@ -624,28 +623,22 @@ class LibvirtDriver(Driver[LibvirtSettings]):
         name = f"hvb-{self.ledger.run_id}-{self.platform}-{index}"
         return replace(self._qemu.machine(index, prefix), name=name, qmp_socket="", agent_socket="")
 
-    def start(self, count: int, deadline: float) -> list[Instance]:
+    def _prepare(self, count: int) -> None:
+        """The connection and the run's network once; huge pages here for ``count`` guests,
+        which then count as live (uploads stay until ``stopped`` finds none)."""
         self._resolve()
-        s = self.settings
         self._count = max(count, self._count)
-        if s.nic != "none":
+        if self.settings.nic != "none":
             self.network.up()  # once, before the threads that adopt their taps
-        instances = [
-            LibvirtInstance(
-                self.platform, i, s.vcpus, s.memory >> 20, remote=self.remote, driver=self
-            )
-            for i in range(count)
-        ]
+        if not self.remote:
+            self._qemu.reserve_hugepages(count)
         self._live += count
-        try:
-            if not self.remote:
-                self._qemu.reserve_hugepages(count)
-            return list(self.start_parallel(instances, self._start_one, deadline))
-        except BaseException:
-            self._live -= count
-            self._release_uploads()
-            self._qemu.give_back_hugepages()
-            raise
+
+    def _instance(self, index: int) -> LibvirtInstance:
+        s = self.settings
+        return LibvirtInstance(
+            self.platform, index, s.vcpus, s.memory >> 20, remote=self.remote, driver=self
+        )
 
     def _on_host(self, path: str) -> str:
         """Where the libvirt host finds a file of the guest image: here, the file itself; on a
@@ -705,10 +698,10 @@ class LibvirtDriver(Driver[LibvirtSettings]):
         """The data disk on the libvirt host, and its description for the report."""
         disk = self.settings.disk
         if not self.remote:
-            path, description = self._qemu.data_disk(prefix, inst.resources)
-            if Path(path).is_block_device():
-                return Source("block", {"dev": path}), description
-            return Source("file", {"file": path}), description
+            image, description = self._qemu.data_disk(prefix, inst.resources)
+            if image.file is None:
+                return Source("block", {"dev": image.path}), description
+            return Source("file", {"file": image.path}), description
         host = urlsplit(self.settings.uri).hostname
         if disk.backing == "block":
             assert disk.path
@@ -785,12 +778,12 @@ class LibvirtDriver(Driver[LibvirtSettings]):
             raise InstanceError(f"{inst.name}: libvirt: {e.get_error_message()}") from None
         except InstanceError as e:
             raise InstanceError(f"{inst.name}: the guest agent did not answer ({e})") from e
-        inst.console.phases["ready"] = time.monotonic() - started
-        inst.boot = {k: round(v, 3) for k, v in inst.console.phases.items() if k != "agent"}
+        inst.console.ready()
+        inst.boot = inst.console.boot_phases()
         if self.needs.data_disk:
             format_data_disk(inst, find_disk(inst, DATA_SERIAL), description)
 
-    def stopped(self, instances: list[Instance]) -> None:
+    def stopped(self, instances: list[LibvirtInstance]) -> None:
         self._live -= len(instances)
         self._release_uploads()
         self._qemu.give_back_hugepages()

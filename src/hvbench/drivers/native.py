@@ -71,7 +71,7 @@ class NativeInstance(Instance):
                 os.killpg(pid, signal.SIGKILL)
 
 
-class NativeDriver(Driver[NativeSettings]):
+class NativeDriver(Driver[NativeSettings, NativeInstance]):
     name: ClassVar[str] = "native"
     no_lifecycle: ClassVar[str] = "runs on the host itself: there is no guest to move or save"
     kernel: ClassVar[Kernel] = "host"
@@ -82,18 +82,14 @@ class NativeDriver(Driver[NativeSettings]):
     def check(cls) -> Availability:
         return Availability(True, "the host itself")
 
-    def start(self, count: int, deadline: float) -> list[Instance]:
-        instances = [
-            NativeInstance(
-                platform=self.platform,
-                index=index,
-                vcpus=os.cpu_count() or 1,
-                memory_mib=psutil.virtual_memory().total >> 20,
-                address=self.network.address(index),
-            )
-            for index in range(count)
-        ]
-        return list(self.start_parallel(instances, self._start_one, deadline))
+    def _instance(self, index: int) -> NativeInstance:
+        return NativeInstance(
+            platform=self.platform,
+            index=index,
+            vcpus=os.cpu_count() or 1,
+            memory_mib=psutil.virtual_memory().total >> 20,
+            address=self.network.address(index),
+        )
 
     def _start_one(self, inst: NativeInstance, deadline: float) -> None:
         netns = self.network.add_host_netns(inst.index)

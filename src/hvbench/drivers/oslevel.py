@@ -47,6 +47,7 @@ from hvbench.drivers.base import (
     DATA_MOUNT,
     MKFS,
     DataDisk,
+    DataImage,
     Driver,
     HostDisk,
     Instance,
@@ -62,7 +63,7 @@ from hvbench.guest import image as guest_image
 from hvbench.guest import rootfs, userland
 from hvbench.host.process import ExecResult, Running, run_bounded
 from hvbench.host.resources import Resource
-from hvbench.host.storage import attach_loop, loop_device, mount
+from hvbench.host.storage import attach_loop, mount
 from hvbench.units import Size
 
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -212,7 +213,7 @@ class OciInstance(Instance):
 OS = TypeVar("OS", bound=OsLevelSettings)
 
 
-class OciDriver(Driver[OS]):
+class OciDriver(Driver[OS, OciInstance]):
     """A driver that runs each instance as an OCI container of the guest image's tree."""
 
     runtime_name: ClassVar[str]
@@ -299,14 +300,13 @@ class OciDriver(Driver[OS]):
         mount(self.ledger, made, bundle / "root", "-t", "overlay", "-o", layers, "overlay")
         return str(bundle / "root")
 
-    def start(self, count: int, deadline: float) -> list[Instance]:
+    def _prepare(self, count: int) -> None:
         self._resolve()
-        s = self.settings
-        instances = [
-            self.instance_class(self.platform, i, s.vcpus, s.memory >> 20) for i in range(count)
-        ]
         self.network.up()  # once, before the instances add their veths in parallel
-        return list(self.start_parallel(instances, self._start_one, deadline))
+
+    def _instance(self, index: int) -> OciInstance:
+        s = self.settings
+        return self.instance_class(self.platform, index, s.vcpus, s.memory >> 20)
 
     def _start_one(self, inst: OciInstance, deadline: float) -> None:
         inst.driver = self
@@ -369,21 +369,19 @@ class OciDriver(Driver[OS]):
     def _data_disk(self, inst: OciInstance, bundle: Path, made: list[Resource]) -> str:
         """Make, format and mount the data disk on the host; return the mounted directory."""
         disk = self.settings.disk
-        if disk.backing == "block":
-            if not disk.path or not Path(disk.path).exists():
-                raise HvbenchError(
-                    f"platform {self.platform}: disk backing 'block' needs the path of an "
-                    f"existing partition or LV (got {disk.path!r})"
-                )
-            device, what = disk.path, f"block device {disk.path}"
+        if disk.backing == "block" and (not disk.path or not Path(disk.path).exists()):
+            raise HvbenchError(
+                f"platform {self.platform}: disk backing 'block' needs the path of an "
+                f"existing partition or LV (got {disk.path!r})"
+            )
+        image = DataImage.make(self, disk, f"{inst.name}.img", made, loop=True)
+        device = image.path
+        if image.file is None:
+            what = f"block device {device}"
         else:
-            directory = Path(disk.path) if disk.path else self.workdir
-            backing = directory / f"{inst.name}.img"
-            made.extend(loop_device(self.ledger, backing, disk.size))
-            device = made[-1].name
             what = (
-                f"loop device (direct I/O) over a sparse file {backing} "
-                f"on {_fs_type(str(directory))}"
+                f"loop device (direct I/O) over a sparse file {image.file} "
+                f"on {_fs_type(str(image.file.parent))}"
             )
         mkfs = subprocess.run([*MKFS, device], capture_output=True, text=True, check=False)
         if mkfs.returncode != 0:
@@ -468,17 +466,16 @@ class OciDriver(Driver[OS]):
             },
         }
 
-    def stop(self, instances: list[Instance]) -> None:
+    def _release(self, inst: OciInstance, res: Resource) -> None:
+        self.ledger.release(res)
+        if res.kind == "container" and inst.init is not None:
+            # the runtime's delete returns before its processes are gone, and they hold the
+            # data disk's mount and files in the state directory until then
+            with contextlib.suppress(psutil.Error):
+                inst.init.wait(STOP_TIMEOUT_S)
+
+    def stopped(self, instances: list[OciInstance]) -> None:
         for inst in instances:
-            assert isinstance(inst, OciInstance)
-            while inst.resources:
-                res = inst.resources.pop()
-                self.ledger.release(res)
-                if res.kind == "container" and inst.init is not None:
-                    # the runtime's delete returns before its processes are gone, and they hold
-                    # the data disk's mount and files in the state directory until then
-                    with contextlib.suppress(psutil.Error):
-                        inst.init.wait(STOP_TIMEOUT_S)
             inst.init = None
 
     def describe(self) -> dict:

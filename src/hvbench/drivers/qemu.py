@@ -32,6 +32,7 @@ from qemu.qmp.legacy import QEMUMonitorProtocol
 from hvbench.drivers.agent_instance import AgentInstance
 from hvbench.drivers.base import (
     Availability,
+    DataImage,
     Driver,
     Instance,
     Lifecycle,
@@ -39,7 +40,6 @@ from hvbench.drivers.base import (
     Operation,
     OperationReport,
     PlatformSettings,
-    block_device,
     format_data_disk,
     rootfs_summary,
     tap_and_mac,
@@ -65,6 +65,7 @@ from hvbench.host import hugepages
 from hvbench.host.hugepages import PAGE_KIB
 from hvbench.host.inventory import boot_id
 from hvbench.host.resources import Ledger, Resource
+from hvbench.host.storage import make_image
 from hvbench.units import Size
 
 QEMU = "qemu-system-x86_64"
@@ -318,6 +319,15 @@ class Console(threading.Thread):
                 self._cond.wait(min(left, 0.5))
             return self.phases[phase]
 
+    def ready(self) -> None:
+        """Note the boot's last phase: the guest's agent answered, now."""
+        self.phases["ready"] = time.monotonic() - self.started
+
+    def boot_phases(self) -> dict[str, float]:
+        """The phases an instance reports (``Instance.boot``), to the millisecond: kernel,
+        init and ready (the agent's start is only a step towards ready)."""
+        return {k: round(v, 3) for k, v in self.phases.items() if k != "agent"}
+
 
 @dataclass
 class Guest:
@@ -372,7 +382,7 @@ class Guest:
                     f"{self.machine.name}: QEMU exited ({self.last_words()})"
                 ) from e
             raise
-        self.console.phases["ready"] = time.monotonic() - self.started
+        self.console.ready()
 
     def last_words(self) -> str:
         """QEMU's exit status, its stderr (its own errors) and the guest's console."""
@@ -469,7 +479,7 @@ _IMAGES: dict[tuple[frozenset[str], str], guest_image.GuestImage] = {}
 """Images this process already built or found: the runner makes a driver per group of cells."""
 
 
-class QemuDriver(Driver[QemuSettings]):
+class QemuDriver(Driver[QemuSettings, QemuInstance]):
     name: ClassVar[str] = "qemu"
     settings_model = QemuSettings
 
@@ -549,17 +559,19 @@ class QemuDriver(Driver[QemuSettings]):
             hugepages=None if s.hugepages == "thp" else s.hugepages,
         )
 
-    def start(self, count: int, deadline: float) -> list[Instance]:
+    def _prepare(self, count: int) -> None:
         self.resolve()
-        s = self.settings
-        instances = [QemuInstance(self.platform, i, s.vcpus, s.memory >> 20) for i in range(count)]
-        if s.nic != "none":
+        if self.settings.nic != "none":
             self.network.up()  # once, before the instances' threads add their taps
         self.reserve_hugepages(count)
-        self.start_parallel(instances, self._start_one, deadline)
-        if s.pin:
+
+    def _instance(self, index: int) -> QemuInstance:
+        s = self.settings
+        return QemuInstance(self.platform, index, s.vcpus, s.memory >> 20)
+
+    def _started(self, instances: list[QemuInstance]) -> None:
+        if self.settings.pin:
             self._pin(instances, os.cpu_count() or 1)
-        return list(instances)
 
     def _start_one(self, inst: QemuInstance, deadline: float) -> None:
         s = self.settings
@@ -572,10 +584,10 @@ class QemuDriver(Driver[QemuSettings]):
         if self._rootfs:
             machine.disks.append(self.root_disk(prefix, made))
         if self.needs.data_disk:
-            path, description = self.data_disk(prefix, made)
+            image, description = self.data_disk(prefix, made)
             machine.disks.append(
                 Disk(
-                    "data", path, s.disk.bus, s.disk.format, s.disk.cache, s.disk.aio,
+                    "data", image.path, s.disk.bus, s.disk.format, s.disk.cache, s.disk.aio,
                     DATA_SERIAL, queues=s.disk.queues,
                 )
             )  # fmt: skip
@@ -585,7 +597,7 @@ class QemuDriver(Driver[QemuSettings]):
             guest.wait_ready(boot_deadline)
         except CommandTimeout as e:
             raise InstanceError(f"{inst.name}: not ready in time ({e})") from e
-        inst.boot = {k: round(v, 3) for k, v in guest.console.phases.items() if k != "agent"}
+        inst.boot = guest.console.boot_phases()
         if s.queues > 1:
             self._net_queues[inst.name] = enable_queues(inst, s.queues)
         if self.needs.data_disk:
@@ -624,19 +636,16 @@ class QemuDriver(Driver[QemuSettings]):
         make_image(overlay, "qcow2", 0, backing=self._rootfs.disk)
         return Disk("root", str(overlay), "virtio-blk", "qcow2", "writeback")
 
-    def data_disk(self, prefix: Path, made: list[Resource]) -> tuple[str, str]:
+    def data_disk(self, prefix: Path, made: list[Resource]) -> tuple[DataImage, str]:
         """The data disk of one instance (an image file made now, or the user's device) and
         its description for the report."""
         disk = self.settings.disk
-        if disk.backing == "block":
-            device = block_device(self.platform, disk.path)
-            return device, f"block device {device} on {disk.bus}, cache={disk.cache}"
-        directory = Path(disk.path) if disk.path else self.workdir
-        path = directory / f"{prefix.name}.{disk.format}"
-        made.append(self.ledger.add("path", str(path)))
-        make_image(path, disk.format, disk.size)
-        return str(path), (
-            f"{disk.format} image file {path} on {disk.bus}, cache={disk.cache}, aio={disk.aio}"
+        image = DataImage.make(self, disk, f"{prefix.name}.{disk.format}", made, disk.format)
+        if image.file is None:
+            return image, f"block device {image.path} on {disk.bus}, cache={disk.cache}"
+        return image, (
+            f"{disk.format} image file {image.path} on {disk.bus}, cache={disk.cache}, "
+            f"aio={disk.aio}"
         )
 
     def _pin(self, instances: list[QemuInstance], cores: int) -> None:
@@ -652,16 +661,17 @@ class QemuDriver(Driver[QemuSettings]):
                     self._pins[inst.name].append(core)
                 slot += 1
 
-    def stop(self, instances: list[Instance]) -> None:
-        for inst in instances:
-            assert isinstance(inst, QemuInstance)
-            if inst.guest:
-                inst.guest.agent.close()
-            for made in (inst.channels, inst.resources):  # the process before its disks
-                while made:
-                    self.ledger.release(made.pop())
-            if inst.guest:
-                inst.guest.console.join(5)
+    def _close(self, inst: QemuInstance) -> None:
+        """Release the instance's channels (its QEMU process among them) before its disks,
+        and let its console's reader end."""
+        if inst.guest:
+            inst.guest.agent.close()
+        while inst.channels:
+            self.ledger.release(inst.channels.pop())
+        if inst.guest:
+            inst.guest.console.join(5)
+
+    def stopped(self, instances: list[QemuInstance]) -> None:
         self.give_back_hugepages()  # after the guests that held them
 
     def reserve_hugepages(self, count: int) -> None:
@@ -920,25 +930,6 @@ def find_disk(inst: Instance, serial: str, timeout: float = 30) -> str:
             raise InstanceError(f"{inst.name}: no disk with serial {serial} in the guest")
         time.sleep(0.5)
     return device
-
-
-def make_image(path: Path, fmt: str, size: int, backing: Path | None = None) -> None:
-    """A sparse raw file, an empty qcow2 image, or a qcow2 overlay of a raw ``backing`` file."""
-    if fmt == "raw" and backing is None:
-        with path.open("wb") as f:
-            f.truncate(size)
-        return
-    argv = ["qemu-img", "create", "-q", "-f", fmt]
-    if backing is not None:
-        argv += ["-F", "raw", "-b", str(backing)]
-    proc = subprocess.run(
-        [*argv, str(path), *([str(size)] if backing is None else [])],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if proc.returncode != 0:
-        raise HvbenchError(f"qemu-img create {path}: {proc.stderr.strip()}")
 
 
 def _qemu_version() -> str:

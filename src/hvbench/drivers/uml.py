@@ -51,10 +51,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from hvbench.drivers.agent_instance import AgentInstance
 from hvbench.drivers.base import (
     Availability,
+    DataImage,
     Driver,
-    Instance,
     PlatformSettings,
-    block_device,
     format_data_disk,
     rootfs_summary,
     tap_and_mac,
@@ -460,7 +459,7 @@ class UmlInstance(AgentInstance):
             self.console.join(5)
 
 
-class UmlDriver(Driver[UmlSettings]):
+class UmlDriver(Driver[UmlSettings, UmlInstance]):
     name: ClassVar[str] = "uml"
     no_lifecycle: ClassVar[str] = (
         "cannot: user-mode Linux has no way to save or move a running kernel"
@@ -525,13 +524,13 @@ class UmlDriver(Driver[UmlSettings]):
         elif s.root == "ubd":
             self._root = root_image(self._image, self.ledger, self.workdir)
 
-    def start(self, count: int, deadline: float) -> list[Instance]:
+    def _prepare(self, count: int) -> None:
         self._resolve()
-        s = self.settings
-        instances = [UmlInstance(self.platform, i, 1, s.memory >> 20) for i in range(count)]
-        if s.nic != "none":
+        if self.settings.nic != "none":
             self.network.up()  # once, before the threads that add their taps
-        return list(self.start_parallel(instances, self._start_one, deadline))
+
+    def _instance(self, index: int) -> UmlInstance:
+        return UmlInstance(self.platform, index, 1, self.settings.memory >> 20)
 
     def _argv(self, inst: UmlInstance, prefix: Path, line_fd: int) -> list[str]:
         s = self.settings
@@ -556,7 +555,7 @@ class UmlDriver(Driver[UmlSettings]):
             argv.append(f"vec0:transport=tap,ifname={tap},gro={int(s.gro)},mac={mac}")
             argv = ["nsenter", f"--net={self.network.netns_path}", "--", *argv]
         if self.needs.data_disk:
-            disk = _safe(self._data_disk(prefix, made))
+            disk = _safe(DataImage.make(self, s.disk, f"{prefix.name}.data.raw", made).path)
             argv.append(f"ubd1{'s' if s.disk.sync else ''}={disk}")
         if s.kernel_args:
             argv += s.kernel_args.split()
@@ -571,17 +570,6 @@ class UmlDriver(Driver[UmlSettings]):
         tree = rootfs.unpack(self._image, Path(f"{prefix}.root"), self.ledger)
         made.append(self.ledger.add("path", str(tree)))  # each instance boots a fresh tree
         return ["root=/dev/root", "rootfstype=hostfs", f"rootflags={_safe(str(tree))}", "rw"]
-
-    def _data_disk(self, prefix: Path, made: list[Resource]) -> str:
-        disk = self.settings.disk
-        if disk.backing == "block":
-            return block_device(self.platform, disk.path)
-        directory = Path(disk.path) if disk.path else self.workdir
-        path = directory / f"{prefix.name}.data.raw"
-        made.append(self.ledger.add("path", str(path)))
-        with path.open("wb") as f:
-            f.truncate(disk.size)
-        return str(path)
 
     def _disk_description(self) -> str:
         disk = self.settings.disk
@@ -625,8 +613,8 @@ class UmlDriver(Driver[UmlSettings]):
         except InstanceError as e:
             why = "exited" if not inst.alive() else "did not answer in time"
             raise InstanceError(f"{inst.name}: UML {why} ({inst.last_words()})") from e
-        inst.console.phases["ready"] = time.monotonic() - started
-        inst.boot = {k: round(v, 3) for k, v in inst.console.phases.items() if k != "agent"}
+        inst.console.ready()
+        inst.boot = inst.console.boot_phases()
         if self._rootfs:
             self._mount_modules(inst)
         if s.nic == "vector":

@@ -41,11 +41,10 @@ from pydantic import PositiveInt, model_validator
 from hvbench.drivers.agent_instance import AgentInstance
 from hvbench.drivers.base import (
     Availability,
+    DataImage,
     Driver,
     HostDisk,
-    Instance,
     PlatformSettings,
-    block_device,
     format_data_disk,
 )
 from hvbench.drivers.last_words import last_words
@@ -56,7 +55,6 @@ from hvbench.guest.agent import GuestAgent
 from hvbench.host.monitor import HostCpuSource, read_proc_stat
 from hvbench.host.process import ExecResult, run_bounded
 from hvbench.host.resources import Resource
-from hvbench.host.storage import loop_device
 from hvbench.units import Size
 
 CAPABILITIES = Path("/proc/xen/capabilities")
@@ -223,7 +221,7 @@ class XenInstance(AgentInstance):
 XS = TypeVar("XS", bound=XenSettings)
 
 
-class XenDriver(Driver[XS]):
+class XenDriver(Driver[XS, XenInstance]):
     """Xen domains through xl, or through libvirt (``LibvirtXenDriver``) with its settings."""
 
     name: ClassVar[str] = "xen"
@@ -318,22 +316,20 @@ class XenDriver(Driver[XS]):
 
         return HostCpuSource(states, self._cpus)
 
-    def start(self, count: int, deadline: float) -> list[Instance]:
+    def _prepare(self, count: int) -> None:
         self._resolve()
-        s = self.settings
-        instances = [
-            self.instance_class(
-                self.platform,
-                i,
-                s.vcpus,
-                s.memory >> 20,
-                domain=f"hvb-{self.ledger.run_id[-8:]}-{self.platform}-{i}",
-            )
-            for i in range(count)
-        ]
-        if s.nic != "none":
+        if self.settings.nic != "none":
             self.network.up()
-        return list(self.start_parallel(instances, self._start_one, deadline))
+
+    def _instance(self, index: int) -> XenInstance:
+        s = self.settings
+        return self.instance_class(
+            self.platform,
+            index,
+            s.vcpus,
+            s.memory >> 20,
+            domain=f"hvb-{self.ledger.run_id[-8:]}-{self.platform}-{index}",
+        )
 
     # the configuration ------------------------------------------------------------------
 
@@ -398,18 +394,13 @@ class XenDriver(Driver[XS]):
     def _data_disk(self, inst: XenInstance) -> tuple[str, str]:
         """The target xl gets, and the report's description of it."""
         disk = self.settings.disk
-        if disk.backing == "block":
-            device = block_device(self.platform, disk.path)
-            return device, f"block device {device} on blkback"
-        image = Path(disk.path or self.workdir) / f"{inst.name}.data.raw"
-        if disk.backend == "qdisk":
-            inst.resources.append(self.ledger.add("path", str(image)))
-            with image.open("wb") as f:
-                f.truncate(disk.size)
-            return str(image), f"sparse raw file {image} on QEMU's qdisk backend"
-        made = loop_device(self.ledger, image, disk.size)
-        inst.resources += made
-        return made[-1].name, f"loop device (direct I/O) over {image} on blkback"
+        qdisk = disk.backend == "qdisk"
+        image = DataImage.make(self, disk, f"{inst.name}.data.raw", inst.resources, loop=not qdisk)
+        if image.file is None:
+            return image.path, f"block device {image.path} on blkback"
+        if qdisk:
+            return image.path, f"sparse raw file {image.file} on QEMU's qdisk backend"
+        return image.path, f"loop device (direct I/O) over {image.file} on blkback"
 
     # the lifecycle ----------------------------------------------------------------------
 

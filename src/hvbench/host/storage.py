@@ -20,6 +20,25 @@ def loop_device(ledger: Ledger, backing: Path, size: int) -> list[Resource]:
     return made
 
 
+def make_image(path: Path, fmt: str, size: int, backing: Path | None = None) -> None:
+    """A sparse raw file, an empty qcow2 image, or a qcow2 overlay of a raw ``backing`` file."""
+    if fmt == "raw" and backing is None:
+        with path.open("wb") as f:
+            f.truncate(size)
+        return
+    argv = ["qemu-img", "create", "-q", "-f", fmt]
+    if backing is not None:
+        argv += ["-F", "raw", "-b", str(backing)]
+    proc = subprocess.run(
+        [*argv, str(path), *([str(size)] if backing is None else [])],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise HvbenchError(f"qemu-img create {path}: {proc.stderr.strip()}")
+
+
 def attach_loop(ledger: Ledger, backing: Path, *flags: str) -> Resource:
     """An existing file behind a free loop device, with losetup's ``flags``
     (``--read-only``, ``--direct-io=on``); the loop resource, whose name is the device."""

@@ -175,6 +175,10 @@ class MetricRecord:
     text: str | None = None
     headline: bool | None = None
     """``Metric.headline``; None where nobody said (as in runs stored before the flag)."""
+    composite: bool = False
+    """``Metric.composite``."""
+    direction: str | None = None
+    """``Metric.direction``."""
 
 
 class MetricView(NamedTuple):
@@ -190,6 +194,8 @@ class MetricView(NamedTuple):
     higher_is_better: bool
     headline: bool | None
     """None in runs stored before the flag existed."""
+    composite: bool
+    direction: str | None
 
 
 @dataclass
@@ -435,6 +441,8 @@ class Store:
                     MetricRow.unit,
                     MetricRow.higher_is_better,
                     MetricRow.headline,
+                    MetricRow.composite,
+                    MetricRow.direction,
                 )
                 .join(SampleRow, MetricRow.sample_id == SampleRow.id)
                 .join(CellRow, SampleRow.cell_id == CellRow.id)

@@ -111,6 +111,10 @@ class MetricRow(Base):
     headline: Mapped[bool | None] = mapped_column(Boolean)
     """Whether the workload called it its answer (``Metric.headline``); NULL in runs stored
     before schema 0002, which the analysis judges by the older rule."""
+    composite: Mapped[bool] = mapped_column(Boolean, default=False)
+    """A sub-score of the workload's composite (``Metric.composite``)."""
+    direction: Mapped[str | None] = mapped_column(String(8))
+    """``inbound``, ``outbound`` or NULL (``Metric.direction``)."""
 
 
 class RawOutputRow(Base):

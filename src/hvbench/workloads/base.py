@@ -11,7 +11,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, PositiveInt
 
@@ -62,6 +62,10 @@ class Ascent:
     """The instances at step 1, 2, ...; the last one is the ascent's upper bound."""
 
 
+Direction = Literal["inbound", "outbound"]
+"""Into the instance (its peer sends) or out of it."""
+
+
 @dataclass(frozen=True)
 class Metric:
     """One measured quantity. ``value`` is None when the tool printed no number (``text`` says
@@ -76,6 +80,13 @@ class Metric:
     """The workload's answer (throughput of each direction, elapsed time, a boot's ready time):
     what verdicts, "% of native" tables and adaptive repetitions are judged on. Side figures
     (%CPU, retransmits, latencies beside a throughput) are kept, but only in detail tables."""
+    composite: bool = False
+    """A sub-score of its workload's composite score, which the analysis makes: the geometric
+    mean of the sub-scores, each normalised to the baseline's (the cpu workloads')."""
+    direction: Direction | None = None
+    """Which way the traffic it measures flows, for the analysis to set a cell's inbound and
+    outbound figures side by side (``Metric.name`` differs only in that word); None where it
+    measures no traffic."""
 
     def __post_init__(self) -> None:
         if self.value is not None and not math.isfinite(self.value):

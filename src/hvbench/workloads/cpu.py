@@ -249,7 +249,7 @@ class Cpu(ScratchWorkload):
                 value = part.parse(text)
             except ParseError as e:
                 raise ParseError(f"cpu {part.key}: {e}") from None
-            outcome.metrics.append(Metric(part.metric, value, part.unit, True))
+            outcome.metrics.append(Metric(part.metric, value, part.unit, True, composite=True))
         return outcome
 
     def estimate_seconds(self, quick: bool) -> float:

@@ -537,7 +537,7 @@ class CpuApps(ScratchWorkload):
             text = combined(run(instance, [*argv, _shell(job)], timeout))
             outcome.raw.append(keep(program.path.rsplit("/", 1)[-1], job.command, text))
             rate = program.throughput(text, copies, job)
-            outcome.metrics.append(Metric(program.metric, rate, program.unit, True))
+            outcome.metrics.append(Metric(program.metric, rate, program.unit, True, composite=True))
         return outcome
 
     def estimate_seconds(self, quick: bool) -> float:

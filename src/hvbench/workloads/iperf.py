@@ -38,9 +38,8 @@ def parse_iperf_csv(text: str, direction: str, streams: int) -> Metric:
         bps = sum(number(r[8], "iperf bits_per_second") for r in rows)
     if bps <= 0:
         raise ParseError(f"iperf {DIRECTIONS[direction]}: no data transferred")
-    return Metric(
-        f"net.iperf.{DIRECTIONS[direction]}_gbps", bps / 1e9, "Gbit/s", True, headline=True
-    )
+    way = DIRECTIONS[direction]
+    return Metric(f"net.iperf.{way}_gbps", bps / 1e9, "Gbit/s", True, headline=True, direction=way)
 
 
 class Iperf(PeerWorkload):

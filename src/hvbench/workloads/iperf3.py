@@ -49,12 +49,22 @@ def parse_iperf3_json(text: str, direction: str) -> list[Metric]:
     bps = number(received.get("bits_per_second"), f"{stem} bits_per_second")
     if bps <= 0:
         raise ParseError(f"iperf3 {DIRECTIONS[direction]}: no data received")
+    way = DIRECTIONS[direction]
     return [
-        Metric(f"{stem}_gbps", bps / 1e9, "Gbit/s", True, headline=True),
-        Metric(f"{stem}_retransmits", number(sent.get("retransmits", 0), stem), "count", False),
-        Metric(f"{stem}_sender_cpu_pct", number(cpu.get(f"{sender}_total"), stem), "%", False),
-        Metric(f"{stem}_receiver_cpu_pct", number(cpu.get(f"{receiver}_total"), stem), "%", False),
-    ]
+        Metric(f"{stem}_gbps", bps / 1e9, "Gbit/s", True, headline=True, direction=way),
+        Metric(
+            f"{stem}_retransmits", number(sent.get("retransmits", 0), stem), "count", False,
+            direction=way,
+        ),
+        Metric(
+            f"{stem}_sender_cpu_pct", number(cpu.get(f"{sender}_total"), stem), "%", False,
+            direction=way,
+        ),
+        Metric(
+            f"{stem}_receiver_cpu_pct", number(cpu.get(f"{receiver}_total"), stem), "%", False,
+            direction=way,
+        ),
+    ]  # fmt: skip
 
 
 class Iperf3(PeerWorkload):

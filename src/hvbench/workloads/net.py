@@ -22,7 +22,7 @@ from pydantic import Field, PositiveFloat, PositiveInt
 
 from hvbench.errors import InstanceError
 from hvbench.units import Size, format_size
-from hvbench.workloads.base import Context, Workload, WorkloadSettings
+from hvbench.workloads.base import Context, Direction, Workload, WorkloadSettings
 
 if TYPE_CHECKING:
     from hvbench.drivers.base import Instance
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 TOOLS = ("iperf3", "iperf", "latency")
 """The ``tool:`` choices of ``{name: net}``; iperf3 is the default."""
-DIRECTIONS = {"out": "outbound", "in": "inbound"}
+DIRECTIONS: dict[str, Direction] = {"out": "outbound", "in": "inbound"}
 QUICK_SECONDS = 3.0
 SERVER_READY_S = 15.0
 
