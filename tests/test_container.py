@@ -22,7 +22,7 @@ from oslevel_checks import (
 
 from hvbench.drivers import DRIVERS
 from hvbench.drivers.base import DATA_MOUNT, Needs
-from hvbench.drivers.container import ContainerDriver, ContainerSettings, criu_version
+from hvbench.drivers.container import ContainerDriver, ContainerSettings, criu
 from hvbench.errors import CommandTimeout
 from hvbench.workloads.migration import dirtier
 
@@ -89,7 +89,7 @@ def test_limits_channel_and_disk(guest_run: GuestRun):  # noqa: F811 (fixture)
 def test_checkpoint_migrates_and_restores_a_running_container(guest_run: GuestRun):  # noqa: F811
     """runc checkpoint and restore with CRIU 4.1 (scripts/install-criu.sh), as a migration and
     as a snapshot (oslevel_checks); the CRIU used is in the platform's description."""
-    require(criu_version() is not None, "CRIU 4.1 or later (./setup.sh --with-criu)")
+    require(criu() is not None, "CRIU 4.1 or later (./setup.sh --with-criu)")
     settings = ContainerSettings(driver="container", vcpus=1, memory="256M")
     needs = Needs(tools=frozenset({str(dirtier())}), data_disk=True)
     d = ContainerDriver(

@@ -105,7 +105,7 @@ def test_study_refuses_drivers_without_the_operation(driver: str, why: str, work
 
 @pytest.mark.parametrize("workload", ["migration", "snapshot"])
 def test_study_refuses_container_without_a_criu_that_works_here(monkeypatch, workload: str):
-    monkeypatch.setattr(container, "criu_version", lambda: None)
+    monkeypatch.setattr(container, "criu", lambda: None)
     refused("container", "CRIU 4.1 or later (Debian 12's 3.17 fails", workload)
 
 
@@ -118,7 +118,7 @@ def test_study_refuses_libvirt_migration_and_takes_its_snapshot():
 @pytest.mark.parametrize("workload", ["migration", "snapshot"])
 @pytest.mark.parametrize("driver", ["gvisor", "container"])
 def test_study_takes_gvisor_and_container_with_criu_for_both(monkeypatch, driver, workload):
-    monkeypatch.setattr(container, "criu_version", lambda: (4, 1, 1))
+    monkeypatch.setattr(container, "criu", lambda: container.Criu("/usr/sbin/criu", "4.1.1"))
     study = parse_study(STUDY.replace("DRIVER", driver).replace("WORKLOAD", workload), "ok")
     assert {c.platform for c in study.cells()} == {"vm", "other"}
 

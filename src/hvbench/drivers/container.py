@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import re
 import subprocess
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, NamedTuple
 
 from hvbench.drivers.base import Availability, Kernel, Operation, PlatformSettings
 from hvbench.drivers.oslevel import OciDriver, OsLevelSettings
@@ -38,31 +38,37 @@ class ContainerDriver(OciDriver[ContainerSettings]):
     def check(cls) -> Availability:
         if cls.runtime_binary() is None:
             return Availability(False, "runc is not installed", "apt-get install runc")
-        version = criu_version()
+        found = criu()
         checkpoint = (
-            f"checkpoint and restore with CRIU {'.'.join(map(str, version))}"
-            if version
+            f"checkpoint and restore with CRIU {found.version}"
+            if found
             else "no checkpoint and restore (CRIU 4.1: ./setup.sh --with-criu)"
         )
         return Availability(True, f"runc: OCI containers of the guest image's tree; {checkpoint}")
 
     @classmethod
     def refuses(cls, operation: Operation, settings: PlatformSettings) -> str | None:
-        if criu_version() is None:
+        if criu() is None:
             return (
-                f"the container driver checkpoints with CRIU {CRIU_MIN[0]}.{CRIU_MIN[1]} or "
-                "later (Debian 12's 3.17 fails on kernels from 6.13 on), not found here: "
-                "./setup.sh --with-criu"
+                "the container driver checkpoints with CRIU 4.1 or later (Debian 12's 3.17 "
+                "fails on kernels from 6.13 on), not found here: ./setup.sh --with-criu"
             )
         return None
 
     def global_flags(self) -> list[str]:
-        criu = which("criu")
-        return ["--criu", criu] if criu and criu_version() else []
+        found = criu()
+        return ["--criu", found.path] if found else []
 
     def resolved(self) -> dict:
-        version = criu_version()
-        return {"criu": ".".join(map(str, version))} if version else {}
+        found = criu()
+        return {"criu": found.version} if found else {}
+
+
+class Criu(NamedTuple):
+    """The CRIU runc is handed: its path and version."""
+
+    path: str
+    version: str
 
 
 CRIU_MIN = (4, 1)
@@ -71,15 +77,16 @@ vdso symtable" from 3.17)."""
 
 
 @functools.cache
-def criu_version() -> tuple[int, ...] | None:
-    """The version of the CRIU runc would use (hvbench's virtualenv first, see
-    scripts/install-criu.sh), or None if there is none of CRIU_MIN or later."""
-    criu = which("criu")
-    if criu is None:
+def criu() -> Criu | None:
+    """The CRIU runc would use (hvbench's virtualenv first, see scripts/install-criu.sh), or
+    None if there is none of CRIU_MIN or later."""
+    path = which("criu")
+    if path is None:
         return None
-    out = subprocess.run([criu, "--version"], capture_output=True, text=True, check=False)
-    found = re.search(r"Version: (\d+)\.(\d+)(?:\.(\d+))?", out.stdout)
+    out = subprocess.run([path, "--version"], capture_output=True, text=True, check=False)
+    found = re.search(r"Version: ((\d+)\.(\d+)(?:\.\d+)?)", out.stdout)
     if out.returncode != 0 or found is None:
         return None
-    version = tuple(int(g) for g in found.groups() if g is not None)
-    return version if version[:2] >= CRIU_MIN else None
+    if (int(found.group(2)), int(found.group(3))) < CRIU_MIN:
+        return None
+    return Criu(path, found.group(1))
