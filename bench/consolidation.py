@@ -1,15 +1,17 @@
 """Host CPU for the same work: sets of real servers at a fixed mix and rate, per platform.
 
 Not a test: it prints figures. It runs the consolidation workload (web, imap, app, db and idle
-per set, each server loaded from the peer at its default rate) on native and on QEMU with the
-accelerator ``accel: auto`` picks (TCG on a host without /dev/kvm), through the runner, then
+per set, each server loaded from the peer at its default rate) on native and on every platform
+with a network this host runs (QEMU with the accelerator ``accel: auto`` picks, TCG on a host
+without /dev/kvm; libvirt where a libvirtd answers; User-mode Linux; runc; gVisor), through the
+runner, then
 prints per platform the host CPU split with the clients' CPU apart, the consolidation post's
 verdict ("the same work costs ... of the host, native ...: ... more"), and each role's achieved
 rate, p95 and SLO verdict. ``--density N`` runs ``sets: auto`` up to N sets instead and prints
 per platform the most sets held at SLO, the host CPU there and why the ascent stopped.
 
     .venv/bin/python bench/consolidation.py [--quick] [--sets 1 | --density 8] [--seconds 60]
-        [--platforms native,qemu]
+        [--platforms native,qemu,libvirt,uml,container,gvisor]
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import time
 from hvbench.analysis.cost import HOST_STATES, host_cpu_of, same_work
 from hvbench.analysis.run import analyse
 from hvbench.analysis.verdict import ascent_lines
+from hvbench.drivers import DRIVERS
 from hvbench.runner import Runner
 from hvbench.store import Store
 from hvbench.study import parse_study
@@ -37,7 +40,12 @@ repetitions: 1
 PLATFORMS = {
     "native": "{driver: native}",
     "qemu": "{driver: qemu, accel: auto, memory: 512M, nic: virtio-net}",
+    "libvirt": "{driver: libvirt, accel: auto, memory: 512M}",
+    "uml": "{driver: uml, memory: 512M, nic: vector, gro: true}",
+    "container": "{driver: container}",
+    "gvisor": "{driver: gvisor}",
 }
+"""Name: its settings (the driver is the name); the servers need 512M in a guest."""
 
 
 def main() -> None:
@@ -46,7 +54,11 @@ def main() -> None:
     parser.add_argument("--sets", type=int, default=1)
     parser.add_argument("--density", type=int, metavar="MAX_SETS", help="sets: auto up to this")
     parser.add_argument("--seconds", type=float, default=60)
-    parser.add_argument("--platforms", default="native,qemu", help="of: native, qemu")
+    parser.add_argument(
+        "--platforms",
+        default=",".join(p for p in PLATFORMS if DRIVERS[p].check().ok),
+        help=f"of: {', '.join(PLATFORMS)} (default: those this host runs)",
+    )
     args = parser.parse_args()
     sets = f"sets: auto, max_sets: {args.density}" if args.density else f"sets: {args.sets}"
     platforms = "\n".join(f"  {p}: {PLATFORMS[p]}" for p in args.platforms.split(","))
