@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Installs hvbench on Debian 12 as root: the Debian packages it drives (scripts/debian-packages.txt),
 # a virtualenv in .venv and the package itself. `--dev` adds what the tests need (gVisor's runsc,
-# which the tests boot, vegeta, the consolidation workload's HTTP client, and CRIU 4.1, with
-# which runc checkpoints a container); `--with-gvisor` builds runsc for `driver: gvisor` alone,
-# `--with-vegeta` vegeta alone, `--with-criu` installs CRIU alone (scripts/install-criu.sh).
+# which the tests boot, vegeta, the consolidation workload's HTTP client, CRIU 4.1, with which
+# runc checkpoints a container, and QEMU 10.0 beside the system's 7.2, which the migration tests
+# run); `--with-gvisor` builds runsc for `driver: gvisor` alone, `--with-vegeta` vegeta alone,
+# `--with-criu` installs CRIU alone (scripts/install-criu.sh), `--with-qemu-backports` QEMU 10.0
+# alone (scripts/install-qemu-backports.sh; a platform runs it with
+# `binary: qemu-system-x86_64-backports`).
 # Safe to run again: every step is idempotent.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -12,14 +15,16 @@ extras=""
 with_gvisor=0
 with_vegeta=0
 with_criu=0
+with_qemu_backports=0
 for arg in "$@"; do
   case "$arg" in
-    --dev) extras="[dev]"; with_gvisor=1; with_vegeta=1; with_criu=1 ;;
+    --dev) extras="[dev]"; with_gvisor=1; with_vegeta=1; with_criu=1; with_qemu_backports=1 ;;
     --with-gvisor) with_gvisor=1 ;;
     --with-vegeta) with_vegeta=1 ;;
     --with-criu) with_criu=1 ;;
+    --with-qemu-backports) with_qemu_backports=1 ;;
     *) echo "setup.sh: unknown option $arg (known: --dev, --with-gvisor, --with-vegeta," \
-         "--with-criu)" >&2; exit 2 ;;
+         "--with-criu, --with-qemu-backports)" >&2; exit 2 ;;
   esac
 done
 
@@ -44,5 +49,8 @@ if [ "$with_vegeta" = 1 ] && [ ! -x .venv/bin/vegeta ]; then
 fi
 if [ "$with_criu" = 1 ]; then
   scripts/install-criu.sh .venv
+fi
+if [ "$with_qemu_backports" = 1 ]; then
+  scripts/install-qemu-backports.sh .venv
 fi
 echo "setup.sh: hvbench $(.venv/bin/hvbench version) is ready in $(pwd)/.venv"

@@ -18,35 +18,15 @@ suite="${CRIU_SUITE:-trixie}"
 if [ -x "$dest/bin/criu" ] && "$dest/bin/criu" --version >/dev/null 2>&1; then
   exit 0
 fi
-mirror=$(cat /etc/apt/sources.list.d/*.sources /etc/apt/sources.list /etc/apt/sources.list.d/*.list \
-           2>/dev/null | sed -n -e 's/^URIs:[[:space:]]*//p' \
-             -e 's/^deb[[:space:]]\+\(\[[^]]*\][[:space:]]\+\)\?\([^[:space:]]*\).*/\2/p' \
-         | tr ' ' '\n' | grep -v -- '-security' | head -n1 || true)
-if [ -z "$mirror" ]; then
-  echo "install-criu.sh: no Debian mirror in this host's apt sources" >&2
-  exit 1
-fi
-
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$work/lists/partial" "$work/cache/archives/partial" "$work/debs"
-echo "deb $mirror $suite main" > "$work/sources.list"
-apt=(-o Dir::Etc::sourcelist="$work/sources.list" -o Dir::Etc::sourceparts=-
-     -o Dir::State::Lists="$work/lists" -o Dir::Cache="$work/cache"
-     -o APT::Sandbox::User=root -o Debug::NoLocking=1)
-apt-get "${apt[@]}" update -q
+# shellcheck source=scripts/private-apt.sh
+. scripts/private-apt.sh
+private_apt "$work" "$suite"
 # criu and the closure of what it depends on, in that suite (names only: no virtual packages)
 mapfile -t packages < <(apt-cache "${apt[@]}" depends --recurse --no-recommends --no-suggests \
   --no-conflicts --no-breaks --no-replaces --no-enhances criu | grep '^[a-z0-9]' | sort -u)
-(cd "$work/debs" && apt-get "${apt[@]}" download "${packages[@]}")
-
-rm -rf "$root.new"
-mkdir -p "$root.new"
-for deb in "$work"/debs/*.deb; do
-  dpkg-deb -x "$deb" "$root.new"
-done
-rm -rf "$root"
-mv "$root.new" "$root"
+private_root "$work" "$root" "${packages[@]}"
 mkdir -p "$dest/bin"
 cat > "$dest/bin/criu" <<EOF
 #!/bin/sh

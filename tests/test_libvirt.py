@@ -244,6 +244,7 @@ def test_kvm_users_settings_map_to_the_domain():
         ({"disk": {"bus": "nvme"}}, "nvme"),
         ({"machine": "q35", "disk": {"bus": "ide"}}, "use ahci"),
         ({"vcpus": 0}, "greater than 0"),
+        ({"binary": "qemu-system-x86_64"}, "use driver: qemu to choose one"),
     ],
 )
 def test_settings_rejected(fields, complaint):

@@ -18,7 +18,7 @@ from guest_fixtures import GUEST_TOOLS, GuestRun
 from pydantic import ValidationError
 from qemu.qmp.legacy import QEMUMonitorProtocol
 
-from hvbench.drivers import DRIVERS
+from hvbench.drivers import DRIVERS, qemu
 from hvbench.drivers.base import Needs
 from hvbench.drivers.last_words import last_words
 from hvbench.drivers.qemu import (
@@ -29,9 +29,10 @@ from hvbench.drivers.qemu import (
     find_disk,
     guest_disks,
     kvm_verdict,
+    qemu_binary,
 )
-from hvbench.drivers.qemu_devices import Disk, opts
-from hvbench.errors import CommandTimeout, InstanceError
+from hvbench.drivers.qemu_devices import QEMU, Disk, opts
+from hvbench.errors import CommandTimeout, InstanceError, StudyError
 from hvbench.host import hugepages
 from hvbench.host.inventory import capacity
 from hvbench.host.storage import make_image
@@ -58,6 +59,13 @@ name: v
 platforms:
   v: {driver: qemu, hugepages: 1G, memory: 16G, instances: [2]}
 workloads: [{name: cpu}]
+"""
+VERSIONS_STUDY = """\
+name: versions
+platforms:
+  qemu72: {driver: qemu, accel: tcg}
+  qemu10: {driver: qemu, accel: tcg, binary: qemu-system-x86_64-backports}
+workloads: [{name: boot}]
 """
 HOLD_PAGES = """\
 import time
@@ -110,11 +118,23 @@ def test_registered():
         ({"hugepages": "2M", "memory": "255M"}, "multiple of the 2M"),
         ({"hugepages": "4M"}, "hugepages"),
         ({"accel": "tcg", "cpu": "host"}, "cpu: host needs KVM"),
+        ({"binary": "/no/such/qemu"}, "an installed QEMU: a path, or a program"),
     ],
 )
 def test_settings_rejected(fields, complaint):
     with pytest.raises(ValidationError, match=complaint):
         settings(**fields)
+
+
+def test_missing_backports_qemu_is_refused_in_one_line_naming_the_fix(monkeypatch):
+    """A study naming QEMU 10.0 where it is not installed fails to load (study check, run)."""
+    monkeypatch.setattr(qemu, "qemu_binary", lambda name: None)
+    with pytest.raises(StudyError) as refused:
+        parse_study(VERSIONS_STUDY, "versions.yaml")
+    assert str(refused.value) == (
+        "versions.yaml:4: platforms.qemu10.binary: expected an installed QEMU "
+        "(./setup.sh --with-qemu-backports installs this one), found 'qemu-system-x86_64-backports'"
+    )
 
 
 def test_host_refusals_are_one_line_each_before_anything_starts():
@@ -171,7 +191,9 @@ def test_options_are_escaped_not_pasted():
 
 def test_accel_auto_verdict_on_this_host():
     """Here /dev/kvm is PVM and cannot run a stock guest: the probe must say TCG and why."""
-    verdict = kvm_verdict()
+    binary = qemu_binary(QEMU)
+    assert binary is not None
+    verdict = kvm_verdict(binary)
     assert verdict is not None
     assert verdict.reason
     if Path("/sys/module/kvm_pvm").exists():

@@ -161,6 +161,11 @@ class LibvirtSettings(QemuSettings):
                     "hugepages: hvbench reserves huge pages on this host only; a remote host's "
                     "guests use hugepages: thp"
                 )
+        if "binary" in self.model_fields_set:
+            raise ValueError(
+                "binary: libvirt runs the QEMU of its own configuration; use driver: qemu to "
+                "choose one"
+            )
         if self.machine == "microvm":
             raise ValueError("machine: libvirt 9 has no microvm machine type; use pc or q35")
         if self.disk.bus == "nvme":
@@ -807,6 +812,7 @@ class LibvirtDriver(Driver[LibvirtSettings, LibvirtInstance]):
         if conn is None:
             return super().describe()
         info = self._qemu.describe()
+        del info["resolved"]["qemu_binary"]  # libvirt chose the QEMU; "qemu" says which
         info["resolved"] |= {
             "pinning": {f"{self.platform}-{i}": self._pins(i) for i in range(self._count)},
             "qemu": f"{conn.getType()} {dotted(conn.getVersion())} through libvirt",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import itertools
 import json
 import os
@@ -22,11 +23,10 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from shutil import which
 from typing import Any, ClassVar, Literal
 
 import psutil
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
 from qemu.qmp.legacy import QEMUMonitorProtocol
 
 from hvbench.drivers.agent_instance import AgentInstance
@@ -46,6 +46,7 @@ from hvbench.drivers.base import (
 )
 from hvbench.drivers.last_words import last_words
 from hvbench.drivers.qemu_devices import (
+    QEMU,
     Aio,
     Boot,
     Bus,
@@ -64,11 +65,14 @@ from hvbench.guest.files import DISK_LIST
 from hvbench.host import hugepages
 from hvbench.host.hugepages import PAGE_KIB
 from hvbench.host.inventory import boot_id
+from hvbench.host.process import which
 from hvbench.host.resources import Ledger, Resource
 from hvbench.host.storage import make_image
 from hvbench.units import Size
 
-QEMU = "qemu-system-x86_64"
+BACKPORTS = "qemu-system-x86_64-backports"
+"""Debian 12 backports' QEMU 10.0 in hvbench's virtualenv (scripts/install-qemu-backports.sh):
+under TCG it migrates a guest that writes its memory without losing writes, which 7.2 does not."""
 CONSOLE_LIMIT = 16 << 20
 """Bytes of a guest's console kept in its log file; the rest is dropped."""
 QMP_CONNECT_S = 10.0
@@ -141,6 +145,21 @@ class QemuSettings(PlatformSettings):
     """microvm under TCG: the TSC rate to trust (default: the host's), as calibration hangs."""
     kernel_args: str = ""
     boot_timeout: float = Field(default=300, gt=0)
+    binary: str = QEMU
+    """The QEMU to run: a path, or a program in hvbench's virtualenv or on PATH (default the
+    system's; qemu-system-x86_64-backports is QEMU 10.0: ./setup.sh --with-qemu-backports), so
+    that two QEMU versions can be two platforms of one study."""
+
+    @field_validator("binary")
+    @classmethod
+    def _installed(cls, binary: str) -> str:
+        if qemu_binary(binary) is None:
+            raise ValueError(
+                "an installed QEMU (./setup.sh --with-qemu-backports installs this one)"
+                if binary == BACKPORTS
+                else "an installed QEMU: a path, or a program in hvbench's virtualenv or on PATH"
+            )
+        return binary
 
     @model_validator(mode="after")
     def _consistent(self) -> QemuSettings:
@@ -173,16 +192,33 @@ class QemuSettings(PlatformSettings):
         if self.hugepages != "thp":
             out += filter(None, [hugepages.misfit(self.hugepages, count * self.memory)])
         model = (self.cpu or "").split(",")[0]
-        if model and which(QEMU) and model not in cpu_models():
-            out.append(f"cpu: {model} is no CPU model of this QEMU (see {QEMU} -cpu help)")
+        binary = qemu_binary(self.binary)
+        if model and binary and model not in cpu_models(binary):
+            out.append(f"cpu: {model} is no CPU model of this QEMU (see {binary} -cpu help)")
         return out
 
 
+def qemu_binary(name: str) -> str | None:
+    """The executable a platform's ``binary`` names: a path, or a program looked up in
+    hvbench's virtualenv, then PATH; None if there is none."""
+    if "/" in name:
+        path = os.path.abspath(name)
+        return path if os.path.isfile(path) and os.access(path, os.X_OK) else None
+    return which(name)
+
+
 @functools.cache
-def cpu_models() -> frozenset[str]:
+def cpu_models(binary: str) -> frozenset[str]:
     """The CPU models this QEMU knows (``-cpu help``), host and max among them."""
-    out = subprocess.run([QEMU, "-cpu", "help"], capture_output=True, text=True, check=False)
+    out = subprocess.run([binary, "-cpu", "help"], capture_output=True, text=True, check=False)
     return frozenset(ln.split()[1] for ln in out.stdout.splitlines() if ln.startswith("x86 "))
+
+
+@functools.cache
+def qemu_version(binary: str) -> str:
+    """The first line of ``--version`` (with Debian's package version), for the provenance."""
+    out = subprocess.run([binary, "--version"], capture_output=True, text=True, check=False)
+    return out.stdout.splitlines()[0] if out.stdout else "unknown"
 
 
 # the KVM probe ----------------------------------------------------------------------------
@@ -194,24 +230,26 @@ class AccelVerdict:
     reason: str
 
 
-def kvm_verdict(cache: Path | None = None, probe: bool = True) -> AccelVerdict | None:
-    """Whether KVM can run a stock guest here, decided by a bounded boot probe and remembered
-    until the host reboots. None if unknown and ``probe`` is False."""
-    path = (cache or guest_image.cache_root()) / "kvm-probe.json"
+def kvm_verdict(binary: str, cache: Path | None = None, probe: bool = True) -> AccelVerdict | None:
+    """Whether KVM can run a stock guest under the QEMU at path ``binary`` here, decided by a
+    bounded boot probe of that QEMU and remembered until the host reboots. None if unknown and
+    ``probe`` is False."""
+    key = hashlib.sha256(binary.encode()).hexdigest()[:16]
+    path = (cache or guest_image.cache_root()) / f"kvm-probe-{key}.json"
     with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
         saved = json.loads(path.read_text())
-        if saved["boot_id"] == boot_id():
+        if saved["boot_id"] == boot_id() and saved["binary"] == binary:
             return AccelVerdict(saved["accel"], saved["reason"])
     if not probe:
         return None
-    verdict = _probe_kvm(cache)
+    verdict = _probe_kvm(binary, cache)
     path.parent.mkdir(parents=True, exist_ok=True)
-    record = {"boot_id": boot_id(), "accel": verdict.accel, "reason": verdict.reason}
+    record = {"boot_id": boot_id(), "binary": binary, **vars(verdict)}
     path.write_text(json.dumps(record))
     return verdict
 
 
-def _probe_kvm(cache: Path | None) -> AccelVerdict:
+def _probe_kvm(binary: str, cache: Path | None) -> AccelVerdict:
     if not os.path.exists("/dev/kvm"):
         return AccelVerdict("tcg", "no /dev/kvm on this host")
     if not os.access("/dev/kvm", os.R_OK | os.W_OK):
@@ -228,6 +266,7 @@ def _probe_kvm(cache: Path | None) -> AccelVerdict:
             agent_socket=str(workdir / "agent.sock"),
             qmp_socket=str(workdir / "qmp.sock"),
             name="hvbench-kvm-probe",
+            binary=binary,
         )
         start = time.monotonic()
         guest = Guest.launch(machine, workdir / "probe", ledger, netns=None)
@@ -487,6 +526,7 @@ class QemuDriver(Driver[QemuSettings, QemuInstance]):
         super().__init__(*args, **kwargs)
         self._image: guest_image.GuestImage | None = None
         """The guest image, and what else ``resolve`` decides once per driver."""
+        self._binary = QEMU
         self._rootfs: userland.RootImage | None = None
         self._accel: AccelVerdict | None = None
         self._pins: dict[str, list[int]] = {}
@@ -495,16 +535,23 @@ class QemuDriver(Driver[QemuSettings, QemuInstance]):
 
     @classmethod
     def check(cls) -> Availability:
-        if not which(QEMU):
+        binary = qemu_binary(QEMU)
+        if binary is None:
             return Availability(False, f"{QEMU} not found", "apt-get install qemu-system-x86")
         if not which("qemu-ga"):
             return Availability(False, "qemu-ga not found", "apt-get install qemu-guest-agent")
         try:
-            verdict = kvm_verdict()
+            verdict = kvm_verdict(binary)
         except HvbenchError as e:
             return Availability(True, f"TCG (KVM probe could not run: {e})")
         assert verdict is not None
-        return Availability(True, f"accel auto -> {verdict.accel}: {verdict.reason}")
+        backports = qemu_binary(BACKPORTS)
+        other = (
+            f"binary: {BACKPORTS} runs {qemu_version(backports)}"
+            if backports
+            else f"QEMU 10.0 for binary: {BACKPORTS}: ./setup.sh --with-qemu-backports"
+        )
+        return Availability(True, f"accel auto -> {verdict.accel}: {verdict.reason}; {other}")
 
     @classmethod
     def refuses(cls, operation: Operation, settings: PlatformSettings) -> str | None:
@@ -516,6 +563,10 @@ class QemuDriver(Driver[QemuSettings, QemuInstance]):
         if self._image:
             return
         s = self.settings
+        binary = qemu_binary(s.binary)
+        if binary is None:
+            raise HvbenchError(f"platform {self.platform}: binary: {s.binary} is no longer here")
+        self._binary = binary
         tools = set(self.needs.tools)
         if s.queues > 1 and which("ethtool"):
             tools.add("ethtool")  # the guest enables the queues beyond its vCPUs with it
@@ -529,7 +580,7 @@ class QemuDriver(Driver[QemuSettings, QemuInstance]):
         if accel:
             self._accel = accel
         elif s.accel == "auto":
-            verdict = kvm_verdict()
+            verdict = kvm_verdict(binary)
             assert verdict is not None
             self._accel = verdict
         else:
@@ -556,6 +607,7 @@ class QemuDriver(Driver[QemuSettings, QemuInstance]):
             agent_socket=f"{prefix}.agent.sock",
             qmp_socket=f"{prefix}.qmp.sock",
             name=f"{self.platform}-{index}",
+            binary=self._binary,
             hugepages=None if s.hugepages == "thp" else s.hugepages,
         )
 
@@ -695,7 +747,8 @@ class QemuDriver(Driver[QemuSettings, QemuInstance]):
                 "accel_reason": accel.reason,
                 "kernel_form": "vmlinux" if image and image.vmlinux else "bzimage",
                 "pinning": self._pins,
-                "qemu": _qemu_version(),
+                "qemu": qemu_version(self._binary),
+                "qemu_binary": self._binary,
                 "cpu": self.settings.cpu or ("host" if accel.accel == "kvm" else "max"),
                 # KVM inside a virtual machine: functional, its figures are no KVM's
                 "nested": accel.accel == "kvm" and _host_is_a_guest(),
@@ -930,8 +983,3 @@ def find_disk(inst: Instance, serial: str, timeout: float = 30) -> str:
             raise InstanceError(f"{inst.name}: no disk with serial {serial} in the guest")
         time.sleep(0.5)
     return device
-
-
-def _qemu_version() -> str:
-    out = subprocess.run([QEMU, "--version"], capture_output=True, text=True, check=False).stdout
-    return out.splitlines()[0] if out else "unknown"

@@ -16,6 +16,7 @@ NicModel = Literal["virtio-net", "e1000", "rtl8139"]
 MachineType = Literal["pc", "q35", "microvm"]
 
 AGENT_PORT = "org.qemu.guest_agent.0"
+QEMU = "qemu-system-x86_64"
 
 GUEST_MODULES: dict[str, tuple[str, ...]] = {
     "virtio-net": ("virtio_net",),
@@ -163,6 +164,8 @@ class Machine:
     agent_socket: str
     qmp_socket: str
     name: str = "hvbench"
+    binary: str = QEMU
+    """The QEMU executable that runs it (a migration's destination runs the same)."""
     nics: list[Nic] = field(default_factory=list)
     disks: list[Disk] = field(default_factory=list)
     hugepages: Literal["2M", "1G"] | None = None
@@ -181,13 +184,13 @@ class Machine:
             wanted += [m for m in GUEST_MODULES[model] if m not in wanted]
         return wanted
 
-    def argv(self, qemu: str = "qemu-system-x86_64") -> list[str]:
+    def argv(self) -> list[str]:
         """The command line; the console is the serial port, on QEMU's stdout."""
         microvm = self.type == "microvm"
         backend = "ram" if self.hugepages else None
         machine = opts(self.type, accel=self.accel, memory_backend=backend)
         argv = [
-            qemu,
+            self.binary,
             "-name", opts(self.name),
             "-nodefaults", "-no-user-config", "-no-reboot",
             "-display", "none",
