@@ -334,9 +334,10 @@ class DomainAgent(GuestAgent):
             raise InstanceError(f"{self.name}: libvirt: {e.get_error_message()}") from None
         return (answer or "").encode()
 
-    def _sync(self, timeout: float, accept: set[int]) -> int:
+    def _sync(self, timeout: float, accept: set[int], resend: bool = True) -> int:
         """libvirt synchronises the channel before every command: a ping shows it answers (so
-        ``sync`` and ``wait_ready`` need no ids of their own here)."""
+        ``sync`` and ``wait_ready`` need no ids of their own here, and nothing piles up
+        unread to hold a resend back)."""
         self._request({"execute": "guest-ping"}, timeout)
         self._synced = True
         return 0
