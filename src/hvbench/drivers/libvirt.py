@@ -778,7 +778,8 @@ class LibvirtDriver(Driver[LibvirtSettings, LibvirtInstance]):
         except libvirt.libvirtError as e:
             raise InstanceError(f"{inst.name}: libvirt: {e.get_error_message()}") from None
         except InstanceError as e:
-            raise InstanceError(f"{inst.name}: the guest agent did not answer ({e})") from e
+            why = "exited" if not inst.alive() else "did not answer in time"
+            raise InstanceError(f"{inst.name}: the domain {why} ({inst.last_words()})") from e
         inst.console.ready()
         inst.boot = inst.console.boot_phases()
         if self.needs.data_disk:
