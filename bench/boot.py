@@ -1,10 +1,16 @@
-"""Boot-to-agent-ready per machine type and kernel form, next to the kernel's own boot-to-init.
+"""Boot-to-agent-ready per machine type and kernel form, next to boot-to-init.
 
 Not a test: it prints figures. For each (machine, kernel form) it boots a guest a few times under
 the accelerator ``accel: auto`` picks, and reports, in seconds since the QEMU process started:
-kernel (the kernel's clock started), init (its init printed the first line), ready (the agent
-answered), and the kernel's own boot-to-init from its log ("Run /init as init process"). The
-target is ready <= 1.1 x the kernel's boot-to-init, both counted from process start.
+kernel (the kernel's clock started), k->init (the same plus the kernel's own time stamp of "Run
+/init as init process"), init (the guest's init printed its first line) and ready (the agent
+answered). The target is ready <= 1.1 x init.
+
+Both sides of that ratio are read on the host's clock as the console lines arrive. k->init is
+shown but not used: it adds the guest's clock to the host's, and under TCG the guest's clock
+falls behind the host's while the kernel boots (microvm: by 0.5 s; the guest's /proc/uptime at
+its init line is that much short of the host's time since the kernel started), which would
+count kernel time as the agent's.
 
     .venv/bin/python bench/boot.py [--repeat 3] [--kernel amd64|cloud-amd64]
 """
@@ -60,7 +66,7 @@ def main() -> None:
     args = parser.parse_args()
     header = (
         f"{'machine':8} {'form':8} {'accel':5} {'kernel':>7} {'k->init':>8} {'init':>6} "
-        f"{'ready':>6} {'ready/k->init':>14}"
+        f"{'ready':>6} {'ready/init':>11}"
     )
     print(f"kernel flavour {args.kernel}, median of {args.repeat} boots, seconds since QEMU start")
     print(header)
@@ -72,11 +78,11 @@ def main() -> None:
                 values = [r[key] for r in runs if key in r]
                 return statistics.median(values) if values else float("nan")
 
-            ratio = med("ready") / med("kernel_init")
+            ratio = med("ready") / med("init")
             print(
                 f"{machine:8} {form:8} {runs[0]['accel']:5} {med('kernel'):7.2f} "
                 f"{med('kernel_init'):8.2f} {med('init'):6.2f} {med('ready'):6.2f} "
-                f"{ratio:13.2f}x",
+                f"{ratio:10.2f}x",
                 flush=True,
             )
 

@@ -339,9 +339,10 @@ class DomainAgent(GuestAgent):
             raise InstanceError(f"{self.name}: libvirt: {e.get_error_message()}") from None
         return (answer or "").encode()
 
-    def _sync(self, timeout: float, accept: set[int]) -> int:
+    def _sync(self, timeout: float, accept: set[int], resend: bool = True) -> int:
         """libvirt synchronises the channel before every command: a ping shows it answers (so
-        ``sync`` and ``wait_ready`` need no ids of their own here)."""
+        ``sync`` and ``wait_ready`` need no ids of their own here, and nothing piles up
+        unread to hold a resend back)."""
         self._request({"execute": "guest-ping"}, timeout)
         self._synced = True
         return 0
@@ -782,7 +783,8 @@ class LibvirtDriver(Driver[LibvirtSettings, LibvirtInstance]):
         except libvirt.libvirtError as e:
             raise InstanceError(f"{inst.name}: libvirt: {e.get_error_message()}") from None
         except InstanceError as e:
-            raise InstanceError(f"{inst.name}: the guest agent did not answer ({e})") from e
+            why = "exited" if not inst.alive() else "did not answer in time"
+            raise InstanceError(f"{inst.name}: the domain {why} ({inst.last_words()})") from e
         inst.console.ready()
         inst.boot = inst.console.boot_phases()
         if self.needs.data_disk:

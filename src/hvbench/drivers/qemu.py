@@ -595,6 +595,13 @@ class QemuDriver(Driver[QemuSettings, QemuInstance]):
             append.append(self._rootfs.boot_args("/dev/vda"))  # the first disk: see _start_one
         if s.machine == "microvm" and accel == "tcg":
             append.append(f"tsc_early_khz={s.tsc_early_khz or host_tsc_khz()}")
+            # TCG's TSC is the host's clock; the watchdog, checking it against jiffies that
+            # lag in a slow vCPU, would put the guest's clock on those jiffies for good
+            append.append("tsc=reliable")
+        if s.machine == "pc" and accel == "tcg":
+            # PIIX's ACPI interrupt links cost the first PCI device enabled 0.4-0.7 s of AML
+            # under TCG; the BIOS's routing table gives the same routes
+            append.append("acpi=noirq")
         if s.nic != "none":
             append.append(f"hvbench.ip={self.network.address(index)}/24")
         return Machine(

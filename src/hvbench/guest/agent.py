@@ -15,11 +15,14 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import fcntl
 import itertools
 import json
 import os
 import random
 import socket
+import struct
+import termios
 import threading
 import time
 from collections.abc import Sequence
@@ -62,6 +65,8 @@ class GuestAgent:
         self._buf = b""
         self._lock = threading.RLock()
         self._synced = False
+        self._token = 0
+        """The id of the latest guest-sync-delimited sent: the stream is in sync at its answer."""
 
     # transport -------------------------------------------------------------------------
 
@@ -90,6 +95,17 @@ class GuestAgent:
             sock.settimeout(None)
             self._sock = sock
         return self._sock
+
+    def _unread(self) -> int:
+        """Bytes sent on the connection that the peer has not read yet (SIOCOUTQ), 0 if unknown.
+        QEMU leaves what comes for a virtio-serial port unread until the guest opens the port."""
+        if self._sock is None:
+            return 0
+        try:
+            out = fcntl.ioctl(self._sock.fileno(), termios.TIOCOUTQ, b"\0\0\0\0")
+        except OSError:
+            return 0
+        return struct.unpack("i", out)[0]
 
     def _send(self, message: dict, prefix: bytes = b"") -> None:
         try:
@@ -132,16 +148,20 @@ class GuestAgent:
         with self._lock:
             self._sync(timeout, set())
 
-    def _sync(self, timeout: float, accept: set[int]) -> int:
+    def _sync(self, timeout: float, accept: set[int], resend: bool = True) -> int:
         """Send guest-sync-delimited with a fresh id (added to ``accept``) and return the first
-        id of ``accept`` answered, dropping everything else; in sync if that is the fresh one."""
+        id of ``accept`` answered, dropping everything else; in sync if that is the latest one
+        sent. Without ``resend`` (and with a sync already sent), only wait for an answer."""
         deadline = time.monotonic() + timeout
-        token = random.randrange(1, 1 << 31) ^ next(_counter)
-        accept.add(token)
-        self._synced = False
-        # SENTINEL first resets qemu-ga's JSON parser: the tail of a request cut off when the
-        # guest (re)opened its port would otherwise make it read every later one as garbage
-        self._send({"execute": "guest-sync-delimited", "arguments": {"id": token}}, SENTINEL)
+        if resend or not accept:
+            self._token = random.randrange(1, 1 << 31) ^ next(_counter)
+            accept.add(self._token)
+            self._synced = False
+            # SENTINEL first resets qemu-ga's JSON parser: the tail of a request cut off when
+            # the guest (re)opened its port would otherwise make it read every later one as
+            # garbage
+            message = {"execute": "guest-sync-delimited", "arguments": {"id": self._token}}
+            self._send(message, SENTINEL)
         while True:
             while SENTINEL not in self._buf:
                 self._buf = b""
@@ -152,15 +172,18 @@ class GuestAgent:
             except ValueError:
                 continue
             if isinstance(answer, dict) and answer.get("return") in accept:
-                self._synced = answer["return"] == token
+                self._synced = answer["return"] == self._token
                 return answer["return"]
 
     def wait_ready(self, deadline: float, alive: Any = None) -> None:
         """Poll until the agent answers (the guest is booted), or raise past ``deadline``.
 
         A sync sent before qemu-ga opened its port may be lost, so it is resent every
-        ``POLL`` seconds on the same connection. The answer to any of them means ready: on a
-        loaded host qemu-ga may take longer than ``POLL`` to answer, and waiting for the
+        ``POLL`` seconds on the same connection, unless the peer has not even read the last
+        one: QEMU holds what is sent to a virtio-serial port until the guest opens it, and
+        qemu-ga would then answer every sync piled up while the guest booted (one per
+        ``POLL``, dozens) before the stream is in sync. The answer to any of them means ready:
+        on a loaded host qemu-ga may take longer than ``POLL`` to answer, and waiting for the
         answer to the latest one only would then never end (each comes too late for its own
         wait); the stream is then resynchronised past the answers still due."""
         sent: set[int] = set()
@@ -170,7 +193,8 @@ class GuestAgent:
             tried = time.monotonic()
             try:
                 with self._lock:
-                    self._sync(min(POLL, max(0.01, deadline - tried)), sent)
+                    resend = not (sent and self._unread())
+                    self._sync(min(POLL, max(0.01, deadline - tried)), sent, resend)
                 break
             except CommandTimeout:  # a transport that gives up at once must not spin
                 time.sleep(max(0.0, tried + POLL - time.monotonic()))

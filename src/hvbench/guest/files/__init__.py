@@ -8,6 +8,7 @@ SWITCH_ROOT = "/usr/lib/hvbench/switch-root"
 GUEST_FILES = {
     "/etc/inittab": "inittab",
     "/etc/hvbench/rc": "rc",
+    "/etc/hvbench/rc-late": "rc-late",
     "/etc/hvbench/agent": "agent",
     EXEC_WRAPPER: "exec",
     DISK_LIST: "disks",
