@@ -60,7 +60,7 @@ def test_gvisor_memory_is_its_memory_file_and_the_applications_files(name, guest
     """Captured from a sandbox of the gvisor driver (systrap) whose application had written 32
     MiB to its /tmp: the guest's part is the memory file, wherever mapped, and the files the
     application runs; runsc's binary, the Go heap and systrap's own memory files are gVisor's."""
-    inst = GvisorInstance("g", 0, 1, 256, runtime=["/work/main/.venv/bin/runsc"])
+    inst = GvisorInstance("g", 0, 1, 256, runtime=["/work/main/.venv/bin/runsc"])  # captured's
     maps = smaps(name)
     assert sum(pss for _, _, pss in maps) == total_kib << 10
     assert sum(pss for path, size, pss in maps if inst.guest_ram(path, size)) == guest_kib << 10
