@@ -6,8 +6,9 @@ temporary directory): the boot workload at 1, 4 and 8 instances started at once 
 boots a cell's instances in parallel; native runs once) and the memory workload on one instance,
 on a QEMU TCG microvm of 128M, User-mode Linux of 128M, a runc container and gVisor of 128M
 where this host has them, and native. Per cell the mean (min-max, n) over ``--repeat``
-repetitions. Memory overhead is PSS of the instance's host processes minus the guest RAM they
-hold (docs/metrics.md); the OS-level drivers and native say it cannot be attributed.
+repetitions. Memory overhead is PSS of the instance's host processes minus the guest memory they
+hold, plus the kernel memory charged to a container's or a sandbox's cgroup (docs/metrics.md);
+native says it cannot be attributed.
 
     .venv/bin/python bench/density.py [--repeat 3] [--counts 1,4,8]
 """
@@ -36,6 +37,7 @@ SHOWN = (
     "boot.storm.failed",
     "memory.host_pss_mib",
     "memory.guest_ram_mib",
+    "memory.kernel_mib",
     "memory.overhead_mib",
     "memory.density_instances",
 )

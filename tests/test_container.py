@@ -70,6 +70,7 @@ def test_limits_channel_and_disk(guest_run: GuestRun):  # noqa: F811 (fixture)
             df = inst.exec(["df", "-P", DATA_MOUNT], 30).text().splitlines()[-1].split()
             assert df[0].startswith("/dev/loop") and int(df[1]) > 1_500_000
             assert inst.host_pids() and inst.alive()
+            assert (inst.kernel_memory() or 0) > 0, "its cgroup's kernel charge: its overhead"
         # a command past its timeout is killed with what it started, and the container lives on
         with pytest.raises(CommandTimeout):
             insts[0].exec(["sh", "-c", "sleep 300 & sleep 301"], timeout=2)
@@ -82,6 +83,7 @@ def test_limits_channel_and_disk(guest_run: GuestRun):  # noqa: F811 (fixture)
     finally:
         d.stop(insts)
     assert not any(i.alive() for i in insts)
+    assert [i.kernel_memory() for i in insts] == [None, None], "the cgroups went with them"
 
 
 @needs_runc

@@ -9,6 +9,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 from conftest import require
 from guest_fixtures import GuestRun, guest_image, guest_run  # noqa: F401 (fixtures)
@@ -22,11 +23,13 @@ from oslevel_checks import (
     run_study,
 )
 from pydantic import ValidationError
+from workload_env import run_workload
 
 from hvbench.drivers import DRIVERS
 from hvbench.drivers.base import DATA_MOUNT, Needs
 from hvbench.drivers.gvisor import GvisorDriver, GvisorSettings
 from hvbench.errors import CommandTimeout
+from hvbench.workloads.memory import Memory, MemorySettings
 from hvbench.workloads.migration import dirtier
 
 needs_runsc = pytest.mark.usefixtures("_runsc")
@@ -104,6 +107,18 @@ def test_network_disk_limits_and_timeouts(guest_run: GuestRun):  # noqa: F811 (f
             mem = Path("/sys/fs/cgroup/memory") / group / "memory.limit_in_bytes"
             assert int(mem.read_text()) == 256 << 20
         assert inst.init is not None and inst.init.pid in inst.host_pids()
+        # its memory: the Sentry's memory file holds what the application wrote to its tmpfs
+        fill = ["sh", "-c", "head -c 33554432 /dev/zero > /tmp/fill"]
+        assert inst.exec(fill, 60).ok
+        [memory] = run_workload(Memory(MemorySettings(name="memory")), [inst], guest_run.network)
+        m = {x.name: x.value for x in memory.metrics}
+        assert 32 <= m["memory.guest_ram_mib"] < 48, "the 32 MiB written, the programs it ran"
+        assert 0 < m["memory.kernel_mib"] < 16
+        assert 1 < m["memory.overhead_mib"] < 128, "the Sentry's and gofer's own memory"
+        # the sandbox's processes: Sentry, gofer and the stubs (which unmapped their command
+        # line), not a runsc command that came and went
+        names = {(psutil.Process(p).cmdline() or [""])[0] for p in inst.host_pids()}
+        assert names == {"runsc-sandbox", "runsc-gofer", ""}
         # what a disk workload writes reaches the data disk, not the sandbox's memory
         assert inst.data_disk is not None and inst.data_disk.mountpoint == DATA_MOUNT
         device = inst.data_disk.device

@@ -103,8 +103,9 @@ class Instance(ABC):
 
     guest_is_host_processes: ClassVar[bool] = False
     """True where ``host_pids()`` are the guest's own processes (a container's, native's
-    commands) rather than a VMM holding the guest's RAM: their memory is then the guest's own,
-    and what the instance costs beyond it (kernel objects: cgroup, namespaces) is in no process."""
+    commands) rather than a VMM or a user-space kernel holding the guest's memory: all their
+    memory is then the guest's own, and what the instance costs beyond it is kernel memory in
+    no process (``kernel_memory``)."""
     ends_its_processes: ClassVar[bool] = True
     """False where a daemon started in the instance outlives it (native: the host's own
     processes), so that a workload puts its servers in the run's ledger itself; a guest or a
@@ -127,10 +128,18 @@ class Instance(ABC):
         nothing: releasing its resources ends it)."""
 
     def guest_ram(self, path: str, size: int) -> bool:
-        """Whether a mapping (its file, or "" for anonymous memory, and its size in bytes) of
-        ``host_pids()`` holds the guest's RAM: by default, the one of exactly the guest's
-        memory size (QEMU's RAM block)."""
-        return size == self.memory_mib << 20
+        """Whether a mapping (its file, or "[anon]" for anonymous memory, and its size in bytes)
+        of ``host_pids()`` holds the guest's RAM: all of them where those processes are the
+        guest's own, else by default the one of exactly the guest's memory size (QEMU's RAM
+        block)."""
+        return self.guest_is_host_processes or size == self.memory_mib << 20
+
+    def kernel_memory(self) -> int | None:
+        """Bytes of kernel memory the host charges to this instance apart from its processes'
+        pages (a cgroup of its own: namespaces, mounts, page tables, kernel stacks, sockets), or
+        None where nothing sets it apart (a VMM runs in hvbench's cgroup: KVM's page tables or a
+        tap's buffers are in no figure)."""
+        return None
 
     def accounted_cpu_seconds(self) -> float | None:
         """CPU seconds its platform charges to the instance apart from ``host_pids()`` (a Xen

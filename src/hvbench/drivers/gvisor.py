@@ -28,6 +28,7 @@ migration's dirtier) is started through the init's spawner (``spawn``).
 
 from __future__ import annotations
 
+import os
 import subprocess
 from dataclasses import dataclass
 from typing import ClassVar, Literal
@@ -48,8 +49,30 @@ class GvisorSettings(OsLevelSettings):
     namespace."""
 
 
+MEMORY_FILE = "/memfd:runsc-memory"
+"""The Sentry's memory file as /proc/PID/smaps names it (followed by " (deleted)")."""
+
+
 @dataclass
 class GvisorInstance(OciInstance):
+    """A sandbox: its host processes are the Sentry, the gofer and, under systrap and ptrace,
+    one stub process per address space of the application, which the Sentry drives."""
+
+    guest_is_host_processes: ClassVar[bool] = False
+
+    def guest_ram(self, path: str, size: int) -> bool:
+        """The application's memory: the Sentry's memory file (what the application allocates,
+        its tmpfs, the page cache of files the gofer serves), which the Sentry maps whole and
+        the stubs map where the application touches it, and the host files the application maps
+        (its programs and libraries, which the stubs map from the host with directfs). Every
+        other mapping is gVisor's: runsc's binary (Sentry and gofer), their Go heaps (anonymous
+        memory), systrap's own memory files."""
+        name = path.removesuffix(" (deleted)")
+        if name == MEMORY_FILE:
+            return True
+        runsc = os.path.realpath(self.runtime[0])
+        return name.startswith("/") and not name.startswith("/memfd:") and name != runsc
+
     def kill_pids(self, pids: list[int]) -> None:
         """Processes of a sandbox are not host processes: runsc kills them by sandbox pid;
         the init and its spawner stay."""

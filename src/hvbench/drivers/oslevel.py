@@ -119,14 +119,46 @@ def _fs_type(path: str) -> str:
     return out.stdout.strip()
 
 
+def cgroup_dir(cgroups_path: str, controller: str) -> Path:
+    """The container's cgroup directory (v1: in the controller's hierarchy)."""
+    base = Path("/sys/fs/cgroup")
+    return base / (controller if cgroup_version() == 1 else "") / cgroups_path.lstrip("/")
+
+
 def cgroup_procs(cgroups_path: str) -> list[int]:
     """Host pids in the container's cgroup (v1: the cpuacct hierarchy)."""
-    base = Path("/sys/fs/cgroup") if cgroup_version() == 2 else Path("/sys/fs/cgroup/cpuacct")
     try:
-        text = (base / cgroups_path.lstrip("/") / "cgroup.procs").read_text()
+        text = (cgroup_dir(cgroups_path, "cpuacct") / "cgroup.procs").read_text()
     except OSError:
         return []
     return [int(p) for p in text.split()]
+
+
+def cgroup_kernel_memory(cgroups_path: str) -> int | None:
+    """Bytes of kernel memory charged to the container's cgroup: its slab (dentries, inodes,
+    namespaces, mounts), page tables, kernel stacks, percpu and vmalloc memory, and socket
+    buffers; None if the cgroup is gone. v2: memory.stat's ``kernel`` and ``sock``; v1 (no
+    such fields): the kmem counter, which holds the same charges, and the tcp one (which counts
+    socket buffers only once a tcp limit is set)."""
+    where = cgroup_dir(cgroups_path, "memory")
+    try:
+        if cgroup_version() == 2:
+            return kernel_charge(parse_memory_stat((where / "memory.stat").read_text()))
+        v1 = ("memory.kmem.usage_in_bytes", "memory.kmem.tcp.usage_in_bytes")
+        return sum(int((where / name).read_text()) for name in v1)
+    except OSError:
+        return None
+
+
+def parse_memory_stat(text: str) -> dict[str, int]:
+    """cgroup v2's memory.stat: one "name bytes" a line."""
+    return {name: int(value) for name, value in (line.split() for line in text.splitlines())}
+
+
+def kernel_charge(stat: dict[str, int]) -> int:
+    """Kernel memory in a v2 memory.stat: ``kernel`` (slab, stacks, page tables, percpu,
+    vmalloc and the rest) plus ``sock``, which it leaves out."""
+    return stat["kernel"] + stat["sock"]
 
 
 @dataclass
@@ -205,6 +237,9 @@ class OciInstance(Instance):
         """The container's processes on the host (its cgroup) and the runtime's running exec
         processes, which collect the CPU time of the commands they ran."""
         return sorted(set(self.running.pids()) | set(cgroup_procs(self.cgroups_path)))
+
+    def kernel_memory(self) -> int | None:
+        return cgroup_kernel_memory(self.cgroups_path)
 
     def alive(self) -> bool:
         return self.init is not None and self.init.is_running()

@@ -5,11 +5,11 @@ shares, so summing it over an instance's processes counts the pages they share (
 and its address-space processes) once, and a page a whole group shares (the QEMU binary, the
 guest kernel file in the page cache) one N-th to each of N instances: what one more instance
 really costs. Processes that share one address space (UML's helper threads, made by clone
-with CLONE_VM) are counted once: each of them shows all of it. The guest's RAM is what the
-instance says it is (``Instance.guest_ram``: QEMU's RAM block, UML's physical memory file); its
-resident pages are the RAM the guest touched, which the guest would use on bare metal too.
-Everything else is the VMM's overhead: its heap, device buffers, TCG's translation cache, mapped
-files.
+with CLONE_VM) are counted once: each of them shows all of it. The guest's memory is what the
+instance says it is (``Instance.guest_ram``: QEMU's RAM block, UML's physical memory file,
+gVisor's memory file and the files its application maps, all of a container's); its resident
+pages are the memory the guest touched, which the guest would use on bare metal too. Everything
+else is the VMM's overhead: its heap, device buffers, TCG's translation cache, mapped files.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ class HostMemory:
 
     pss: int
     guest_ram: int
-    """PSS of the mappings that hold the guest's RAM: the guest RAM it touched."""
+    """PSS of the mappings that hold the guest's memory: the guest memory it touched."""
     processes: int
 
     @property

@@ -3,17 +3,37 @@ instances of this size fit this host.
 
 Measured from the host after the barrier and a settling pause, while the guest idles (booted,
 its agent waiting): a workload of its own, so that no measured workload shares its sample.
-Overhead = PSS of the instance's host processes minus the PSS of its guest-RAM mapping (see
-``hvbench.host.memory``). PSS rather than the drop of the host's MemAvailable: it is read per
-process, so other activity on the host (other runs, the page cache) does not enter it, and
-shared pages are split among the instances that share them. Not counted: memory the host kernel
-keeps for the instance outside any process (KVM's page tables, a tap's buffers, a container's
-cgroup and namespaces).
+Overhead = PSS of the instance's host processes minus the PSS of the mappings that hold the
+guest's memory (``Instance.guest_ram``; see ``hvbench.host.memory``), plus the kernel memory the
+host charges to the instance's own cgroup where it has one (``Instance.kernel_memory``). PSS
+rather than the drop of the host's MemAvailable: it is read per process, so other activity on
+the host (other runs, the page cache) does not enter it, and shared pages are split among the
+instances that share them.
 
-Where the instance's host processes are the guest itself (containers, gVisor's sandbox, native)
-there is no VMM to attribute: each metric is stored with no value and the text "not
-attributable". Density = the host's total memory over (guest memory + overhead): the guest is
-assumed to touch all of its memory eventually, which is what a host must be able to give.
+What that is per driver:
+
+- a VMM (QEMU, UML, a Xen domain's device model): its processes minus the guest's RAM block or
+  memory file. Its kernel memory (KVM's page tables, a tap's buffers) is in no cgroup of its
+  own and not counted: ``memory.kernel_mib`` says "not measured".
+- gVisor: the sandbox is a user-space kernel, attributable like a VMM: the Sentry, the gofer
+  and the stubs (the application's address spaces) minus the Sentry's memory file and the files
+  the application maps; plus the sandbox cgroup's kernel memory (the Sentry's threads and page
+  tables, namespaces).
+- container (runc): its host processes are the guest's own (their PSS is all guest memory), so
+  what a container costs beyond them is kernel memory, which the kernel charges to the
+  container's cgroup: namespaces, mounts, the processes' page tables, kernel stacks and slab,
+  sockets. The plain charge, not its excess over the same process tree run natively: that would
+  need a second tree started natively and measured beside each container, and would still not
+  be the same processes. So the figure includes what a native process pays too (page tables and
+  a kernel stack: some 50 KiB per idle process here, of 280 KiB for a container's three) and
+  leaves out the cgroup's own structures (charged to its parent) and the network namespace
+  (hvbench makes one for native too): the container's kernel footprint, not a bound.
+- native: the host itself; every metric is stored with no value and the text "not
+  attributable".
+
+Density = the host's total memory over (guest memory + overhead): the guest is assumed to touch
+all of its memory eventually, which is what a host must be able to give. A container's or a
+sandbox's cgroup limit (its ``memory``) bounds its overhead too, so there the density is a floor.
 """
 
 from __future__ import annotations
@@ -33,10 +53,12 @@ if TYPE_CHECKING:
 
 MIB = 1 << 20
 NOT_ATTRIBUTABLE = "not attributable"
+NOT_MEASURED = "not measured (no cgroup of its own)"
 QUICK_SETTLE_S = 1.0
 METRICS: dict[str, tuple[str, bool]] = {
     "host_pss_mib": ("MiB", False),
     "guest_ram_mib": ("MiB", False),
+    "kernel_mib": ("MiB", False),
     "overhead_mib": ("MiB", False),
     "density_instances": ("count", True),
 }
@@ -62,7 +84,8 @@ class Memory(Workload):
         ctx.barrier()
         time.sleep(QUICK_SETTLE_S if ctx.quick else self.settings.settle)
         pids = instance.host_pids()
-        if instance.guest_is_host_processes or not pids:
+        kernel = instance.kernel_memory()
+        if not pids or (instance.guest_is_host_processes and kernel is None):
             why = f"{instance.name}: {NOT_ATTRIBUTABLE} (its host processes are the guest's own)"
             return Outcome(
                 [memory_metric(n, None, NOT_ATTRIBUTABLE) for n in METRICS],
@@ -70,20 +93,27 @@ class Memory(Workload):
             )
         guest_bytes = instance.memory_mib * MIB
         used = host_memory(pids, instance.guest_ram)
+        overhead = used.overhead + (kernel or 0)
         host_total = psutil.virtual_memory().total
         values = {
             "host_pss_mib": used.pss / MIB,
             "guest_ram_mib": used.guest_ram / MIB,
-            "overhead_mib": used.overhead / MIB,
-            "density_instances": host_total // (guest_bytes + max(0, used.overhead)),
+            "kernel_mib": None if kernel is None else kernel / MIB,
+            "overhead_mib": overhead / MIB,
+            "density_instances": host_total // (guest_bytes + max(0, overhead)),
         }
         raw = (
             f"{instance.name}: {used.processes} host processes {pids}, PSS {used.pss} B, "
-            f"guest RAM ({guest_bytes} B) PSS {used.guest_ram} B, "
-            f"overhead {used.overhead} B; host memory {host_total} B"
+            f"guest memory ({guest_bytes} B) PSS {used.guest_ram} B, kernel memory of its "
+            f"cgroup {kernel} B, overhead {overhead} B; host memory {host_total} B"
         )
         return Outcome(
-            [memory_metric(n, round(float(v), 1)) for n, v in values.items()],
+            [
+                memory_metric(n, None, NOT_MEASURED)
+                if v is None
+                else memory_metric(n, round(float(v), 2))
+                for n, v in values.items()
+            ],
             [keep("memory", [], raw)],
         )
 
