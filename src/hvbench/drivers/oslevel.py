@@ -155,10 +155,18 @@ def parse_memory_stat(text: str) -> dict[str, int]:
     return {name: int(value) for name, value in (line.split() for line in text.splitlines())}
 
 
+KERNEL_PARTS = ("kernel_stack", "pagetables", "sec_pagetables", "percpu", "slab", "vmalloc")
+"""memory.stat's kernel-side fields, summed where ``kernel`` is missing (Linux < 5.18)."""
+
+
 def kernel_charge(stat: dict[str, int]) -> int:
     """Kernel memory in a v2 memory.stat: ``kernel`` (slab, stacks, page tables, percpu,
-    vmalloc and the rest) plus ``sock``, which it leaves out."""
-    return stat["kernel"] + stat["sock"]
+    vmalloc and the rest) plus ``sock``, which it leaves out. Kernels before 5.18 have no
+    ``kernel``: the sum of the parts they list, which misses charges no field names."""
+    kernel = stat.get("kernel")
+    if kernel is None:
+        kernel = sum(stat.get(part, 0) for part in KERNEL_PARTS)
+    return kernel + stat.get("sock", 0)
 
 
 @dataclass
