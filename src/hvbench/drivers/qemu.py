@@ -467,7 +467,11 @@ def _boot(img: guest_image.GuestImage, form: str, append: str) -> Boot:
     if form == "vmlinux" and img.vmlinux is None:
         raise HvbenchError("kernel_form: vmlinux could not be extracted from this kernel; use auto")
     kernel = img.vmlinux if form in ("auto", "vmlinux") and img.vmlinux else img.bzimage
-    args = f"console=ttyS0 loglevel=6 panic=-1 {append}".strip()
+    # a kernel oops ends the guest (panic, then no reboot: QEMU exits) rather than leave it
+    # half alive until a workload's timeout: a measurement on such a guest means nothing, and
+    # its console's last words say what happened (QEMU 7.2's TCG migration oopsed guests that
+    # then hung for the workload's whole timeout, 740 s)
+    args = f"console=ttyS0 loglevel=6 panic=-1 oops=panic {append}".strip()
     return Boot(str(kernel), str(img.initrd), args)
 
 

@@ -20,11 +20,11 @@ during a migration: with the guest writing 32 MiB/s, 14 pages of guest RAM diffe
 paused source and the paused destination after a completed migration (none with the guest
 idle), and the destination's kernel often crashed on resuming (bench/migration.py, 512M guest,
 64M buffer: at 32 MiB/s in 5 of 6 samples, by a panic, a double fault, or an oops that left
-the guest hung until the sample's timeout; at 4 MiB/s 6 of 6 completed, 1 of 3 in an earlier
-run). Such a sample fails, with "after the migration" or the destination's last console lines
-in its error. QEMU 10.0 (Debian 12's
-backports, ``binary: qemu-system-x86_64-backports``) loses none: 20 of 20 samples, 10 at 4 and
-10 at 32 MiB/s, completed with every page intact, the guest writing at the full rate throughout.
+the guest hung until the sample's timeout, before guests panicked on an oops; at 4 MiB/s 6 of 6
+completed, 1 of 3 in an earlier run). Such a sample fails, with "after the migration" or the
+destination's last console lines in its error. QEMU 10.0 (Debian 12's backports,
+``binary: qemu-system-x86_64-backports``) loses none: 20 of 20 samples, 10 at 4 and 10 at
+32 MiB/s, completed with every page intact, the guest writing at the full rate throughout.
 KVM's dirty logging is another mechanism (not measured here).
 """
 
