@@ -263,8 +263,15 @@ def test_bad_inventories_are_one_line_before_anything_runs(lab, fleet_env, tmp_p
 
 
 def test_a_host_without_root_and_one_whose_setup_fails_are_one_line_each(lab, fleet_env):
-    """Both on alpha's sshd: on ``noroot`` the commands run as nobody (sudo -u nobody); on
-    ``nosetup`` the install directory cannot be made (it would be in /proc)."""
+    """All on alpha's sshd: on ``noroot`` the commands run as nobody (sudo -u nobody); on
+    ``nosetup`` the install directory cannot be made (it would be in /proc); ``badopt``, outside
+    the group that names a site virtualenv, runs setup.sh with the ``--setup`` option given,
+    which it does not know."""
+    reach = (
+        f"ansible_host={lab.addresses['alpha']} ansible_user=root ansible_ssh_common_args="
+        f"'-F {lab.dir}/ssh_config' ansible_python_interpreter=/usr/bin/python3 "
+        f"ansible_remote_tmp={lab.dir}/remote-tmp"
+    )
     inventory = lab.inventory(
         "broken.ini",
         hosts=(),
@@ -273,14 +280,17 @@ def test_a_host_without_root_and_one_whose_setup_fails_are_one_line_each(lab, fl
                 f"noroot ansible_host={lab.addresses['alpha']} hvbench_dir={lab.dir}/hosts/noroot"
                 " ansible_become=true ansible_become_user=nobody",
                 f"nosetup ansible_host={lab.addresses['alpha']} hvbench_dir=/proc/hvbench",
+                "[other]",
+                f"badopt {reach} hvbench_dir={lab.dir}/hosts/badopt",
             ]
         ),
     )
-    code, report, said = _fleet(str(fleet_env), "-i", str(inventory))
+    code, report, said = _fleet(str(fleet_env), "-i", str(inventory), "--setup=--with-nothing")
     assert code == 2, said
     hosts = _hosts(report)
     assert "needs root on noroot" in hosts["noroot"]["error"]
     assert "Make the install directory" in hosts["nosetup"]["error"]
+    assert "setup.sh: unknown option --with-nothing" in hosts["badopt"]["error"]
     for name, host in hosts.items():
         assert host["status"] == "failed" and host["run"] is None
         assert [line for line in said.splitlines() if f"{name}: FAILED" in line] == [

@@ -44,6 +44,13 @@ def run(
     limit: Annotated[str | None, typer.Option(help="Ansible host pattern")] = None,
     forks: Annotated[int, typer.Option(min=1, help="hosts at once")] = 5,
     quick: Annotated[bool, typer.Option(help="hvbench run --quick on every host")] = False,
+    setup: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="an option of setup.sh for every host (repeatable): what the study needs "
+            "beyond the packages, e.g. --setup=--with-gvisor"
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Install hvbench on every host with Ansible, run STUDY there, gather the runs in one store.
@@ -66,6 +73,7 @@ def run(
             "hvbench_quick": quick,
             "hvbench_db": db or "",
             "hvbench_fetch_dir": str(Path(tmp) / "fetched"),
+            "hvbench_setup": setup or [],
         }
 
         def on_event(host: fleet_mod.Host) -> None:
