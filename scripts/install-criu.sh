@@ -18,15 +18,13 @@ suite="${CRIU_SUITE:-trixie}"
 if [ -x "$dest/bin/criu" ] && "$dest/bin/criu" --version >/dev/null 2>&1; then
   exit 0
 fi
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 # shellcheck source=scripts/private-apt.sh
 . scripts/private-apt.sh
-private_apt "$work" "$suite"
+private_apt "$suite"
 # criu and the closure of what it depends on, in that suite (names only: no virtual packages)
 mapfile -t packages < <(apt-cache "${apt[@]}" depends --recurse --no-recommends --no-suggests \
   --no-conflicts --no-breaks --no-replaces --no-enhances criu | grep '^[a-z0-9]' | sort -u)
-private_root "$work" "$root" "${packages[@]}"
+private_root "$root" "${packages[@]}"
 mkdir -p "$dest/bin"
 cat > "$dest/bin/criu" <<EOF
 #!/bin/sh

@@ -24,11 +24,9 @@ suite="${QEMU_BACKPORTS_SUITE:-$codename-backports}"
 if [ -x "$wrapper" ] && "$wrapper" --version >/dev/null 2>&1; then
   exit 0
 fi
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
 # shellcheck source=scripts/private-apt.sh
 . scripts/private-apt.sh
-private_apt "$work" "$codename" "$suite"
+private_apt "$codename" "$suite"
 # name=version of what installing it would add or upgrade here (a simulation: nothing is
 # installed); seabios for its BIOS, qemu-system-data for its other firmware
 mapfile -t packages < <(apt-get "${apt[@]}" install --simulate --no-install-recommends \
@@ -38,7 +36,7 @@ if [ "${#packages[@]}" -eq 0 ]; then
   echo "install-qemu-backports.sh: apt offers no qemu-system-x86 in $suite" >&2
   exit 1
 fi
-private_root "$work" "$root" "${packages[@]}"
+private_root "$root" "${packages[@]}"
 mkdir -p "$dest/bin"
 lib="$root/usr/lib/x86_64-linux-gnu"
 cat > "$wrapper" <<EOF

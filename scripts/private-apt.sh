@@ -1,13 +1,15 @@
 # Sourced by the install-*.sh scripts that fetch Debian packages by name without touching the
-# system's apt: `private_apt WORK SUITE...` writes a sources list of its own in WORK naming the
-# Debian mirror this host's apt already uses (its first non-security URI) with those suites,
-# updates package lists kept in WORK, and leaves in the array `apt` the apt-get/apt-cache
-# options that use them. The system's sources, lists and dpkg state are never written.
+# system's apt: `private_apt SUITE...` makes a temporary directory `work` (removed on exit),
+# writes a sources list of its own there naming the Debian mirror this host's apt already uses
+# (its first non-security URI) with those suites, updates package lists kept there, and leaves
+# in the array `apt` the apt-get/apt-cache options that use them. The system's sources, lists
+# and dpkg state are never written.
 # shellcheck shell=bash
 
 private_apt() {
-  local work="$1" suite mirror
-  shift
+  local suite mirror
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
   mirror=$(cat /etc/apt/sources.list.d/*.sources /etc/apt/sources.list \
              /etc/apt/sources.list.d/*.list 2>/dev/null \
            | sed -n -e 's/^URIs:[[:space:]]*//p' \
@@ -28,11 +30,11 @@ private_apt() {
   apt-get "${apt[@]}" update -q
 }
 
-# `private_root WORK ROOT PACKAGE...` downloads the packages (name or name/suite) with the lists
+# `private_root ROOT PACKAGE...` downloads the packages (name or name/suite) with the lists
 # private_apt made and unpacks them all into ROOT, replacing what was there only once all are.
 private_root() {
-  local work="$1" root="$2" deb
-  shift 2
+  local root="$1" deb
+  shift
   mkdir -p "$work/debs"
   (cd "$work/debs" && apt-get "${apt[@]}" download "$@")
   rm -rf "$root.new"
