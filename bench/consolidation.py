@@ -4,11 +4,13 @@ Not a test: it prints figures. It runs the consolidation workload (web, imap, ap
 per set, each server loaded from the peer at its default rate) on native and on every platform
 with a network this host runs (QEMU with the accelerator ``accel: auto`` picks, TCG on a host
 without /dev/kvm; libvirt where a libvirtd answers; User-mode Linux; runc; gVisor), through the
-runner, then
-prints per platform the host CPU split with the clients' CPU apart, the consolidation post's
-verdict ("the same work costs ... of the host, native ...: ... more"), and each role's achieved
-rate, p95 and SLO verdict. ``--density N`` runs ``sets: auto`` up to N sets instead and prints
-per platform the most sets held at SLO, the host CPU there and why the ascent stopped.
+runner, then prints per platform the host CPU split with the clients' CPU apart, the
+consolidation post's verdict ("the same work costs ... of the host, native ...: ... more"), and
+each role's achieved rate, p95 and SLO verdict. ``--density N`` runs ``sets: auto`` up to N sets
+instead and prints per platform the most sets held at SLO, the host CPU there and why the ascent
+stopped. The host's CPU is read host-wide, as the post did, so the bench first reads it for
+``--background`` seconds with nothing of its own running and prints that share: near 0 on a
+quiet host; on a shared one, what every figure below includes.
 
     .venv/bin/python bench/consolidation.py [--quick] [--sets 1 | --density 8] [--seconds 60]
         [--platforms native,qemu,libvirt,uml,container,gvisor]
@@ -19,6 +21,8 @@ from __future__ import annotations
 import argparse
 import tempfile
 import time
+
+import psutil
 
 from hvbench.analysis.cost import HOST_STATES, host_cpu_of, same_work
 from hvbench.analysis.run import analyse
@@ -48,12 +52,23 @@ PLATFORMS = {
 """Name: its settings (the driver is the name); the servers need 512M in a guest."""
 
 
+def background(seconds: float) -> float:
+    """The host's busy share (0-1 of all cores) over ``seconds`` of this bench doing nothing."""
+    before = psutil.cpu_times()
+    time.sleep(seconds)
+    after = psutil.cpu_times()
+    spent = {f: getattr(after, f) - getattr(before, f) for f in after._fields}
+    idle = spent["idle"] + spent.get("iowait", 0.0)
+    return 1 - idle / sum(v for f, v in spent.items() if f not in ("guest", "guest_nice"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="5 s at the quick rates")
     parser.add_argument("--sets", type=int, default=1)
     parser.add_argument("--density", type=int, metavar="MAX_SETS", help="sets: auto up to this")
     parser.add_argument("--seconds", type=float, default=60)
+    parser.add_argument("--background", type=float, default=15, help="seconds of the idle read")
     parser.add_argument(
         "--platforms",
         default=",".join(p for p in PLATFORMS if DRIVERS[p].check().ok),
@@ -63,6 +78,8 @@ def main() -> None:
     sets = f"sets: auto, max_sets: {args.density}" if args.density else f"sets: {args.sets}"
     platforms = "\n".join(f"  {p}: {PLATFORMS[p]}" for p in args.platforms.split(","))
     text = STUDY.format(platforms=platforms, sets=sets, seconds=args.seconds)
+    idle_busy = background(args.background)
+    print(f"host busy with nothing of this bench running: {100 * idle_busy:.1f}%", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         store = Store(f"sqlite:///{tmp}/bench.db")
         study = parse_study(text, "bench")
