@@ -4,8 +4,11 @@ and both for real in the nested lab.
 The lab (lab.py) boots Xen and a dom0 under QEMU TCG once per module, starts libvirtd with its
 libxl driver in dom0, and runs ``hvbench run`` there on a study of two platforms: a PV domain made
 with xl (blkback disk) and a PV domain made through libvirt (``xen:///system``, QEMU's qdisk
-backend). The tests read the results it left in the exchange directory, with the store and the
-report of the host.
+backend). In the same boot, a second run takes a PV domain through xl's snapshot (save, restore)
+and migration to dom0 itself; with HVBENCH_XEN_LAB_CONSOLIDATION=1, a third runs one set of
+consolidation's servers in PV domains booted from the Debian root filesystem (opt-in: it adds
+CONSOLIDATION_S to the boot). The tests read the results they left in the exchange directory,
+with the store and the report of the host.
 
 What the nested CPU allows was found out in the lab (README, "Platforms"): PVH and HVM boot only
 with ``tsc_mode: native`` (QEMU's SVM emulation gives Xen no next-instruction address on an
@@ -17,6 +20,7 @@ takes minutes to reach user space, so neither is in the lab's study.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -26,17 +30,26 @@ from pathlib import Path
 import lab as nested
 import pytest
 from pydantic import ValidationError
+from test_workload_consolidation import every_role_served
 
 from hvbench.drivers import DRIVERS, driver_class
 from hvbench.drivers.base import Needs
 from hvbench.drivers.libvirt_xen import LibvirtXenDriver, LibvirtXenSettings, xen_domain_xml
-from hvbench.drivers.xen import HOTPLUG, XenDriver, XenInstance, XenSettings, xl_list_times
+from hvbench.drivers.xen import (
+    HOTPLUG,
+    LOCAL_SSH,
+    XenDriver,
+    XenInstance,
+    XenSettings,
+    migration_figures,
+    xl_list_times,
+)
 from hvbench.errors import StudyError
+from hvbench.guest import userland
 from hvbench.host.network import RunNetwork
 from hvbench.host.resources import Ledger
+from hvbench.store import Store
 from hvbench.study import parse_study
-
-pytestmark = pytest.mark.timeout(1700)  # the lab's one boot is in the first test's time
 
 STUDY = """\
 name: xen-lab
@@ -55,6 +68,36 @@ instances: [1]
 repetitions: 1
 """
 
+LIFECYCLE_STUDY = """\
+name: xen-lab-lifecycle
+description: xl save and restore, xl migrate to dom0 itself
+platforms:
+  xen-pv: {driver: xen, mode: pv, memory: 256M}
+workloads:
+  - {name: snapshot}
+  - {name: migration, dirty_rate: 16M}
+instances: [1]
+repetitions: 1
+"""
+"""In a run of its own: libvirt's Xen domains have no lifecycle, and a study with a platform
+that refuses a workload is refused."""
+
+CONSOLIDATION_STUDY = """\
+name: xen-lab-consolidation
+description: one set of real servers in PV domains booted from the root filesystem
+platforms:
+  xen-pv: {driver: xen, mode: pv, memory: 256M}
+workloads:
+  - {name: consolidation, sets: 1}
+repetitions: 1
+"""
+CONSOLIDATION = os.environ.get("HVBENCH_XEN_LAB_CONSOLIDATION") == "1"
+CONSOLIDATION_S = 0
+"""What the consolidation run adds to the lab's boot, measured here (s)."""
+LAB_TIMEOUT = 1500 + (1500 if CONSOLIDATION else 0)
+
+pytestmark = pytest.mark.timeout(LAB_TIMEOUT + 200)  # the boot is in the first test's time
+
 LAB_COMMANDS = (
     nested.LIBVIRTD_XEN
     + """\
@@ -64,6 +107,21 @@ LIBVIRT_DEFAULT_URI=xen:///system {hvbench} doctor --json > /lab/doctor.json
 {hvbench} run /lab/study.yaml --db sqlite:////tmp/results.db
 echo "hvbench-run-exit $?"
 cp /tmp/results.db /lab/results.db
+# one more run in this boot, if its study is there: its output and store in /lab
+more_run() {{
+    [ -f "/lab/$1.yaml" ] || return 0
+    start=$(date +%s)
+    {hvbench} run "/lab/$1.yaml" --quick --db "sqlite:////tmp/$1.db" > "/lab/$1.log" 2>&1
+    echo "$1-exit: $?"
+    echo "$1-seconds: $(($(date +%s) - start))"
+    cp "/tmp/$1.db" "/lab/$1.db"
+}}
+more_run lifecycle
+# consolidation's clients run on the peer (dom0) in a cgroup v2 of the run's; vegeta is the
+# virtualenv's
+mount -t cgroup2 cgroup2 /sys/fs/cgroup
+export PATH="$(dirname {hvbench}):$PATH"
+more_run consolidation
 echo "domains: $(xl list | tail -n +2 | wc -l)"
 echo "libvirt-domains: $(virsh -c xen:///system list --all --name | grep -c hvb-)"
 echo "loops: $(losetup -a | wc -l)"
@@ -145,6 +203,19 @@ def test_pv_config_boots_the_elf_kernel_with_netfront_and_blkback(tmp_path):
     assert cfg["on_crash"] == '"destroy"' and "tsc_mode" not in cfg
 
 
+def test_pv_userland_config_boots_the_root_filesystem_on_a_qdisk_overlay(tmp_path):
+    """The root filesystem as qemu boots it: the initramfs mounts ``hvbench.root=`` and
+    switches to it; here the first xvd, a qcow2 overlay on QEMU's qdisk, before the data disk."""
+    driver = _driver(tmp_path, mode="pv")
+    driver._rootfs = userland.RootImage("k", tmp_path)
+    inst = XenInstance("xen-x", 0, 1, 512, domain="hvb-test-xen-x-0")
+    cfg = _parse_xl(driver._config(inst, "/dev/loop7", root="/w/xen-x-0.root.qcow2"))
+    assert "hvbench.root=/dev/xvda" in cfg["cmdline"] and "rdinit=" in cfg["cmdline"]
+    root, data = (d.strip().strip('"') for d in cfg["disk"].strip("[]").split(", "))
+    assert root == "backendtype=qdisk,format=qcow2,vdev=xvda,access=rw,target=/w/xen-x-0.root.qcow2"
+    assert "vdev=xvdb" in data and data.endswith("target=/dev/loop7")
+
+
 def test_hvm_config_emulates_the_nic_and_serial_line(tmp_path):
     driver = _driver(
         tmp_path, mode="hvm", nic="rtl8139", disk={"backend": "qdisk"}, tsc_mode="native"
@@ -222,6 +293,57 @@ def test_xen_domain_xml_is_the_xen_drivers_domain():
     assert bare.find("devices/disk") is None
 
 
+LIFECYCLE = """\
+name: t
+platforms:
+  x: {{driver: {driver}}}
+workloads:
+  - {{name: {workload}}}
+"""
+
+
+def test_study_takes_xl_snapshot_and_precopy_and_refuses_what_xl_lacks():
+    for workload in ("snapshot", "migration"):
+        study = parse_study(LIFECYCLE.format(driver="xen", workload=workload), "t.yaml")
+        assert len(study.cells()) == 1
+    for extra in ("mode: postcopy", "auto_converge: true"):
+        text = LIFECYCLE.format(driver="xen", workload=f"migration, {extra}")
+        with pytest.raises(StudyError, match="xl migrates by pre-copy alone") as e:
+            parse_study(text, "t.yaml")
+        assert "\n" not in str(e.value)
+    via_libvirt = 'libvirt, uri: "xen:///system"'
+    with pytest.raises(StudyError, match="at a Xen URI has no migration or snapshot"):
+        parse_study(LIFECYCLE.format(driver=via_libvirt, workload="snapshot"), "t.yaml")
+
+
+def test_xl_migrate_runs_the_receiver_here_without_ssh():
+    """xl runs ``exec <ssh command> <host> xl migrate-receive`` with sh: LOCAL_SSH must run the
+    receiving command line itself, whatever the host."""
+    rune = f"exec {LOCAL_SSH} localhost echo migrate-receive -e"
+    out = subprocess.run(["sh", "-c", rune], capture_output=True, text=True, check=True)
+    assert out.stdout == "migrate-receive -e\n"
+
+
+def test_migration_figures_from_libxcs_progress():
+    """xl migrate of a 256 MiB PV domain (progress lines as libxc prints them without a tty):
+    one full pass, two of dirtied pages, then the pass with the domain suspended."""
+    output = (
+        "migration target: Ready to receive domain.\n"
+        "Saving to migration stream new xl format (info 0x3/0x0/1357)\n"
+        "xc: info: Saving domain 3, type x86 PV\n"
+        "xc: Frames iteration 0: 0/65536    0%\n"
+        "xc: Frames iteration 0: 32768/65536   50%\n"
+        "xc: Frames iteration 0: 65536/65536  100%\n"
+        "xc: Frames iteration 1: 1024/2048   50%\n"
+        "xc: Frames iteration 2: 256/256  100%\n"
+        "xc: Frames iteration 3: 40/40  100%\n"
+        "Migration successful.\n"
+    )
+    got = migration_figures(output)
+    assert got == {"transferred_mib": (65536 + 2048 + 256 + 40) * 4096 / (1 << 20), "passes": 4}
+    assert migration_figures("Migration successful.\n") == {}
+
+
 def test_hotplug_script_is_valid_shell(tmp_path):
     script = tmp_path / "hotplug"
     script.write_text(HOTPLUG)
@@ -233,9 +355,34 @@ def test_hotplug_script_is_valid_shell(tmp_path):
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory) -> nested.LabRun:
-    """One boot of the lab for the module: Xen, dom0, and hvbench run on STUDY in dom0."""
+    """One boot of the lab for the module: Xen, dom0, and hvbench run on STUDY in dom0, then
+    on LIFECYCLE_STUDY (and CONSOLIDATION_STUDY where asked: five 256M domains, for which
+    L1 gets more memory)."""
     exchange = tmp_path_factory.mktemp("xenlab")
-    return nested.run_study(nested.XEN, exchange, STUDY, LAB_COMMANDS, timeout=1500)
+    more = {"lifecycle": LIFECYCLE_STUDY}
+    if CONSOLIDATION:
+        more["consolidation"] = CONSOLIDATION_STUDY
+    for name, study in more.items():
+        (exchange / f"{name}.yaml").write_text(study)
+        nested.build_images(study, f"{name}.yaml")
+    memory = {"memory_mib": 3584} if CONSOLIDATION else {}
+    return nested.run_study(
+        nested.XEN, exchange, STUDY, LAB_COMMANDS, timeout=LAB_TIMEOUT, **memory
+    )
+
+
+def _more_run(lab: nested.LabRun, name: str) -> tuple[Store, str]:
+    """The store and run id of one more run in the lab's boot (``more_run``)."""
+    assert lab.count(f"{name}-exit") == 0, (lab.exchange / f"{name}.log").read_text()[-3000:]
+    print(f"xen lab: {name} took {lab.count(f'{name}-seconds')} s")
+    output = (lab.exchange / f"{name}.log").read_text()
+    run_id = next(ln.split()[1] for ln in output.splitlines() if ln.startswith("run "))
+    return Store(f"sqlite:///{lab.exchange / name}.db"), run_id
+
+
+def _metrics(store: Store, run_id: str) -> dict[tuple[str, int, str], float]:
+    cells = {c.id: c.workload_name for c in store.cells(run_id)}
+    return {(cells[r.cell_id], r.instance, r.name): r.value for r in store.metric_rows(run_id)}
 
 
 def _samples(lab: nested.LabRun) -> dict[tuple[str, str], str]:
@@ -269,6 +416,43 @@ def test_lab_domains_run_cpu_disk_and_net_with_xl_and_libvirt(lab):
         if "data_disks" in s.platform_state
     }
     assert "on blkback" in str(disks["xen-pv"]) and "qdisk" in str(disks["libvirt-pv"])
+
+
+@pytest.mark.guest
+def test_lab_xl_saves_restores_and_migrates_a_pv_domain(lab):
+    """``xl save``/``xl restore`` and ``xl migrate`` to dom0 itself, each sample ok with the
+    figures xl gives; the agent answers the restored and the migrated domain (the dirtier's
+    line is read at the destination), the dirtier's pages all as it wrote them."""
+    store, run_id = _more_run(lab, "lifecycle")
+    samples = store.samples(run_id)
+    assert [s.status for s in samples] == ["ok", "ok"], [s.error for s in samples]
+    got = _metrics(store, run_id)
+    snapshot = {name: v for (w, _, name), v in got.items() if w == "snapshot"}
+    print(f"xen lab: {snapshot}")
+    assert snapshot["snapshot.save_s"] > 0 and snapshot["snapshot.restore_s"] > 0
+    assert 10 < snapshot["snapshot.size_mib"] < 300  # the domain's memory, as xl saves it
+    migration = {name: v for (w, _, name), v in got.items() if w == "migration"}
+    print(f"xen lab: {migration}")
+    assert migration["migration.total_s"] > 0 and migration["migration.passes"] >= 2
+    assert migration["migration.transferred_mib"] >= 200  # a first pass over its 256M at least
+    assert "migration.downtime_ms" not in migration  # xl reports none
+    assert migration["migration.wrong_pages"] == 0
+    assert migration["migration.dirty_rate_mib_s"] > 0
+
+
+@pytest.mark.guest
+@pytest.mark.skipif(not CONSOLIDATION, reason="opt-in: HVBENCH_XEN_LAB_CONSOLIDATION=1")
+def test_lab_one_set_of_real_servers_in_pv_domains_on_the_root_filesystem(lab):
+    """One set in --quick in five PV domains booted from the Debian root filesystem on qcow2
+    overlays (qdisk): every active role's requests counted against those due, an SLO verdict
+    each, and the image described."""
+    store, run_id = _more_run(lab, "consolidation")
+    samples = store.samples(run_id)
+    assert [s.status for s in samples] == ["ok"], [s.error for s in samples]
+    got = {(i, name): v for (_, i, name), v in _metrics(store, run_id).items()}
+    every_role_served(got, "xen-pv", all_done=False)
+    [cell] = store.cells(run_id)
+    assert "nginx" in cell.platform_settings["rootfs"]["packages"]
 
 
 @pytest.mark.guest
