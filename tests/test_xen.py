@@ -4,11 +4,13 @@ and both for real in the nested lab.
 The lab (lab.py) boots Xen and a dom0 under QEMU TCG once per module, starts libvirtd with its
 libxl driver in dom0, and runs ``hvbench run`` there on a study of two platforms: a PV domain made
 with xl (blkback disk) and a PV domain made through libvirt (``xen:///system``, QEMU's qdisk
-backend). In the same boot, a second run takes a PV domain through xl's snapshot (save, restore)
-and migration to dom0 itself; with HVBENCH_XEN_LAB_CONSOLIDATION=1, a third runs one set of
-consolidation's servers in PV domains booted from the Debian root filesystem (opt-in: it adds
-CONSOLIDATION_S to the boot). The tests read the results they left in the exchange directory,
-with the store and the report of the host.
+backend). In the same boot, a second run takes a PV domain through ``xl save``/``xl restore``;
+with HVBENCH_XEN_LAB_CONSOLIDATION=1, a third runs a set of consolidation's servers in PV domains
+booted from the Debian root filesystem (opt-in: it adds CONSOLIDATION_S to the boot). Migration
+is not in the lab: Debian's Xen has no shadow paging, so no log-dirty for PV domains (``xl
+migrate`` fails at once, ``migrate_failure``), and PVH's migration has not been run here yet.
+The tests read the results they left in the exchange directory, with the store and the report
+of the host.
 
 What the nested CPU allows was found out in the lab (README, "Platforms"): PVH and HVM boot only
 with ``tsc_mode: native`` (QEMU's SVM emulation gives Xen no next-instruction address on an
@@ -41,12 +43,14 @@ from hvbench.drivers.xen import (
     XenDriver,
     XenInstance,
     XenSettings,
+    migrate_failure,
     migration_figures,
     xl_list_times,
 )
 from hvbench.errors import StudyError
 from hvbench.guest import userland
 from hvbench.host.network import RunNetwork
+from hvbench.host.process import ExecResult
 from hvbench.host.resources import Ledger
 from hvbench.store import Store
 from hvbench.study import parse_study
@@ -68,14 +72,13 @@ instances: [1]
 repetitions: 1
 """
 
-LIFECYCLE_STUDY = """\
-name: xen-lab-lifecycle
-description: xl save and restore, xl migrate to dom0 itself
+SNAPSHOT_STUDY = """\
+name: xen-lab-snapshot
+description: xl save and restore of a PV domain
 platforms:
   xen-pv: {driver: xen, mode: pv, memory: 256M}
 workloads:
   - {name: snapshot}
-  - {name: migration, dirty_rate: 16M}
 instances: [1]
 repetitions: 1
 """
@@ -92,8 +95,10 @@ workloads:
 repetitions: 1
 """
 CONSOLIDATION = os.environ.get("HVBENCH_XEN_LAB_CONSOLIDATION") == "1"
-CONSOLIDATION_S = 0
-"""What the consolidation run adds to the lab's boot, measured here (s)."""
+CONSOLIDATION_S = 651
+"""What the consolidation run added to the lab's boot, measured here (s), on a loaded host
+where its five domains did not answer within their boot_timeout (the retry's xl create then
+timed out starting a qdisk backend): far past the lab's budget, so opt-in."""
 LAB_TIMEOUT = 1500 + (1500 if CONSOLIDATION else 0)
 
 pytestmark = pytest.mark.timeout(LAB_TIMEOUT + 200)  # the boot is in the first test's time
@@ -116,7 +121,7 @@ more_run() {{
     echo "$1-seconds: $(($(date +%s) - start))"
     cp "/tmp/$1.db" "/lab/$1.db"
 }}
-more_run lifecycle
+more_run snapshot
 # consolidation's clients run on the peer (dom0) in a cgroup v2 of the run's; vegeta is the
 # virtualenv's
 mount -t cgroup2 cgroup2 /sys/fs/cgroup
@@ -325,23 +330,34 @@ def test_xl_migrate_runs_the_receiver_here_without_ssh():
 
 
 def test_migration_figures_from_libxcs_progress():
-    """xl migrate of a 256 MiB PV domain (progress lines as libxc prints them without a tty):
-    one full pass, two of dirtied pages, then the pass with the domain suspended."""
+    """xl migrate of a 256 MiB domain, progress lines as libxc prints them without a tty (as
+    the lab's ``xl save`` printed its ``Frames: 4096/65536    6%``): one full pass, two of
+    dirtied pages, then the pass with the domain suspended."""
     output = (
         "migration target: Ready to receive domain.\n"
         "Saving to migration stream new xl format (info 0x3/0x0/1357)\n"
-        "xc: info: Saving domain 3, type x86 PV\n"
-        "xc: Frames iteration 0: 0/65536    0%\n"
-        "xc: Frames iteration 0: 32768/65536   50%\n"
-        "xc: Frames iteration 0: 65536/65536  100%\n"
-        "xc: Frames iteration 1: 1024/2048   50%\n"
-        "xc: Frames iteration 2: 256/256  100%\n"
-        "xc: Frames iteration 3: 40/40  100%\n"
+        "xc: info: Saving domain 3, type x86 HVM\n"
+        "xc: progress: Frames iteration 0: 4096/65536    6%\n"
+        "xc: progress: Frames iteration 0: 32768/65536   50%\n"
+        "xc: progress: Frames iteration 0: 65536/65536  100%\n"
+        "xc: progress: Frames iteration 1: 1024/2048   50%\n"
+        "xc: progress: Frames iteration 2: 256/256  100%\n"
+        "xc: progress: Frames iteration 3: 40/40  100%\n"
         "Migration successful.\n"
     )
     got = migration_figures(output)
     assert got == {"transferred_mib": (65536 + 2048 + 256 + 40) * 4096 / (1 << 20), "passes": 4}
     assert migration_figures("Migration successful.\n") == {}
+
+
+def test_a_pv_domain_this_xen_cannot_migrate_is_said_so():
+    """What the lab's xl migrate of a PV domain printed (Debian's Xen has no shadow paging)."""
+    line = b"xc: error: Failed to enable logdirty: 95,22,0 (22 = Invalid argument): Internal error"
+    failed = ExecResult(["xl", "migrate"], 1, b"", line + b"\n", 1.0)
+    why = migrate_failure(failed)
+    assert "CONFIG_SHADOW_PAGING" in why and "PVH or HVM" in why and "\n" not in why
+    other = ExecResult(["xl", "migrate"], 1, b"", b"libxl: error: no such domain\n", 1.0)
+    assert migrate_failure(other) == "libxl: error: no such domain"
 
 
 def test_hotplug_script_is_valid_shell(tmp_path):
@@ -356,10 +372,10 @@ def test_hotplug_script_is_valid_shell(tmp_path):
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory) -> nested.LabRun:
     """One boot of the lab for the module: Xen, dom0, and hvbench run on STUDY in dom0, then
-    on LIFECYCLE_STUDY (and CONSOLIDATION_STUDY where asked: five 256M domains, for which
-    L1 gets more memory)."""
+    on SNAPSHOT_STUDY (and CONSOLIDATION_STUDY where asked: five 256M
+    domains, for which L1 gets more memory)."""
     exchange = tmp_path_factory.mktemp("xenlab")
-    more = {"lifecycle": LIFECYCLE_STUDY}
+    more = {"snapshot": SNAPSHOT_STUDY}
     if CONSOLIDATION:
         more["consolidation"] = CONSOLIDATION_STUDY
     for name, study in more.items():
@@ -419,25 +435,16 @@ def test_lab_domains_run_cpu_disk_and_net_with_xl_and_libvirt(lab):
 
 
 @pytest.mark.guest
-def test_lab_xl_saves_restores_and_migrates_a_pv_domain(lab):
-    """``xl save``/``xl restore`` and ``xl migrate`` to dom0 itself, each sample ok with the
-    figures xl gives; the agent answers the restored and the migrated domain (the dirtier's
-    line is read at the destination), the dirtier's pages all as it wrote them."""
-    store, run_id = _more_run(lab, "lifecycle")
+def test_lab_xl_saves_and_restores_a_pv_domain(lab):
+    """``xl save``/``xl restore``: the sample ok with its three figures, the agent answering
+    the restored domain on its new console."""
+    store, run_id = _more_run(lab, "snapshot")
     samples = store.samples(run_id)
-    assert [s.status for s in samples] == ["ok", "ok"], [s.error for s in samples]
-    got = _metrics(store, run_id)
-    snapshot = {name: v for (w, _, name), v in got.items() if w == "snapshot"}
+    assert [s.status for s in samples] == ["ok"], [s.error for s in samples]
+    snapshot = {name: v for (_, _, name), v in _metrics(store, run_id).items()}
     print(f"xen lab: {snapshot}")
     assert snapshot["snapshot.save_s"] > 0 and snapshot["snapshot.restore_s"] > 0
     assert 10 < snapshot["snapshot.size_mib"] < 300  # the domain's memory, as xl saves it
-    migration = {name: v for (w, _, name), v in got.items() if w == "migration"}
-    print(f"xen lab: {migration}")
-    assert migration["migration.total_s"] > 0 and migration["migration.passes"] >= 2
-    assert migration["migration.transferred_mib"] >= 200  # a first pass over its 256M at least
-    assert "migration.downtime_ms" not in migration  # xl reports none
-    assert migration["migration.wrong_pages"] == 0
-    assert migration["migration.dirty_rate_mib_s"] > 0
 
 
 @pytest.mark.guest

@@ -196,8 +196,14 @@ class LibvirtXenDriver(XenDriver[LibvirtXenSettings]):
         return total / 1e9
 
     def _create(
-        self, inst: XenInstance, prefix: Path, disk_target: str | None, deadline: float
+        self,
+        inst: XenInstance,
+        prefix: Path,
+        disk_target: str | None,
+        deadline: float,
+        root: str | None = None,
     ) -> None:
+        """The domain through libvirt; ``root`` is always None (``_userland`` refuses)."""
         assert isinstance(inst, LibvirtXenInstance)
         s = self.settings
         assert self._image and self._script, "_resolve() first"

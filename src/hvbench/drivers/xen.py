@@ -108,6 +108,9 @@ LOCAL_SSH = "sh -c 'shift; exec \"$@\"' ssh"
 """What ``xl migrate -s`` runs instead of ssh: it gets the host and the receiving xl's command
 line and runs that command here (migration to this host, no sshd involved)."""
 PAGE = 4096
+NO_LOG_DIRTY = "Failed to enable logdirty: 95,"
+"""libxc's word that Xen cannot track the domain's dirty pages (EOPNOTSUPP): a PV domain's need
+shadow paging, which Debian's Xen 4.17 is built without (no CONFIG_SHADOW_PAGING)."""
 FRAMES = re.compile(r"Frames iteration (\d+)(?: of \d+)?: \d+/(\d+)")
 """libxc's progress line for one pass of a live migration: the pass and the pages it sends."""
 NIC_MODULE = {"e1000": "e1000", "rtl8139": "8139cp"}
@@ -647,7 +650,7 @@ class XenLifecycle(Lifecycle):
             for name in names:
                 ledger.release(name)
         if not moved.ok:
-            raise InstanceError(f"{inst.name}: xl migrate failed: {_why(moved)}")
+            raise InstanceError(f"{inst.name}: xl migrate failed: {migrate_failure(moved)}")
         self.driver._detach(inst)
         self.driver._attach(inst, deadline)
         output = _output(moved)
@@ -676,6 +679,18 @@ def migration_figures(output: str) -> dict[str, float]:
         "transferred_mib": sum(passes.values()) * PAGE / (1 << 20),
         "passes": float(len(passes)),
     }
+
+
+def migrate_failure(result: ExecResult) -> str:
+    """Why ``xl migrate`` failed, in one line: the hypervisor's lack of log-dirty for PV said
+    as such (the live copy cannot start), else xl's own first error."""
+    if NO_LOG_DIRTY in _output(result):
+        return (
+            "this Xen cannot track a PV domain's dirty pages (log-dirty: operation not "
+            "supported; it needs a hypervisor built with CONFIG_SHADOW_PAGING, which Debian's "
+            "4.17 is not): migrate PVH or HVM domains (HAP), or save and restore PV ones"
+        )
+    return _why(result)
 
 
 def _output(result: ExecResult) -> str:
