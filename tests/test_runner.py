@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from test_analysis import RunBuilder
 
+from hvbench import runner as runner_module
 from hvbench.analysis import analyse
 from hvbench.analysis.model import COMPOSITE
 from hvbench.host.resources import STATE_ROOT
@@ -91,6 +92,29 @@ def test_a_failing_cell_is_recorded_and_the_run_goes_on():
     assert "hvbench-no-such-disk" in by_platform["broken"][0].error
     assert store.run(runner.run_id).status == "failed"
     assert leftovers(runner.run_id) == []
+
+
+@pytest.fixture
+def slow_git(tmp_path, monkeypatch):
+    """A git on PATH that takes longer than the runner waits for it, as in the nested lab's L1;
+    the runner's cached answer forgotten before and after."""
+    git = tmp_path / "git"
+    git.write_text("#!/bin/sh\nsleep 5\n")
+    git.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.setattr(runner_module, "GIT_TIMEOUT_S", 0.2)
+    runner_module._git_commit.cache_clear()
+    yield
+    runner_module._git_commit.cache_clear()
+
+
+def test_a_commit_git_cannot_tell_in_time_is_unknown_said_once(slow_git, capsys):
+    store = Store()
+    study = parse_study(STUDY.replace("repetitions: 3", "repetitions: 1"), "t")
+    first, second = (Runner.create(study, store, quick=True) for _ in range(2))
+    assert store.run(first.run_id).git_commit is None is store.run(second.run_id).git_commit
+    said = [ln for ln in capsys.readouterr().err.splitlines() if "git commit" in ln]
+    assert said == ["hvbench: the run's git commit is unknown (git rev-parse took over 0.2 s)"]
 
 
 def _hvbench(*args: str, **kw) -> subprocess.Popen:
