@@ -18,7 +18,7 @@ from hvbench import runner as runner_module
 from hvbench.analysis import analyse
 from hvbench.analysis.model import COMPOSITE
 from hvbench.host.resources import STATE_ROOT
-from hvbench.runner import Runner
+from hvbench.runner import START_TIMEOUT_S, Runner, start_allowance
 from hvbench.store import Store
 from hvbench.study import parse_study
 
@@ -115,6 +115,17 @@ def test_a_commit_git_cannot_tell_in_time_is_unknown_said_once(slow_git, capsys)
     assert store.run(first.run_id).git_commit is None is store.run(second.run_id).git_commit
     said = [ln for ln in capsys.readouterr().err.splitlines() if "git commit" in ln]
     assert said == ["hvbench: the run's git commit is unknown (git rev-parse took over 0.2 s)"]
+
+
+def test_a_platforms_longer_boot_timeout_is_its_start_allowance():
+    study = parse_study(
+        STUDY.replace("again: {driver: native}", "xen: {driver: xen, boot_timeout: 1200}")
+        .replace("native: {driver: native}", "qemu: {driver: qemu, boot_timeout: 60}")
+        .replace("baseline: native", "baseline: qemu"),
+        "t",
+    )
+    allowed = {name: start_allowance(s) for name, s in study.platforms.items()}
+    assert allowed == {"qemu": START_TIMEOUT_S, "xen": 1200}
 
 
 def _hvbench(*args: str, **kw) -> subprocess.Popen:

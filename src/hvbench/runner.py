@@ -36,7 +36,7 @@ from hvbench.analysis.cost import ASCENT
 from hvbench.analysis.run import cell_info, headline_singles
 from hvbench.analysis.stats import needs_more
 from hvbench.drivers import driver_class
-from hvbench.drivers.base import Driver, Instance, Needs
+from hvbench.drivers.base import Driver, Instance, Needs, PlatformSettings
 from hvbench.errors import HvbenchError, InstanceError, StartFailed, StudyError
 from hvbench.host import inventory
 from hvbench.host.monitor import LOCAL, CpuMonitor, HostCpuSource
@@ -643,8 +643,15 @@ def _record(rep: int, run: SampleRun, instances: list[Instance], cores: int) -> 
     )
 
 
+def start_allowance(settings: PlatformSettings) -> float:
+    """Seconds a group of instances has to start: START_TIMEOUT_S, or the platform's own
+    ``boot_timeout`` where that is longer (a user's allowance for slow boots, such as five
+    nested Xen domains at once, is not cut short)."""
+    return max(START_TIMEOUT_S, getattr(settings, "boot_timeout", 0.0))
+
+
 def _timed_start(driver: Driver, count: int, failed: int) -> tuple[list[Instance], GroupStart]:
-    instances = driver.start(count, time.monotonic() + START_TIMEOUT_S)
+    instances = driver.start(count, time.monotonic() + start_allowance(driver.settings))
     seconds = driver.parallel_start_s
     assert seconds is not None, f"{driver.name}: start did not go through start_parallel"
     return instances, GroupStart(seconds, {i.name: dict(i.boot) for i in instances}, failed)
