@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import hvbench
-from hvbench.guest import cpio, kernel
+from hvbench.guest import cpio, kernel, userland
 from hvbench.guest import image as guest_image
 from hvbench.runner import needs_of
 from hvbench.store import Store
@@ -446,14 +446,24 @@ class LabRun:
         )  # fmt: skip
 
 
+def build_images(study: str, name: str) -> None:
+    """The guest image a study needs, and its root filesystem if it needs one, built here
+    where it takes seconds (minutes for a root filesystem not yet cached) rather than in L1,
+    which finds them in the shared cache."""
+    needs = needs_of(parse_study(study, name))
+    image = guest_image.build(needs.tools)
+    if needs.userland:
+        userland.build(needs.tools, image, needs.packages)
+
+
 def run_study(
     hv: Hypervisor, exchange: Path, study: str, commands: str, timeout: float, **kw
 ) -> LabRun:
     """One boot of the lab that runs ``commands`` (``{hvbench}`` is the command) with the
-    study at /lab/study.yaml; its guest image is built here first, where it takes seconds
-    (L1 finds it in the shared cache). Fails unless L1 finished and hvbench started a run."""
+    study at /lab/study.yaml; its images are built here first (``build_images``). Fails
+    unless L1 finished and hvbench started a run."""
     (exchange / "study.yaml").write_text(study)
-    guest_image.build(needs_of(parse_study(study, f"{hv.name}-lab.yaml")).tools)
+    build_images(study, f"{hv.name}-lab.yaml")
     files, script = prepare(hv), commands.format(hvbench=HVBENCH)
     result = run(files, exchange, script, timeout, **kw)
     if result.stuck:  # TCG's nested SVM, not the code under test: one more boot in what is left

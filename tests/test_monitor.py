@@ -33,6 +33,17 @@ def test_an_instance_adds_what_its_platform_accounts_to_its_processes():
     assert reading.host is None and reading.cores == LOCAL.cores
 
 
+def test_the_instances_window_lies_within_the_hosts():
+    """Host read first at the start and last at the stop: a domain's vCPU time, counted in the
+    host's guest time too, is never more than the host's however long each read takes."""
+    reads = []
+    source = HostCpuSource(lambda: reads.append("host") or dict.fromkeys(STATES, 0.0), 2)
+    monitor = CpuMonitor([[]], [lambda: reads.append("domain") or 0.0], source)
+    monitor.start()
+    monitor.stop()
+    assert reads == ["host", "domain", "domain", "host"]
+
+
 def test_states_come_from_the_source_of_the_host_the_instances_run_on():
     ticks = itertools.count(0.0, 3.0)
 

@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 from test_analysis import RunBuilder
 
+from hvbench import runner as runner_module
 from hvbench.analysis import analyse
 from hvbench.analysis.model import COMPOSITE
 from hvbench.host.resources import STATE_ROOT
-from hvbench.runner import Runner
+from hvbench.runner import START_TIMEOUT_S, Runner, start_allowance
 from hvbench.store import Store
 from hvbench.study import parse_study
 
@@ -91,6 +92,40 @@ def test_a_failing_cell_is_recorded_and_the_run_goes_on():
     assert "hvbench-no-such-disk" in by_platform["broken"][0].error
     assert store.run(runner.run_id).status == "failed"
     assert leftovers(runner.run_id) == []
+
+
+@pytest.fixture
+def slow_git(tmp_path, monkeypatch):
+    """A git on PATH that takes longer than the runner waits for it, as in the nested lab's L1;
+    the runner's cached answer forgotten before and after."""
+    git = tmp_path / "git"
+    git.write_text("#!/bin/sh\nsleep 5\n")
+    git.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.setattr(runner_module, "GIT_TIMEOUT_S", 0.2)
+    runner_module._git_commit.cache_clear()
+    yield
+    runner_module._git_commit.cache_clear()
+
+
+def test_a_commit_git_cannot_tell_in_time_is_unknown_said_once(slow_git, capsys):
+    store = Store()
+    study = parse_study(STUDY.replace("repetitions: 3", "repetitions: 1"), "t")
+    first, second = (Runner.create(study, store, quick=True) for _ in range(2))
+    assert store.run(first.run_id).git_commit is None is store.run(second.run_id).git_commit
+    said = [ln for ln in capsys.readouterr().err.splitlines() if "git commit" in ln]
+    assert said == ["hvbench: the run's git commit is unknown (git rev-parse took over 0.2 s)"]
+
+
+def test_a_platforms_longer_boot_timeout_is_its_start_allowance():
+    study = parse_study(
+        STUDY.replace("again: {driver: native}", "xen: {driver: xen, boot_timeout: 1200}")
+        .replace("native: {driver: native}", "qemu: {driver: qemu, boot_timeout: 60}")
+        .replace("baseline: native", "baseline: qemu"),
+        "t",
+    )
+    allowed = {name: start_allowance(s) for name, s in study.platforms.items()}
+    assert allowed == {"qemu": START_TIMEOUT_S, "xen": 1200}
 
 
 def _hvbench(*args: str, **kw) -> subprocess.Popen:

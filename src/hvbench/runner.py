@@ -14,6 +14,7 @@ them too.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import secrets
 import signal
@@ -35,7 +36,7 @@ from hvbench.analysis.cost import ASCENT
 from hvbench.analysis.run import cell_info, headline_singles
 from hvbench.analysis.stats import needs_more
 from hvbench.drivers import driver_class
-from hvbench.drivers.base import Driver, Instance, Needs
+from hvbench.drivers.base import Driver, Instance, Needs, PlatformSettings
 from hvbench.errors import HvbenchError, InstanceError, StartFailed, StudyError
 from hvbench.host import inventory
 from hvbench.host.monitor import LOCAL, CpuMonitor, HostCpuSource
@@ -58,6 +59,8 @@ from hvbench.workloads.base import Context, GroupStart, Outcome, Workload
 WORK_ROOT = Path("/var/tmp/hvbench")
 """Disk images and logs of a run; on disk, not tmpfs, so disk workloads measure a disk."""
 START_TIMEOUT_S = 300.0
+GIT_TIMEOUT_S = 5.0
+"""How long the commit lookup may take before the run goes on without it."""
 
 
 @dataclass
@@ -106,18 +109,26 @@ def new_run_id() -> str:
     return f"{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
 
 
+@functools.cache
 def _git_commit() -> str | None:
+    """The checkout's commit, for the run's provenance; None (unknown) where git cannot tell
+    within GIT_TIMEOUT_S, said once a process on stderr: provenance never stops a run (in the
+    nested labs' slow L1, git once took longer)."""
+    argv = ["git", "-C", str(Path(__file__).parent), "rev-parse", "HEAD"]
     try:
         out = subprocess.run(
-            ["git", "-C", str(Path(__file__).parent), "rev-parse", "HEAD"],
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
+            argv, capture_output=True, text=True, timeout=GIT_TIMEOUT_S, check=False
         )
-    except OSError:
-        return None
-    return out.stdout.strip() or None
+    except subprocess.TimeoutExpired:
+        why = f"git rev-parse took over {GIT_TIMEOUT_S:g} s"
+    except OSError as e:
+        why = f"git: {e.strerror}"
+    else:
+        if out.returncode == 0 and out.stdout.strip():
+            return out.stdout.strip()
+        why = (out.stderr.strip().splitlines() or [f"git exit status {out.returncode}"])[0]
+    print(f"hvbench: the run's git commit is unknown ({why})", file=sys.stderr, flush=True)
+    return None
 
 
 def needs_of(study: Study) -> Needs:
@@ -632,8 +643,15 @@ def _record(rep: int, run: SampleRun, instances: list[Instance], cores: int) -> 
     )
 
 
+def start_allowance(settings: PlatformSettings) -> float:
+    """Seconds a group of instances has to start: START_TIMEOUT_S, or the platform's own
+    ``boot_timeout`` where that is longer (a user's allowance for slow boots, such as five
+    nested Xen domains at once, is not cut short)."""
+    return max(START_TIMEOUT_S, getattr(settings, "boot_timeout", 0.0))
+
+
 def _timed_start(driver: Driver, count: int, failed: int) -> tuple[list[Instance], GroupStart]:
-    instances = driver.start(count, time.monotonic() + START_TIMEOUT_S)
+    instances = driver.start(count, time.monotonic() + start_allowance(driver.settings))
     seconds = driver.parallel_start_s
     assert seconds is not None, f"{driver.name}: start did not go through start_parallel"
     return instances, GroupStart(seconds, {i.name: dict(i.boot) for i in instances}, failed)

@@ -350,9 +350,11 @@ def parse_study(text: str, source: str) -> Study:
         if label in labels[:i]:
             raise loc.error(("workloads", i), f"duplicate workload {label!r}; list each once")
     for i, w in enumerate(workloads):
-        operation = workload_class(w.name, getattr(w, selector(w.name), None)).operation
+        workload = workload_class(w.name, getattr(w, selector(w.name), None))(w)
+        operation, plan = workload.operation, workload.plan()
         for name, settings in platforms.items() if operation else ():
-            why = driver_class(settings).refuses(operation, settings)
+            driver = driver_class(settings)
+            why = driver.refuses(operation, settings) or (plan and driver.refuses_plan(plan))
             if why:
                 raise loc.error(
                     ("workloads", i, "name"),

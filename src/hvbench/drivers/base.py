@@ -321,6 +321,12 @@ class Driver(ABC, Generic[S, I]):
         checked when the study is loaded), or None where ``Instance.lifecycle`` does it."""
         return f"the {cls.name} driver {cls.no_lifecycle}"
 
+    @classmethod
+    def refuses_plan(cls, plan: MigrationPlan) -> str | None:
+        """Why this driver cannot migrate the way ``plan`` asks (post-copy, auto-converge: not
+        every VMM has them), one line checked when the study is loaded, or None."""
+        return None
+
     def host_cpu_source(self) -> HostCpuSource:
         """Where the CPU of the host the instances run on is read: this machine, unless the
         driver runs them elsewhere."""

@@ -18,11 +18,12 @@ import contextlib
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from urllib.parse import urlsplit
 
 from pydantic import model_validator
 
+from hvbench.drivers.base import Lifecycle, Operation, PlatformSettings
 from hvbench.drivers.libvirt import binding, dotted, is_active, is_remote, xml_child
 from hvbench.drivers.xen import (
     NIC_MODULE,
@@ -31,6 +32,10 @@ from hvbench.drivers.xen import (
     XenSettings,
 )
 from hvbench.errors import HvbenchError, InstanceError
+
+if TYPE_CHECKING:
+    from hvbench.guest.image import GuestImage
+    from hvbench.guest.userland import RootImage
 
 OS_TYPE = {"pv": ("xenpv", "linux"), "pvh": ("xenpvh", "xenpvh"), "hvm": ("xenfv", "hvm")}
 """mode -> libvirt's machine and OS type for it."""
@@ -130,6 +135,9 @@ class LibvirtXenInstance(XenInstance):
     def _running(self) -> bool:
         return is_active(self.handle)
 
+    def lifecycle(self) -> Lifecycle | None:
+        return None  # LibvirtXenDriver.refuses
+
     def _destroy(self) -> None:
         with contextlib.suppress(Exception):  # libvirtError: already gone
             self.handle.destroy()
@@ -146,11 +154,26 @@ class LibvirtXenDriver(XenDriver[LibvirtXenSettings]):
     name: ClassVar[str] = "libvirt"
     settings_model = LibvirtXenSettings
     instance_class = LibvirtXenInstance
+    no_lifecycle: ClassVar[str] = (
+        "has no migration or snapshot of Xen domains in hvbench yet (the xen driver has: xl)"
+    )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._conn: Any = None
         """libvirtd's connection (virConnect), once ``_toolstack`` made it."""
+
+    @classmethod
+    def refuses(cls, operation: Operation, settings: PlatformSettings) -> str | None:
+        return f"the libvirt driver at a Xen URI {cls.no_lifecycle}"
+
+    def _userland(self, image: GuestImage) -> RootImage | None:
+        if self.needs.userland:
+            raise HvbenchError(
+                f"platform {self.platform}: libvirt's Xen domains do not boot the root "
+                "filesystem yet (kernbench, consolidation); the xen driver does"
+            )
+        return None
 
     def _toolstack(self) -> tuple[str, int]:
         libvirt = binding()
@@ -173,8 +196,14 @@ class LibvirtXenDriver(XenDriver[LibvirtXenSettings]):
         return total / 1e9
 
     def _create(
-        self, inst: XenInstance, prefix: Path, disk_target: str | None, deadline: float
+        self,
+        inst: XenInstance,
+        prefix: Path,
+        disk_target: str | None,
+        deadline: float,
+        root: str | None = None,
     ) -> None:
+        """The domain through libvirt; ``root`` is always None (``_userland`` refuses)."""
         assert isinstance(inst, LibvirtXenInstance)
         s = self.settings
         assert self._image and self._script, "_resolve() first"

@@ -13,6 +13,17 @@ line (``hvbench.agent=`` on the kernel command line; the guest stops printing ke
 once booted), and a relay serves the pty on a unix socket, so the host side is the same GuestAgent
 as for QEMU and UML. The console's boot messages before that are kept in the instance's log.
 
+Root filesystem (``Needs.userland``: consolidation's servers, kernbench): the Debian image of
+``guest.userland`` on ``xvda`` through QEMU's qdisk backend, as a qcow2 overlay of the cached image
+(copy-on-write, as the qemu driver boots it), which the initramfs mounts and switches to
+(``hvbench.root=/dev/xvda``).
+
+Lifecycle (``XenLifecycle``): ``xl save`` to a file in the run's directory and ``xl restore``
+from it; ``xl migrate`` to this host itself, pre-copy only (xl has no post-copy or auto-converge).
+Either way the instance's domain is a new one (a new id, console pty and NIC backends) under the
+same name: the driver lets go of the old one's and takes up the new one's (``_detach``,
+``_attach``).
+
 Network: the NIC's backend in dom0 (``vifD.0``, and ``vifD.0-emu`` for an emulated NIC) is made by
 xl with a hotplug script that only reports it connected; the driver then moves it into the run's
 namespace onto its bridge, as libvirt's taps are (RunNetwork.adopt_tap), so dom0's own network is
@@ -26,6 +37,8 @@ with every other domain's vCPU time as guest time, on all physical CPUs.
 from __future__ import annotations
 
 import contextlib
+import itertools
+import json
 import os
 import shutil
 import termios
@@ -44,17 +57,24 @@ from hvbench.drivers.base import (
     DataImage,
     Driver,
     HostDisk,
+    Lifecycle,
+    MigrationPlan,
+    Operation,
+    OperationReport,
     PlatformSettings,
     format_data_disk,
+    rootfs_summary,
 )
 from hvbench.drivers.last_words import last_words
 from hvbench.drivers.serial_relay import LineRelay
 from hvbench.errors import CommandTimeout, HvbenchError, InstanceError
 from hvbench.guest import image as guest_image
+from hvbench.guest import userland
 from hvbench.guest.agent import GuestAgent
 from hvbench.host.monitor import HostCpuSource, read_proc_stat
 from hvbench.host.process import ExecResult, run_bounded
 from hvbench.host.resources import Resource
+from hvbench.host.storage import make_image
 from hvbench.units import Size
 
 CAPABILITIES = Path("/proc/xen/capabilities")
@@ -82,6 +102,13 @@ GUEST_LINE = {"pv": "/dev/hvc0", "pvh": "/dev/hvc0", "hvm": "/dev/ttyS0"}
 CONSOLE_KEY = {"pv": "console/tty", "pvh": "console/tty", "hvm": "serial/0/tty"}
 """Where xenstore names the dom0 pty of that line, under /local/domain/<domid>/."""
 DATA_DEVICE = "/dev/xvdb"
+ROOT_DEVICE = "/dev/xvda"
+LOCAL_SSH = "sh -c 'shift; exec \"$@\"' ssh"
+"""What ``xl migrate -s`` runs instead of ssh: it gets the host and the receiving xl's command
+line and runs that command here (migration to this host, no sshd involved)."""
+NO_LOG_DIRTY = "Failed to enable logdirty: 95,"
+"""libxc's word that Xen cannot track the domain's dirty pages (EOPNOTSUPP): a PV domain's need
+shadow paging, which Debian's Xen 4.17 is built without (no CONFIG_SHADOW_PAGING)."""
 NIC_MODULE = {"e1000": "e1000", "rtl8139": "8139cp"}
 """Guest drivers of the emulated NICs."""
 
@@ -162,9 +189,14 @@ class XenInstance(AgentInstance):
     agent: GuestAgent | None = None
     relay: LineRelay | None = None
     _seen_alive: tuple[float, bool] = (0.0, False)
+    driver: XenDriver | None = None
+    """The driver that made it, for the operations that make its domain anew."""
 
     def agent_channel(self) -> GuestAgent | None:
         return self.agent
+
+    def lifecycle(self) -> Lifecycle | None:
+        return XenLifecycle(self.driver, self) if self.driver else None
 
     def host_pids(self) -> list[int]:
         """The domain's device model in dom0 (HVM, qdisk), if any: its vCPUs themselves are
@@ -225,7 +257,6 @@ class XenDriver(Driver[XS, XenInstance]):
     """Xen domains through xl, or through libvirt (``LibvirtXenDriver``) with its settings."""
 
     name: ClassVar[str] = "xen"
-    no_lifecycle: ClassVar[str] = "has no xl migrate/save support in hvbench yet (out of scope)"
     settings_model: ClassVar[type[XenSettings]] = XenSettings
     instance_class: ClassVar[type[XenInstance]] = XenInstance
 
@@ -234,6 +265,7 @@ class XenDriver(Driver[XS, XenInstance]):
         self._image: guest_image.GuestImage | None = None
         """The guest image, and what else ``_resolve`` finds once per driver."""
         self._kernel: Path | None = None
+        self._rootfs: userland.RootImage | None = None
         self._script: Resource | None = None
         """The hotplug script (HOTPLUG) that xl runs for NICs and phy disks."""
         self._xen_version = ""
@@ -263,17 +295,26 @@ class XenDriver(Driver[XS, XenInstance]):
             True, f"Xen {info.get('xen_version', '?')} dom0, virt_caps: {info.get('virt_caps')}"
         )
 
+    @classmethod
+    def refuses(cls, operation: Operation, settings: PlatformSettings) -> str | None:
+        return None  # xl saves, restores and migrates every domain it makes
+
+    @classmethod
+    def refuses_plan(cls, plan: MigrationPlan) -> str | None:
+        if plan.postcopy or plan.auto_converge:
+            return (
+                "xl migrates by pre-copy alone, without post-copy or auto-converge "
+                "(mode: precopy, auto_converge: false)"
+            )
+        return None
+
     def _resolve(self) -> None:
         """The image and the hotplug script, once per driver."""
         if self._image:
             return
-        if self.needs.userland:
-            raise HvbenchError(
-                f"platform {self.platform}: workloads needing a full userland (kernbench) "
-                "are not supported by the xen driver yet"
-            )
         self._xen_version, self._cpus = self._toolstack()
         self._image = guest_image.build(set(self.needs.tools))
+        self._rootfs = self._userland(self._image)
         # PV and PVH load the ELF vmlinux (PVH needs its entry note); HVM's device model boots
         # the bzImage as a PC would
         mode = self.settings.mode
@@ -284,6 +325,13 @@ class XenDriver(Driver[XS, XenInstance]):
         Path(script.name).write_text(HOTPLUG)
         os.chmod(script.name, 0o755)
         self._script = script
+
+    def _userland(self, image: guest_image.GuestImage) -> userland.RootImage | None:
+        """The root filesystem image the workloads need (built now, or from the cache), or
+        None where the initramfs does."""
+        if not self.needs.userland:
+            return None
+        return userland.build(set(self.needs.tools), image, self.needs.packages)
 
     def _toolstack(self) -> tuple[str, int]:
         """Check that the toolstack can run domains here; return the Xen version and the
@@ -329,6 +377,7 @@ class XenDriver(Driver[XS, XenInstance]):
             s.vcpus,
             s.memory >> 20,
             domain=f"hvb-{self.ledger.run_id[-8:]}-{self.platform}-{index}",
+            driver=self,
         )
 
     # the configuration ------------------------------------------------------------------
@@ -349,6 +398,8 @@ class XenDriver(Driver[XS, XenInstance]):
             modules.append("xen_netfront" if s.nic == "netfront" else NIC_MODULE[s.nic])
         if s.nic in NIC_MODULE:
             args.append("xen_emul_unplug=never")  # keep the emulated NIC the guest should use
+        if self._rootfs:
+            args.append(self._rootfs.boot_args(ROOT_DEVICE))
         args.append(f"hvbench.modules={','.join(modules)}")
         if s.kernel_args:
             args += s.kernel_args.split()
@@ -358,7 +409,8 @@ class XenDriver(Driver[XS, XenInstance]):
         """A MAC in Xen's range, unique per run and instance."""
         return f"00:16:3e:{os.getpid() >> 8 & 0xFF:02x}:{os.getpid() & 0xFF:02x}:{inst.index:02x}"
 
-    def _config(self, inst: XenInstance, disk_target: str | None) -> str:
+    def _config(self, inst: XenInstance, disk_target: str | None, root: str | None = None) -> str:
+        """The xl configuration; ``root`` is the root filesystem's overlay (userland)."""
         s = self.settings
         assert self._image and self._script, "_resolve() first"
         lines = {
@@ -382,14 +434,29 @@ class XenDriver(Driver[XS, XenInstance]):
             if s.nic in NIC_MODULE:
                 vif += [f"model={s.nic}", "type=ioemu"]
             lines["vif"] = f"[{_quote(','.join(vif))}]"
+        disks = []
+        if root:
+            vdev = ROOT_DEVICE.removeprefix("/dev/")
+            disks.append(f"backendtype=qdisk,format=qcow2,vdev={vdev},access=rw,target={root}")
         if disk_target:
             spec = ["format=raw", "vdev=xvdb", "access=rw", f"target={disk_target}"]
             if s.disk.backend == "qdisk":
                 spec.insert(0, "backendtype=qdisk")
             else:
                 spec.insert(0, f"script={self._script.name}")
-            lines["disk"] = f"[{_quote(','.join(spec))}]"
+            disks.append(",".join(spec))
+        if disks:
+            lines["disk"] = f"[{', '.join(_quote(d) for d in disks)}]"
         return "".join(f"{k} = {v}\n" for k, v in lines.items())
+
+    def _root_disk(self, inst: XenInstance) -> str:
+        """The instance's copy-on-write overlay of the root filesystem image (qcow2, for
+        QEMU's qdisk backend), so the cached image is never written."""
+        assert self._rootfs
+        overlay = self.workdir / f"{inst.name}.root.qcow2"
+        inst.resources.append(self.ledger.add("path", str(overlay)))
+        make_image(overlay, "qcow2", 0, backing=self._rootfs.disk)
+        return str(overlay)
 
     def _data_disk(self, inst: XenInstance) -> tuple[str, str]:
         """The target xl gets, and the report's description of it."""
@@ -410,8 +477,9 @@ class XenDriver(Driver[XS, XenInstance]):
         disk_target, disk_description = (
             self._data_disk(inst) if self.needs.data_disk else (None, "")
         )
+        root = self._root_disk(inst) if self._rootfs else None
         started = time.monotonic()
-        self._create(inst, prefix, disk_target, deadline)
+        self._create(inst, prefix, disk_target, deadline, root)
         if s.nic != "none":
             self._adopt_nics(inst)
         self._connect_agent(inst, prefix, min(deadline, started + s.boot_timeout))
@@ -422,13 +490,18 @@ class XenDriver(Driver[XS, XenInstance]):
             format_data_disk(inst, DATA_DEVICE, disk_description)
 
     def _create(
-        self, inst: XenInstance, prefix: Path, disk_target: str | None, deadline: float
+        self,
+        inst: XenInstance,
+        prefix: Path,
+        disk_target: str | None,
+        deadline: float,
+        root: str | None = None,
     ) -> None:
         """Make the domain with the toolstack (here xl, from a configuration file) and note its
         id; the ledger knows it before it exists."""
         config = self.ledger.add("path", f"{prefix}.xl.cfg")
         inst.resources.append(config)
-        Path(config.name).write_text(self._config(inst, disk_target))
+        Path(config.name).write_text(self._config(inst, disk_target, root))
         inst.resources.append(self.ledger.add("xendomain", inst.domain))
         created = _xl("create", config.name, timeout=max(1.0, deadline - time.monotonic()))
         if not created.ok:
@@ -467,8 +540,37 @@ class XenDriver(Driver[XS, XenInstance]):
             why = "exited" if not inst.alive() else "did not answer in time"
             raise InstanceError(f"{inst.name}: the domain {why} ({inst.last_words()})") from e
 
+    def _detach(self, inst: XenInstance) -> None:
+        """Let go of what tied the instance to its domain once that has ended (saved, migrated
+        away): the agent's connection, the console's relay and socket, the NIC backends (gone
+        with the domain; their ledger entries go too)."""
+        if inst.agent:
+            inst.agent.close()
+        if inst.relay:
+            inst.relay.stop()
+        inst.agent, inst.relay, inst.domid = None, None, None
+        stale = [r for r in inst.resources if r.kind == "link" or r.name.endswith(".agent.sock")]
+        for res in stale:
+            inst.resources.remove(res)
+            self.ledger.release(res)
+
+    def _attach(self, inst: XenInstance, deadline: float) -> None:
+        """Take up the domain that now runs under the instance's name (restored, migrated in):
+        its id, its NIC backends onto the run's bridge, and its console, until the agent
+        answers there (its boot's console log is kept: this one has a name of its own)."""
+        domid = _xl("domid", inst.domain, timeout=60)
+        if not domid.ok:
+            raise InstanceError(f"{inst.name}: no domain {inst.domain} after the operation")
+        inst.domid = int(domid.stdout.decode().strip())
+        inst._seen_alive = (0.0, False)
+        if self.settings.nic != "none":
+            self._adopt_nics(inst)
+        self._connect_agent(inst, self.workdir / f"{inst.name}-{next(_operations)}", deadline)
+
     def describe(self) -> dict:
         info = super().describe()
+        if self._rootfs:
+            info["rootfs"] = rootfs_summary(self._rootfs)
         if self._image:
             info["resolved"] = {
                 "xen_version": self._xen_version,
@@ -479,6 +581,105 @@ class XenDriver(Driver[XS, XenInstance]):
             }
             info["image"] = self._image.manifest
         return info
+
+
+_operations = itertools.count(1)
+"""Numbers the files of the operations on this process's domains (save files, console logs)."""
+
+
+class XenLifecycle(Lifecycle):
+    """Snapshot and migration with xl. The save file and the names xl gives the two domains of
+    a migration on one host (``NAME--incoming``, ``NAME--migratedaway``) are in the ledger
+    before they exist; the instance's own ledger entry (its name) covers the domain after."""
+
+    def __init__(self, driver: XenDriver, inst: XenInstance) -> None:
+        self.driver, self.inst = driver, inst
+
+    def snapshot(self, deadline: float) -> OperationReport:
+        """save_s is ``xl save`` (it returns once the file holds the domain and the domain has
+        ended); restore_s from ``xl restore``'s start until the agent answers again."""
+        inst, ledger = self._running(), self.driver.ledger
+        image = ledger.add(
+            "path", str(self.driver.workdir / f"{inst.name}.save{next(_operations)}")
+        )
+        try:
+            t0 = time.monotonic()
+            saved = _xl("save", inst.domain, image.name, timeout=_left(deadline))
+            if not saved.ok:
+                raise InstanceError(f"{inst.name}: xl save failed: {_why(saved)}")
+            save_s = time.monotonic() - t0
+            size = os.path.getsize(image.name)
+            self.driver._detach(inst)
+            t1 = time.monotonic()
+            restored = _xl("restore", image.name, timeout=_left(deadline))
+            if not restored.ok:
+                raise InstanceError(f"{inst.name}: xl restore failed: {_why(restored)}")
+            self.driver._attach(inst, deadline)
+            restore_s = time.monotonic() - t1
+        finally:
+            ledger.release(image)
+        figures = {"save_s": save_s, "size_mib": size / (1 << 20), "restore_s": restore_s}
+        raw = {"bytes": size, "xl save": _output(saved), "xl restore": _output(restored)}
+        return OperationReport(figures, json.dumps(raw))
+
+    def migrate(self, plan: MigrationPlan, deadline: float) -> OperationReport:
+        """``xl migrate`` to this host (LOCAL_SSH runs the receiving xl). total_s is the
+        command's time, until the domain runs at the destination: the only figure xl gives
+        (in the lab, a PVH domain's migration printed no progress lines, unlike ``xl save``:
+        neither data sent, passes nor downtime)."""
+        inst, ledger = self._running(), self.driver.ledger
+        if self.driver._rootfs:
+            raise InstanceError(
+                f"{inst.name}: xl cannot migrate a domain whose root is a qcow2 overlay on qdisk "
+                "to this host (both ends' QEMU would write its metadata); run migration in a "
+                "study without workloads that need the root filesystem"
+            )
+        names = [
+            ledger.add("xendomain", f"{inst.domain}--{end}") for end in ("incoming", "migratedaway")
+        ]
+        try:
+            t0 = time.monotonic()
+            moved = _xl(
+                "migrate", "-s", LOCAL_SSH, inst.domain, "localhost", timeout=_left(deadline)
+            )
+            total_s = time.monotonic() - t0
+        finally:
+            for name in names:
+                ledger.release(name)
+        if not moved.ok:
+            raise InstanceError(f"{inst.name}: xl migrate failed: {migrate_failure(moved)}")
+        self.driver._detach(inst)
+        self.driver._attach(inst, deadline)
+        raw = {"plan": vars(plan), "xl migrate": _output(moved), "downtime": "xl reports none"}
+        return OperationReport({"total_s": total_s}, json.dumps(raw))
+
+    def _running(self) -> XenInstance:
+        if not self.inst.alive():
+            raise InstanceError(
+                f"{self.inst.name}: the domain is not running ({self.inst.last_words()})"
+            )
+        return self.inst
+
+
+def migrate_failure(result: ExecResult) -> str:
+    """Why ``xl migrate`` failed, in one line: the hypervisor's lack of log-dirty for PV said
+    as such (the live copy cannot start), else xl's own first error."""
+    if NO_LOG_DIRTY in _output(result):
+        return (
+            "this Xen cannot track a PV domain's dirty pages (log-dirty: operation not "
+            "supported; it needs a hypervisor built with CONFIG_SHADOW_PAGING, which Debian's "
+            "4.17 is not): migrate PVH or HVM domains (HAP: a PVH one migrates here), or "
+            "save and restore PV ones"
+        )
+    return _why(result)
+
+
+def _output(result: ExecResult) -> str:
+    return (result.stdout + result.stderr).decode(errors="replace")
+
+
+def _left(deadline: float) -> float:
+    return max(1.0, deadline - time.monotonic())
 
 
 def xl_list_times(listing: str) -> dict[int, float]:

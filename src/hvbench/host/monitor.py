@@ -101,9 +101,11 @@ class CpuMonitor:
         self._clients0 = self.clients()
 
     def stop(self) -> HostCpuReading:
+        """The instances and clients are read before the host, as they were after it in
+        ``start``: their window lies within the host's, so what the host counts holds what they
+        used (reads that take seconds, as ``xl list`` in the nested Xen lab, would otherwise
+        shift it out)."""
         wall = time.monotonic() - self._t0
-        stat1 = self.source.read()
-        states = {s: max(0.0, stat1[s] - self._stat0.get(s, stat1[s])) for s in STATES}
         instances: list[float | None] = []
         for before, pids in zip(self._proc0, self.pids_by_instance, strict=True):
             after = _process_seconds(pids)
@@ -114,6 +116,8 @@ class CpuMonitor:
             if before_s is not None and after_s is not None:
                 instances[i] = (instances[i] or 0.0) + max(0.0, after_s - before_s)
         clients = self._clients_used()
+        stat1 = self.source.read()
+        states = {s: max(0.0, stat1[s] - self._stat0.get(s, stat1[s])) for s in STATES}
         for state, used in (clients or {}).items():
             states[state] = max(0.0, states[state] - used)
         busy = sum(v for k, v in states.items() if k not in ("idle", "iowait"))

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, PositiveInt
 
 if TYPE_CHECKING:
-    from hvbench.drivers.base import Instance, Kernel, Operation
+    from hvbench.drivers.base import Instance, Kernel, MigrationPlan, Operation
     from hvbench.host.network import RunNetwork
 
 
@@ -162,6 +162,11 @@ class Workload(ABC):
 
     def __init__(self, settings: WorkloadSettings) -> None:
         self.settings = settings
+
+    def plan(self) -> MigrationPlan | None:
+        """How this workload migrates (``operation`` migrate), for the drivers to refuse what
+        they cannot do before the run (``Driver.refuses_plan``); None for other workloads."""
+        return None
 
     @abstractmethod
     def tools(self) -> list[str]:

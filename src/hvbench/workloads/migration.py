@@ -104,6 +104,10 @@ class Migration(Workload):
     def tools(self) -> list[str]:
         return [str(dirtier())]
 
+    def plan(self) -> MigrationPlan:
+        s = self.msettings
+        return MigrationPlan(postcopy=s.mode == "postcopy", auto_converge=s.auto_converge)
+
     def measure(self, instance: Instance, ctx: Context) -> Outcome:
         s = self.msettings
         lifecycle = lifecycle_of(instance)
@@ -114,8 +118,7 @@ class Migration(Workload):
         try:
             time.sleep(QUICK["warmup"] if ctx.quick else s.warmup)
             _signal(instance, "USR1", pid)
-            plan = MigrationPlan(postcopy=s.mode == "postcopy", auto_converge=s.auto_converge)
-            report = lifecycle.migrate(plan, time.monotonic() + self.timeout(ctx.quick))
+            report = lifecycle.migrate(self.plan(), time.monotonic() + self.timeout(ctx.quick))
         except BaseException:
             if instance.alive():  # the dirtier must not go on into the next cell
                 with contextlib.suppress(InstanceError):
