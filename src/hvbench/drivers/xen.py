@@ -392,6 +392,7 @@ class XenDriver(Driver[XS, XenInstance]):
             f"hvbench.agent={GUEST_LINE[s.mode]}",
             f"hvbench.hostname={inst.name}",
             "panic=-1",
+            "oops=panic",  # as QEMU guests: an oops ends the domain, not the sample's timeout
         ]
         if s.nic != "none":
             args.append(f"hvbench.ip={self.network.address(inst.index)}/24")
