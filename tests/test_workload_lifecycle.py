@@ -123,6 +123,19 @@ def test_study_takes_gvisor_and_container_with_criu_for_both(monkeypatch, driver
     assert {c.platform for c in study.cells()} == {"vm", "other"}
 
 
+@pytest.mark.parametrize("driver", ["gvisor", "container"])
+def test_study_refuses_post_copy_and_auto_converge_on_a_checkpointing_runtime(monkeypatch, driver):
+    monkeypatch.setattr(container, "criu", lambda: container.Criu("/usr/sbin/criu", "4.1.1"))
+    for how in ("mode: postcopy", "auto_converge: true"):
+        text = STUDY.replace("DRIVER", driver).replace("WORKLOAD", f"migration, {how}")
+        with pytest.raises(StudyError) as e:
+            parse_study(text, "refused.yaml")
+        assert str(e.value).startswith(
+            "refused.yaml:6: workloads.0.name: migration cannot run on platform other: "
+        ), str(e.value)
+        assert "checkpoints a stopped container: no post-copy or auto-converge" in str(e.value)
+
+
 def test_study_refuses_snapshot_on_a_remote_libvirt_host():
     remote = 'libvirt, uri: "qemu+ssh://far/system", nic: none'
     refused(remote, "snapshots only on this host", "snapshot")

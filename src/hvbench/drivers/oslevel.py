@@ -264,6 +264,15 @@ class OciDriver(Driver[OS, OciInstance]):
     state_mounts: ClassVar[tuple[str, ...]] = ()
     """Mounts the runtime makes in its state directory and leaves there."""
 
+    @classmethod
+    def refuses_plan(cls, plan: MigrationPlan) -> str | None:
+        if plan.postcopy or plan.auto_converge:
+            return (
+                f"{cls.runtime_name} checkpoints a stopped container: no post-copy or "
+                "auto-converge (mode: precopy, auto_converge: false)"
+            )
+        return None
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._image: guest_image.GuestImage | None = None
@@ -603,12 +612,8 @@ class OciLifecycle(Lifecycle):
 
     def migrate(self, plan: MigrationPlan, deadline: float) -> OperationReport:
         """Stop-and-copy on one host: the container is stopped from the checkpoint until the new
-        one answers, so the downtime is the whole move, and one pass saves everything."""
-        if plan.postcopy or plan.auto_converge:
-            raise InstanceError(
-                f"{self.inst.name}: {self.driver.runtime_name} checkpoints a stopped container: "
-                "no post-copy or auto-converge (mode: precopy, without auto_converge)"
-            )
+        one answers, so the downtime is the whole move, and one pass saves everything (the
+        study refused post-copy and auto-converge: ``OciDriver.refuses_plan``)."""
         move = self._move(deadline)
         figures = {
             "total_s": move.total_s,
