@@ -24,7 +24,7 @@ import time
 
 import psutil
 
-from hvbench.analysis.cost import HOST_STATES, host_cpu_of, same_work
+from hvbench.analysis.cost import HOST_STATES, host_cpu_of, same_work, work_shortfall
 from hvbench.analysis.run import analyse
 from hvbench.analysis.verdict import ascent_lines
 from hvbench.drivers import DRIVERS
@@ -106,10 +106,13 @@ def main() -> None:
             for (index, name), value in sorted(got.items()):
                 if name.endswith((".achieved_per_s", ".latency_p95_ms", ".slo_met")):
                     print(f"  instance {index} {name} {value:.4g}")
+        analysis = analyse(store, runner.run_id)
+        ids = {c.platform: c.id for c in cells.values()}
         for name, h in cpu.items():
             if name != "native" and "native" in cpu and not args.density:
-                print(same_work(name, h.busy, "native", cpu["native"].busy))
-        for line in ascent_lines(analyse(store, runner.run_id)):
+                short = work_shortfall(analysis.results, ids[name], ids["native"])
+                print(same_work(name, h.busy, "native", cpu["native"].busy, short))
+        for line in ascent_lines(analysis):
             print(line)
 
 

@@ -9,11 +9,15 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from hvbench.analysis.stats import Summary
 from hvbench.store import HostCpuReading
+
+if TYPE_CHECKING:
+    from hvbench.analysis.model import MetricResult  # model imports this module
 
 NOISY_STEAL = 0.05
 """Steal time above this share of the host's CPU, in any repetition, makes a cell's host
@@ -91,9 +95,38 @@ def host_cpu_of(samples: list[tuple[int, HostCpuReading | None]]) -> HostCpu | N
     )
 
 
-def same_work(label: str, share: float, base_label: str, base_share: float) -> str:
+RATE_TOLERANCE = 0.02
+"""How far below the baseline's achieved rate a cell's may fall and still count as the same
+work (the consolidation SLO's default tolerance)."""
+
+
+def work_shortfall(results: list[MetricResult], cell_id: int, base_id: int) -> list[str]:
+    """The request rates (``*.achieved_per_s``, summed over the cell's instances) at which the
+    cell did more than RATE_TOLERANCE less than the baseline cell, as "imap 0.33/s of 5/s":
+    where there are any, the two did not do the same work, and their host CPU shares are not
+    the cost of one work."""
+    done: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for r in results:
+        if r.name.endswith(".achieved_per_s") and r.cell.id in (cell_id, base_id):
+            done[r.name][r.cell.id == base_id] += float(np.nansum(r.per_instance))
+    return [
+        f"{name.removesuffix('.achieved_per_s').split('.')[-1]} {got:.3g}/s of {base:.3g}/s"
+        for name, (got, base) in sorted(done.items())
+        if base > 0 and got < (1 - RATE_TOLERANCE) * base
+    ]
+
+
+def same_work(
+    label: str, share: float, base_label: str, base_share: float, short: list[str] | None = None
+) -> str:
     """The consolidation post's verdict on host CPU shares (0..1) for the same work: "the same
-    work costs kvm-virtio X% of the host, native Y%: Z% more"."""
+    work costs kvm-virtio X% of the host, native Y%: Z% more"; where the platform fell short
+    of the baseline's rates (``work_shortfall``), that it did less work instead."""
+    if short:
+        return (
+            f"{label} did less work than {base_label} ({', '.join(short)}): its "
+            f"{100 * share:.1f}% of the host is not the cost of the same work"
+        )
     head = f"the same work costs {label} {100 * share:.1f}% of the host, "
     head += f"{base_label} {100 * base_share:.1f}%"
     if base_share <= 0:

@@ -10,7 +10,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from hvbench.analysis.cost import HOST_STATES, same_work, work_cost
+from hvbench.analysis.cost import HOST_STATES, same_work, work_cost, work_shortfall
 from hvbench.analysis.model import (
     ASYMMETRY,
     COMPOSITE,
@@ -514,7 +514,8 @@ def host_table(a: RunAnalysis) -> Table | None:
         base = pick_baseline_cell(bases, c.workload, c.instances)
         if base is not None and base.id != c.id and h.clients is not None:
             said = same_work(a.label(c.platform), h.busy, a.label(base.platform),
-                             a.host_cpu[base.id].busy)  # fmt: skip
+                             a.host_cpu[base.id].busy,
+                             work_shortfall(a.results, c.id, base.id))  # fmt: skip
             t.notes.append(f"{c.workload}: {said}")
         over = h.virtualization_overhead
         t.rows.append(
