@@ -235,6 +235,9 @@ class Driver(ABC, Generic[S, I]):
     """Counts to use when the platform sets none; None means the study's list."""
     no_lifecycle: ClassVar[str] = "has no migration or snapshot operation"
     """Why the driver's instances cannot be migrated or snapshotted (``refuses``)."""
+    copies_once: ClassVar[str | None] = None
+    """How the driver migrates where it has neither post-copy nor auto-converge (it copies the
+    guest in one way only), in the words of ``refuses_plan``'s refusal; None where it has both."""
     kernel: ClassVar[Kernel] = "guest"
     """Whose kernel the instances run on: what a workload needing one of each (the nfs role's
     NFS server) checks before the run (``Workload.misfits``)."""
@@ -324,7 +327,13 @@ class Driver(ABC, Generic[S, I]):
     @classmethod
     def refuses_plan(cls, plan: MigrationPlan) -> str | None:
         """Why this driver cannot migrate the way ``plan`` asks (post-copy, auto-converge: not
-        every VMM has them), one line checked when the study is loaded, or None."""
+        every VMM has them, ``copies_once``), one line checked when the study is loaded, or
+        None."""
+        if cls.copies_once and (plan.postcopy or plan.auto_converge):
+            return (
+                f"{cls.copies_once}: no post-copy or auto-converge "
+                "(mode: precopy, auto_converge: false)"
+            )
         return None
 
     def host_cpu_source(self) -> HostCpuSource:
@@ -451,6 +460,12 @@ DATA_MOUNT = "/mnt/hvbench-data"
 MKFS = ("mkfs.ext4", "-F", "-q", "-E", "lazy_itable_init=0,lazy_journal_init=0")
 """How every data disk is formatted. Inode tables and journal are initialised now, not lazily:
 ext4's background initialisation would otherwise write to the disk while a workload measures it."""
+
+
+def time_left(deadline: float) -> float:
+    """Seconds a step may take before ``deadline``, at least one: a step that starts late
+    still gets the chance to answer and say why it failed."""
+    return max(1.0, deadline - time.monotonic())
 
 
 def format_data_disk(

@@ -28,6 +28,7 @@ class ContainerDriver(OciDriver[ContainerSettings]):
     name: ClassVar[str] = "container"
     settings_model = ContainerSettings
     runtime_name: ClassVar[str] = "runc"
+    copies_once: ClassVar[str | None] = "runc checkpoints a stopped container"
     kernel: ClassVar[Kernel] = "host"
 
     @classmethod

@@ -91,6 +91,7 @@ class GvisorDriver(OciDriver[GvisorSettings]):
     name: ClassVar[str] = "gvisor"
     settings_model = GvisorSettings
     runtime_name: ClassVar[str] = "runsc"
+    copies_once: ClassVar[str | None] = "runsc checkpoints a stopped container"
     kernel: ClassVar[Kernel] = "sentry"
     instance_class = GvisorInstance
     state_mounts = ("null-netns",)

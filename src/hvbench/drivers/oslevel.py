@@ -56,6 +56,7 @@ from hvbench.drivers.base import (
     OperationReport,
     PlatformSettings,
     rootfs_summary,
+    time_left,
 )
 from hvbench.drivers.last_words import last_words
 from hvbench.errors import CommandTimeout, HvbenchError, InstanceError
@@ -264,15 +265,6 @@ class OciDriver(Driver[OS, OciInstance]):
     state_mounts: ClassVar[tuple[str, ...]] = ()
     """Mounts the runtime makes in its state directory and leaves there."""
 
-    @classmethod
-    def refuses_plan(cls, plan: MigrationPlan) -> str | None:
-        if plan.postcopy or plan.auto_converge:
-            return (
-                f"{cls.runtime_name} checkpoints a stopped container: no post-copy or "
-                "auto-converge (mode: precopy, auto_converge: false)"
-            )
-        return None
-
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._image: guest_image.GuestImage | None = None
@@ -389,14 +381,14 @@ class OciDriver(Driver[OS, OciInstance]):
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                timeout=max(1.0, deadline - time.monotonic()),
+                timeout=time_left(deadline),
                 check=False,
             )
         if proc.returncode != 0:
             words = last_words(proc.returncode, output=log)
             raise InstanceError(f"{inst.name}: {self.runtime_name} run failed ({words})")
         inst.init = self._init_process(inst)
-        probe = inst.exec(["true"], timeout=max(1.0, deadline - time.monotonic()))
+        probe = inst.exec(["true"], timeout=time_left(deadline))
         if not probe.ok:
             raise InstanceError(f"{inst.name}: first command failed: {probe.describe_failure()}")
         inst.boot = {"ready": round(time.monotonic() - t0, 3)}
@@ -613,7 +605,7 @@ class OciLifecycle(Lifecycle):
     def migrate(self, plan: MigrationPlan, deadline: float) -> OperationReport:
         """Stop-and-copy on one host: the container is stopped from the checkpoint until the new
         one answers, so the downtime is the whole move, and one pass saves everything (the
-        study refused post-copy and auto-converge: ``OciDriver.refuses_plan``)."""
+        study refused post-copy and auto-converge: ``copies_once``)."""
         move = self._move(deadline)
         figures = {
             "total_s": move.total_s,
@@ -664,7 +656,7 @@ class OciLifecycle(Lifecycle):
             [*self.inst.runtime, *argv],
             capture_output=True,
             text=True,
-            timeout=max(1.0, deadline - time.monotonic()),
+            timeout=time_left(deadline),
             check=False,
         )
         if proc.returncode != 0:
@@ -706,14 +698,14 @@ class OciLifecycle(Lifecycle):
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                timeout=max(1.0, deadline - time.monotonic()),
+                timeout=time_left(deadline),
                 check=False,
             )  # fmt: skip
         if proc.returncode != 0:
             words = last_words(proc.returncode, output=log)
             raise InstanceError(f"{inst.name}: {runtime} restore failed ({words})")
         inst.init = self.driver._init_process(inst)
-        probe = inst.exec(["true"], timeout=max(1.0, deadline - time.monotonic()))
+        probe = inst.exec(["true"], timeout=time_left(deadline))
         if not probe.ok:
             raise InstanceError(f"{inst.name}: no answer after the restore: "
                                 f"{probe.describe_failure()}")  # fmt: skip

@@ -64,6 +64,7 @@ from hvbench.drivers.base import (
     PlatformSettings,
     format_data_disk,
     rootfs_summary,
+    time_left,
 )
 from hvbench.drivers.last_words import last_words
 from hvbench.drivers.serial_relay import LineRelay
@@ -257,6 +258,7 @@ class XenDriver(Driver[XS, XenInstance]):
     """Xen domains through xl, or through libvirt (``LibvirtXenDriver``) with its settings."""
 
     name: ClassVar[str] = "xen"
+    copies_once: ClassVar[str | None] = "xl migrates by pre-copy alone"
     settings_model: ClassVar[type[XenSettings]] = XenSettings
     instance_class: ClassVar[type[XenInstance]] = XenInstance
 
@@ -298,15 +300,6 @@ class XenDriver(Driver[XS, XenInstance]):
     @classmethod
     def refuses(cls, operation: Operation, settings: PlatformSettings) -> str | None:
         return None  # xl saves, restores and migrates every domain it makes
-
-    @classmethod
-    def refuses_plan(cls, plan: MigrationPlan) -> str | None:
-        if plan.postcopy or plan.auto_converge:
-            return (
-                "xl migrates by pre-copy alone, without post-copy or auto-converge "
-                "(mode: precopy, auto_converge: false)"
-            )
-        return None
 
     def _resolve(self) -> None:
         """The image and the hotplug script, once per driver."""
@@ -504,7 +497,7 @@ class XenDriver(Driver[XS, XenInstance]):
         inst.resources.append(config)
         Path(config.name).write_text(self._config(inst, disk_target, root))
         inst.resources.append(self.ledger.add("xendomain", inst.domain))
-        created = _xl("create", config.name, timeout=max(1.0, deadline - time.monotonic()))
+        created = _xl("create", config.name, timeout=time_left(deadline))
         if not created.ok:
             raise InstanceError(f"{inst.name}: xl create failed: {_why(created)}")
         domid = _xl("domid", inst.domain, timeout=60)
@@ -605,14 +598,14 @@ class XenLifecycle(Lifecycle):
         )
         try:
             t0 = time.monotonic()
-            saved = _xl("save", inst.domain, image.name, timeout=_left(deadline))
+            saved = _xl("save", inst.domain, image.name, timeout=time_left(deadline))
             if not saved.ok:
                 raise InstanceError(f"{inst.name}: xl save failed: {_why(saved)}")
             save_s = time.monotonic() - t0
             size = os.path.getsize(image.name)
             self.driver._detach(inst)
             t1 = time.monotonic()
-            restored = _xl("restore", image.name, timeout=_left(deadline))
+            restored = _xl("restore", image.name, timeout=time_left(deadline))
             if not restored.ok:
                 raise InstanceError(f"{inst.name}: xl restore failed: {_why(restored)}")
             self.driver._attach(inst, deadline)
@@ -641,7 +634,7 @@ class XenLifecycle(Lifecycle):
         try:
             t0 = time.monotonic()
             moved = _xl(
-                "migrate", "-s", LOCAL_SSH, inst.domain, "localhost", timeout=_left(deadline)
+                "migrate", "-s", LOCAL_SSH, inst.domain, "localhost", timeout=time_left(deadline)
             )
             total_s = time.monotonic() - t0
         finally:
@@ -677,10 +670,6 @@ def migrate_failure(result: ExecResult) -> str:
 
 def _output(result: ExecResult) -> str:
     return (result.stdout + result.stderr).decode(errors="replace")
-
-
-def _left(deadline: float) -> float:
-    return max(1.0, deadline - time.monotonic())
 
 
 def xl_list_times(listing: str) -> dict[int, float]:
