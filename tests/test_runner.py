@@ -17,6 +17,7 @@ from test_analysis import RunBuilder
 from hvbench import runner as runner_module
 from hvbench.analysis import analyse
 from hvbench.analysis.model import COMPOSITE
+from hvbench.cli.run import REPORTS
 from hvbench.host.resources import STATE_ROOT
 from hvbench.runner import START_TIMEOUT_S, Runner, start_allowance
 from hvbench.store import Store
@@ -174,10 +175,15 @@ def test_sigkill_mid_cell_then_cleanup_and_resume_gives_every_sample_once(tmp_pa
     assert run_id in [r["run"] for r in json.loads(cleanup.stdout)]
     assert leftovers(run_id) == [] and _host_scratch() <= scratch
 
-    resumed = _hvbench("run", "--resume", run_id)
+    resumed = _hvbench("run", "--resume", run_id, "--no-report")
     out, errors = resumed.communicate(timeout=300)
     assert resumed.returncode == 0, errors
     assert out.splitlines()[0] == f"run {run_id}"
+    # --no-report: the results stored, neither summary nor HTML report made
+    assert out.splitlines()[1:] == [
+        f"run {run_id}: finished, 0 failed sample(s); no report (hvbench report {run_id} makes it)"
+    ]
+    assert not (REPORTS / f"{run_id}.html").exists()
     samples = store.samples(run_id)
     keys = [(s.cell_id, s.repetition) for s in samples]
     assert len(keys) == 2 * 3 and len(set(keys)) == len(keys)

@@ -49,6 +49,14 @@ def run(
     fleet_host: Annotated[
         str, typer.Option(help="the host's name in the fleet (its Ansible inventory name)")
     ] = platform.node(),
+    report: Annotated[
+        bool,
+        typer.Option(
+            help="analyse the run and write its HTML report at the end; --no-report only "
+            "stores the results, for `hvbench report` wherever the store is read (a machine "
+            "too slow to analyse in good time, such as a nested lab)"
+        ),
+    ] = True,
 ) -> None:
     """Run a study; prints `run <RUN_ID>` first, the % of native table last."""
     store = Store(db)
@@ -100,9 +108,12 @@ def run(
 
         runner.on_progress = on_progress
         status = runner.run()
-    analysis = analyse(store, runner.run_id)
-    print(render_summary(analysis))
-    path = write_report(store, runner.run_id, REPORTS / f"{runner.run_id}.html", analysis=analysis)
-    print(f"run {runner.run_id}: {status}, {runner.failed} failed sample(s); report: {path}")
+    made = f"no report (hvbench report {runner.run_id} makes it)"
+    if report:
+        analysis = analyse(store, runner.run_id)
+        print(render_summary(analysis))
+        html = REPORTS / f"{runner.run_id}.html"
+        made = f"report: {write_report(store, runner.run_id, html, analysis=analysis)}"
+    print(f"run {runner.run_id}: {status}, {runner.failed} failed sample(s); {made}")
     if status == "failed":
         sys.exit(1)
