@@ -9,7 +9,7 @@ GUEST_FILES = {
     "/etc/inittab": "inittab",
     "/etc/hvbench/rc": "rc",
     "/etc/hvbench/rc-late": "rc-late",
-    "/etc/qemu/qemu-ga.conf": "qemu-ga.conf",
+    "/etc/hvbench/agent": "agent",
     EXEC_WRAPPER: "exec",
     DISK_LIST: "disks",
     SWITCH_ROOT: "switch-root",
