@@ -26,6 +26,8 @@ baseline: pc-kvm
 platforms:
   pc-kvm: {driver: qemu, accel: kvm, machine: pc, memory: 256M, vcpus: 2, nic: virtio-net,
            vhost: true, queues: 2, disk: {bus: nvme, size: 256M}}
+  q35-kvm: {driver: qemu, accel: kvm, machine: q35, memory: 256M, nic: e1000, hugepages: thp,
+            disk: {bus: virtio-blk, size: 256M}}
   microvm-auto: {driver: qemu, accel: auto, machine: microvm, memory: 256M,
                  disk: {bus: virtio-blk, size: 256M, queues: 2}}
   libvirt-kvm: {driver: libvirt, accel: kvm, machine: q35, memory: 256M, vcpus: 2, nic: e1000,
@@ -81,7 +83,7 @@ def test_lab_runs_cpu_disk_and_net_under_kvm(kvm_lab):
         (cells[s.cell_id].platform, cells[s.cell_id].workload_name): (s.status, s.error)
         for s in store.samples(kvm_lab.run_id)
     }
-    platforms = ("pc-kvm", "microvm-auto", "libvirt-kvm")
+    platforms = ("pc-kvm", "q35-kvm", "microvm-auto", "libvirt-kvm")
     assert samples == {(p, w): ("ok", None) for p in platforms for w in ("cpu", "disk", "net")}, (
         kvm_lab.result.output[-3000:]
     )
