@@ -111,4 +111,6 @@ def test_lab_leaves_nothing_in_l1(kvm_lab):
 def test_lab_report_says_the_figures_are_nested(kvm_lab):
     out = kvm_lab.report()
     assert out.returncode == 0, out.stderr
-    assert "libvirt-kvm, microvm-auto, pc-kvm: KVM nested in a virtual machine" in out.stdout
+    assert (
+        "libvirt-kvm, microvm-auto, pc-kvm, q35-kvm: KVM nested in a virtual machine" in out.stdout
+    )
