@@ -108,12 +108,13 @@ def run(
 
         runner.on_progress = on_progress
         status = runner.run()
-    made = f"no report (hvbench report {runner.run_id} makes it)"
     if report:
         analysis = analyse(store, runner.run_id)
         print(render_summary(analysis))
         html = REPORTS / f"{runner.run_id}.html"
         made = f"report: {write_report(store, runner.run_id, html, analysis=analysis)}"
+    else:
+        made = f"no report (hvbench report {runner.run_id} makes it)"
     print(f"run {runner.run_id}: {status}, {runner.failed} failed sample(s); {made}")
     if status == "failed":
         sys.exit(1)
