@@ -31,7 +31,7 @@ from hvbench.drivers.qemu import (
     kvm_verdict,
     qemu_binary,
 )
-from hvbench.drivers.qemu_devices import QEMU, Disk, opts
+from hvbench.drivers.qemu_devices import AGENT_PORT, AGENT_PORT_NR, QEMU, Disk, opts
 from hvbench.errors import CommandTimeout, InstanceError, StudyError
 from hvbench.host import hugepages
 from hvbench.host.inventory import capacity
@@ -230,11 +230,17 @@ def test_nic_passes_traffic(guest_run: GuestRun, nic: str):
 
 @pytest.mark.guest
 def test_no_nic_means_no_address(guest_run: GuestRun):
+    """Also: the port the guest took by its number, before its name came, is the agent's."""
     d = driver(guest_run, nic="none")
     [inst] = d.start(1, deadline())
     assert inst.address is None
     links = inst.exec(["ip", "-o", "link"], 30).text()
     assert "eth0" not in links
+    conf = inst.exec(["cat", "/etc/qemu/qemu-ga.conf"], 30).text()
+    port = next(ln.removeprefix("path=") for ln in conf.splitlines() if ln.startswith("path="))
+    assert "method=virtio-serial" in conf and port.endswith(f"p{AGENT_PORT_NR}"), conf
+    name = inst.exec(["cat", f"/sys/class/virtio-ports/{port.removeprefix('/dev/')}/name"], 30)
+    assert name.text().strip() == AGENT_PORT
     d.stop([inst])
 
 

@@ -16,6 +16,9 @@ NicModel = Literal["virtio-net", "e1000", "rtl8139"]
 MachineType = Literal["pc", "q35", "microvm"]
 
 AGENT_PORT = "org.qemu.guest_agent.0"
+AGENT_PORT_NR = 1
+"""The agent's port number on its virtio-serial device (the only port there), also on the
+kernel command line: the guest opens the port as soon as it exists, before its name comes."""
 QEMU = "qemu-system-x86_64"
 
 GUEST_MODULES: dict[str, tuple[str, ...]] = {
@@ -199,14 +202,16 @@ class Machine:
             "-smp", str(self.vcpus),
             "-m", f"{self.memory_mib}M",
             "-kernel", self.boot.kernel,
-            "-append", f"{self.boot.append} hvbench.modules={','.join(self.guest_modules())}",
+            "-append", f"{self.boot.append} hvbench.agent_port={AGENT_PORT_NR} "
+                       f"hvbench.modules={','.join(self.guest_modules())}",
             "-chardev", opts("stdio", id="console", signal=False),
             "-serial", "chardev:console",
             "-chardev", opts("socket", id="qmp", path=self.qmp_socket, server=True, wait=False),
             "-mon", opts(chardev="qmp", mode="control"),
             "-chardev", opts("socket", id="agent", path=self.agent_socket, server=True, wait=False),
-            "-device", "virtio-serial-device" if microvm else "virtio-serial-pci",
-            "-device", opts("virtserialport", chardev="agent", name=AGENT_PORT),
+            "-device", f"{'virtio-serial-device' if microvm else 'virtio-serial-pci'},"
+                       f"max_ports={AGENT_PORT_NR + 1}",
+            "-device", opts("virtserialport", chardev="agent", name=AGENT_PORT, nr=AGENT_PORT_NR),
         ]  # fmt: skip
         if self.hugepages:
             argv += ["-object", opts("memory-backend-memfd", id="ram", size=f"{self.memory_mib}M",

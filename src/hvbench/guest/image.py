@@ -243,7 +243,7 @@ def _entries(plan: _Plan) -> dict[str, cpio.Entry]:
     # mount without -t tries these, which makes the kernel load ext4 when first needed
     add(cpio.regular("/etc/filesystems", b"ext4\n"))
     for path, data in plan.guest_files.items():
-        add(cpio.regular(path, data, executable=path != "/etc/inittab"))
+        add(cpio.regular(path, data, executable=data.startswith(b"#!")))
     for path, data in plan.files.items():
         add(cpio.regular(path, data, executable=data.startswith((b"\x7fELF", b"#!"))))
     with tempfile.TemporaryDirectory() as tmp:

@@ -164,8 +164,9 @@ def _add_hvbench(tree: Path, image: initramfs.GuestImage, hosts: dict[str, Path]
     for dest, src in GUEST_FILES.items():
         path = tree / dest.lstrip("/")
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes((files / src).read_bytes())
-        path.chmod(0o644 if dest == "/etc/inittab" else 0o755)
+        data = (files / src).read_bytes()
+        path.write_bytes(data)
+        path.chmod(0o755 if data.startswith(b"#!") else 0o644)
     with tempfile.TemporaryDirectory() as tmp:
         with image.initrd.open("rb") as archive:
             subprocess.run(["busybox", "cpio", "-id", "lib/modules/*"], stdin=archive, cwd=tmp,

@@ -9,7 +9,7 @@ GUEST_FILES = {
     "/etc/inittab": "inittab",
     "/etc/hvbench/rc": "rc",
     "/etc/hvbench/rc-late": "rc-late",
-    "/etc/hvbench/agent": "agent",
+    "/etc/qemu/qemu-ga.conf": "qemu-ga.conf",
     EXEC_WRAPPER: "exec",
     DISK_LIST: "disks",
     SWITCH_ROOT: "switch-root",
