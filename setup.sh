@@ -41,16 +41,36 @@ apt-get install -y -q --no-install-recommends $packages
 
 [ -x .venv/bin/python ] || /usr/bin/python3 -m venv .venv
 .venv/bin/pip install -q --disable-pip-version-check -e ".${extras}"
-if [ "$with_gvisor" = 1 ] && [ ! -x .venv/bin/runsc ]; then
-  scripts/build-runsc.sh .venv/bin
+# the extras side by side, each with its output kept until it ends: two Go builds (CPU) beside
+# two private roots fetched with apt (network, disk), minutes on a fresh machine
+steps=()
+[ "$with_gvisor" = 1 ] && [ ! -x .venv/bin/runsc ] && steps+=("scripts/build-runsc.sh .venv/bin")
+[ "$with_vegeta" = 1 ] && [ ! -x .venv/bin/vegeta ] && steps+=("scripts/build-vegeta.sh .venv/bin")
+[ "$with_criu" = 1 ] && steps+=("scripts/install-criu.sh .venv")
+[ "$with_qemu_backports" = 1 ] && steps+=("scripts/install-qemu-backports.sh .venv")
+if [[ " ${steps[*]} " == *" scripts/build-"* ]]; then
+  # the Go toolchain first, once: each build would install it with apt, and apt runs one at a time
+  # shellcheck source=scripts/go-toolchain.sh
+  . scripts/go-toolchain.sh
+  go_toolchain setup.sh
 fi
-if [ "$with_vegeta" = 1 ] && [ ! -x .venv/bin/vegeta ]; then
-  scripts/build-vegeta.sh .venv/bin
-fi
-if [ "$with_criu" = 1 ]; then
-  scripts/install-criu.sh .venv
-fi
-if [ "$with_qemu_backports" = 1 ]; then
-  scripts/install-qemu-backports.sh .venv
-fi
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+pids=()
+for i in "${!steps[@]}"; do
+  # shellcheck disable=SC2086
+  ${steps[$i]} > "$logs/$i" 2>&1 &
+  pids[i]=$!
+done
+failed=0
+for i in "${!steps[@]}"; do
+  if wait "${pids[$i]}"; then
+    cat "$logs/$i"
+  else
+    cat "$logs/$i" >&2
+    echo "setup.sh: ${steps[$i]} failed" >&2
+    failed=1
+  fi
+done
+[ "$failed" = 0 ] || exit 1
 echo "setup.sh: hvbench $(.venv/bin/hvbench version) is ready in $(pwd)/.venv"
