@@ -314,8 +314,8 @@ class LabResult:
     console: str
     seconds: float
     stuck: str | None = None
-    """L1's kernel's own word that a CPU of it is stuck for good (a soft lockup held for a
-    minute), when the boot was ended for that rather than waited out."""
+    """Why L1 was taken for stuck (its kernel's soft-lockup line held for a minute, or no word
+    from it for ``SILENT_FOR``), when the boot was ended for that rather than waited out."""
 
 
 STUCK = re.compile(rb"soft lockup - CPU#\d+ stuck for (\d+)s!.*")
@@ -325,11 +325,25 @@ it now and then leaves an L2 vCPU's thread spinning in L1's kernel for good (see
 stuck from 190 s to the boot's limit); a shorter lockup can be host load pausing TCG's threads."""
 
 
-def _stuck(console: Path) -> str | None:
-    """The console's soft-lockup line once a lockup has lasted ``STUCK_FOR`` seconds."""
+SILENT_FOR = 600
+"""Seconds without a write from L1 (to its console, a log in the exchange directory or its
+scratch disk, where its guests' consoles and the store are) after which it is taken for stuck.
+Seen three times in the KVM lab, each time right after pc-kvm's cells: both of L1's vCPUs busy
+and nothing written for the rest of the boot's limit, without a soft-lockup line. Its longest
+silences when well: an L2 boot, about a minute (three on a loaded host)."""
+
+
+def _stuck(exchange: Path) -> str | None:
+    """The console's soft-lockup line once a lockup has lasted ``STUCK_FOR`` seconds, or a
+    silence of ``SILENT_FOR`` seconds."""
+    console = exchange / "console.log"
     for match in STUCK.finditer(console.read_bytes()):
         if int(match.group(1)) >= STUCK_FOR:
             return match.group(0).decode(errors="replace")
+    written = (console, exchange / "var-tmp.raw", *exchange.glob("*.log"))
+    last = max(p.stat().st_mtime for p in written if p.exists())
+    if time.time() - last > SILENT_FOR:
+        return f"no word from L1 for {SILENT_FOR} s"
     return None
 
 
@@ -394,7 +408,7 @@ def run(
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     proc.wait(min(10, max(0.1, timeout - (time.monotonic() - started))))
                     break
-                stuck = _stuck(console)
+                stuck = _stuck(exchange)
         finally:  # also on Ctrl-C: the lab's QEMU and its scratch disk go with the test
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, 9)

@@ -17,7 +17,7 @@ import json
 import lab as nested
 import pytest
 
-pytestmark = pytest.mark.timeout(1700)  # the lab's one boot is in the first test's time
+pytestmark = pytest.mark.timeout(2600)  # the lab's boot (and one retry) in the first test's time
 
 STUDY = """\
 name: kvm-lab
@@ -64,7 +64,7 @@ def kvm_lab(tmp_path_factory) -> nested.LabRun:
     """One boot of the lab for the module: L1 with kvm_amd, doctor and STUDY run in it."""
     exchange = tmp_path_factory.mktemp("kvmlab")
     return nested.run_study(
-        nested.KVM, exchange, STUDY, LAB_COMMANDS, timeout=1500, memory_mib=4096
+        nested.KVM, exchange, STUDY, LAB_COMMANDS, timeout=2400, memory_mib=4096
     )
 
 
