@@ -328,8 +328,8 @@ stuck from 190 s to the boot's limit); a shorter lockup can be host load pausing
 SILENT_FOR = 600
 """Seconds without a write from L1 (to its console, a log in the exchange directory or its
 scratch disk, where its guests' consoles and the store are) after which it is taken for stuck.
-Seen three times in the KVM lab, each time right after pc-kvm's cells: both of L1's vCPUs busy
-and nothing written for the rest of the boot's limit, without a soft-lockup line. Its longest
+Seen in the KVM lab right after pc-kvm's cells (where L1 also stopped with soft lockups): both
+of L1's vCPUs busy and nothing written for ten minutes, without a soft-lockup line. Its longest
 silences when well: an L2 boot, about a minute (three on a loaded host)."""
 
 
