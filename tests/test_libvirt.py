@@ -188,6 +188,7 @@ def test_domain_xml_is_the_typed_machine():
     channel = dom.find("devices/channel")
     assert channel.find("source").attrib == {"mode": "bind"}  # libvirt's own, for its agent API
     assert channel.find("target").get("name") == AGENT_PORT
+    assert channel.find("address").get("port") == "1" and "hvbench.agent_port=1" in cmdline
     assert dom.find("devices/serial").get("type") == "pty"
     root, disk = dom.iterfind("devices/disk")
     assert root.get("type") == "file" and root.find("target").attrib == {

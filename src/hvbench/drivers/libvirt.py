@@ -78,7 +78,7 @@ from hvbench.drivers.qemu import (
     QemuSettings,
     find_disk,
 )
-from hvbench.drivers.qemu_devices import AGENT_PORT, Disk, Machine, Nic
+from hvbench.drivers.qemu_devices import AGENT_PORT, AGENT_PORT_NR, Disk, Machine, Nic
 from hvbench.errors import HvbenchError, InstanceError
 from hvbench.guest.agent import AgentSilent, GuestAgent
 from hvbench.host.hugepages import PAGE_KIB
@@ -263,8 +263,7 @@ def domain_xml(
     xml_child(os_, "kernel", machine.boot.kernel)
     if machine.boot.initrd:
         xml_child(os_, "initrd", machine.boot.initrd)
-    modules = ",".join(machine.guest_modules())
-    xml_child(os_, "cmdline", f"{machine.boot.append} hvbench.modules={modules}")
+    xml_child(os_, "cmdline", machine.cmdline())
     xml_child(
         xml_child(dom, "features"), "acpi"
     )  # without it a guest's poweroff does not end the domain
@@ -282,10 +281,14 @@ def domain_xml(
     devices = xml_child(dom, "devices")
     xml_child(xml_child(devices, "serial", type="pty"), "target", port="0")
     xml_child(xml_child(devices, "console", type="pty"), "target", type="serial", port="0")
+    _disks(devices, machine.disks, sources)
+    # the agent's port numbered as the qemu driver numbers it (Machine.cmdline tells the guest)
+    xml_child(devices, "controller", type="virtio-serial", index="0", ports=str(AGENT_PORT_NR + 1))
     channel = xml_child(devices, "channel", type="unix")
     xml_child(channel, "source", mode="bind")  # libvirt picks the path and connects to it itself
     xml_child(channel, "target", type="virtio", name=AGENT_PORT)
-    _disks(devices, machine.disks, sources)
+    xml_child(channel, "address", type="virtio-serial", controller="0", bus="0",
+              port=str(AGENT_PORT_NR))  # fmt: skip
     for nic in machine.nics:
         interface = xml_child(devices, "interface", type="ethernet")
         xml_child(interface, "mac", address=nic.mac)

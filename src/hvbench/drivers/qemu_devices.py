@@ -187,6 +187,12 @@ class Machine:
             wanted += [m for m in GUEST_MODULES[model] if m not in wanted]
         return wanted
 
+    def cmdline(self) -> str:
+        """The guest kernel's command line: the boot's, then what rc reads (the agent's port
+        number, the drivers to load), for QEMU and libvirt alike."""
+        modules = ",".join(self.guest_modules())
+        return f"{self.boot.append} hvbench.agent_port={AGENT_PORT_NR} hvbench.modules={modules}"
+
     def argv(self) -> list[str]:
         """The command line; the console is the serial port, on QEMU's stdout."""
         microvm = self.type == "microvm"
@@ -202,8 +208,7 @@ class Machine:
             "-smp", str(self.vcpus),
             "-m", f"{self.memory_mib}M",
             "-kernel", self.boot.kernel,
-            "-append", f"{self.boot.append} hvbench.agent_port={AGENT_PORT_NR} "
-                       f"hvbench.modules={','.join(self.guest_modules())}",
+            "-append", self.cmdline(),
             "-chardev", opts("stdio", id="console", signal=False),
             "-serial", "chardev:console",
             "-chardev", opts("socket", id="qmp", path=self.qmp_socket, server=True, wait=False),
