@@ -14,6 +14,7 @@ the Debian packages, and runs that copy of hvbench.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -126,6 +127,14 @@ def lab(tmp_path_factory) -> Iterator[Lab]:
         for daemon in daemons:
             os.killpg(daemon.pid, signal.SIGTERM)
             daemon.wait(15)
+        # sshd gives each connection a session of its own, which the daemon's group does not
+        # hold; with the veths gone, the client's close would never reach it: it would wait
+        # for TCP keepalive, two hours
+        for ns in namespaces:
+            pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True)
+            for pid in pids.stdout.split():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), signal.SIGKILL)
         # the root namespace's veth ends go now: a deleted namespace takes its veths with it
         # only when the kernel gets to destroy it, in the background, which may be during a
         # later test that compares the host's links before and after (test_gvisor's did)
