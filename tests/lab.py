@@ -383,7 +383,11 @@ def run(
     else:
         boot = ["-kernel", str(files.kernel), "-append", "console=ttyS0 quiet",
                 "-initrd", str(files.initrd)]  # fmt: skip
+    # setpriv: L1's QEMU is killed when pytest goes, also where no ``finally`` runs (SIGTERM,
+    # SIGKILL). The system's QEMU 7.2: 10.0 (backports) emulates nested SVM no better, as in 2
+    # of 3 KVM-lab boots under it (2026-11-26) an L2 guest died or hung during iperf3.
     argv = [
+        "setpriv", "--pdeathsig", "KILL",
         "qemu-system-x86_64",
         "-accel", "tcg,thread=multi",
         "-cpu", hv.cpu,
