@@ -315,11 +315,12 @@ class LabResult:
     console: str
     seconds: float
     stuck: str | None = None
-    """Why L1 was taken for stuck (its kernel's soft-lockup line held for a minute, or no word
-    from it for ``SILENT_FOR``), when the boot was ended for that rather than waited out."""
+    """Why L1 was taken for stuck (its kernel's panic, its soft-lockup line held for a minute, or
+    no word from it for ``SILENT_FOR``), when the boot was ended for that rather than waited
+    out."""
 
 
-STUCK = re.compile(rb"soft lockup - CPU#\d+ stuck for (\d+)s!.*")
+STUCK = re.compile(rb"soft lockup - CPU#\d+ stuck for (\d+)s![^\r\n]*")
 STUCK_FOR = 60
 """Seconds of a soft lockup after which L1 is taken for lost. Nested SVM as QEMU's TCG emulates
 it now and then leaves an L2 vCPU's thread spinning in L1's kernel for good (seen once in CI:
@@ -329,16 +330,28 @@ stuck from 190 s to the boot's limit); a shorter lockup can be host load pausing
 SILENT_FOR = 600
 """Seconds without a write from L1 (to its console, a log in the exchange directory or its
 scratch disk, where its guests' consoles and the store are) after which it is taken for stuck.
-Seen in the KVM lab right after pc-kvm's cells (where L1 also stopped with soft lockups): both
-of L1's vCPUs busy and nothing written for ten minutes, without a soft-lockup line. Its longest
-silences when well: an L2 boot, about a minute (three on a loaded host)."""
+Seen in the KVM lab right after pc-kvm's cells (where L1 also stopped with soft lockups), and
+once as hvbench started there, before its first guest: both of L1's vCPUs busy and nothing
+written for ten minutes, without a soft-lockup line. Its longest silences when well: an L2
+boot, about a minute (three on a loaded host)."""
+
+
+PANIC = re.compile(rb"Kernel panic - not syncing: [^\r\n]*")
+"""L1's kernel gave up, and spins in its panic loop until the boot's limit. Seen in the KVM
+lab on 2026-11-26, as libvirt-kvm's domain booted: the thread of its vCPU in L1 took
+general protection faults until its stack overflowed ("TASK stack guard page was hit" in
+exc_general_protection, all registers zero), then "corrupted stack end detected inside
+scheduler"."""
 
 
 def _stuck(exchange: Path) -> str | None:
-    """The console's soft-lockup line once a lockup has lasted ``STUCK_FOR`` seconds, or a
-    silence of ``SILENT_FOR`` seconds."""
+    """The console's kernel panic, its soft-lockup line once a lockup has lasted ``STUCK_FOR``
+    seconds, or a silence of ``SILENT_FOR`` seconds."""
     console = exchange / "console.log"
-    for match in STUCK.finditer(console.read_bytes()):
+    text = console.read_bytes()
+    if panic := PANIC.search(text):
+        return panic.group(0).decode(errors="replace")
+    for match in STUCK.finditer(text):
         if int(match.group(1)) >= STUCK_FOR:
             return match.group(0).decode(errors="replace")
     written = (console, exchange / "var-tmp.raw", *exchange.glob("*.log"))

@@ -13,6 +13,8 @@ tested on the host (test_qemu.py), not here: in one of two lab boots L1's kernel
 from __future__ import annotations
 
 import json
+import os
+import time
 
 import lab as nested
 import pytest
@@ -114,3 +116,26 @@ def test_lab_report_says_the_figures_are_nested(kvm_lab):
     assert (
         "libvirt-kvm, microvm-auto, pc-kvm, q35-kvm: KVM nested in a virtual machine" in out.stdout
     )
+
+
+def test_a_panicked_locked_up_or_silent_l1_is_taken_for_stuck(tmp_path):
+    console = tmp_path / "console.log"
+    console.write_bytes(b"lab: root ready\r\n[  86.4] kvm [731]: vcpu0, Unhandled WRMSR\r\n")
+    assert nested._stuck(tmp_path) is None
+    lockup = b"[ 300.1] watchdog: BUG: soft lockup - CPU#1 stuck for %ds! [CPU 0/KVM:1465]\r\n"
+    console.write_bytes(console.read_bytes() + lockup % 22)
+    assert nested._stuck(tmp_path) is None  # a short one can be the host's load
+    console.write_bytes(console.read_bytes() + lockup % 64)
+    assert nested._stuck(tmp_path) == "soft lockup - CPU#1 stuck for 64s! [CPU 0/KVM:1465]"
+    console.write_bytes(
+        b"[ 386.5] BUG: TASK stack guard page was hit at 000000000c847719\r\n"
+        b"[ 389.0] Kernel panic - not syncing: corrupted stack end detected inside scheduler\r\n"
+        b"[ 389.0] Kernel Offset: disabled\r\n"
+    )
+    assert nested._stuck(tmp_path) == (
+        "Kernel panic - not syncing: corrupted stack end detected inside scheduler"
+    )
+    console.write_bytes(b"lab: root ready\n")
+    past = time.time() - nested.SILENT_FOR - 5
+    os.utime(console, (past, past))
+    assert nested._stuck(tmp_path) == f"no word from L1 for {nested.SILENT_FOR} s"
