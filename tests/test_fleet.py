@@ -14,7 +14,6 @@ the Debian packages, and runs that copy of hvbench.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -34,6 +33,7 @@ from conftest import require
 from test_store import _run, _sample, postgres_url  # noqa: F401 (the suite's PostgreSQL server)
 
 from hvbench.errors import HvbenchError
+from hvbench.host.resources import Ledger
 from hvbench.store import CellRecord, Store
 
 STUDY = """\
@@ -95,13 +95,20 @@ def lab(tmp_path_factory) -> Iterator[Lab]:
     tag = f"hvf{os.getpid() % 100000}"
     net = 16 + os.getpid() % 200
     lab = Lab(d, {}, {})
-    namespaces: list[str] = []
+    # hvbench's own ledger undoes them: a namespace with every process still in it (sshd gives
+    # each connection a session of its own, which the daemon's group does not hold), the root
+    # namespace's veth ends before it (a deleted namespace takes its veths only when the kernel
+    # gets to destroy it, in the background, maybe during a later test that compares the
+    # host's links before and after, as test_gvisor's did)
+    ledger = Ledger(f"test-fleet-{tag}")
+    ledger.claim()
     daemons: list[subprocess.Popen] = []
     try:
         for i, host in enumerate(HOSTS, 1):
             ns, outer, inner = f"{tag}-{host}", f"{tag}o{i}", f"{tag}i{i}"
+            ledger.add("netns", ns)
             _ip("netns", "add", ns)
-            namespaces.append(ns)
+            ledger.add("link", outer)
             _ip("link", "add", outer, "type", "veth", "peer", "name", inner, "netns", ns)
             lab.links[host] = outer
             _ip("addr", "add", f"10.252.{net}.{4 * i + 1}/30", "dev", outer)
@@ -127,21 +134,7 @@ def lab(tmp_path_factory) -> Iterator[Lab]:
         for daemon in daemons:
             os.killpg(daemon.pid, signal.SIGTERM)
             daemon.wait(15)
-        # sshd gives each connection a session of its own, which the daemon's group does not
-        # hold; with the veths gone, the client's close would never reach it: it would wait
-        # for TCP keepalive, two hours
-        for ns in namespaces:
-            pids = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True)
-            for pid in pids.stdout.split():
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(int(pid), signal.SIGKILL)
-        # the root namespace's veth ends go now: a deleted namespace takes its veths with it
-        # only when the kernel gets to destroy it, in the background, which may be during a
-        # later test that compares the host's links before and after (test_gvisor's did)
-        for outer in lab.links.values():
-            subprocess.run(["ip", "link", "delete", outer], check=False)
-        for ns in namespaces:
-            subprocess.run(["ip", "netns", "delete", ns], check=False)
+        ledger.release_all()
 
 
 @pytest.fixture
