@@ -87,10 +87,18 @@ class Metric:
     """Which way the traffic it measures flows, for the analysis to set a cell's inbound and
     outbound figures side by side (``Metric.name`` differs only in that word); None where it
     measures no traffic."""
+    resolution: float | None = None
+    """The smallest change of ``value`` the measurement can show, in the metric's unit (a rate's
+    is rate × clock resolution / seconds); None where the tool does not say. The analysis never
+    reports an interval narrower than it."""
 
     def __post_init__(self) -> None:
         if self.value is not None and not math.isfinite(self.value):
             raise ValueError(f"metric {self.name}: non-finite value {self.value}")
+        if self.resolution is not None and not (
+            math.isfinite(self.resolution) and self.resolution >= 0
+        ):
+            raise ValueError(f"metric {self.name}: resolution {self.resolution} is not >= 0")
 
 
 @dataclass
