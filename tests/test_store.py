@@ -54,7 +54,15 @@ def _sample(rep: int, value: float | None, text_value: str | None = None) -> Sam
         platform_state={"accel": "tcg"},
         host_cpu=HostCpuReading(1.5, 2, {"user": 1.0, "idle": 2.0}, 1.0, [0.9]),
         metrics=[
-            MetricRecord(0, "disk.bonnie.seq_output_char_kbps", value, "KB/s", True, text_value)
+            MetricRecord(
+                0,
+                "disk.bonnie.seq_output_char_kbps",
+                value,
+                "KB/s",
+                True,
+                text_value,
+                resolution=None if value is None else 0.5,
+            )
         ],
         raw=[RawRecord(0, "bonnie++", ["bonnie++", "-q"], "raw,csv,line")],
     )
@@ -87,6 +95,7 @@ def exercise(store: Store) -> None:
     assert store.done("r1") == {("native|disk|1", 1), ("native|disk|1", 2)}
     rows = sorted(store.metric_rows("r1"), key=lambda r: r.repetition)
     assert rows[0].value == 123.5 and rows[1].value is None and rows[1].text == "+++++"
+    assert (rows[0].resolution, rows[1].resolution) == (0.5, None)
     assert store.raw_outputs("r1")[0].command == ["bonnie++", "-q"]
     (f,) = store.profile_functions("r1")
     assert (f.repetition, f.symbol, f.dso, f.samples, f.profile_samples) == (
@@ -269,3 +278,20 @@ def test_a_store_of_schema_0003_gets_what_workloads_now_declare(tmp_path):
         "net.iperf3.outbound_retransmits": (False, "outbound"),
         "net.rtt_ms": (False, None),
     }
+
+
+def test_a_store_of_schema_0004_keeps_its_metrics_with_no_resolution(tmp_path):
+    """A metric stored before resolutions were recorded reads back with None: its tool's
+    resolution is unknown, and the analysis must not invent one."""
+    url = f"sqlite:///{tmp_path / 'a.db'}"
+    engine = _old_store(url, "0004")
+    with engine.begin() as conn:
+        conn.execute(text("insert into cells values (1, 'r0', 'native|cpu|1', 'native', "
+                          "'native', 'cpu', 'cpu', 1, '{}', '{}')"))  # fmt: skip
+        conn.execute(text("insert into samples values (1, 1, 1, 'ok', null, '2026-01-01', 1.0, "
+                          "'{}', '{}')"))  # fmt: skip
+        conn.execute(text("insert into metrics (sample_id, instance, name, value, unit, "
+                          "higher_is_better) values (1, 0, 'cpu.xz', 4.2, 'MB', 1)"))  # fmt: skip
+    engine.dispose()
+    (row,) = Store(url).metric_rows("r0")
+    assert (row.value, row.resolution) == (4.2, None)

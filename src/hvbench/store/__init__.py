@@ -179,6 +179,8 @@ class MetricRecord:
     """``Metric.composite``."""
     direction: str | None = None
     """``Metric.direction``."""
+    resolution: float | None = None
+    """``Metric.resolution``: the smallest change of ``value`` the measurement can show."""
 
 
 class MetricView(NamedTuple):
@@ -196,6 +198,8 @@ class MetricView(NamedTuple):
     """None in runs stored before the flag existed."""
     composite: bool
     direction: str | None
+    resolution: float | None
+    """``Metric.resolution``; None where the tool did not say, and in runs stored before it."""
 
 
 @dataclass
@@ -443,6 +447,7 @@ class Store:
                     MetricRow.headline,
                     MetricRow.composite,
                     MetricRow.direction,
+                    MetricRow.resolution,
                 )
                 .join(SampleRow, MetricRow.sample_id == SampleRow.id)
                 .join(CellRow, SampleRow.cell_id == CellRow.id)

@@ -115,6 +115,9 @@ class MetricRow(Base):
     """A sub-score of the workload's composite (``Metric.composite``)."""
     direction: Mapped[str | None] = mapped_column(String(8))
     """``inbound``, ``outbound`` or NULL (``Metric.direction``)."""
+    resolution: Mapped[float | None] = mapped_column(Float)
+    """The smallest change of ``value`` its measurement can show (``Metric.resolution``); NULL
+    where the tool does not say, and in runs stored before schema 0005."""
 
 
 class RawOutputRow(Base):
