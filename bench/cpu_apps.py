@@ -92,7 +92,7 @@ def main() -> None:
                     rates[program.key].append(metric.value or 0.0)
                     ran = parse_copies(raw.content, copies)
                     wall = sum(c.seconds for c in ran)
-                    cpu = sum(c.cpu_seconds or 0.0 for c in ran)
+                    cpu = sum(c.cpu_seconds for c in ran)
                     seconds[program.key].append(wall / len(ran))
                     shares[program.key].append(cpu / wall)
                     per_cpu_s[program.key].append((metric.value or 0.0) * wall / max(cpu, 1e-9))

@@ -4,14 +4,16 @@ natively at the --quick scale), the jobs' sizes, and a quick run on native."""
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 from typing import get_args
 
 import pytest
-from workload_env import corpus_digest, native_instances, run_workload
+from workload_env import calibrate, corpus_digest, native_instances, run_workload
 
 from hvbench.workloads import workload_class, workload_of
 from hvbench.workloads.base import ParseError
+from hvbench.workloads.clock import parse_timing
 from hvbench.workloads.cpu import Cpu, CpuSettings
 from hvbench.workloads.cpu_apps import (
     CORPUS,
@@ -21,6 +23,7 @@ from hvbench.workloads.cpu_apps import (
     SUB_SCORES,
     CpuApps,
     CpuAppsSettings,
+    Job,
     ProgramKey,
     parse_copies,
 )
@@ -35,9 +38,13 @@ def report(key: str) -> str:
     return (FIX / f"{key}.txt").read_text()
 
 
+def quick_job(key: str, corpus_bytes: int = CORPUS_BYTES) -> Job:
+    program = PROGRAM[key]
+    return program.job(program.size_at(QUICK_SCALE), QUICK_SCALE, corpus_bytes)
+
+
 def throughput(key: str) -> float:
-    job = PROGRAM[key].job(QUICK_SCALE, CORPUS_BYTES)
-    return PROGRAM[key].throughput(report(key), 2, job)
+    return PROGRAM[key].throughput(report(key), 2, quick_job(key))[0]
 
 
 def test_every_program_reads_its_captured_output():
@@ -48,21 +55,21 @@ def test_every_program_reads_its_captured_output():
     assert got["povray"] == pytest.approx(sum(121 / s for s in seconds))
     # stockfish: the nodes it says it searched, over the copy's wall time
     copy0 = parse_copies(report("stockfish"), 2)[0]
-    assert "Nodes searched  : 460379" in copy0.output
-    assert got["stockfish"] > 460379 / copy0.seconds
+    nodes = int(re.search(r"Nodes searched\s*: (\d+)", copy0.output).group(1))
+    assert got["stockfish"] > nodes / copy0.seconds
     # openssl: its own count and clock (+R:count:algorithm:seconds), 16 KiB blocks
     assert got["aes"] > 100 and got["sha256"] > 100
 
 
 def test_compressors_count_passes_over_the_corpus():
-    job = PROGRAM["zstd"].job(QUICK_SCALE, CORPUS_BYTES)
+    job = quick_job("zstd")
     assert job.command.count(CORPUS) == 500 and job.units == 500 * CORPUS_BYTES
     seconds = [c.seconds for c in parse_copies(report("zstd"), 2)]
     assert throughput("zstd") == pytest.approx(sum(job.units / MIB / s for s in seconds))
 
 
 def test_a_failed_copy_fails_the_program_with_its_words():
-    job = PROGRAM["xz"].job(QUICK_SCALE, CORPUS_BYTES)
+    job = quick_job("xz")
     with pytest.raises(ParseError, match=r"cpu apps xz: copy 0 exited with 1: .*No such file"):
         PROGRAM["xz"].throughput(report("xz-no-corpus"), 2, job)
 
@@ -80,25 +87,26 @@ def test_a_copy_killed_half_way_is_a_parse_error(key, cut, complaint):
     text = report(key)
     last = text.rindex(cut)
     with pytest.raises(ParseError, match=complaint):
-        PROGRAM[key].throughput(text[:last], 2, PROGRAM[key].job(QUICK_SCALE, CORPUS_BYTES))
+        PROGRAM[key].throughput(text[:last], 2, quick_job(key))
 
 
 def test_reports_of_too_few_copies_or_the_wrong_job_are_refused():
-    job = PROGRAM["povray"].job(QUICK_SCALE, CORPUS_BYTES)
+    job = quick_job("povray")
     with pytest.raises(ParseError, match="expected reports of 3 copies, found 2"):
         PROGRAM["povray"].throughput(report("povray"), 3, job)
-    bigger = PROGRAM["povray"].job(0.0625, CORPUS_BYTES)  # 20 x 20
+    bigger = PROGRAM["povray"].job(20, QUICK_SCALE, CORPUS_BYTES)  # 20 x 20
     with pytest.raises(ParseError, match="rendered 121 of 121 pixels, expected 400"):
         PROGRAM["povray"].throughput(report("povray"), 2, bigger)
     with pytest.raises(ParseError, match="inserted 72000 rows in 18 rounds, not 144000"):
-        PROGRAM["sqlite"].throughput(report("sqlite"), 2, PROGRAM["sqlite"].job(0.04, 0))
+        PROGRAM["sqlite"].throughput(report("sqlite"), 2, PROGRAM["sqlite"].job(18, 0.04, 0))
     with pytest.raises(ParseError, match="measured sha256, not aes-256-gcm"):
         PROGRAM["aes"].throughput(report("sha256"), 2, job)
 
 
 def test_scale_multiplies_every_job():
     small, full, double = (
-        {p.key: p.job(s, CORPUS_BYTES) for p in PROGRAMS} for s in (0.25, 1.0, 2.0)
+        {p.key: p.job(p.size_at(s), min(1.0, s), CORPUS_BYTES) for p in PROGRAMS}
+        for s in (0.25, 1.0, 2.0)
     )
     assert full["povray"].units == 80 * 80 and small["povray"].units == 40 * 40
     assert "500000" in full["stockfish"].command and "1000000" in double["stockfish"].command
@@ -114,7 +122,9 @@ def test_settings_label_estimate_and_suites():
     assert isinstance(apps, CpuApps) and isinstance(workload_of(CpuSettings(name="cpu")), Cpu)
     assert apps.settings.label() == "cpu apps"
     assert CpuAppsSettings(name="cpu", scale=0.1, copies=1).label() == "cpu apps scale=0.1 copies=1"
-    assert 200 <= apps.estimate_seconds(quick=False) <= 300  # 20-60 s a program
+    fixed = workload_of(CpuAppsSettings(name="cpu", scale=1))
+    assert 200 <= fixed.estimate_seconds(quick=False) <= 300  # 20-60 s a program
+    assert apps.estimate_seconds(quick=False) == len(PROGRAMS) * (1.5 + 1) - 1 + 2  # povray's 2 s
     assert apps.estimate_seconds(quick=True) < 15
     assert apps.timeout(quick=True) > 10 * apps.estimate_seconds(quick=True)
     assert "/usr/games/stockfish" in apps.tools() and "/usr/bin/xz" in apps.tools()
@@ -147,9 +157,44 @@ def test_quick_run_on_native():
     assert [r.tool for r in outcome.raw][:2] == ["povray", "stockfish"]
     copies = instances[0].vcpus
     assert all(r.content.count("=== copy ") == copies for r in outcome.raw)
-    # each copy's CPU time (the subshell's ``times``), beside its wall time
-    for raw in outcome.raw:
-        assert all(c.cpu_seconds and c.cpu_seconds > 0 for c in parse_copies(raw.content, copies))
+    # each copy timed by hvbench-clock: its monotonic start and end to the nanosecond, its
+    # clock's resolution (a millisecond or better) and its CPU time
+    for raw, metric in zip(outcome.raw, outcome.metrics, strict=True):
+        for copy in parse_copies(raw.content, copies):
+            assert copy.timing.resolution <= 0.001 and copy.timing.cpu_seconds > 0
+            assert re.search(r"start=\d+\.\d{9} end=\d+\.\d{9}", raw.content)
+        assert metric.resolution is not None and 0 < metric.resolution < metric.value * 1e-3
+
+
+def test_a_coarse_clock_or_a_job_within_its_resolution_is_refused():
+    line = "status=0 start=10.000000000 end={end} resolution={res} user=0.5 system=0.1 "
+    line += "voluntary=3 involuntary=4"
+    timing = parse_timing(line.format(end="11.250000000", res="0.000000040"), "job")
+    assert timing.seconds == pytest.approx(1.25) and timing.cpu_seconds == pytest.approx(0.6)
+    assert timing.rate_resolution(100.0) == pytest.approx(100 * 4e-8 / 1.25)
+    with pytest.raises(ParseError, match=r"steps by 4\.0 ms, coarser than 1 ms"):
+        parse_timing(line.format(end="11.250000000", res="0.004000000"), "job")
+    with pytest.raises(ParseError, match="within its clock's resolution; raise its work"):
+        parse_timing(line.format(end="10.000000000", res="0.000000040"), "job")
+
+
+def test_auto_scale_sizes_each_job_to_its_target_natively():
+    """Calibration grows each job until it lasts 90% of the target natively; the settings it
+    returns pin that work (the label, a cell's key, stays); openssl's is its seconds."""
+    settings = CpuAppsSettings(
+        name="cpu", target_seconds=1.0, skip=["povray", "stockfish", "sqlite", "sha256"]
+    )
+    workload = CpuApps(settings)
+    assert settings.calibrates()
+    with native_instances(1) as (instances, network):
+        chosen = calibrate(workload, instances[0], network)
+        (outcome,) = run_workload(CpuApps(chosen), instances, network, quick=False)
+    assert set(chosen.work) == {"xz", "zstd", "aes"} and chosen.work["aes"] == 1
+    assert chosen.work["zstd"] > PROGRAM["zstd"].first_size() == 1  # one pass: milliseconds
+    assert chosen.label() == settings.label() and not chosen.calibrates()
+    assert outcome.raw[0].command.count(CORPUS) == chosen.work["xz"]
+    with pytest.raises(ValueError, match="xz's work was not calibrated"):
+        CpuApps(settings).size(PROGRAM["xz"], quick=False)
 
 
 def test_corpus_is_deterministic_on_native():

@@ -90,7 +90,9 @@ def all_metrics() -> list[Metric]:
         Metric(p.metric, p.parse(text(f)), p.unit, True) for p, f in zip(PARTS, files, strict=True)
     ]
     apps = [
-        Metric(p.metric, p.throughput(text(f"cpu-apps/{p.key}.txt"), 2, p.job(QUICK_SCALE, 1)),
+        Metric(p.metric,
+               p.throughput(text(f"cpu-apps/{p.key}.txt"), 2,
+                            p.job(p.size_at(QUICK_SCALE), QUICK_SCALE, 1))[0],
                p.unit, True)
         for p in PROGRAMS
     ]  # fmt: skip

@@ -15,7 +15,7 @@ from hvbench.drivers.base import Instance, Needs
 from hvbench.drivers.native import NativeDriver, NativeSettings
 from hvbench.host.network import RunNetwork
 from hvbench.host.resources import Ledger
-from hvbench.runner import run_sample
+from hvbench.runner import calibrate, run_sample
 from hvbench.workloads.base import Context, Outcome, Workload
 from hvbench.workloads.cpu_apps import CORPUS, CpuApps, CpuAppsSettings
 
@@ -53,6 +53,9 @@ def run_workload(
         raise run.failure
     assert run.error is None, run.error
     return run.outcomes
+
+
+__all__ = ["calibrate", "corpus_digest", "native_instances", "run_workload"]
 
 
 def corpus_digest(instance: Instance) -> str:

@@ -37,6 +37,7 @@ from hvbench.analysis.run import cell_info, headline_singles
 from hvbench.analysis.stats import needs_more
 from hvbench.drivers import driver_class
 from hvbench.drivers.base import Driver, Instance, Needs, PlatformSettings
+from hvbench.drivers.native import NativeDriver, NativeSettings
 from hvbench.errors import HvbenchError, InstanceError, StartFailed, StudyError
 from hvbench.host import inventory
 from hvbench.host.monitor import LOCAL, CpuMonitor, HostCpuSource
@@ -54,8 +55,10 @@ from hvbench.store import (
     Store,
 )
 from hvbench.study import Cell, Study, parse_study
-from hvbench.workloads.base import Context, GroupStart, Outcome, Workload
+from hvbench.workloads.base import Context, GroupStart, Outcome, Workload, WorkloadSettings
 
+CALIBRATION = "calibration"
+"""The artifact that holds the settings calibration chose, by workload index."""
 WORK_ROOT = Path("/var/tmp/hvbench")
 """Disk images and logs of a run; on disk, not tmpfs, so disk workloads measure a disk."""
 START_TIMEOUT_S = 300.0
@@ -267,6 +270,7 @@ class Runner:
 
     def _run_all(self, needs: Needs, ledger: Ledger, workdir: Path) -> None:
         # --quick is a smoke run: shortened workloads, one repetition, no adaptive ones
+        self._calibrate(ledger, workdir)
         reps = 1 if self.quick else self.study.repetitions
         self._run_groups(self._groups(range(1, reps + 1)), needs, ledger, workdir)
         adaptive = self.study.adaptive
@@ -292,6 +296,39 @@ class Runner:
             {**adaptive.model_dump(), "stopped_by": stopped_by, "short": sorted(short)},
             replace=True,
         )
+
+    def _calibrate(self, ledger: Ledger, workdir: Path) -> None:
+        """Size the work of the workloads whose settings ask for it (``scale: auto``) natively
+        on this host, once per run, before any sample: kept as the artifact ``calibration``
+        (and with each cell's workload settings), so that every platform, and the run when
+        resumed, does the same work. A ``--quick`` run keeps its fixed smoke-run work."""
+        assert self._network is not None, "calibration runs inside run()"
+        stored: dict[str, dict] = self.store.artifacts(self.run_id).get(CALIBRATION) or {}
+        todo = [
+            i
+            for i, settings in enumerate(self.study.workloads)
+            if settings.calibrates() and str(i) not in stored and not self.quick
+        ]
+        if todo:
+            platform = NativeSettings(driver="native")
+            needs = needs_of(replace(self.study, workloads=[self.study.workloads[i] for i in todo]))
+            driver = NativeDriver(
+                CALIBRATION, platform, replace(needs, data_disk=False), ledger, self._network,
+                workdir / CALIBRATION,
+            )  # fmt: skip
+            (workdir / CALIBRATION).mkdir(exist_ok=True)
+            instances = driver.start(1, time.monotonic() + START_TIMEOUT_S)
+            try:
+                for i in todo:
+                    workload = self.study.workload(i)
+                    line = f"hvbench: sizing the jobs of {workload.settings.label()} natively"
+                    print(line, file=sys.stderr, flush=True)
+                    settings = calibrate(workload, instances[0], self._network)
+                    stored[str(i)] = settings.model_dump(mode="json")
+                    self.store.add_artifact(self.run_id, CALIBRATION, stored, replace=True)
+            finally:
+                driver.stop(instances)
+        self.study = self.study.calibrated({int(i): data for i, data in stored.items()})
 
     def _imprecise_cells(self, ci_target: float, max_count: float) -> set[str]:
         """Keys of cells with fewer than ``ADAPTIVE_MIN_N`` repetitions or a headline metric
@@ -525,6 +562,17 @@ class Runner:
         run = run_sample(workload, instances, self._network, self.quick, start, source, profile)
         record = _record(rep, run, instances, source.cores)
         return record, run.error or workload.missed(run.outcomes)
+
+
+def calibrate(workload: Workload, instance: Instance, network: RunNetwork) -> WorkloadSettings:
+    """The workload's settings with its work sized on a native ``instance``: prepare,
+    calibrate, cleanup (the runner's path, which the workload tests call too)."""
+    ctx = Context(network=network, quick=False, instance_count=1)
+    workload.prepare(instance, ctx)
+    try:
+        return workload.calibrate(instance, ctx)
+    finally:
+        workload.cleanup(instance, ctx)
 
 
 def run_sample(

@@ -110,6 +110,15 @@ class Study:
         """The study a ``--quick`` run measures: each workload in its quick form."""
         return replace(self, workloads=[w.quick() for w in self.workloads])
 
+    def calibrated(self, chosen: dict[int, dict]) -> Study:
+        """The study with the settings a run's calibration chose for some of its workloads
+        (by index), stored with the run as JSON."""
+        workloads = [
+            type(w).model_validate(chosen[i]) if i in chosen else w
+            for i, w in enumerate(self.workloads)
+        ]
+        return replace(self, workloads=workloads)
+
     def counts(
         self, platform: str, workload: WorkloadSettings | None = None, ascents: bool = True
     ) -> list[int]:

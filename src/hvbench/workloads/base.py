@@ -44,6 +44,11 @@ class WorkloadSettings(BaseModel):
         consolidation's sets of servers); None leaves the count to the platform and study."""
         return None
 
+    def calibrates(self) -> bool:
+        """Whether the work of its jobs is sized on this host at the start of a run
+        (``Workload.calibrate``), rather than fixed by the settings."""
+        return False
+
     def ascent(self) -> Ascent | None:
         """The instance counts this workload climbs one step at a time, where its settings ask
         for the largest count it holds (consolidation's ``sets: auto``); None: no ascent."""
@@ -193,6 +198,12 @@ class Workload(ABC):
         """Debian packages a full root filesystem must hold for this workload (``needs_userland``
         guests get them from debootstrap; native needs them installed on the host)."""
         return []
+
+    def calibrate(self, instance: Instance, ctx: Context) -> WorkloadSettings:
+        """The settings with the work of each job sized on ``instance`` (native, after
+        ``prepare``), for a run whose settings ``calibrates``: the run stores them, so that
+        every platform, and a resumed run, does the same work."""
+        return self.settings
 
     def missed(self, outcomes: list[Outcome]) -> str | None:
         """Why a sample that ran without error did not hold its load (a role's SLO missed),

@@ -46,10 +46,20 @@ image; gcc needs its whole toolchain and headers, which the initramfs image has 
 compiling is measured by kernbench in a full root filesystem.
 
 Like HS06, one copy runs per vCPU (``copies`` overrides), all started together right after the
-barrier by one shell inside the instance, each timed by the instance's clock (``/proc/uptime``,
-10 ms). A program's metric is its throughput summed over the copies (work units per second);
+barrier by one shell inside the instance, each timed by ``hvbench-clock`` (clock.c: monotonic,
+to the nanosecond, with the clock's effective resolution and the copy's CPU time), the same
+static binary natively and in every guest. A program's metric is its throughput summed over the
+copies (work units per second), with the smallest change the clock can show as its resolution;
 the composite, computed by the analysis step, is the geometric mean of the programs'
-throughputs each divided by the baseline platform's. The per-copy times stay in the raw output.
+throughputs each divided by the baseline platform's. The per-copy timings stay in the raw
+output.
+
+How much work: ``scale: auto`` (the default) sizes each program's job at the start of a run,
+natively on the host, so that it lasts ``target_seconds`` (1.5 s) there, as pyperf calibrates
+its loops: a job far shorter than a second is timed by its start-up and its clock, not by its
+work. The sizes chosen (``work``) are stored with the run and its cells: every platform, and the
+run when resumed, does the same work, and ``compare`` says when two runs did not. A fixed
+``scale`` or ``work`` pins the work instead (across hosts, for instance).
 """
 
 from __future__ import annotations
@@ -61,17 +71,29 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Literal, NamedTuple
 
-from pydantic import PositiveFloat, PositiveInt, model_validator
+from pydantic import Field, PositiveFloat, PositiveInt, model_validator
 
 from hvbench.errors import InstanceError
 from hvbench.workloads.base import Context, Metric, Outcome, ParseError, WorkloadSettings
+from hvbench.workloads.clock import Timing, clock, parse_timing
 from hvbench.workloads.common import ScratchWorkload, combined, keep, number, run, search
 
 if TYPE_CHECKING:
     from hvbench.drivers.base import Instance
 
 QUICK_SCALE = 0.02
-"""``--quick``: a fiftieth of each job, about a second per program natively."""
+"""``--quick``: a fiftieth of each job, under a second per program natively: a smoke run."""
+AUTO_TARGET_S = 1.5
+"""``scale: auto``'s default: each job lasts 1.5 s natively, at least a second when the host
+runs a little faster than when it was calibrated."""
+AUTO_DATA_SCALE = 0.1
+"""``scale: auto`` works on a tenth of the data (a 1.2 MiB corpus, 20 000 rows a round): it
+fits the caches of any server as it does a guest's, and the work grows by passes and rounds."""
+CALIBRATION_START_SCALE = 0.005
+"""The scale of the first job calibration times, where the job's size follows the scale."""
+CALIBRATION_STEPS = 8
+CALIBRATED = 0.9
+"""A calibration stops at a job lasting 90% of the target or more."""
 START_OVERHEAD_S = 1.0
 """Start-up per program, for estimates (POV-Ray's is 2 s: it parses the scene and shoots
 photons whatever the image size)."""
@@ -91,18 +113,11 @@ SQLITE_SCRIPT = "round.sql"
 COPIES_SCRIPT = r"""
 cd "$1" || exit 1
 copies=$2
-cmd=$3
+clock=$3
+cmd=$4
 i=0
 while [ "$i" -lt "$copies" ]; do
-    (
-        read -r t0 _ < /proc/uptime
-        eval "$cmd" > "copy$i.out" 2>&1
-        rc=$?
-        read -r t1 _ < /proc/uptime
-        times > "copy$i.cpu"
-        { read -r _; read -r user system; } < "copy$i.cpu"
-        echo "$rc $t0 $t1 $user $system" > "copy$i.time"
-    ) &
+    "$clock" "copy$i.time" sh -c "$cmd" > "copy$i.out" 2>&1 &
     i=$((i + 1))
 done
 wait
@@ -113,25 +128,26 @@ while [ "$i" -lt "$copies" ]; do
     i=$((i + 1))
 done
 """
-"""Start ``copies`` copies of a shell command at once in directory $1, time each, then print
-each copy's exit status, start and end (seconds since boot), the user and system CPU time of
-what it ran (the subshell's ``times``) and the tail of its output."""
+"""Start ``copies`` copies of a shell command at once in directory $1, each timed by
+hvbench-clock ($3), then print each copy's timing line (exit status, monotonic start and end,
+the clock's resolution, CPU time, context switches) and the tail of its output."""
 
-_COPY = re.compile(
-    r"^=== copy (\d+): (-?\d+) ([0-9.]+) ([0-9.]+)"
-    r"(?: (\d+)m([0-9.]+)s (\d+)m([0-9.]+)s)?$",
-    re.MULTILINE,
-)
-"""A copy's report line; the CPU times are missing from reports captured before they were."""
+_COPY = re.compile(r"^=== copy (\d+): (.*)$", re.MULTILINE)
 
 
 class Copy(NamedTuple):
-    """One copy of a program: wall seconds, CPU seconds (user and system, None where the report
-    has none) and the tail of its output."""
+    """One copy of a program: how hvbench-clock timed it and the tail of its output."""
 
-    seconds: float
-    cpu_seconds: float | None
+    timing: Timing
     output: str
+
+    @property
+    def seconds(self) -> float:
+        return self.timing.seconds
+
+    @property
+    def cpu_seconds(self) -> float:
+        return self.timing.cpu_seconds
 
 
 # the generated table -----------------------------------------------------------------------
@@ -217,7 +233,7 @@ SQLITE_TALLY = "SELECT 'rounds', count(*), sum(n) FROM tally;"
 
 @dataclass(frozen=True)
 class Job:
-    """What one copy of a program does at a scale."""
+    """What one copy of a program does."""
 
     command: list[str]
     """The copy's command line, run in the scratch directory."""
@@ -229,7 +245,9 @@ class Job:
 
 @dataclass(frozen=True)
 class Program(ABC):
-    """One program of the suite."""
+    """One program of the suite. Its job has one size, an integer (an image's side, nodes per
+    position, passes over the corpus, rounds, seconds), set by ``scale`` or by calibration;
+    the data it works on (the corpus, a round's rows) is set by the data scale alone."""
 
     key: str
     metric: str
@@ -242,32 +260,45 @@ class Program(ABC):
 
     start_seconds: float = START_OVERHEAD_S
     """Start-up whatever the job's size, for estimates."""
+    fixed_time: ClassVar[bool] = False
+    """The job runs for its size in seconds and counts its work (openssl speed)."""
 
     @property
     def tools(self) -> tuple[str, ...]:
         """What the instance must have to run it."""
         return (self.path,)
 
-    def prepare(self, instance: Instance, scratch: str, scale: float) -> None:  # noqa: B027
+    def prepare(self, instance: Instance, scratch: str, data_scale: float) -> None:  # noqa: B027
         """Untimed set-up in the scratch directory (optional)."""
 
     @abstractmethod
-    def job(self, scale: float, corpus_bytes: int) -> Job:
-        """The fixed job at this scale."""
+    def size_at(self, scale: float) -> int:
+        """The job's size at a scale (1: 20-60 s natively)."""
+
+    @abstractmethod
+    def job(self, size: int, data_scale: float, corpus_bytes: int) -> Job:
+        """The fixed job of this size."""
 
     @abstractmethod
     def rate(self, output: str, seconds: float, job: Job) -> float:
         """One copy's throughput from the tail of its output and its wall time."""
 
+    def first_size(self) -> int:
+        """The job calibration times first: well under a second natively on any host."""
+        return self.size_at(CALIBRATION_START_SCALE)
+
     def estimate(self, scale: float) -> float:
         return self.native_seconds * scale + self.start_seconds
 
-    def throughput(self, report: str, copies: int, job: Job) -> float:
-        """The instance's throughput: the sum of its copies' rates, from COPIES_SCRIPT's report."""
+    def throughput(self, report: str, copies: int, job: Job) -> tuple[float, float]:
+        """The instance's throughput, the sum of its copies' rates from COPIES_SCRIPT's report,
+        and the smallest change of it the clock can show."""
         try:
-            return sum(self.rate(c.output, c.seconds, job) for c in parse_copies(report, copies))
+            found = parse_copies(report, copies)
+            rates = [(self.rate(c.output, c.seconds, job), c.timing) for c in found]
         except ParseError as e:
             raise ParseError(f"cpu apps {self.key}: {e}") from None
+        return sum(r for r, _ in rates), sum(t.rate_resolution(r) for r, t in rates)
 
 
 def _side(scale: float) -> int:
@@ -276,25 +307,27 @@ def _side(scale: float) -> int:
 
 @dataclass(frozen=True)
 class Povray(Program):
-    def prepare(self, instance: Instance, scratch: str, scale: float) -> None:
+    def prepare(self, instance: Instance, scratch: str, data_scale: float) -> None:
         if not instance.exec(["test", "-r", f"{POVRAY_SCENE}/benchmark.pov"], timeout=60).ok:
             raise InstanceError(
                 f"{instance.name}: POV-Ray's benchmark scene {POVRAY_SCENE}/benchmark.pov is "
                 "missing (apt-get install povray-examples on the host)"
             )
 
-    def job(self, scale: float, corpus_bytes: int) -> Job:
-        side = _side(scale)
+    def size_at(self, scale: float) -> int:
+        return _side(scale)
+
+    def job(self, size: int, data_scale: float, corpus_bytes: int) -> Job:
         argv = [
             self.path,
             f"{POVRAY_SCENE}/benchmark.ini",
             f"+I{POVRAY_SCENE}/benchmark.pov",
-            f"+W{side}",
-            f"+H{side}",
+            f"+W{size}",
+            f"+H{size}",
             "+WT1",
             "-D",
         ]
-        return Job(argv, side * side)
+        return Job(argv, size * size)
 
     def rate(self, output: str, seconds: float, job: Job) -> float:
         return parse_povray(output, int(job.units)) / seconds
@@ -314,10 +347,12 @@ def parse_povray(text: str, pixels: int) -> int:
 
 @dataclass(frozen=True)
 class Stockfish(Program):
-    def job(self, scale: float, corpus_bytes: int) -> Job:
-        nodes = max(1000, round(500_000 * scale))
+    def size_at(self, scale: float) -> int:
+        return max(1000, round(500_000 * scale))
+
+    def job(self, size: int, data_scale: float, corpus_bytes: int) -> Job:
         # bench TT-MiB threads limit positions limit-type
-        return Job([self.path, "bench", "16", "1", str(nodes), "default", "nodes"], 0)
+        return Job([self.path, "bench", "16", "1", str(size), "default", "nodes"], 0)
 
     def rate(self, output: str, seconds: float, job: Job) -> float:
         return parse_stockfish(output) / seconds
@@ -344,10 +379,15 @@ class Compressor(Program):
     def tools(self) -> tuple[str, ...]:
         return (self.path, SQLITE3)  # sqlite3 makes the corpus
 
-    def job(self, scale: float, corpus_bytes: int) -> Job:
-        passes = max(1, round(self.passes * max(1.0, scale)))
-        argv = [self.path, *self.options, "-c", *[CORPUS] * passes]
-        return Job(argv, passes * corpus_bytes, discard_stdout=True)
+    def size_at(self, scale: float) -> int:
+        return max(1, round(self.passes * max(1.0, scale)))
+
+    def first_size(self) -> int:
+        return 1
+
+    def job(self, size: int, data_scale: float, corpus_bytes: int) -> Job:
+        argv = [self.path, *self.options, "-c", *[CORPUS] * size]
+        return Job(argv, size * corpus_bytes, discard_stdout=True)
 
     def rate(self, output: str, seconds: float, job: Job) -> float:
         if output.strip():
@@ -357,23 +397,28 @@ class Compressor(Program):
 
 @dataclass(frozen=True)
 class Sqlite(Program):
-    def prepare(self, instance: Instance, scratch: str, scale: float) -> None:
-        script = sqlite_round_sql(sqlite_rows(scale)).encode()
+    def prepare(self, instance: Instance, scratch: str, data_scale: float) -> None:
+        script = sqlite_round_sql(sqlite_rows(data_scale)).encode()
         run(instance, ["sh", "-c", 'cat > "$1"', "sh", f"{scratch}/{SQLITE_SCRIPT}"], 60, script)
 
-    def job(self, scale: float, corpus_bytes: int) -> Job:
-        rounds = max(1, round(18 * max(1.0, scale)))
-        reads = [f".read {SQLITE_SCRIPT}"] * rounds
+    def size_at(self, scale: float) -> int:
+        return max(1, round(18 * max(1.0, scale)))
+
+    def first_size(self) -> int:
+        return 1
+
+    def job(self, size: int, data_scale: float, corpus_bytes: int) -> Job:
+        reads = [f".read {SQLITE_SCRIPT}"] * size
         return Job(
-            [self.path, "-bail", ":memory:", *reads, SQLITE_TALLY], rounds * sqlite_rows(scale)
+            [self.path, "-bail", ":memory:", *reads, SQLITE_TALLY], size * sqlite_rows(data_scale)
         )
 
     def rate(self, output: str, seconds: float, job: Job) -> float:
         return parse_sqlite(output, int(job.units)) / seconds
 
 
-def sqlite_rows(scale: float) -> int:
-    return max(1000, round(200_000 * min(1.0, scale)))
+def sqlite_rows(data_scale: float) -> int:
+    return max(1000, round(200_000 * data_scale))
 
 
 def parse_sqlite(text: str, rows: int) -> int:
@@ -389,17 +434,20 @@ class OpensslSpeed(Program):
     """Fixed time, counted work: see the module docstring."""
 
     algorithm: str = ""
+    fixed_time: ClassVar[bool] = True
 
-    def job(self, scale: float, corpus_bytes: int) -> Job:
-        seconds = max(1, round(20 * scale))
-        argv = [self.path, "speed", "-elapsed", "-mr", "-seconds", str(seconds)]
+    def size_at(self, scale: float) -> int:
+        return max(1, round(20 * scale))
+
+    def job(self, size: int, data_scale: float, corpus_bytes: int) -> Job:
+        argv = [self.path, "speed", "-elapsed", "-mr", "-seconds", str(size)]
         return Job([*argv, "-bytes", "16384", "-evp", self.algorithm], 0)
 
     def rate(self, output: str, seconds: float, job: Job) -> float:
         return parse_openssl_speed(output, self.algorithm) / MIB
 
     def estimate(self, scale: float) -> float:
-        return max(1, round(20 * scale)) + self.start_seconds
+        return self.size_at(scale) + self.start_seconds
 
 
 def parse_openssl_speed(text: str, algorithm: str) -> float:
@@ -450,18 +498,13 @@ def parse_copies(text: str, copies: int) -> list[Copy]:
     found = []
     for m, end in zip(heads, [*(h.start() for h in heads[1:]), len(text)], strict=True):
         output = text[m.end() : end].strip("\n")
-        status = int(m.group(2))
-        if status != 0:
+        timing = parse_timing(m.group(2), f"copy {m.group(1)}")
+        if timing.status != 0:
             last = " | ".join(output.splitlines()[-2:])[:160]
-            raise ParseError(f"copy {m.group(1)} exited with {status}: {last or '(no output)'}")
-        seconds = float(m.group(4)) - float(m.group(3))
-        if seconds <= 0:
-            raise ParseError(f"copy {m.group(1)} took no measurable time; raise the scale")
-        cpu = None
-        if m.group(5) is not None:
-            user = int(m.group(5)) * 60 + float(m.group(6))
-            cpu = user + int(m.group(7)) * 60 + float(m.group(8))
-        found.append(Copy(seconds, cpu, output))
+            raise ParseError(
+                f"copy {m.group(1)} exited with {timing.status}: {last or '(no output)'}"
+            )
+        found.append(Copy(timing, output))
     return found
 
 
@@ -474,8 +517,17 @@ class CpuAppsSettings(WorkloadSettings):
     suite: Literal["apps"] = "apps"
     copies: PositiveInt | None = None
     """Copies of each program; default: one per vCPU of the instance, as HS06 runs one per core."""
-    scale: PositiveFloat = 1.0
-    """Size of every program's job: 1 is 20-60 s natively, 0.1 a tenth of that."""
+    scale: PositiveFloat | Literal["auto"] = "auto"
+    """Size of every program's job: 1 is 20-60 s natively, 0.1 a tenth of that; ``auto``: each
+    program's job sized at the start of the run so that it lasts ``target_seconds`` natively
+    on this host (``work``)."""
+    target_seconds: float = Field(default=AUTO_TARGET_S, ge=1.0)
+    """With ``scale: auto``: how long each program's job lasts natively (a second at least, so
+    that the clock's millisecond is a thousandth of it)."""
+    work: dict[ProgramKey, PositiveInt] = Field(default_factory=dict)
+    """Each program's job size (an image's side in pixels, nodes per position, passes over the
+    corpus, rounds, seconds), overriding ``scale``: what ``scale: auto`` chose for a run, stored
+    with its cells; written in a study, it pins the work across runs and hosts."""
     skip: tuple[ProgramKey, ...] = ()
     """Programs left out, with their metrics: where a short study cannot afford one (POV-Ray's
     parse and photon pass alone take about a minute in a TCG guest)."""
@@ -486,10 +538,21 @@ class CpuAppsSettings(WorkloadSettings):
             raise ValueError("skip leaves no program to run; remove some of its entries")
         return self
 
+    @property
+    def data_scale(self) -> float:
+        """The scale of the data the programs work on: the corpus and a round's rows."""
+        return AUTO_DATA_SCALE if self.scale == "auto" else min(1.0, self.scale)
+
+    def calibrates(self) -> bool:
+        wanted = {p.key for p in PROGRAMS} - set(self.skip)
+        return self.scale == "auto" and not wanted <= set(self.work)
+
     def label(self) -> str:
         parts = ["cpu apps"]
-        if self.scale != 1:
+        if self.scale != "auto":
             parts.append(f"scale={self.scale:g}")
+        elif self.target_seconds != AUTO_TARGET_S:
+            parts.append(f"target={self.target_seconds:g}s")
         if self.copies is not None:
             parts.append(f"copies={self.copies}")
         if self.skip:
@@ -511,48 +574,101 @@ class CpuApps(ScratchWorkload):
         """Per instance name: bytes of the corpus made in prepare (0 without compressors)."""
 
     def tools(self) -> list[str]:
-        return sorted({t for p in self.programs for t in p.tools})
+        return sorted({str(clock()), *(t for p in self.programs for t in p.tools)})
 
-    def _scale(self, quick: bool) -> float:
-        return min(self.settings.scale, QUICK_SCALE) if quick else self.settings.scale
+    def _data_scale(self, quick: bool) -> float:
+        return min(self.settings.data_scale, QUICK_SCALE) if quick else self.settings.data_scale
+
+    def size(self, program: Program, quick: bool) -> int:
+        """The program's job size: ``--quick``'s, pinned or calibrated ``work``, or ``scale``'s."""
+        s = self.settings
+        if quick:
+            return program.size_at(QUICK_SCALE if s.scale == "auto" else min(s.scale, QUICK_SCALE))
+        if program.key in s.work:
+            return s.work[program.key]
+        if s.scale == "auto":
+            raise ValueError(f"cpu apps: {program.key}'s work was not calibrated")
+        return program.size_at(s.scale)
 
     def prepare(self, instance: Instance, ctx: Context) -> None:
         """Untimed: what the programs need in the scratch directory, the corpus among it."""
         super().prepare(instance, ctx)
-        scale, scratch = self._scale(ctx.quick), self.scratch(instance)
+        data, scratch = self._data_scale(ctx.quick), self.scratch(instance)
         for program in self.programs:
-            program.prepare(instance, scratch, scale)
+            program.prepare(instance, scratch, data)
         compress = any(isinstance(p, Compressor) for p in self.programs)
-        self._corpus[instance.name] = make_corpus(instance, scratch, scale) if compress else 0
+        self._corpus[instance.name] = make_corpus(instance, scratch, data) if compress else 0
+
+    def _native_seconds(self, program: Program, quick: bool) -> float:
+        """About how long the program's job lasts natively, for estimates and timeouts."""
+        s = self.settings
+        if quick:
+            return program.estimate(QUICK_SCALE)
+        if s.scale == "auto" or program.key in s.work:
+            return s.target_seconds + program.start_seconds
+        return program.estimate(s.scale)
+
+    def _run(self, instance: Instance, program: Program, job: Job, copies: int, quick: bool) -> str:
+        """Every copy of one job, started at once and timed; the report of COPIES_SCRIPT."""
+        argv = ["sh", "-c", COPIES_SCRIPT, "sh", self.scratch(instance), str(copies)]
+        timeout = 60 + SLOWEST_PLATFORM * self._native_seconds(program, quick)
+        return combined(run(instance, [*argv, str(clock()), _shell(job)], timeout))
 
     def measure(self, instance: Instance, ctx: Context) -> Outcome:
         copies = self.settings.copies or instance.vcpus
-        scale = self._scale(ctx.quick)
+        data = self._data_scale(ctx.quick)
         outcome = Outcome()
         for program in self.programs:
-            job = program.job(scale, self._corpus[instance.name])
-            argv = ["sh", "-c", COPIES_SCRIPT, "sh", self.scratch(instance), str(copies)]
-            timeout = 60 + SLOWEST_PLATFORM * program.estimate(scale)
+            job = program.job(self.size(program, ctx.quick), data, self._corpus[instance.name])
             ctx.barrier()
-            text = combined(run(instance, [*argv, _shell(job)], timeout))
+            text = self._run(instance, program, job, copies, ctx.quick)
             outcome.raw.append(keep(program.path.rsplit("/", 1)[-1], job.command, text))
-            rate = program.throughput(text, copies, job)
-            outcome.metrics.append(Metric(program.metric, rate, program.unit, True, composite=True))
+            rate, resolution = program.throughput(text, copies, job)
+            outcome.metrics.append(
+                Metric(
+                    program.metric, rate, program.unit, True, composite=True, resolution=resolution
+                )
+            )
         return outcome
 
+    def calibrate(self, instance: Instance, ctx: Context) -> CpuAppsSettings:
+        """Each program's job sized to last ``target_seconds`` on ``instance`` (native), as
+        pyperf sizes its loops: time a small job, grow it by what is missing (at most 20-fold a
+        step, since start-up weighs on small jobs), until a job lasts 90% of the target."""
+        s = self.settings
+        copies = s.copies or instance.vcpus
+        data = self._data_scale(quick=False)
+        work = dict(s.work)
+        for program in self.programs:
+            if program.key in work:
+                continue
+            if program.fixed_time:
+                work[program.key] = math.ceil(s.target_seconds)
+                continue
+            size = program.first_size()
+            for _ in range(CALIBRATION_STEPS):
+                job = program.job(size, data, self._corpus[instance.name])
+                text = self._run(instance, program, job, copies, quick=False)
+                seconds = min(c.seconds for c in parse_copies(text, copies))
+                if seconds >= CALIBRATED * s.target_seconds:
+                    break
+                grow = min(20.0, s.target_seconds / seconds)
+                size = max(size + 1, math.ceil(size * grow))
+            work[program.key] = size
+        return s.model_copy(update={"work": work})
+
     def estimate_seconds(self, quick: bool) -> float:
-        scale = self._scale(quick)
-        return sum(p.estimate(scale) for p in self.programs)
+        return sum(self._native_seconds(p, quick) for p in self.programs)
 
     def timeout(self, quick: bool) -> float:
         """Fixed work takes as long as the platform needs: generous for a TCG guest."""
         return 120 + SLOWEST_PLATFORM * self.estimate_seconds(quick)
 
 
-def make_corpus(instance: Instance, scratch: str, scale: float) -> int:
+def make_corpus(instance: Instance, scratch: str, data_scale: float) -> int:
     """Generate the compressors' corpus in the scratch directory; its size in bytes."""
     corpus = f"{scratch}/{CORPUS}"
-    rows = max(1000, round(CORPUS_ROWS * min(1.0, scale)))
+    rows = max(1000, round(CORPUS_ROWS * data_scale))
     make = [SQLITE3, "-cmd", f".output {corpus}", ":memory:", corpus_sql(rows)]
     run(instance, make, timeout=60 + SLOWEST_PLATFORM * rows / 100_000)
     size = run(instance, ["wc", "-c", corpus], timeout=60).text().split()

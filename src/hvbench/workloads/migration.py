@@ -31,26 +31,19 @@ KVM's dirty logging is another mechanism (not measured here).
 from __future__ import annotations
 
 import contextlib
-import functools
-import hashlib
-import os
 import re
-import shutil
-import subprocess
-import tempfile
 import time
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Literal
 
 from pydantic import NonNegativeFloat
 
 from hvbench.drivers.base import MigrationPlan, Operation
-from hvbench.errors import HvbenchError, InstanceError
-from hvbench.guest.image import cache_root
+from hvbench.errors import InstanceError
 from hvbench.units import Size, format_size
 from hvbench.workloads.base import Context, Metric, Outcome, ParseError, Workload, WorkloadSettings
 from hvbench.workloads.common import keep
+from hvbench.workloads.helpers import static_helper
 
 if TYPE_CHECKING:
     from hvbench.drivers.base import Instance, Lifecycle
@@ -203,28 +196,6 @@ def operation_metrics(
     return out
 
 
-@functools.cache
 def dirtier() -> Path:
-    """hvbench-dirty, compiled statically from dirty.c once into the image cache (named by
-    the source's hash), so guests get it as they get any host binary."""
-    source = resources.files("hvbench.workloads").joinpath("dirty.c").read_bytes()
-    out = cache_root() / f"hvbench-dirty-{hashlib.sha256(source).hexdigest()[:16]}"
-    if out.exists():
-        return out
-    if not shutil.which("gcc"):
-        raise HvbenchError("migration: hvbench-dirty is built with gcc: apt-get install gcc")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
-        src, binary = Path(tmp) / "dirty.c", Path(tmp) / "hvbench-dirty"
-        src.write_bytes(source)
-        proc = subprocess.run(
-            ["gcc", "-static", "-O2", "-Wall", "-pthread", "-o", str(binary), str(src)],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if proc.returncode != 0:
-            last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-            raise HvbenchError(f"migration: building hvbench-dirty failed: {last}")
-        os.rename(binary, out)
-    return out
+    """hvbench-dirty (dirty.c), built once into the image cache."""
+    return static_helper("hvbench-dirty", "dirty.c", "-pthread")
