@@ -101,9 +101,9 @@ class Metric:
         if self.value is not None and not math.isfinite(self.value):
             raise ValueError(f"metric {self.name}: non-finite value {self.value}")
         if self.resolution is not None and not (
-            math.isfinite(self.resolution) and self.resolution >= 0
+            math.isfinite(self.resolution) and self.resolution > 0
         ):
-            raise ValueError(f"metric {self.name}: resolution {self.resolution} is not >= 0")
+            raise ValueError(f"metric {self.name}: resolution {self.resolution} is not > 0")
 
 
 @dataclass
