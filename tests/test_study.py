@@ -38,6 +38,22 @@ def test_valid_study_expands_platform_by_count_by_workload():
     assert study.estimate_seconds(quick=True) < study.estimate_seconds(quick=False)
 
 
+def test_a_workload_runs_on_the_platforms_it_names():
+    study = parse_study(
+        VALID.replace("  - {name: cpu}", "  - {name: cpu, platforms: [native]}\n  - {name: boot}"),
+        "demo.yaml",
+    )
+    cells = [(c.platform, c.workload, c.instances) for c in study.cells()]
+    assert cells == [
+        ("native", "cpu apps", 1),
+        ("native", "boot", 1),
+        ("other", "boot", 1),
+        ("other", "boot", 2),
+    ]
+    # the default study drops what this host cannot run from the lists too
+    assert default_study({"native"}).workloads[1].platforms == ["native"]
+
+
 def test_every_example_passes_check():
     examples = sorted((Path(__file__).parent.parent / "examples").glob("*.yaml"))
     for path in examples:
@@ -188,6 +204,16 @@ MALFORMED = [
         VALID.replace("{driver: native}", "{driver: native, disk: {backing: nfs}}", 1),
         4,
         ["backing", "nfs"],
+    ),
+    (
+        VALID.replace("  - {name: cpu}", "  - {name: cpu, platforms: [native, nope]}"),
+        7,
+        ["workloads.0.platforms", "['nope']", "study's platforms"],
+    ),
+    (
+        VALID.replace("  - {name: cpu}", "  - {name: cpu, platforms: [other]}"),
+        7,
+        ["workloads.0.platforms", "baseline 'native'"],
     ),
     (
         "name: x\nplatforms:\n  a: {driver: native}\nworkloads: [{name: cpu}]\nworkloads: []\n",

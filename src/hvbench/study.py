@@ -127,6 +127,8 @@ class Study:
         sets, or the steps of its ascent; only the first with ``ascents=False``), then its
         driver's default (native runs once), then the workload's list, then the study's."""
         settings = self.platforms[platform]
+        if workload is not None and not workload.runs_on(platform):
+            return []
         if settings.instances:
             return list(settings.instances)
         if workload is None:
@@ -362,6 +364,8 @@ def parse_study(text: str, source: str) -> Study:
         workload = workload_class(w.name, getattr(w, selector(w.name), None))(w)
         operation, plan = workload.operation, workload.plan()
         for name, settings in platforms.items() if operation else ():
+            if not w.runs_on(name):
+                continue
             driver = driver_class(settings)
             why = driver.refuses(operation, settings) or (plan and driver.refuses_plan(plan))
             if why:
@@ -375,6 +379,18 @@ def parse_study(text: str, source: str) -> Study:
     for i, w in enumerate(workloads):
         if w.instances is not None and len(set(w.instances)) != len(w.instances):
             raise loc.error(("workloads", i, "instances"), f"duplicate counts, found {w.instances}")
+        unknown = [name for name in w.platforms or () if name not in platforms]
+        if unknown:
+            raise loc.error(
+                ("workloads", i, "platforms"),
+                f"expected names of the study's platforms {list(platforms)}, found {unknown}",
+            )
+        if top.baseline in platforms and not w.runs_on(top.baseline):
+            raise loc.error(
+                ("workloads", i, "platforms"),
+                f"expected the baseline {top.baseline!r} among them, found {w.platforms}: "
+                "its figures are divided by the baseline's",
+            )
     if top.adaptive is not None and top.adaptive.max_repetitions < top.repetitions:
         raise loc.error(
             ("adaptive", "max_repetitions"),
@@ -451,4 +467,7 @@ def default_study(available_drivers: set[str]) -> Study:
         for name, spec in data["platforms"].items()
         if spec.get("driver") in available_drivers
     }
+    for workload in data["workloads"]:
+        if "platforms" in workload:
+            workload["platforms"] = [p for p in workload["platforms"] if p in data["platforms"]]
     return parse_study(yaml.safe_dump(data, sort_keys=False), "default study")

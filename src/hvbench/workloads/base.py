@@ -30,6 +30,14 @@ class WorkloadSettings(BaseModel):
     """Instance counts for this workload (the paper ran bonnie++ with 1 and 8 guests but the CPU
     benchmark with 1 to 8); default: the platform's or the study's."""
 
+    platforms: list[str] | None = None
+    """The platforms this workload runs on (default: every platform of the study): the cpu
+    programs depend on neither the NIC nor the disk model, so a study need not run them on two
+    platforms that differ only in those. It must hold the baseline."""
+
+    def runs_on(self, platform: str) -> bool:
+        return self.platforms is None or platform in self.platforms
+
     def label(self) -> str:
         """Short, stable text that tells this workload's cells apart in tables."""
         return self.name
