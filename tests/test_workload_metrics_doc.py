@@ -22,7 +22,7 @@ from hvbench.workloads.dd import parse_dd
 from hvbench.workloads.fio import parse_fio_json
 from hvbench.workloads.iperf import parse_iperf_csv
 from hvbench.workloads.iperf3 import parse_iperf3_json
-from hvbench.workloads.kernbench import parse_time_line, summarise
+from hvbench.workloads.kernbench import parse_build, summarise
 from hvbench.workloads.latency import parse_sockperf
 from hvbench.workloads.memory import METRICS, Memory, MemorySettings, memory_metric
 from hvbench.workloads.migration import OPERATION_METRICS, dirtier, operation_metrics, parse_dirty
@@ -76,7 +76,7 @@ def lifecycle_metrics() -> list[Metric]:
 
 def all_metrics() -> list[Metric]:
     text = lambda p: (FIX / p).read_text()  # noqa: E731
-    time_line = parse_time_line(text("kernbench/subcmd.txt"))
+    time_line = parse_build(text("kernbench/subcmd.txt"))
     ctx = Context(network=None, quick=True, instance_count=1)  # type: ignore[arg-type]
     storm = GroupStart(2.5, {_Booted.name: _Booted.boot, "qemu-1": {"ready": 2.1}}, failed=1)
     storm_ctx = Context(network=None, quick=True, instance_count=2, start=storm)  # type: ignore[arg-type]

@@ -2,7 +2,7 @@
  *
  * usage: hvbench-clock OUTPUT COMMAND [ARG...]
  *
- * Runs COMMAND, waits for it and writes one line to OUTPUT:
+ * Runs COMMAND, waits for it and writes one line to OUTPUT (a file, or - for standard error):
  *
  *   status=S start=T0 end=T1 resolution=R user=U system=Y voluntary=V involuntary=I
  *
@@ -66,7 +66,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: hvbench-clock OUTPUT COMMAND [ARG...]\n");
         return 2;
     }
-    FILE *out = fopen(argv[1], "w");
+    FILE *out = strcmp(argv[1], "-") == 0 ? fdopen(dup(2), "w") : fopen(argv[1], "w");
     if (out == NULL) {
         fprintf(stderr, "hvbench-clock: %s: %s\n", argv[1], strerror(errno));
         return 2;
