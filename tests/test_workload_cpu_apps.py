@@ -123,7 +123,7 @@ def test_settings_label_estimate_and_suites():
     assert apps.settings.label() == "cpu apps"
     assert CpuAppsSettings(name="cpu", scale=0.1, copies=1).label() == "cpu apps scale=0.1 copies=1"
     fixed = workload_of(CpuAppsSettings(name="cpu", scale=1))
-    assert 200 <= fixed.estimate_seconds(quick=False) <= 300  # 20-60 s a program
+    assert 150 <= fixed.estimate_seconds(quick=False) <= 200  # 14-35 s a program
     assert apps.estimate_seconds(quick=False) == len(PROGRAMS) * (1.5 + 1) - 1 + 2  # povray's 2 s
     assert apps.estimate_seconds(quick=True) < 15
     assert apps.timeout(quick=True) > 10 * apps.estimate_seconds(quick=True)

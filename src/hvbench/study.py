@@ -34,6 +34,10 @@ from hvbench.workloads.base import Workload, WorkloadSettings
 PLATFORM_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 BOOT_ESTIMATE_S = 15.0
 """Rough cost of starting a group of guests under TCG, for estimates only."""
+SHORT_JOB_S = 0.5
+"""A timed job shorter than this natively is warned about at the start of a run."""
+MIN_TICKS = 100
+"""... and so is one shorter than this many ticks of its clock."""
 MAX_VALUES = 10_000
 """Values a study may expand to, aliases followed: a hand-written study has a few hundred; an
 alias bomb (nine levels of nine aliases) has 9^9, which would keep validation busy for ever."""
@@ -191,6 +195,23 @@ class Study:
                     out += [f"platform {name}: {line}" for line in need]
         return out
 
+    def short_jobs(self, quick: bool) -> list[str]:
+        """The timed jobs that will last under SHORT_JOB_S natively, or under MIN_TICKS ticks of
+        their clock, one line each with the fix: their figures would measure start-up and the
+        clock as much as the work. A ``--quick`` run is a smoke run and says so instead."""
+        out = []
+        for index, settings in enumerate(self.workloads):
+            for job in self.workload(index).timed_jobs(quick):
+                floor = max(SHORT_JOB_S, MIN_TICKS * job.clock_s)
+                if job.native_seconds < floor:
+                    out.append(
+                        f"{settings.label()}: {job.what} lasts about {job.native_seconds:.2g} s "
+                        f"natively, under the {floor:g} s a job needs ({SHORT_JOB_S:g} s, and "
+                        f"{MIN_TICKS} ticks of its {_tick(job.clock_s)} clock): start-up and the "
+                        f"clock weigh on its figures; {job.fix}"
+                    )
+        return out
+
     def estimate_seconds(self, quick: bool) -> float:
         groups = sum(len(self.counts(p)) for p in self.platforms)
         work = sum(self.workload(c.workload_index).estimate_seconds(quick) for c in self.cells())
@@ -220,6 +241,14 @@ _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
 class _DuplicateKey(Exception):
     def __init__(self, key: Any, line: int) -> None:
         self.key, self.line = key, line
+
+
+def _tick(seconds: float) -> str:
+    """A clock's resolution in words: 1 ms, 10 ms, 1 µs."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if seconds >= scale:
+            return f"{seconds / scale:g} {unit}"
+    return f"{seconds * 1e9:g} ns"
 
 
 def _gib(size: int) -> str:

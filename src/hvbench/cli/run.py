@@ -23,6 +23,10 @@ from hvbench.store import FLEET, Store
 from hvbench.study import default_study, load_study
 
 err = Console(stderr=True)
+QUICK_NOTE = (
+    "--quick is a smoke run: every job shortened (a cpu program lasts a fraction of a second "
+    "natively), one repetition; it shows that everything runs, its figures are not measurements"
+)
 REPORTS = platformdirs.user_data_path("hvbench") / "reports"
 """Where the HTML report of every run is written, next to the default store."""
 
@@ -75,6 +79,10 @@ def run(
             study = load_study(study_file)
         else:
             study = default_study(doctor.available_drivers(doctor.examine()))
+        if quick:
+            err.print(f"hvbench: {QUICK_NOTE}", markup=False, highlight=False, soft_wrap=True)
+        for line in study.short_jobs(quick=False) if not quick else ():
+            err.print(f"hvbench: warning: {line}", markup=False, highlight=False, soft_wrap=True)
         runner = Runner.create(study, store, quick)
         if fleet:
             store.add_artifact(runner.run_id, FLEET, {"fleet": fleet, "host": fleet_host})

@@ -75,6 +75,20 @@ class Ascent:
     """The instances at step 1, 2, ...; the last one is the ascent's upper bound."""
 
 
+@dataclass(frozen=True)
+class TimedJob:
+    """A job a workload times, with how long it lasts natively as far as its settings say
+    before the run, and the resolution of the clock that times it: a run warns about a job too
+    short for its clock or its start-up."""
+
+    what: str
+    native_seconds: float
+    clock_s: float
+    """The clock's resolution in seconds."""
+    fix: str
+    """What lengthens it, in the study's words."""
+
+
 Direction = Literal["inbound", "outbound"]
 """Into the instance (its peer sends) or out of it."""
 
@@ -227,6 +241,11 @@ class Workload(ABC):
 
     def cleanup(self, instance: Instance, ctx: Context) -> None:  # noqa: B027 (optional hook)
         """Undo ``prepare``; runs even when ``measure`` failed."""
+
+    def timed_jobs(self, quick: bool) -> list[TimedJob]:
+        """The jobs whose native length the settings fix before the run (a fixed time, or work
+        of a known native length); none where it is the host's to say (a disk's speed)."""
+        return []
 
     @abstractmethod
     def estimate_seconds(self, quick: bool) -> float:

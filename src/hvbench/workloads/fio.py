@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 
 from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt
 
-from hvbench.workloads.base import Context, Metric, Outcome, ParseError
+from hvbench.workloads.base import Context, Metric, Outcome, ParseError, TimedJob
 from hvbench.workloads.common import combined, keep, number
 from hvbench.workloads.disk import DiskSettings, DiskWorkload
 
@@ -63,6 +63,10 @@ class Fio(DiskWorkload):
     def _times(self, quick: bool) -> tuple[float, float]:
         s = self.settings
         return (QUICK_RUNTIME_S, QUICK_RAMP_S) if quick else (s.runtime, s.ramp)
+
+    def timed_jobs(self, quick: bool) -> list[TimedJob]:
+        """Fixed time after the ramp, timed by fio's own clock (nanoseconds)."""
+        return [TimedJob("each profile", self._times(quick)[0], 1e-9, "raise runtime")]
 
     def argv(self, target: str, quick: bool) -> list[str]:
         runtime, ramp = self._times(quick)

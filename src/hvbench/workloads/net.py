@@ -22,7 +22,7 @@ from pydantic import Field, PositiveFloat, PositiveInt
 
 from hvbench.errors import InstanceError
 from hvbench.units import Size, format_size
-from hvbench.workloads.base import Context, Direction, Workload, WorkloadSettings
+from hvbench.workloads.base import Context, Direction, TimedJob, Workload, WorkloadSettings
 
 if TYPE_CHECKING:
     from hvbench.drivers.base import Instance
@@ -79,6 +79,10 @@ class PeerWorkload(Workload):
 
     def seconds(self, quick: bool) -> float:
         return min(self.settings.seconds, QUICK_SECONDS) if quick else self.settings.seconds
+
+    def timed_jobs(self, quick: bool) -> list[TimedJob]:
+        """Fixed time, timed by the tool's own clock (microseconds)."""
+        return [TimedJob(f"{self.tool} run", self.seconds(quick), 1e-6, "raise seconds")]
 
     def prepare(self, instance: Instance, ctx: Context) -> None:
         network = ctx.network
