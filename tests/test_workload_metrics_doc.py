@@ -103,7 +103,7 @@ def all_metrics() -> list[Metric]:
         *parse_fio_json(text("fio/two-jobs.json")),
         Metric(
             "disk.dd.write_mbps",
-            parse_dd(text("dd/gnu-write.txt"), "write"),
+            parse_dd(text("dd/gnu-write.txt"), "write")[0],
             "MB/s",
             True,
             headline=True,

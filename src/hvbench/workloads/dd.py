@@ -4,7 +4,9 @@ page cache hides neither.
 
 GNU dd is used on every platform (guest images carry the host's /usr/bin/dd): busybox's dd
 prints no transfer time. The rate is computed from the bytes and seconds dd reports, in MB/s
-(10^6 bytes) as dd prints it.
+(10^6 bytes) as dd prints it; its resolution is one unit of the last digit dd prints of its
+seconds. hvbench-clock runs each pass, so the raw output also keeps its monotonic start and
+end, its CPU time and the clock's resolution.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 
 from hvbench.units import Size
 from hvbench.workloads.base import Context, Metric, Outcome, ParseError
+from hvbench.workloads.clock import clock
 from hvbench.workloads.common import combined, keep, number, run, search
 from hvbench.workloads.disk import DiskSettings, DiskWorkload
 
@@ -32,14 +35,22 @@ class DdSettings(DiskSettings):
     """dd's bs: bytes per read and write call."""
 
 
-def parse_dd(text: str, what: str) -> float:
-    """MB/s (10^6 bytes per second) from dd's summary line on stderr."""
+def parse_dd(text: str, what: str) -> tuple[float, float]:
+    """MB/s (10^6 bytes per second) from dd's summary line on stderr, and the smallest change
+    of it that dd's printed seconds can show."""
     m = search(_COPIED, text, f"dd {what} summary ('N bytes ... copied, T s')", re.MULTILINE)
     size = number(m.group(1), f"dd {what} bytes")
     secs = number(m.group(2), f"dd {what} seconds")
     if size <= 0 or secs <= 0:
         raise ParseError(f"dd {what}: copied {size:.0f} bytes in {secs} s; nothing to rate")
-    return size / secs / 1e6
+    rate = size / secs / 1e6
+    return rate, rate * _last_digit(m.group(2)) / secs
+
+
+def _last_digit(text: str) -> float:
+    """One unit of the last digit of a printed number: "1.00265" 1e-05, "9.8e-05" 1e-06."""
+    mantissa, _, exponent = text.lower().partition("e")
+    return 10.0 ** (int(exponent or 0) - len(mantissa.partition(".")[2]))
 
 
 class Dd(DiskWorkload):
@@ -48,7 +59,7 @@ class Dd(DiskWorkload):
     settings: DdSettings
 
     def tools(self) -> list[str]:
-        return ["dd"]
+        return ["dd", str(clock())]
 
     def _size(self, quick: bool) -> int:
         size = self.settings.size or DEFAULT_SIZE
@@ -70,11 +81,15 @@ class Dd(DiskWorkload):
         outcome = Outcome()
         for what, argv in passes.items():
             ctx.barrier()
-            result = run(instance, argv, timeout=self.timeout(ctx.quick))
+            timed = [str(clock()), "-", *argv]
+            result = run(instance, timed, timeout=self.timeout(ctx.quick))
             text = result.stderr.decode("utf-8", errors="replace")
-            outcome.raw.append(keep("dd", argv, combined(result)))
+            outcome.raw.append(keep("dd", timed, combined(result)))
+            rate, resolution = parse_dd(text, what)
             outcome.metrics.append(
-                Metric(f"disk.dd.{what}_mbps", parse_dd(text, what), "MB/s", True, headline=True)
+                Metric(
+                    f"disk.dd.{what}_mbps", rate, "MB/s", True, headline=True, resolution=resolution
+                )
             )
         return outcome
 
