@@ -11,6 +11,7 @@ import signal
 import socket
 import subprocess
 import time
+from pathlib import Path
 from typing import Any
 
 import guest_fixtures
@@ -28,6 +29,7 @@ from hvbench.drivers.uml import (
     UmlDriver,
     UmlSettings,
     build_shim,
+    init_ran,
     probe_boot,
     xstate_verdict,
 )
@@ -91,6 +93,14 @@ def test_shim_turns_a_short_xstate_write_into_a_full_one(tmp_path):
     finally:
         os.kill(pid, signal.SIGKILL)
         os.waitpid(pid, 0)
+
+
+def test_a_probe_whose_init_died_of_the_fp_write_is_no_success():
+    """Real consoles of the probe on a host with AMX's XSAVE area: without the shim, init is
+    killed by the failed FP write (the same panic as a clean exit), with it, init exits."""
+    fixtures = Path(__file__).parent / "fixtures" / "uml"
+    assert not init_ran((fixtures / "probe-fp-failed.txt").read_bytes())
+    assert init_ran((fixtures / "probe-init-ran.txt").read_bytes())
 
 
 def test_uml_reaches_user_space_through_the_shim(tmp_path):

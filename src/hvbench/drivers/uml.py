@@ -73,6 +73,9 @@ from hvbench.units import Size
 UML = "linux.uml"
 FP_FAILURE = b"ptrace set fp regs failed"
 PROBE_SECONDS = 30.0
+PROBE_VERSION = 2
+"""Part of a saved verdict's stamp: version 1 took init killed by the failed FP write for a
+success (its panic reads the same), so its verdicts are probed again."""
 DATA_DEVICE = "/dev/ubdb"
 """The data disk is always the second ubd, also when the root is on hostfs."""
 USERLAND_INIT = "/usr/lib/hvbench/bin/init"
@@ -190,7 +193,14 @@ def probe_boot(env: dict[str, str]) -> tuple[bytes, bool]:
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(pid, signal.SIGKILL)
             ledger.release_all()
-    return output, b"Attempted to kill init" in output
+    return output, init_ran(output)
+
+
+def init_ran(output: bytes) -> bool:
+    """Whether a probe boot's init ran: its end panics the kernel whether /bin/true exited or
+    was killed by the fault a failed FP register write turns into (exitcode=0x0000000b), and
+    only the first counts."""
+    return b"Attempted to kill init" in output and FP_FAILURE not in output
 
 
 def _env_args(env: dict[str, str]) -> list[str]:
@@ -207,7 +217,12 @@ def xstate_verdict(cache: Path | None = None, probe: bool = True) -> XstateVerdi
     host reboots or UML changes. None if unknown and ``probe`` is False."""
     cache = cache or cache_dir()
     path = cache / "xstate-probe.json"
-    stamp = {"boot_id": boot_id(), "uml": uml_version(), "shim": shim_path(cache).name}
+    stamp = {
+        "boot_id": boot_id(),
+        "uml": uml_version(),
+        "shim": shim_path(cache).name,
+        "probe": PROBE_VERSION,
+    }
     with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
         saved = json.loads(path.read_text())
         if saved["stamp"] == stamp:
