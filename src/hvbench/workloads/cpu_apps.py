@@ -100,7 +100,9 @@ CALIBRATION_START_SCALE = 0.005
 """The scale of the first job calibration times, where the job's size follows the scale."""
 CALIBRATION_STEPS = 8
 CALIBRATED = 0.9
-"""A calibration stops at a job lasting 90% of the target or more."""
+"""A calibration stops at a job lasting 90% of the target or more, and at least MIN_JOB_S."""
+MIN_JOB_S = 1.0
+"""The shortest job calibration accepts: a thousand ticks of a millisecond clock."""
 START_OVERHEAD_S = 1.0
 """Start-up per program, for estimates (POV-Ray's is 2 s: it parses the scene and shoots
 photons whatever the image size)."""
@@ -643,7 +645,8 @@ class CpuApps(ScratchWorkload):
     def calibrate(self, instance: Instance, ctx: Context) -> CpuAppsSettings:
         """Each program's job sized to last ``target_seconds`` on ``instance`` (native), as
         pyperf sizes its loops: time a small job, grow it by what is missing (at most 20-fold a
-        step, since start-up weighs on small jobs), until a job lasts 90% of the target."""
+        step, since start-up weighs on small jobs), until a job lasts 90% of the target and a
+        second at least."""
         s = self.settings
         copies = s.copies or instance.vcpus
         data = self._data_scale(quick=False)
@@ -659,7 +662,7 @@ class CpuApps(ScratchWorkload):
                 job = program.job(size, data, self._corpus[instance.name])
                 text = self._run(instance, program, job, copies, quick=False)
                 seconds = min(c.seconds for c in parse_copies(text, copies))
-                if seconds >= CALIBRATED * s.target_seconds:
+                if seconds >= max(MIN_JOB_S, CALIBRATED * s.target_seconds):
                     break
                 grow = min(20.0, s.target_seconds / seconds)
                 size = max(size + 1, math.ceil(size * grow))
