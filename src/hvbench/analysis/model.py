@@ -103,6 +103,33 @@ class Symmetry:
         return "outbound" if self.ratio < 1 else "inbound"
 
 
+@dataclass(frozen=True)
+class HostCondition:
+    """A condition of the host recorded with the run (``host.conditions``, in its inventory) as
+    the report reads it: a value of None was not exposed, a ``benchmark_grade`` of None is for
+    the record only."""
+
+    name: str
+    value: str | None
+    benchmark_grade: bool | None
+    effect: str
+    fix: str
+
+    @staticmethod
+    def of(inventory: dict) -> list[HostCondition]:
+        """The conditions an inventory holds; none for a run recorded before they were."""
+        return [
+            HostCondition(
+                str(c["name"]),
+                None if c.get("value") is None else str(c["value"]),
+                c.get("benchmark_grade"),
+                str(c.get("effect", "")),
+                str(c.get("fix", "")),
+            )
+            for c in inventory.get("conditions") or []
+        ]
+
+
 @dataclass
 class Noise:
     """A headline figure less certain than its interval says: why, and what would help."""
@@ -159,6 +186,8 @@ class RunAnalysis:
     """Each platform's top functions per workload, where the study profiled the host."""
     densities: list[Density] = field(default_factory=list)
     """Each ascent's result per platform (consolidation's ``sets: auto``)."""
+    conditions: list[HostCondition] = field(default_factory=list)
+    """The host's conditions before the run (``HostCondition.of`` its inventory)."""
 
     def label(self, platform: str) -> str:
         return self.labels.get(platform, platform)

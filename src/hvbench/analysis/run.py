@@ -44,6 +44,7 @@ from hvbench.analysis.cost import ASCENT, Density, HostCpu, density, host_cpu_of
 from hvbench.analysis.model import (
     COMPOSITE,
     CellInfo,
+    HostCondition,
     MetricResult,
     Noise,
     RunAnalysis,
@@ -254,6 +255,7 @@ def analyse(store: Store, run_id: str) -> RunAnalysis:
         ran=ran,
         profiles=platform_profiles(store.profile_functions(run.id), cells),
         densities=_densities(store.artifacts(run.id).get(ASCENT) or {}, cells, samples),
+        conditions=HostCondition.of(inventory),
     )
     analysis.noise, analysis.noisy_side = _noise(analysis)
     analysis.warnings = composite_notes + _warnings(analysis)

@@ -18,9 +18,11 @@ from rich.table import Table
 
 from hvbench import __version__, doctor
 from hvbench.cli import fleet as fleet_cmd
+from hvbench.cli import host as host_cmd
 from hvbench.cli import image as image_cmd
 from hvbench.cli import reporting
 from hvbench.cli import run as run_cmd
+from hvbench.cli.lines import print_finding
 from hvbench.errors import HvbenchError
 from hvbench.host.inventory import capacity
 from hvbench.host.profile import MISSING
@@ -39,6 +41,7 @@ app.add_typer(study_app, name="study")
 app.add_typer(image_cmd.app, name="image", help="Build, list and prune guest images.")
 app.add_typer(fleet_cmd.app, name="fleet")
 app.add_typer(fleet_cmd.store_app, name="store")
+app.add_typer(host_cmd.app, name="host")
 app.command("run")(run_cmd.run)
 app.command("report")(reporting.report)
 app.command("compare")(reporting.compare)
@@ -125,11 +128,9 @@ def doctor_cmd(as_json: Annotated[bool, typer.Option("--json")] = False) -> None
     if as_json:
         print(json.dumps(doctor.as_json(findings), indent=2))
         return
-    table = Table("kind", "name", "", "detail", "fix")
     for f in findings:
-        mark = "[green]ok[/]" if f.ok else "[red]no[/]"
-        table.add_row(f.kind, f.name, mark, f.detail, f.fix)
-    out.print(table)
+        notes = [f"fix: {f.fix}"] if f.fix else []
+        print_finding(out, "ok" if f.ok else "no", f"{f.kind} {f.name}: {f.detail}", notes)
 
 
 @app.command()

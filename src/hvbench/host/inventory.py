@@ -11,6 +11,8 @@ from pathlib import Path
 
 import psutil
 
+from hvbench.host import conditions
+
 
 @dataclass(frozen=True)
 class Tool:
@@ -116,7 +118,8 @@ def capacity() -> tuple[int, int]:
 
 
 def collect() -> dict:
-    """The host inventory: CPU, cores, memory, kernel, distribution, virtualization, tools."""
+    """The host inventory: CPU, cores, memory, kernel, distribution, virtualization, tools, and
+    the conditions that make figures drift (``host.conditions``), the load among them."""
     cpu = _cpuinfo()
     return {
         "hostname": platform.node(),
@@ -130,4 +133,5 @@ def collect() -> dict:
         "virtualization": _virtualization(),
         "python": platform.python_version(),
         "tools": {tool: tool_version(tool) for tool in TOOLS},
+        "conditions": [c.as_json() for c in conditions.check()],
     }

@@ -21,6 +21,8 @@ from pathlib import Path
 import psutil
 
 STATE_ROOT = Path(os.environ.get("HVBENCH_STATE_DIR", "/run/hvbench"))
+KEPT = "kept.json"
+"""Beside a ledger's journal: its resources stay after their owner ends (``Ledger.keep``)."""
 
 
 @dataclass
@@ -125,6 +127,12 @@ def _remove_path(res: Resource) -> None:
         path.unlink(missing_ok=True)
 
 
+def _write_back(res: Resource) -> None:
+    """A kernel setting hvbench changed (``hvbench host tune``; ``name`` is its file under /sys
+    or /proc/sys): the value it had before, written back."""
+    Path(res.name).write_text(str(res.extra["old"]))
+
+
 def _remove_cgroup(res: Resource) -> None:
     """Kill what still runs in a cgroup tree (a client of an interrupted run), then remove its
     directories, children first: a cgroup goes with rmdir once its processes have left it,
@@ -156,6 +164,7 @@ UNDO: dict[str, Callable[[Resource], None]] = {
     "xendomain": _destroy_xen_domain,
     "hugepages": _give_back_hugepages,
     "cgroup": _remove_cgroup,
+    "setting": _write_back,
 }
 
 
@@ -172,10 +181,21 @@ class Ledger:
         self._next = max(self._live, default=0) + 1
 
     def claim(self) -> None:
-        """Mark this process as the ledger's owner (a dead owner makes the ledger an orphan)."""
+        """Mark this process as the ledger's owner (a dead owner makes the ledger an orphan),
+        and the ledger as no longer kept (``keep``) while it changes."""
         me = psutil.Process()
         owner = {"pid": me.pid, "create_time": me.create_time(), "since": time.time()}
         (self.dir / "owner.json").write_text(json.dumps(owner))
+        (self.dir / KEPT).unlink(missing_ok=True)
+
+    def keep(self) -> None:
+        """Let the resources outlive their owner: what ``hvbench host tune`` leaves in place on
+        purpose until ``hvbench host reset``. A kept ledger is never an orphan."""
+        (self.dir / KEPT).write_text(json.dumps({"since": time.time()}))
+
+    @property
+    def kept(self) -> bool:
+        return (self.dir / KEPT).exists()
 
     def add(self, kind: str, name: str, **extra: object) -> Resource:
         """Record a resource about to be made; call before creating it."""
@@ -248,9 +268,10 @@ class Ledger:
 
 
 def orphan_ledgers(root: Path | None = None) -> list[Ledger]:
-    """Ledgers of runs whose owning process is gone (killed, crashed, machine rebooted)."""
+    """Ledgers of runs whose owning process is gone (killed, crashed, machine rebooted) and
+    which were not kept on purpose (``Ledger.keep``)."""
     base = root or STATE_ROOT
     if not base.is_dir():
         return []
     ledgers = [Ledger(d.name, base) for d in sorted(base.iterdir()) if d.is_dir()]
-    return [ledger for ledger in ledgers if not ledger.owner_alive()]
+    return [ledger for ledger in ledgers if not ledger.kept and not ledger.owner_alive()]

@@ -1,9 +1,9 @@
 """HTML: one self-contained file (inline CSS, JavaScript and SVG) that opens with no network.
 
-Verdicts first, then per workload its plots and tables, then network symmetry, host CPU
-cost and the host's profile, then the provenance. Every string that came from a study, a host
-or a guest goes through Jinja2's autoescaping; only the SVG that matplotlib wrote (itself
-escaped) is inserted as is.
+Verdicts first, then the warnings and the host's conditions, then per workload its plots and
+tables, then network symmetry, host CPU cost and the host's profile, then the provenance. Every
+string that came from a study, a host or a guest goes through Jinja2's autoescaping; only the SVG
+that matplotlib wrote (itself escaped) is inserted as is.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from hvbench.report.comparison import changes_table, summary_lines
 from hvbench.report.tables import (
     SUSPECT,
     Table,
+    conditions_table,
     cost_table,
     host_table,
     muted,
@@ -75,6 +76,7 @@ def render(a: RunAnalysis) -> str:
         hostname=str(a.inventory.get("hostname", "unknown host")),
         verdicts=verdicts(a),
         noise_table=noise_table(a),
+        conditions_table=conditions_table(a),
         workloads=sections,
         symmetry_table=symmetry_table(a),
         symmetry_plot=next(iter(_svg(plots.symmetry(a))), None),

@@ -9,6 +9,7 @@ from hvbench.report.comparison import changes_table, summary_lines
 from hvbench.report.tables import (
     Table,
     all_tables,
+    conditions_table,
     fit,
     noise_table,
     pct_table,
@@ -45,6 +46,12 @@ def render(a: RunAnalysis) -> str:
         out += ["## Warnings", ""]
         out += [table_markdown(noise), ""] if noise else []
         out += [*(f"- {_cell(w)}" for w in a.warnings), ""] if a.warnings else []
+    if (hc := conditions_table(a)) is not None:
+        out += ["## Host conditions", ""]
+        if hc.rows:
+            out += [table_markdown(hc), ""]
+        else:
+            out += [f"{_cell(hc.title)}", ""] + [f"{_cell(n)}  " for n in hc.notes] + [""]
     out += ["## Provenance", "", "| | |", "|---|---|"]
     out += [f"| {_cell(k)} | {_cell(v)} |" for k, v in provenance(a)]
     if a.commands:

@@ -648,6 +648,31 @@ def noise_table(a: RunAnalysis) -> Table | None:
     return t
 
 
+def conditions_table(a: RunAnalysis) -> Table | None:
+    """The host conditions of the run that were not benchmark-grade, what each does to the
+    figures and its fix; the others named in the notes. None for a run recorded without them."""
+    if not a.conditions:
+        return None
+    bad = [c for c in a.conditions if c.benchmark_grade is False]
+    graded = [c for c in a.conditions if c.value is not None and c.benchmark_grade is not None]
+    t = Table(
+        f"host conditions before the run: {len(bad)} of {len(graded)} not benchmark-grade",
+        ["condition", "value", "what it does to the figures", "fix"],
+        [[c.name, c.value or "", c.effect, c.fix] for c in bad],
+        kind="conditions",
+    )
+    hidden = [c.name for c in a.conditions if c.value is None]
+    info = [f"{c.name} {c.value}" for c in a.conditions if c.value and c.benchmark_grade is None]
+    for label, names in (
+        ("benchmark-grade", [c.name for c in graded if c.benchmark_grade]),
+        ("not exposed by this host (not guessed)", hidden),
+        ("for the record", info),
+    ):
+        if names:
+            t.notes.append(f"{label}: {', '.join(names)}")
+    return t
+
+
 def profile_tables(a: RunAnalysis) -> list[Table]:
     """Each platform's top functions per workload, as the consolidation post's oprofile table."""
     out = []
