@@ -96,10 +96,13 @@ class RunBuilder:
         status: str = "ok",
         kinds: dict[str, tuple[str, bool]] | None = None,
         headline: set[str] | None = None,
+        resolutions: dict[str, list[float]] | None = None,
     ) -> None:
         """``metrics``: name -> one value per instance; ``kinds``: name -> (unit, higher is
         better) where not ``unit``/``higher_is_better``; ``headline``: the names flagged as
-        such (None: no flag at all, as in runs stored before it existed)."""
+        such (None: no flag at all, as in runs stored before it existed); ``resolutions``:
+        name -> each value's resolution, where the workload states one."""
+        resolutions = resolutions or {}
         kinds = kinds or {}
         records = []
         for name, values in metrics.items():
@@ -118,6 +121,7 @@ class RunBuilder:
                     None if headline is None else name in headline,
                     composite,
                     direction,
+                    resolutions[name][i] if name in resolutions else None,
                 )
                 for i, v in enumerate(values)
             ]

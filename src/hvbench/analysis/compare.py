@@ -38,6 +38,7 @@ from hvbench.analysis.stats import (
     NOT_TESTED,
     PRACTICAL,
     Ratio,
+    Resolutions,
     Summary,
     detectable,
     holm,
@@ -106,10 +107,12 @@ def judge_family(
     threshold: float = THRESHOLD,
     alpha: float = ALPHA,
     allowance: float = 0.0,
+    resolutions: Sequence[Resolutions] | None = None,
 ) -> list[Judged]:
     """The statistical core of ``compare``: (A, B) observations of each metric of one family,
-    judged together (Holm's step-down over the family)."""
-    rs = ratios(pairs, 1 - alpha, allowance)
+    judged together (Holm's step-down over the family); ``resolutions``: of each side's mean
+    (``stats.fieller``)."""
+    rs = ratios(pairs, 1 - alpha, allowance, resolutions)
     adjusted = holm([r.p_value for r in rs]).tolist()
     m = max(1, sum(math.isfinite(p) for p in adjusted))
     found = detectable(
@@ -252,9 +255,19 @@ def compare(
     def observations(rs: list[MetricResult]) -> np.ndarray:
         return np.array([r.single.mean for r in rs]) if by_run else rs[0].single_values
 
+    def resolution(rs: list[MetricResult]) -> float | None:
+        """Of a side's mean: one run's, or the mean of the runs' (their means' mean)."""
+        steps = [r.single.resolution for r in rs]
+        return None if None in steps else float(np.mean(steps))
+
     obs = {k: (observations(in_a[k]), observations(in_b[k])) for k in shared}
+    steps = {k: (resolution(in_a[k]), resolution(in_b[k])) for k in shared}
     if by_run:
-        summaries = iter(summarize_many([x for k in shared for x in obs[k]]))
+        summaries = iter(
+            summarize_many(
+                [x for k in shared for x in obs[k]], [q for k in shared for q in steps[k]]
+            )
+        )
         sides = {k: (next(summaries), next(summaries)) for k in shared}
     else:
         sides = {k: (in_a[k][0].single, in_b[k][0].single) for k in shared}
@@ -267,6 +280,7 @@ def compare(
             threshold,
             alpha,
             allowance,
+            [steps[k] for k in keys],
         )
         judged.update(zip(keys, family, strict=True))
     changes = [

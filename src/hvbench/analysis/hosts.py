@@ -31,6 +31,9 @@ class HostFigure:
     """Against the baseline on the same host; None where the cell has no baseline."""
     pct_low: float | None
     pct_high: float | None
+    identical_repetitions: str | None = None
+    """Where the repetitions show no spread the measurement resolves (``Summary.identical``):
+    the interval is then its resolution's, or none."""
 
     def as_json(self) -> dict:
         """JSON-safe: NaN and infinite bounds (untested, unbounded) become null."""
@@ -63,6 +66,7 @@ def across_hosts(runs: dict[str, RunAnalysis]) -> list[HostFigure]:
                     pct_of_native=n.pct_of_native if n else None,
                     pct_low=n.pct_low if n else None,
                     pct_high=n.pct_high if n else None,
+                    identical_repetitions=r.single.identical,
                 )
             )
     return figures

@@ -14,7 +14,7 @@ import numpy as np
 from hvbench.analysis.cost import NOISY_STEAL, Density, HostCpu
 from hvbench.analysis.normalize import Normalized
 from hvbench.analysis.profile import PlatformProfile
-from hvbench.analysis.stats import ALPHA, Summary
+from hvbench.analysis.stats import ALPHA, Summary, Trend
 from hvbench.store import MetricView
 
 COMPOSITE = "cpu.composite.score"
@@ -73,6 +73,9 @@ class MetricResult:
     """Host CPU this platform spends for one unit of the work, relative to the baseline."""
     suspect: str | None = None
     """Why a figure above the baseline's is not a win (``platforms.above_baseline``)."""
+    trend: Trend | None = None
+    """Its repetitions against the order they ran in, for headline figures from
+    ``stats.TREND_MIN_N`` repetitions (Holm over the run's); None where not tested."""
 
 
 @dataclass

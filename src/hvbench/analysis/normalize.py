@@ -24,7 +24,9 @@ from hvbench.analysis.stats import (
     INCONCLUSIVE,
     NOT_TESTED,
     PRACTICAL,
+    RESOLUTION_UNKNOWN,
     Ratio,
+    Resolutions,
     ratio,
     reading,
 )
@@ -54,6 +56,9 @@ class Normalized:
     n_baseline: int
     reference: bool = False
     """The baseline against itself: 100 by definition, nothing to test."""
+    unresolved: bool = False
+    """A side's repetitions are identical and its resolution unknown (``Ratio.unresolved``):
+    not tested."""
 
     @property
     def pct_loss(self) -> float:
@@ -61,7 +66,7 @@ class Normalized:
 
     @property
     def tested(self) -> bool:
-        return not self.reference and self.n >= 2 and self.n_baseline >= 2
+        return not self.reference and self.n >= 2 and self.n_baseline >= 2 and not self.unresolved
 
     @property
     def significant(self) -> bool:
@@ -82,6 +87,8 @@ class Normalized:
         what = self.reading(threshold)
         if what == NOT_TESTED:
             n = min(self.n, self.n_baseline)
+            if n >= 2 and self.unresolved:
+                return f"{NOT_TESTED} ({RESOLUTION_UNKNOWN})"
             return f"{NOT_TESTED} ({n} repetition{'s' if n != 1 else ''})"
         if what == EQUIVALENT:
             return f"{EQUIVALENT} (within ±{100 * threshold:.0f}%)"
@@ -129,14 +136,23 @@ def from_ratio(r: Ratio, higher_is_better: bool) -> Normalized:
         p_value=r.p_value,
         n=r.n_b,
         n_baseline=r.n_a,
+        unresolved=r.unresolved,
     )
 
 
-def normalize(values: np.ndarray, baseline: np.ndarray, higher_is_better: bool) -> Normalized:
-    """Compare a series with the baseline's series: ratio of means, % of native, intervals."""
-    return from_ratio(ratio(baseline, values), higher_is_better)
+def normalize(
+    values: np.ndarray,
+    baseline: np.ndarray,
+    higher_is_better: bool,
+    resolutions: Resolutions = (None, None),
+) -> Normalized:
+    """Compare a series with the baseline's series: ratio of means, % of native, intervals;
+    ``resolutions``: of the baseline's mean and of the series' (``stats.fieller``)."""
+    return from_ratio(ratio(baseline, values, resolutions=resolutions), higher_is_better)
 
 
 def reference(n: int) -> Normalized:
-    """The baseline's own figure: 100% of itself, exactly."""
-    return Normalized(1.0, 1.0, 1.0, 100.0, 100.0, 100.0, math.nan, n, n, reference=True)
+    """The baseline's own figure: 100% of itself, exactly, by definition: no interval (bounds
+    of 100 would read as an interval of zero width, a precision nothing measured)."""
+    nan = math.nan
+    return Normalized(1.0, nan, nan, 100.0, nan, nan, nan, n, n, reference=True)

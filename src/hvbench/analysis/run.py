@@ -55,12 +55,16 @@ from hvbench.analysis.normalize import normalize, reference
 from hvbench.analysis.platforms import above_baseline, platform_labels, what_ran
 from hvbench.analysis.profile import platform_profiles
 from hvbench.analysis.stats import (
+    BELOW_RESOLUTION,
     CI_TARGET,
     MAX_REPETITIONS,
     NOISY_CV,
+    RESOLUTION_UNKNOWN,
     geometric_mean,
+    mean_resolution,
     repetitions_for,
     summarize_many,
+    trends,
     welch,
 )
 from hvbench.errors import HvbenchError
@@ -107,6 +111,7 @@ class _Grouped:
 
     def __init__(self, rows: list[MetricView]) -> None:
         values: dict[tuple[int, str], list[tuple[int, int, float]]] = defaultdict(list)
+        steps: dict[tuple[int, str], list[float]] = defaultdict(list)
         texts: dict[tuple[int, str], set[str]] = defaultdict(set)
         meta: dict[tuple[int, str], tuple[str, bool]] = {}
         declared: dict[tuple[int, str], MetricView] = {}
@@ -119,12 +124,23 @@ class _Grouped:
                     texts[key].add(m.text)
             else:
                 values[key].append((m.repetition, m.instance, m.value))
+                steps[key].append(math.nan if m.resolution is None else m.resolution)
         self.meta = meta
         self.declared = declared
         """A stored row of each metric: what its workload declared of it (headline, composite,
         direction); none for the figures the analysis makes (the composite)."""
         self.texts = texts
         self.values = {k: np.array(v, dtype=float).reshape(-1, 3) for k, v in values.items()}
+        self.resolutions = {k: np.array(v, dtype=float) for k, v in steps.items()}
+        """The resolution of each value in ``values``, row by row; NaN where unknown."""
+
+    def resolution_triples(self, key: tuple[int, str]) -> np.ndarray:
+        """(repetition, instance, resolution) rows of a metric, for ``series`` to average and
+        sum as it does its values: a mean's rounding error is within half the mean of its
+        values' resolutions, a sum's within half their sum."""
+        triples = self.values[key].copy()
+        triples[:, 2] = self.resolutions[key]
+        return triples
 
     def headline(self, key: tuple[int, str]) -> bool | None:
         """The workload's own flag; None for runs stored before it existed."""
@@ -161,10 +177,17 @@ def _composite_rows(
             left_out[cell.workload].update(n for n in names if n not in base)
             names = [n for n in names if n in base]
         table: dict[tuple[int, int], dict[str, float]] = defaultdict(dict)
+        steps: dict[tuple[int, int], dict[str, float]] = defaultdict(dict)
         for name in names:
-            for rep, inst, value in grouped.values.get((cell_id, name), np.empty((0, 3))):
+            key = (cell_id, name)
+            if key not in grouped.values:
+                continue
+            for (rep, inst, value), q in zip(
+                grouped.values[key], grouped.resolutions[key], strict=True
+            ):
                 table[(int(rep), int(inst))][name] = value
-        rows = []
+                steps[(int(rep), int(inst))][name] = q
+        rows, row_steps = [], []
         gaps: dict[tuple[str, bool], list[tuple[int, int]]] = defaultdict(list)
         for (rep, inst), got in sorted(table.items()):
             zero = [f"{n} was {got[n]:g}" for n in names if n in got and not got[n] > 0]
@@ -172,7 +195,11 @@ def _composite_rows(
             if zero or missing:
                 gaps[("; ".join(zero + missing), bool(zero))].append((rep, inst))
             else:
-                rows.append((rep, inst, geometric_mean([got[n] / base.get(n, 1.0) for n in names])))
+                score = geometric_mean([got[n] / base.get(n, 1.0) for n in names])
+                rows.append((rep, inst, score))
+                # a geometric mean moves by its mean relative move: its resolution is that of
+                # the sub-scores, relative, averaged (NaN if one is unknown)
+                row_steps.append(score * np.mean([steps[(rep, inst)][n] / got[n] for n in names]))
         where = (
             f"{labels.get(cell.platform, cell.platform)} / {cell.workload} / {cell.instances} inst."
         )
@@ -181,6 +208,7 @@ def _composite_rows(
         ]
         if rows:
             grouped.values[(cell_id, COMPOSITE)] = np.array(rows, dtype=float)
+            grouped.resolutions[(cell_id, COMPOSITE)] = np.array(row_steps, dtype=float)
             grouped.meta[(cell_id, COMPOSITE)] = ("×native" if base else "score", True)
     for workload, names in left_out.items():
         notes += [
@@ -228,6 +256,7 @@ def analyse(store: Store, run_id: str) -> RunAnalysis:
     for r in results:
         r.suspect = above_baseline(r)
     scaling(results)
+    _trends(results)
     analysis = RunAnalysis(
         run_id=run.id,
         study_name=run.study_name,
@@ -354,18 +383,26 @@ def _results(
     order behind its composite, headlines marked; first every series, then all their summaries
     at once (bootstraps are batched)."""
     specs = []
+    arrays: list[np.ndarray] = []
+    steps: list[float | None] = []
     for (cid, name), (unit, hib) in grouped.meta.items():
         triples = grouped.values.get((cid, name))
         if triples is None or len(triples) == 0:
             continue
         ser = series(triples, cells[cid].instances)
+        res = series(grouped.resolution_triples((cid, name)), cells[cid].instances)
         throughput = is_throughput(unit, hib) and len(ser.aggregate) > 0
-        per_core = _per_core(ser, throughput, samples.host_cpu.get(cid))
+        host_cpu = samples.host_cpu.get(cid)
+        per_core = _per_core(ser, throughput, host_cpu)
         specs.append((cid, name, unit, hib, ser, throughput, per_core))
-    arrays = []
-    for *_, ser, throughput, per_core in specs:
-        arrays += [ser.single, *([ser.aggregate] if throughput else []), per_core]
-    summaries = iter(summarize_many([x for x in arrays if len(x)]))
+        views = [(ser.single, res.single)]
+        views += [(ser.aggregate, res.aggregate)] if throughput else []
+        views += [(per_core, _per_core(res, throughput, host_cpu))]
+        for x, q in views:
+            if len(x):
+                arrays.append(x)
+                steps.append(mean_resolution(q))
+    summaries = iter(summarize_many(arrays, steps))
     results = []
     for cid, name, unit, hib, ser, throughput, per_core in specs:
         said = grouped.declared.get((cid, name))
@@ -474,13 +511,30 @@ def _compare_to_baseline(
             if r.aggregate is not None:
                 r.aggregate_vs_baseline = reference(r.aggregate.n)
         else:
-            r.vs_baseline = normalize(r.single_values, base.single_values, r.higher_is_better)
-            if r.aggregate_values is not None and base.aggregate_values is not None:
+            r.vs_baseline = normalize(
+                r.single_values,
+                base.single_values,
+                r.higher_is_better,
+                (base.single.resolution, r.single.resolution),
+            )
+            if r.aggregate is not None and base.aggregate is not None:
                 r.aggregate_vs_baseline = normalize(
-                    r.aggregate_values, base.aggregate_values, r.higher_is_better
+                    r.aggregate_values,
+                    base.aggregate_values,
+                    r.higher_is_better,
+                    (base.aggregate.resolution, r.aggregate.resolution),
                 )
         if r.per_core is not None and base.per_core is not None and r.per_core.mean > 0:
             r.cost_vs_baseline = base.per_core.mean / r.per_core.mean
+
+
+def _trends(results: list[MetricResult]) -> None:
+    """Test each headline figure's repetitions, in the order they ran, for a trend; Holm's
+    step-down over the run's headline figures keeps a run of clean cells from being flagged
+    more than ``ALPHA`` of the time, however many it has."""
+    headline = [r for r in results if r.headline]
+    for r, t in zip(headline, trends([r.single_values for r in headline]), strict=True):
+        r.trend = t
 
 
 def _symmetry(results: list[MetricResult]) -> list[Symmetry]:
@@ -532,9 +586,26 @@ def _noise(a: RunAnalysis) -> tuple[list[Noise], int]:
         if s.outliers:
             vals = ", ".join(f"{r.single_values[i]:.4g}" for i in s.outliers)
             reasons.append(f"outlier repetition{'s' * (len(s.outliers) > 1)}: {vals}")
+        if r.trend is not None and r.trend.flagged:
+            t = r.trend
+            slope, tau = (
+                f"{x:+.{d}f}".replace("-", "−") for x, d in ((100 * t.slope, 1), (t.tau, 2))
+            )
+            reasons.append(
+                f"trend over the {s.n} repetitions in the order they ran: {slope}% a "
+                f"repetition (Kendall's τ {tau}, Holm p {t.p_holm:.2g})"
+            )
         if not r.headline:
             side += bool(reasons)
             continue
+        coarse = s.resolution / 2 / abs(s.mean) if s.resolution and s.mean else 0.0
+        if s.identical == BELOW_RESOLUTION and coarse > target:  # finer ones do no harm
+            reasons.append(
+                f"repetitions {BELOW_RESOLUTION}: ±{100 * coarse:.2g}% from it alone, more "
+                f"than the ±{100 * target:g}% aimed at"
+            )
+        elif s.identical == RESOLUTION_UNKNOWN:
+            reasons.append(s.identical)
         if steal := a.steal_reps(r.cell.id):
             reasons.append(
                 f"steal time up to {100 * max(steal.values()):.0f}% of the host's CPU "
@@ -567,6 +638,23 @@ def _advice(a: RunAnalysis, r: MetricResult, target: float, stopped_by: str | No
     repetitions to reach the target within ``MAX_REPETITIONS``; else more repetitions.
     ``stopped_by`` is what ended this cell's adaptive repetitions short of the target."""
     s = r.single
+    if r.trend is not None and r.trend.flagged:
+        return (
+            "a steadier host: the figure drifted as the run went on, so its mean depends on "
+            "when the run stopped and more repetitions will not settle it; look for what "
+            "changed (frequency scaling or throttling, a cache or page cache warming up, other "
+            "load), add an untimed warm-up pass, and compare the first repetitions with the last"
+        )
+    if s.identical == RESOLUTION_UNKNOWN:
+        return (
+            "a workload that states its resolution (Metric.resolution), or a longer job whose "
+            "repetitions its measurement can tell apart"
+        )
+    if s.identical:
+        return (
+            "a longer job: its measurement cannot tell the repetitions apart, so more of them "
+            "will not narrow the interval; more work per repetition (or a finer clock) will"
+        )
     if a.skewed(r):
         return (
             "a quieter host: some repetitions ran on a busier host than the rest (other load, "

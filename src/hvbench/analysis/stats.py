@@ -16,6 +16,25 @@ needs no equal variances and, unlike a permutation test, can reach p < 0.01 with
 repetitions studies usually have (3 against 3 permutations cannot go below p = 0.1), is the
 test; Holm's step-down keeps a family of them (``compare``'s metrics) from crying wolf.
 
+No interval is narrower than the measurement can resolve. A value known to a resolution q (the
+smallest change its measurement can show, ``Metric.resolution``) carries a rounding error of up
+to ±q/2, and the repetitions of a cell may all carry the same one (a job steady to within a
+tick of its clock reads the same tick count every time), so that averaging does not shrink it:
+a mean's interval is at least mean ± q/2, q being the mean of its values' resolutions (the bound
+of a mean of errors each within ±q_i/2). Repetitions within q/2 of each other are "below the
+measurement's resolution". In a ratio the same rounding error is carried as a floor of q²/12
+under the variance of each mean (a rounding error uniform over one step, common to the
+repetitions, not divided by n), known rather than estimated (no degrees of freedom), like
+``compare``'s allowance. Repetitions exactly equal (to the float's rounding) with no
+resolution known show no spread to estimate a variance from, and nothing says how large it is:
+they get no interval ("identical repetitions: resolution unknown"), and ratios with them are
+not tested.
+
+A cell's repetitions in the order they ran are tested for a trend (Kendall's τ against the
+repetition index, the Mann–Kendall test, exact without ties), from ``TREND_MIN_N`` repetitions,
+with Holm's step-down over the run's headline figures: a figure that drifts as the run goes on
+(a host warming up, throttling, load growing) has a mean that depends on when one stops.
+
 Outliers and bimodal cells are judged by statistics whose distribution over clean (normal)
 repetitions depends only on n; their thresholds are that distribution's upper quantile, drawn
 once per n by a seeded simulation, so that a clean cell is flagged as rarely as ``OUTLIER_LEVEL``
@@ -29,7 +48,7 @@ import math
 import warnings
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import ModuleType
 
 import numpy as np
@@ -67,6 +86,19 @@ ADAPTIVE_MIN_N = 5
 """Repetitions before a narrow interval may stop adaptive repetitions: stopping at 3 when the
 spread happens to be small takes the coverage of the 95% interval down to 90% (CV 5%, target
 ±3%, at most 10); from 5 it stays between 92% and 95% (simulated: tests/test_cell_statistics)."""
+TREND_MIN_N = 5
+"""Repetitions before the order is tested for a trend: Kendall's test of n values in order
+cannot reach p < 0.05 below 5 (its smallest two-sided p is 1/3 at n = 3, 1/12 at 4; 1/60 at
+5, 1/360 at 6), so with fewer there is no power at all; at 5 it can flag only in a run of at
+most 2 headline figures (Holm), from 6 in runs of up to 17."""
+BELOW_RESOLUTION = "below the measurement's resolution"
+"""A cell whose repetitions are within half a resolution step of each other."""
+RESOLUTION_UNKNOWN = "identical repetitions: resolution unknown"
+"""A cell whose repetitions are exactly equal, with no resolution known: no interval."""
+IDENTICAL_REL = 1e-9
+"""Repetitions whose standard deviation is below this share of their mean are equal: what
+remains is the float rounding of the same reading computed two ways (the "±7.43e-12" of three
+equal tick counts)."""
 NOISY_CV = 0.10
 """Coefficient of variation past which a cell is called noisy."""
 ALPHA = 0.05
@@ -110,6 +142,12 @@ class Summary:
     """Indexes (into the series) of values flagged as outliers (see ``outliers``)."""
     bimodal: tuple[int, ...] = ()
     """Indexes of the smaller of two groups the values fall into (see ``bimodal``)."""
+    resolution: float | None = None
+    """The smallest change of the mean its measurement can show (the mean of its values'
+    ``Metric.resolution``); None where unknown. The interval is at least mean ± resolution/2."""
+    identical: str | None = None
+    """``BELOW_RESOLUTION`` or ``RESOLUTION_UNKNOWN`` where the repetitions show no spread the
+    measurement can resolve (n ≥ 2); None otherwise."""
 
     @property
     def ci_half_width(self) -> float:
@@ -276,27 +314,42 @@ def bimodal(values: np.ndarray) -> tuple[int, ...]:
     return tuple(sorted(int(i) for i in (low if len(low) <= len(high) else high)))
 
 
-def summarize_many(series: Sequence[Sequence[float] | np.ndarray]) -> list[Summary]:
+def summarize_many(
+    series: Sequence[Sequence[float] | np.ndarray],
+    resolutions: Sequence[float | None] | None = None,
+) -> list[Summary]:
     """Median, mean, standard deviation (n − 1), CV, 95% CI of the mean, outliers and
-    bimodality of each series. Bootstraps are batched, and identical series (the aggregate of
-    a single instance is its single figure) are summarized once."""
+    bimodality of each series; its interval no narrower than its resolution (the mean's, one
+    per series, None where unknown: see the module's docstring). Bootstraps are batched, and
+    identical series (the aggregate of a single instance is its single figure) are summarized
+    once."""
     arrays = [np.asarray(v, dtype=float) for v in series]
     if any(len(x) == 0 for x in arrays):
         raise ValueError("summarize() needs at least one value per series")
+    qs = list(resolutions) if resolutions is not None else [None] * len(arrays)
     unique: dict[bytes, int] = {}
     for x in arrays:
         unique.setdefault(x.tobytes(), len(unique))
     distinct = [np.frombuffer(k) for k in unique]
-    summaries = [
-        _summary(x, ci) for x, ci in zip(distinct, confidence_intervals(distinct), strict=True)
-    ]
-    return [summaries[unique[x.tobytes()]] for x in arrays]
+    cis = confidence_intervals(distinct)
+    return [_summary(x, cis[unique[x.tobytes()]], q) for x, q in zip(arrays, qs, strict=True)]
 
 
-def _summary(x: np.ndarray, ci: tuple[float, float]) -> Summary:
+def identical(std: float | np.ndarray, mean: float | np.ndarray) -> bool | np.ndarray:
+    """Repetitions equal but for float rounding (``IDENTICAL_REL``)."""
+    return np.asarray(std) <= IDENTICAL_REL * np.abs(mean)
+
+
+def _summary(x: np.ndarray, ci: tuple[float, float], q: float | None) -> Summary:
     n = len(x)
     mean = float(np.mean(x))
     std = float(np.std(x, ddof=1)) if n > 1 else 0.0
+    flat = None
+    if n >= 2 and q is not None:
+        ci = (min(ci[0], mean - q / 2), max(ci[1], mean + q / 2))
+        flat = BELOW_RESOLUTION if float(np.ptp(x)) <= q / 2 else None
+    elif n >= 2 and identical(std, mean):
+        ci, flat = (math.nan, math.nan), RESOLUTION_UNKNOWN
     return Summary(
         n=n,
         median=float(np.median(x)),
@@ -307,12 +360,93 @@ def _summary(x: np.ndarray, ci: tuple[float, float]) -> Summary:
         ci_high=ci[1],
         outliers=outliers(x),
         bimodal=bimodal(x),
+        resolution=q,
+        identical=flat,
     )
 
 
-def summarize(values: Sequence[float] | np.ndarray) -> Summary:
+def summarize(values: Sequence[float] | np.ndarray, resolution: float | None = None) -> Summary:
     """``summarize_many`` of one series."""
-    return summarize_many([values])[0]
+    return summarize_many([values], [resolution])[0]
+
+
+def mean_resolution(per_value: np.ndarray) -> float | None:
+    """The resolution of a mean: the mean of its values' resolutions (its rounding error is
+    within half of that); None if any of them is unknown (NaN)."""
+    q = np.asarray(per_value, dtype=float)
+    return float(np.mean(q)) if len(q) and np.isfinite(q).all() and (q > 0).all() else None
+
+
+@dataclass(frozen=True)
+class Trend:
+    """The repetitions of a cell against the order they ran in (``trends``)."""
+
+    tau: float
+    """Kendall's τ of the values against the repetition index."""
+    p_value: float
+    """Two-sided, of no trend (exact without ties)."""
+    slope: float
+    """Theil–Sen's slope relative to the mean: the change a repetition (+0.02 = +2%)."""
+    p_holm: float = math.nan
+    """``p_value`` adjusted by Holm's step-down over the run's headline figures."""
+
+    @property
+    def flagged(self) -> bool:
+        return self.p_holm < ALPHA
+
+
+def trends(series: Sequence[Sequence[float] | np.ndarray]) -> list[Trend | None]:
+    """Mann–Kendall's test of each series in the order it ran, as one family: p-values
+    adjusted by Holm's step-down over those tested, so that a run of clean series is flagged
+    at most ``ALPHA`` of the time. None for a series shorter than ``TREND_MIN_N`` or whose
+    values are all equal. Rank-based: one slow repetition does not make a trend, and the test
+    holds whatever the noise's distribution (repetitions exchangeable under no trend)."""
+    arrays = [np.asarray(x, dtype=float) for x in series]
+    found: list[Trend | None] = [None] * len(arrays)
+    by_length: dict[int, list[int]] = defaultdict(list)
+    for k, x in enumerate(arrays):
+        if len(x) >= TREND_MIN_N and np.ptp(x) > 0:
+            by_length[len(x)].append(k)
+    for idx in by_length.values():
+        for k, t in zip(idx, _mann_kendall(np.stack([arrays[k] for k in idx])), strict=True):
+            found[k] = t
+    adjusted = iter(holm([t.p_value for t in found if t is not None]).tolist())
+    return [None if t is None else replace(t, p_holm=next(adjusted)) for t in found]
+
+
+def _mann_kendall(x: np.ndarray) -> list[Trend]:
+    """Kendall's τ-b of each row of a (series × n) array against its index, with the p-value
+    of S (pairs in order minus pairs out of it): exact without ties (``_kendall_tail``), else
+    normal with the variance less what the ties take; matches scipy's kendalltau (to 1e-15
+    from 5 to 30 values, with and without ties), in one call for a run's many cells."""
+    n = x.shape[1]
+    i, j = np.triu_indices(n, 1)
+    s = np.sign(x[:, j] - x[:, i]).sum(axis=1).astype(int)
+    pairs = n * (n - 1) // 2
+    c = (x[:, :, None] == x[:, None, :]).sum(axis=2) - 1  # others equal to each value
+    tied_pairs = c.sum(axis=1) // 2  # Σ t(t − 1)/2 over groups of t equal values
+    ties = (2 * c * (c - 1) + 9 * c).sum(axis=1)  # Σ t(t − 1)(2t + 5)
+    tau = s / np.sqrt(pairs * (pairs - tied_pairs))
+    var = (n * (n - 1) * (2 * n + 5) - ties) / 18
+    normal = 2 * _scipy().norm.sf(np.abs(s) / np.sqrt(var))
+    exact = np.minimum(1.0, 2 * _kendall_tail(n)[(pairs - np.abs(s)) // 2])
+    p = np.where(tied_pairs > 0, normal, exact)
+    mean = x.mean(axis=1)
+    slope = np.median((x[:, j] - x[:, i]) / (j - i), axis=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = np.where(mean != 0, slope / np.abs(mean), np.nan)
+    return [Trend(*v) for v in zip(tau.tolist(), p.tolist(), rel.tolist(), strict=True)]
+
+
+@functools.cache
+def _kendall_tail(n: int) -> np.ndarray:
+    """P(S ≥ pairs − 2k), k = 0 … pairs: Kendall's S of n distinct values in random order, S
+    being pairs − 2 × the permutation's inversions, whose counts are the coefficients of
+    ∏ (1 + z + … + z^(k−1)), k = 2 … n (each factor normalised): the exact null."""
+    p = np.ones(1)
+    for k in range(2, n + 1):
+        p = np.convolve(p, np.full(k, 1.0 / k))
+    return np.cumsum(p)
 
 
 def welch(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> float:
@@ -351,10 +485,13 @@ class Ratio:
     n_a: int
     n_b: int
     confidence: float
+    unresolved: bool = False
+    """A side's repetitions are identical and its resolution unknown: its noise cannot be
+    told, so nothing was tested (``RESOLUTION_UNKNOWN``)."""
 
     @property
     def tested(self) -> bool:
-        return self.n_a >= 2 and self.n_b >= 2
+        return self.n_a >= 2 and self.n_b >= 2 and not self.unresolved
 
     @property
     def bounded(self) -> bool:
@@ -375,6 +512,8 @@ def fieller(
     n_b: np.ndarray,
     confidence: float = CONFIDENCE,
     allowance: float = 0.0,
+    resolution_a: np.ndarray | None = None,
+    resolution_b: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """Fieller's interval of mean(B)/mean(A), vectorised over arrays of series' statistics.
 
@@ -384,16 +523,30 @@ def fieller(
     ratio: unlike dividing B's interval by mean(A), it carries both series' noise. It is
     unbounded when mean(A)² ≤ t²·V_A (the denominator is not significantly non-zero).
     ``allowance`` adds a known relative standard deviation of each mean (run-to-run variation,
-    ``compare``) to V_A and V_B, with no degrees of freedom to estimate. Returns arrays
-    estimate, low, high, p_value, se and df; NaN where a side has fewer than 2 values.
+    ``compare``) to V_A and V_B, with no degrees of freedom to estimate. ``resolution_*`` (of
+    each mean; NaN where unknown) floor V at resolution²/12, known too where it binds; a side
+    whose values are identical with no resolution is not tested (``unresolved``). Returns
+    arrays estimate, low, high, p_value, se, df and unresolved; NaN where a side has fewer than
+    2 values or is unresolved.
     """
     ma, mb = np.asarray(mean_a, dtype=float), np.asarray(mean_b, dtype=float)
     na, nb = np.asarray(n_a, dtype=float), np.asarray(n_b, dtype=float)
-    tested = (na >= 2) & (nb >= 2)
+    unknown = np.full(np.shape(ma), np.nan)
+    ra = unknown if resolution_a is None else np.asarray(resolution_a, dtype=float)
+    rb = unknown if resolution_b is None else np.asarray(resolution_b, dtype=float)
+    with np.errstate(invalid="ignore"):
+        sa, sb = np.sqrt(np.asarray(var_a, dtype=float)), np.sqrt(np.asarray(var_b, dtype=float))
+    unresolved = ((na >= 2) & np.isnan(ra) & identical(sa, ma)) | (
+        (nb >= 2) & np.isnan(rb) & identical(sb, mb)
+    )
+    tested = (na >= 2) & (nb >= 2) & ~unresolved
     with np.errstate(divide="ignore", invalid="ignore"):
         qa = np.where(tested, np.asarray(var_a, dtype=float) / na, 0.0)
         qb = np.where(tested, np.asarray(var_b, dtype=float) / nb, 0.0)
-        va, vb = qa + (allowance * ma) ** 2, qb + (allowance * mb) ** 2
+        fa, fb = np.nan_to_num(ra**2 / 12), np.nan_to_num(rb**2 / 12)
+        qa, qb = np.where(qa >= fa, qa, 0.0), np.where(qb >= fb, qb, 0.0)  # estimated parts
+        va = np.maximum(qa, fa) + (allowance * ma) ** 2
+        vb = np.maximum(qb, fb) + (allowance * mb) ** 2
         theta = np.where(ma != 0, mb / ma, np.nan)
         th = np.nan_to_num(theta, nan=1.0)
         estimated = qb**2 / np.maximum(nb - 1, 1) + th**4 * qa**2 / np.maximum(na - 1, 1)
@@ -415,13 +568,19 @@ def fieller(
         "p_value": np.where(tested, p, nan),
         "se": np.where(tested, se, nan),
         "df": np.where(tested, df, nan),
+        "unresolved": unresolved,
     }
+
+
+Resolutions = tuple[float | None, float | None]
+"""The resolution of each side's mean (A, B); None where unknown."""
 
 
 def ratios(
     pairs: Sequence[tuple[np.ndarray, np.ndarray]],
     confidence: float = CONFIDENCE,
     allowance: float = 0.0,
+    resolutions: Sequence[Resolutions] | None = None,
 ) -> list[Ratio]:
     """``Ratio`` of mean(B)/mean(A) for each (A, B) pair of series, in one vectorised call."""
     if not pairs:
@@ -429,12 +588,18 @@ def ratios(
     (mean_a, var_a, n_a), (mean_b, var_b, n_b) = (
         _moments([np.asarray(pair[side], dtype=float) for pair in pairs]) for side in (0, 1)
     )
-    out = fieller(mean_a, var_a, n_a, mean_b, var_b, n_b, confidence, allowance)
-    keys = ("estimate", "low", "high", "p_value", "se", "df")
+    res = np.array(
+        [(math.nan, math.nan)] * len(pairs) if resolutions is None else resolutions,
+        dtype=float,  # None becomes NaN: unknown
+    ).reshape(len(pairs), 2)
+    out = fieller(
+        mean_a, var_a, n_a, mean_b, var_b, n_b, confidence, allowance, res[:, 0], res[:, 1]
+    )
+    keys = ("estimate", "low", "high", "p_value", "se", "df", "unresolved")
     columns = [out[k].tolist() for k in keys]
     return [
-        Ratio(*values, n_a=int(na), n_b=int(nb), confidence=confidence)
-        for *values, na, nb in zip(*columns, n_a.tolist(), n_b.tolist(), strict=True)
+        Ratio(*values, n_a=int(na), n_b=int(nb), confidence=confidence, unresolved=unresolved)
+        for *values, unresolved, na, nb in zip(*columns, n_a.tolist(), n_b.tolist(), strict=True)
     ]
 
 
@@ -457,9 +622,10 @@ def ratio(
     b: Sequence[float] | np.ndarray,
     confidence: float = CONFIDENCE,
     allowance: float = 0.0,
+    resolutions: Resolutions = (None, None),
 ) -> Ratio:
     """mean(B)/mean(A) with Fieller's interval (see ``fieller``)."""
-    return ratios([(np.asarray(a), np.asarray(b))], confidence, allowance)[0]
+    return ratios([(np.asarray(a), np.asarray(b))], confidence, allowance, [resolutions])[0]
 
 
 NOT_TESTED = "not tested"

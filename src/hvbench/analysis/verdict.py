@@ -23,6 +23,7 @@ from hvbench.analysis.stats import (
     LOSS,
     NOT_TESTED,
     PRACTICAL,
+    RESOLUTION_UNKNOWN,
     geometric_mean,
     ratio,
     reading,
@@ -96,7 +97,19 @@ def combined(a: RunAnalysis, workload: str, used: list[MetricResult]) -> Normali
     bases = [a.result(pick.platform, workload, r.name, pick.instances) for r in used]
     if any(b is None for b in bases):
         return None
-    return normalize(_per_repetition(used), _per_repetition(bases), True)
+    values, base_values = _per_repetition(used), _per_repetition(bases)
+    resolutions = (_resolution(bases, base_values), _resolution(used, values))
+    return normalize(values, base_values, True, resolutions)
+
+
+def _resolution(rs: list[MetricResult], gm: np.ndarray) -> float | None:
+    """The resolution of ``_per_repetition``'s mean: a geometric mean moves by the mean of its
+    factors' relative moves, so its resolution relative to it is the mean of theirs."""
+    steps = [r.single.resolution for r in rs]
+    if not len(gm) or any(q is None or not r.single.mean for q, r in zip(steps, rs, strict=True)):
+        return None
+    rel = np.mean([q / abs(r.single.mean) for q, r in zip(steps, rs, strict=True)])
+    return float(np.mean(gm) * rel)
 
 
 def keeps_line(a: RunAnalysis, workload: str) -> str | None:
@@ -177,7 +190,11 @@ def cost_line(a: RunAnalysis, workload: str) -> str | None:
     best = max(rs, key=lambda r: r.per_core.mean)
     worst = min(rs, key=lambda r: r.per_core.mean)
     work = "composite score" if name == COMPOSITE else rs[0].unit
-    r = ratio(worst.per_core_values, best.per_core_values)
+    r = ratio(
+        worst.per_core_values,
+        best.per_core_values,
+        resolutions=(worst.per_core.resolution, best.per_core.resolution),
+    )
     times = f"{r.estimate:.1f}×"
     cheap, dear = a.label(best.cell.platform), a.label(worst.cell.platform)
     pair = f"{dear} vs {cheap}"
@@ -190,10 +207,8 @@ def cost_line(a: RunAnalysis, workload: str) -> str | None:
         )
     if what == NOT_TESTED:
         n = min(r.n_a, r.n_b)
-        return (
-            f"{workload}: host CPU per {work} {times} ({pair}, {name}): {NOT_TESTED} "
-            f"({n} repetition{'s' if n != 1 else ''})"
-        )
+        why = f"{n} repetition{'s' if n != 1 else ''}" if n < 2 else RESOLUTION_UNKNOWN
+        return f"{workload}: host CPU per {work} {times} ({pair}, {name}): {NOT_TESTED} ({why})"
     if what == EQUIVALENT:
         return (
             f"{workload}: {EQUIVALENT} in host CPU per {work} (within ±{100 * PRACTICAL:.0f}%; "

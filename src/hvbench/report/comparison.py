@@ -13,6 +13,7 @@ from hvbench.analysis.compare import (
     Comparison,
 )
 from hvbench.analysis.model import RunAnalysis
+from hvbench.analysis.stats import RESOLUTION_UNKNOWN
 from hvbench.report.tables import Table, with_ci
 
 
@@ -95,7 +96,7 @@ def changes_table(c: Comparison) -> Table:
             f"reported only) and the change exceeds {100 * c.threshold:.0f}%; no significant "
             f"change: the interval lies within ±{100 * c.threshold:.0f}% (below threshold: and "
             "the test passed); inconclusive: the interval reaches beyond that; not tested: fewer "
-            "than 2 observations on a side",
+            f"than 2 observations on a side, or a side's {RESOLUTION_UNKNOWN}",
             "could detect: the smallest change that would be called a regression about 80% of "
             "the time, were it the only one in its family (from this data's spread)",
         ],
@@ -145,7 +146,12 @@ def summary_lines(c: Comparison) -> list[str]:
         )
     for ch in c.unsettled:
         if ch.verdict == NOT_TESTED:
-            out.append(f"not tested: {_where(c, ch)}: fewer than 2 observations on a side")
+            why = (
+                RESOLUTION_UNKNOWN
+                if min(ch.judged.ratio.n_a, ch.judged.ratio.n_b) >= 2
+                else "fewer than 2 observations on a side"
+            )
+            out.append(f"not tested: {_where(c, ch)}: {why}")
         else:
             out.append(
                 f"inconclusive: {_where(c, ch)}: between {_signed(ch.ci_low)} and "

@@ -6,14 +6,19 @@ applicable". Every row names what ran: ``accel`` (kvm or tcg, pv/pvh/hvm, systra
 for drivers with nothing to choose), ``label`` (the name the report gives the platform) and
 ``platform_settings`` (the settings that define it, as compact JSON); ``headline`` says whether
 the metric is its workload's answer, ``suspect`` why a figure above the baseline is not a win.
+``resolution`` is the smallest change of the mean its measurement can show (empty: unknown), no
+interval being narrower than mean ± half of it; ``identical_repetitions`` says where the
+repetitions show no spread the measurement resolves: "below the measurement's resolution", or
+"identical repetitions: resolution unknown" (no interval, not tested).
 
 Against the baseline: ``pct_of_baseline`` (% of native, 100 = native, less is worse in either
 direction) and ``ratio_to_baseline`` (mean / baseline's mean), each with the bounds of its 95%
 interval (``*_ci_low``, ``*_ci_high``: Fieller's, holding both series' noise; empty when not
-tested, ``inf``/``-inf`` when unbounded); ``n_baseline`` the baseline's repetitions; ``p_value``
-Welch's test at the interval's degrees of freedom, ``significant`` the interval excludes 100%;
-``vs_baseline`` what may be said: loss, gain, no significant difference (the interval within
-±5%), inconclusive, not tested (fewer than 2 repetitions on a side), or baseline.
+tested and for the baseline itself, ``inf``/``-inf`` when unbounded); ``n_baseline`` the
+baseline's repetitions; ``p_value`` Welch's test at the interval's degrees of freedom,
+``significant`` the interval excludes 100%; ``vs_baseline`` what may be said: loss, gain, no
+significant difference (the interval within ±5%), inconclusive, not tested (fewer than 2
+repetitions on a side, or identical ones of unknown resolution), or baseline.
 """
 
 from __future__ import annotations
@@ -49,6 +54,8 @@ COLUMNS = [
     "ci95_low",
     "ci95_high",
     "outliers",
+    "resolution",
+    "identical_repetitions",
     "pct_of_baseline",
     "pct_of_baseline_ci_low",
     "pct_of_baseline_ci_high",
@@ -119,6 +126,8 @@ def render(a: RunAnalysis) -> str:
                     _f(s.ci_low),
                     _f(s.ci_high),
                     len(s.outliers),
+                    _f(s.resolution),
+                    s.identical or "",
                     _f(norm.pct_of_native) if norm else "",
                     _bound(norm.pct_low) if norm else "",
                     _bound(norm.pct_high) if norm else "",

@@ -9,8 +9,11 @@ read without its uncertainty: ``pct_of_baseline`` (% of native, 100 = native, le
 its 95% interval ``pct_of_baseline_ci_low``/``_high`` (Fieller's; null when not tested or
 unbounded), ``n``/``n_baseline`` (repetitions on each side) and ``vs_baseline``: loss, gain, no
 significant difference (the interval within ±5%), inconclusive (null bounds: unbounded), not
-tested (fewer than 2 repetitions on a side) or baseline. Other derived figures (aggregates,
-per-core costs) are the CSV's business.
+tested (fewer than 2 repetitions on a side, or identical ones of unknown resolution) or
+baseline. ``resolution`` is the smallest change of the cell's mean its measurement can show
+(null: unknown), and ``identical_repetitions`` is "below the measurement's resolution" or
+"identical repetitions: resolution unknown" where the repetitions show no spread it resolves,
+else null. Other derived figures (aggregates, per-core costs) are the CSV's business.
 
 Where the study profiled the host, each function of a platform's profile (``profiles``) is a
 line too: metric ``host.profile.share``, its % of the host's CPU time, with ``rank``,
@@ -155,11 +158,14 @@ def _profile_lines(a: RunAnalysis) -> list[str]:
 
 
 def _versus(r: MetricResult) -> dict:
-    """The cell's single figure against the baseline, for every line of that metric."""
+    """The cell's single figure against the baseline, for every line of that metric, with the
+    resolution of its mean and whether its repetitions are identical within it."""
+    precision = {"resolution": r.single.resolution, "identical_repetitions": r.single.identical}
     v = r.vs_baseline
     if v is None:
-        return {"n": r.single.n}
+        return {"n": r.single.n, **precision}
     return {
+        **precision,
         "n": v.n,
         "n_baseline": v.n_baseline,
         "pct_of_baseline": _finite(v.pct_of_native),

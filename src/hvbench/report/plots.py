@@ -94,7 +94,8 @@ def _relative(r: MetricResult, relative: bool) -> tuple[float, float, float, str
     if v.reference:
         return v.pct_of_native, 0.0, 0.0, ""
     if not v.tested:
-        return v.pct_of_native, 0.0, 0.0, f"n={min(v.n, v.n_baseline)}"
+        n = min(v.n, v.n_baseline)
+        return v.pct_of_native, 0.0, 0.0, "no spread" if n >= 2 and v.unresolved else f"n={n}"
     if not (math.isfinite(v.pct_low) and math.isfinite(v.pct_high)):
         return v.pct_of_native, 0.0, 0.0, "unbounded"
     return v.pct_of_native, v.pct_of_native - v.pct_low, v.pct_high - v.pct_of_native, ""

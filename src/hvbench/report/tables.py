@@ -21,6 +21,7 @@ from hvbench.analysis.model import (
 )
 from hvbench.analysis.normalize import Normalized, span
 from hvbench.analysis.stats import (
+    BELOW_RESOLUTION,
     BIMODAL_LEVEL,
     EQUIVALENT,
     INCONCLUSIVE,
@@ -29,6 +30,8 @@ from hvbench.analysis.stats import (
     OUTLIER_LEVEL,
     OUTLIER_MIN_REL,
     PRACTICAL,
+    RESOLUTION_UNKNOWN,
+    TREND_MIN_N,
     Summary,
     null_threshold,
 )
@@ -61,8 +64,21 @@ INCONCLUSIVE_NOTE = (
 )
 NOT_TESTED_NOTE = (
     "not tested: fewer than 2 repetitions on a side, so a single measurement with no interval "
-    "and no test"
+    "and no test; or a side's repetitions identical with no resolution known, so no spread to "
+    "test against"
 )
+RESOLUTION_NOTES = {
+    BELOW_RESOLUTION: (
+        f"{BELOW_RESOLUTION}: the repetitions are within half a step of the measurement's "
+        "resolution of each other (a job too short for its clock); the interval is then the "
+        "resolution's, mean ± half a step, as no interval is narrower than that"
+    ),
+    RESOLUTION_UNKNOWN: (
+        f"{RESOLUTION_UNKNOWN}: the repetitions are equal and the tool did not say how finely "
+        "it measures, so nothing tells how far apart they could be: no interval, and not tested "
+        "against the baseline"
+    ),
+}
 SUSPECT = "§"
 """Marks a figure above the baseline that cannot be a win (``MetricResult.suspect``)."""
 
@@ -110,10 +126,20 @@ def num(x: float | None) -> str:
 
 
 def with_ci(s: Summary) -> str:
-    """ "54.21 ±0.43": mean and the CI's half-width (alone when n = 1)."""
+    """ "54.21 ±0.43": mean and the CI's half-width (alone when n = 1); "4.209 ±0.263, below
+    the measurement's resolution" or "4.209, identical repetitions: resolution unknown" where
+    the repetitions show no spread the measurement resolves."""
+    if s.identical == RESOLUTION_UNKNOWN:
+        return f"{num(s.mean)}, {RESOLUTION_UNKNOWN}"
     if s.n < 2 or not math.isfinite(s.ci_low):
         return num(s.mean)
-    return f"{num(s.mean)} ±{num((s.ci_high - s.ci_low) / 2)}"
+    text = f"{num(s.mean)} ±{num((s.ci_high - s.ci_low) / 2)}"
+    return f"{text}, {s.identical}" if s.identical else text
+
+
+def resolution_notes(cells: list[str]) -> list[str]:
+    """The footnotes that figures "below the resolution" in ``cells`` need."""
+    return [note for label, note in RESOLUTION_NOTES.items() if any(label in c for c in cells)]
 
 
 def pct(x: float | None) -> str:
@@ -156,7 +182,7 @@ def relative_notes(cells: list[str]) -> list[str]:
         notes.append(INCONCLUSIVE_NOTE)
     if any(NOT_TESTED in c for c in cells):
         notes.append(NOT_TESTED_NOTE)
-    return notes
+    return notes + resolution_notes(cells)
 
 
 def _label(r: MetricResult) -> str:
@@ -216,6 +242,7 @@ def values_table(a: RunAnalysis, workload: str, count: int) -> Table:
             for name, r in zip(names, row, strict=True)
         ]
         t.rows.append([a.label(p), str(n), *cells])
+    t.notes.extend(resolution_notes([c for row in t.rows for c in row[2:]]))
     return t
 
 
@@ -362,7 +389,9 @@ def statistics_table(a: RunAnalysis, workload: str) -> Table:
             f"{round(1 / OUTLIER_LEVEL)} has one at that n "
             f"({null_threshold('outlier', 5, OUTLIER_LEVEL):.1f} at n = 5, "
             f"{null_threshold('outlier', 10, OUTLIER_LEVEL):.1f} at 10), and more than "
-            f"{100 * OUTLIER_MIN_REL:.0f}% off the median; from 5 repetitions"
+            f"{100 * OUTLIER_MIN_REL:.0f}% off the median; from 5 repetitions; no interval "
+            "is narrower than the measurement's resolution (mean ± half its step, where the "
+            "workload states it)"
         ],
     )
     key = _cell_order(a)
@@ -371,6 +400,8 @@ def statistics_table(a: RunAnalysis, workload: str) -> Table:
     for r in sorted(rows, key=lambda r: (key(r.cell), metric_order[r.name])):
         s = r.single
         ci = f"{num(s.ci_low)} – {num(s.ci_high)}" if s.n > 1 else "n/a"
+        if s.identical:
+            ci = s.identical if s.identical == RESOLUTION_UNKNOWN else f"{ci}, {s.identical}"
         t.rows.append(
             [
                 a.label(r.cell.platform),
@@ -386,6 +417,7 @@ def statistics_table(a: RunAnalysis, workload: str) -> Table:
                 ", ".join(num(r.single_values[i]) for i in s.outliers),
             ]
         )
+    t.notes.extend(resolution_notes([row[9] for row in t.rows]))
     return t
 
 
@@ -435,6 +467,7 @@ def scaling_table(a: RunAnalysis, workload: str) -> Table | None:
             ]
         )
     t.notes.extend(relative_notes([row[6] for row in t.rows]))
+    t.notes.extend(resolution_notes([c for row in t.rows for c in (row[3], row[5])]))
     return t
 
 
@@ -472,6 +505,7 @@ def symmetry_table(a: RunAnalysis) -> Table | None:
                 verdict,
             ]
         )
+    t.notes.extend(resolution_notes([c for row in t.rows for c in (row[4], row[5])]))
     return t
 
 
@@ -565,16 +599,18 @@ def cost_table(a: RunAnalysis) -> Table | None:
     )
     for r, c in costs:
         spread = f" ±{num((c.high - c.low) / 2)}" if math.isfinite(c.high - c.low) else ""
+        flat = f", {r.per_core.identical}" if r.per_core.identical else ""
         t.rows.append(
             [
                 r.cell.workload,
                 r.name,
                 a.label(r.cell.platform),
                 str(r.cell.instances),
-                f"{num(c.mean)}{spread} {c.unit}",
+                f"{num(c.mean)}{spread} {c.unit}{flat}",
                 f"{r.cost_vs_baseline:.2f}×" if r.cost_vs_baseline is not None else "",
             ]
         )
+    t.notes.extend(resolution_notes([row[4] for row in t.rows]))
     return t
 
 
@@ -620,9 +656,13 @@ def noise_table(a: RunAnalysis) -> Table | None:
             f"repetitions in two groups (bimodal: a gap between them that 1 clean cell in "
             f"{round(1 / BIMODAL_LEVEL)} shows, and more than {100 * OUTLIER_MIN_REL:.0f}% of "
             "the median; from 4 repetitions, and likely from 5 when a fifth of them are 30% "
-            "slower), steal time above 5% of the host's CPU in any repetition, or an interval "
-            "still wider than adaptive repetitions' target; repetitions needed: Student's t at "
-            "this CV"
+            "slower), steal time above 5% of the host's CPU in any repetition, an interval "
+            "still wider than adaptive repetitions' target, repetitions that the measurement "
+            "cannot tell apart (below its resolution, or equal with no resolution known), or a "
+            f"trend over the repetitions in the order they ran (from {TREND_MIN_N} repetitions: "
+            "Kendall's τ against the repetition, Holm's step-down over the run's headline "
+            "figures, p < 0.05; % a repetition: Theil–Sen's slope); repetitions needed: "
+            "Student's t at this CV"
         ],
     )
     for x in a.noise:
