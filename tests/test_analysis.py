@@ -68,6 +68,7 @@ class RunBuilder:
         instances: int = 1,
         driver: str | None = None,
         platform_settings: dict | None = None,
+        workload_settings: dict | None = None,
     ) -> int:
         driver = driver or ("native" if platform == "native" else "qemu")
         row = CellRecord(
@@ -78,7 +79,7 @@ class RunBuilder:
             workload_name=workload.split()[0],
             instances=instances,
             platform_settings={"driver": driver, **(platform_settings or {})},
-            workload_settings={"name": workload.split()[0]},
+            workload_settings=workload_settings or {"name": workload.split()[0]},
         )
         cell_id = self.store.cell_id(self.run_id, row)
         self.workload_names[cell_id] = row.workload_name

@@ -267,3 +267,23 @@ def test_a_platform_that_ran_under_another_accelerator_is_named_so(store):
     assert (line["metadata"]["accel_a"], line["metadata"]["accel_b"]) == ("kvm", "tcg")
     same = compare(analyse(store, "tcg-run"), analyse(store, "tcg-run"))
     assert "| qemu-virtio [tcg] | disk |" in render_comparison(same, "md")
+
+
+def test_runs_whose_calibration_chose_other_work_are_said_to_differ(store):
+    """scale: auto sizes the cpu jobs on each run's host: runs of two hosts (or of one host on
+    two days) may do different work, and compare says so beside the figures it compares."""
+    rng = np.random.default_rng(3)
+    for run_id, xz in (("monday", 3), ("tuesday", 4)):
+        b = RunBuilder(store, run_id=run_id)
+        settings = {"name": "cpu", "scale": "auto", "work": {"xz": xz, "zstd": 236}}
+        cell = b.cell("kvm", "cpu apps", workload_settings=settings)
+        for rep, v in enumerate(rng.normal(100, 1, 5)):
+            b.sample(cell, rep, {"cpu.apps.xz.mib_per_s": [float(v)]})
+    c = compare(analyse(store, "monday"), analyse(store, "tuesday"))
+    assert c.work_apart == {"cpu apps": "work.xz 3 → 4"}
+    text = render_comparison(c, "md")
+    assert "- cpu apps: A and B did different work (work.xz 3 → 4)" in text
+    lines = [json.loads(x) for x in render_comparison(c, "json").splitlines()]
+    assert lines and all(line["metadata"]["same_work"] is False for line in lines)
+    same = compare(analyse(store, "monday"), analyse(store, "monday"))
+    assert same.work_apart == {}

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -175,6 +175,10 @@ class Comparison:
     changes: list[Change]
     only_a: list[str]
     only_b: list[str]
+    work_apart: dict[str, str] = field(default_factory=dict)
+    """Per workload (label) whose settings differ between A and B, what differs: the work a
+    calibration sized for each run's host (``scale: auto``), or a study edited between runs.
+    Its changes then measure the work as well as the platforms."""
     run_spread: float | None = None
     """With several runs per side: the median over metrics of the runs' pooled relative standard
     deviation (an upper bound of the run-to-run allowance, within-run noise included)."""
@@ -213,6 +217,45 @@ def _index(runs: list[RunAnalysis]) -> dict[Key, list[MetricResult]]:
         for run in runs
     ]
     return {k: [d[k] for d in keyed] for k in keyed[0] if all(k in d for d in keyed)}
+
+
+def _work_apart(runs_a: list[RunAnalysis], runs_b: list[RunAnalysis]) -> dict[str, str]:
+    """The workloads whose settings differ between the two sides' runs, each with the first
+    settings that differ ("work.xz 3 → 4"), from the cells both sides measured."""
+
+    def settings(runs: list[RunAnalysis]) -> dict[str, list[dict]]:
+        seen: dict[str, list[dict]] = {}
+        for run in runs:
+            for cell in run.cells:
+                found = seen.setdefault(cell.workload, [])
+                if cell.workload_settings not in found:
+                    found.append(cell.workload_settings)
+        return seen
+
+    in_a, in_b = settings(runs_a), settings(runs_b)
+    apart = {}
+    for workload in in_a.keys() & in_b.keys():
+        a, b = in_a[workload], in_b[workload]
+        if a == b:
+            continue
+        flat_a, flat_b = _flat(a[0]), _flat(b[0])
+        keys = sorted(k for k in flat_a.keys() | flat_b.keys() if flat_a.get(k) != flat_b.get(k))
+        shown = [f"{k} {flat_a.get(k, '-')} → {flat_b.get(k, '-')}" for k in keys[:4]]
+        more = f" and {len(keys) - 4} more" if len(keys) > 4 else ""
+        within = " (and between runs of one side)" if len(a) > 1 or len(b) > 1 else ""
+        apart[workload] = ", ".join(shown) + more + within if keys else "within a side"
+    return dict(sorted(apart.items()))
+
+
+def _flat(settings: dict, prefix: str = "") -> dict[str, object]:
+    """Nested settings as dotted keys: {"work": {"xz": 3}} → {"work.xz": 3}."""
+    out: dict[str, object] = {}
+    for key, value in settings.items():
+        if isinstance(value, dict):
+            out |= _flat(value, f"{prefix}{key}.")
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
 
 
 def _spread(a: np.ndarray, b: np.ndarray) -> float:
@@ -313,5 +356,6 @@ def compare(
         changes=changes,
         only_a=[label(runs_a, k) for k in in_a if k not in in_b],
         only_b=[label(runs_b, k) for k in in_b if k not in in_a],
+        work_apart=_work_apart(runs_a, runs_b),
         run_spread=float(np.median(spreads)) if spreads else None,
     )

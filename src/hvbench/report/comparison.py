@@ -133,6 +133,10 @@ def summary_lines(c: Comparison) -> list[str]:
         f"{platform_label(c, p)}: ran differently in A and B, so its changes measure that too"
         for p in _ran_apart(c)
     ]
+    out += [
+        f"{workload}: A and B did different work ({what}), so its changes measure that too"
+        for workload, what in c.work_apart.items()
+    ]
     for ch in c.regressions:
         out.append(
             f"regression: {_where(c, ch)}: {100 * abs(ch.change):.1f}% "

@@ -200,6 +200,7 @@ def render_comparison(c: Comparison) -> str:
                         "accel_a": ran_on(c.a, ch.platform),
                         "accel_b": ran_on(c.b, ch.platform),
                         "workload": ch.workload,
+                        "same_work": ch.workload not in c.work_apart,
                         "instances": ch.instances,
                         "unit": ch.unit,
                         "higher_is_better": ch.higher_is_better,
