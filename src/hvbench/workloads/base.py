@@ -116,12 +116,14 @@ class Metric:
     measures no traffic."""
     resolution: float | None = None
     """The smallest change of ``value`` the measurement can show, in the metric's unit (a rate's
-    is rate × clock resolution / seconds); None where the tool does not say. The analysis never
-    reports an interval narrower than it."""
+    is rate × clock resolution / seconds; a count's, unit "count", is 1 unless said); None where
+    the tool does not say. The analysis never reports an interval narrower than it."""
 
     def __post_init__(self) -> None:
         if self.value is not None and not math.isfinite(self.value):
             raise ValueError(f"metric {self.name}: non-finite value {self.value}")
+        if self.resolution is None and self.unit == "count":
+            object.__setattr__(self, "resolution", 1.0)  # a count moves by whole units
         if self.resolution is not None and not (
             math.isfinite(self.resolution) and self.resolution > 0
         ):
@@ -249,7 +251,20 @@ class Workload(ABC):
 
     @abstractmethod
     def estimate_seconds(self, quick: bool) -> float:
-        """Expected wall time of one sample, for ETAs and for the command timeout."""
+        """Expected wall time of one sample natively, for ETAs and for the command timeout."""
+
+    def fixed_time_seconds(self, quick: bool) -> float:
+        """The part of ``estimate_seconds`` that lasts as long on every platform (a tool's own
+        duration: iperf3's seconds, fio's runtime, openssl speed's, a settling pause); the rest
+        is fixed work, which a slower platform takes longer over (``seconds_at``). By default
+        none."""
+        return 0.0
+
+    def seconds_at(self, quick: bool, slowdown: float) -> float:
+        """Expected wall time of one sample on a platform whose fixed work takes ``slowdown``
+        times native's (``Pace.slowdown``)."""
+        fixed = self.fixed_time_seconds(quick)
+        return fixed + (self.estimate_seconds(quick) - fixed) * slowdown
 
     def timeout(self, quick: bool) -> float:
         """Past this a sample is a hang: generous, since guests under TCG are slow."""
