@@ -36,7 +36,7 @@ from hvbench.analysis.cost import ASCENT
 from hvbench.analysis.run import cell_info, headline_singles
 from hvbench.analysis.stats import needs_more
 from hvbench.drivers import driver_class
-from hvbench.drivers.base import Driver, Instance, Needs, PlatformSettings
+from hvbench.drivers.base import START_TIMEOUT_S, Driver, Instance, Needs, start_allowance
 from hvbench.drivers.native import NativeDriver, NativeSettings
 from hvbench.errors import HvbenchError, InstanceError, StartFailed, StudyError
 from hvbench.host import inventory
@@ -61,7 +61,6 @@ CALIBRATION = "calibration"
 """The artifact that holds the settings calibration chose, by workload index."""
 WORK_ROOT = Path("/var/tmp/hvbench")
 """Disk images and logs of a run; on disk, not tmpfs, so disk workloads measure a disk."""
-START_TIMEOUT_S = 300.0
 GIT_TIMEOUT_S = 5.0
 """How long the commit lookup may take before the run goes on without it."""
 
@@ -355,9 +354,7 @@ class Runner:
         assert self._network is not None, "groups run inside run()"
         total = sum(len(g.cells) for g in groups)
         estimates = {
-            c.key: self.study.workload(c.workload_index).estimate_seconds(self.quick)
-            for g in groups
-            for c in g.cells
+            c.key: self.study.sample_seconds(c, self.quick) for g in groups for c in g.cells
         }
         remaining = sum(estimates[c.key] for g in groups for c in g.cells)
         done = 0
@@ -689,13 +686,6 @@ def _record(rep: int, run: SampleRun, instances: list[Instance], cores: int) -> 
         ],
         profile=run.profile,
     )
-
-
-def start_allowance(settings: PlatformSettings) -> float:
-    """Seconds a group of instances has to start: START_TIMEOUT_S, or the platform's own
-    ``boot_timeout`` where that is longer (a user's allowance for slow boots, such as five
-    nested Xen domains at once, is not cut short)."""
-    return max(START_TIMEOUT_S, getattr(settings, "boot_timeout", 0.0))
 
 
 def _timed_start(driver: Driver, count: int, failed: int) -> tuple[list[Instance], GroupStart]:

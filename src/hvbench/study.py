@@ -25,15 +25,17 @@ from pydantic import (
 )
 
 from hvbench.drivers import DRIVERS, driver_class
-from hvbench.drivers.base import PlatformSettings
+from hvbench.drivers.base import SAMPLE_TASKS, PlatformSettings, start_allowance
+from hvbench.drivers.qemu import kvm_runs_guests
 from hvbench.errors import StudyError
+from hvbench.host.inventory import capacity
+from hvbench.host.limits import KernelLimits, kernel_limits
+from hvbench.host.network import INSTANCE_ADDRESSES
 from hvbench.units import format_size
 from hvbench.workloads import WORKLOADS, selector, workload_class, workload_of
 from hvbench.workloads.base import Workload, WorkloadSettings
 
 PLATFORM_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
-BOOT_ESTIMATE_S = 15.0
-"""Rough cost of starting a group of guests under TCG, for estimates only."""
 SHORT_JOB_S = 0.5
 """A timed job shorter than this natively is warned about at the start of a run."""
 MIN_TICKS = 100
@@ -157,34 +159,75 @@ class Study:
             if n in self.counts(p, w)
         ]
 
-    def misfits(self, host_memory: int, host_cores: int) -> list[str]:
+    def misfits(
+        self, host_memory: int, host_cores: int, limits: KernelLimits | None = None
+    ) -> list[str]:
         """What the study's largest group of instances holds beyond this host (``misfits_at``).
         An ascent must fit its first step: the runner stops it at the first that does not."""
+        limits = limits or kernel_limits()
         out = []
         for name in self.platforms:
             count = max(self.counts(name, ascents=False))
-            out += self.misfits_at(name, count, host_memory, host_cores, ascents=False)
+            out += self.misfits_at(name, count, host_memory, host_cores, False, limits)
         return out
 
     def misfits_at(
-        self, name: str, count: int, host_memory: int, host_cores: int, ascents: bool = True
+        self,
+        name: str,
+        count: int,
+        host_memory: int,
+        host_cores: int,
+        ascents: bool = True,
+        limits: KernelLimits | None = None,
     ) -> list[str]:
         """What a platform's group of ``count`` instances (started at once) holds beyond this
-        host: the guests' memory together, their vCPUs where pinned, and what the workloads
-        that run at ``count`` or fewer need. Each is one line saying what it needs and what the
-        host has."""
+        host: the guests' memory together with what each holds on the host besides
+        (``PlatformSettings.footprint``), their vCPUs where pinned, the kernel's limits on tasks
+        and namespaces (``limits``, this host's by default), the cores to start them all within
+        the time a group has, the run network's addresses, and what the workloads that run at
+        ``count`` or fewer need. Each is one line saying what it needs, what the host has and
+        the fix."""
         out = []
         settings = self.platforms[name]
         memory, cores = settings.holds()
-        if count * memory > host_memory:
+        footprint = settings.footprint()
+        held = footprint.memory if footprint else 0
+        each = memory + held
+        if count * each > host_memory:
             out.append(
-                f"platform {name}: {count} instances × {format_size(memory)} of memory need "
-                f"{_gib(count * memory)}, the host has {_gib(host_memory)}"
+                f"platform {name}: {count} instances × {_each(memory, held)} need "
+                f"{_gib(count * each)}, the host has {_gib(host_memory)}: at most "
+                f"{host_memory // each} instances" + (", or less memory each" if memory else "")
             )
         if count * cores > host_cores:
             out.append(
                 f"platform {name}: {count} instances × {cores} pinned vCPU(s) need "
-                f"{count * cores} cores, the host has {host_cores}"
+                f"{count * cores} cores, the host has {host_cores}: at most "
+                f"{host_cores // cores} instances, or pin: false"
+            )
+        if footprint:
+            limits = limits or kernel_limits()
+            need = limits.misfits(
+                count,
+                footprint.tasks + SAMPLE_TASKS,
+                footprint.net_namespaces,
+                footprint.pid_namespaces,
+            )
+            out += [f"platform {name}: {line}" for line in need]
+            if footprint.address and count > INSTANCE_ADDRESSES:
+                out.append(
+                    f"platform {name}: {count} instances need as many addresses on the run's "
+                    f"network, which has {INSTANCE_ADDRESSES}: at most {INSTANCE_ADDRESSES} "
+                    "instances"
+                )
+        pace = settings.pace(kvm_runs_guests())
+        allowance = start_allowance(settings)
+        if count * pace.core_s / host_cores > allowance:
+            out.append(
+                f"platform {name}: starting {count} instances at once takes about "
+                f"{count * pace.core_s / host_cores:.0f} s of the host's {host_cores} cores "
+                f"({pace.core_s:g} core-seconds each), past the {allowance:.0f} s a group has "
+                f"to start: at most {int(allowance * host_cores / pace.core_s)} instances"
             )
         out += [f"platform {name}: {line}" for line in settings.host_misfits(count)]
         kernel = driver_class(settings).kernel
@@ -212,10 +255,30 @@ class Study:
                     )
         return out
 
-    def estimate_seconds(self, quick: bool) -> float:
-        groups = sum(len(self.counts(p)) for p in self.platforms)
-        work = sum(self.workload(c.workload_index).estimate_seconds(quick) for c in self.cells())
-        return self.repetitions * (work + groups * BOOT_ESTIMATE_S)
+    def sample_seconds(self, cell: Cell, quick: bool, kvm: bool | None = None) -> float:
+        """Expected wall time of one sample of ``cell`` on a host whose KVM runs stock guests
+        (``kvm``; by default whether this host's does): its workload's fixed work slowed by the
+        platform's pace (``Workload.seconds_at``), its fixed time not."""
+        kvm = kvm_runs_guests() if kvm is None else kvm
+        pace = self.platforms[cell.platform].pace(kvm)
+        return self.workload(cell.workload_index).seconds_at(quick, pace)
+
+    def estimate_seconds(
+        self, quick: bool, kvm: bool | None = None, cores: int | None = None
+    ) -> float:
+        """Expected wall time of a run on a host of ``cores`` cores whose KVM runs stock guests
+        (``kvm``; by default this host's): every sample (``sample_seconds``) and every group of
+        instances started and stopped, over the repetitions a run makes (one with ``--quick``;
+        adaptive ones not counted)."""
+        kvm = kvm_runs_guests() if kvm is None else kvm
+        cores = cores or capacity()[1]
+        starts = sum(
+            self.platforms[p].pace(kvm).group_seconds(n, cores)
+            for p in self.platforms
+            for n in self.counts(p)
+        )
+        work = sum(self.sample_seconds(c, quick, kvm) for c in self.cells())
+        return (1 if quick else self.repetitions) * (work + starts)
 
 
 # --- loading -------------------------------------------------------------------------------
@@ -249,6 +312,17 @@ def _tick(seconds: float) -> str:
         if seconds >= scale:
             return f"{seconds / scale:g} {unit}"
     return f"{seconds * 1e9:g} ns"
+
+
+def _each(memory: int, held: int) -> str:
+    """What one instance takes of the host's memory, in words: its own (a guest's, a cgroup's
+    limit) and what the host holds for it besides."""
+    if memory and held:
+        return (
+            f"{format_size(memory + held)} ({format_size(memory)} of memory + "
+            f"{format_size(held)} the host holds besides)"
+        )
+    return f"{format_size(memory)} of memory" if memory else f"{format_size(held)} held on the host"
 
 
 def _gib(size: int) -> str:

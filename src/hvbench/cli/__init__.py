@@ -23,6 +23,7 @@ from hvbench.cli import image as image_cmd
 from hvbench.cli import reporting
 from hvbench.cli import run as run_cmd
 from hvbench.cli.lines import print_finding
+from hvbench.drivers.qemu import kvm_runs_guests
 from hvbench.errors import HvbenchError
 from hvbench.host.inventory import capacity
 from hvbench.host.profile import MISSING
@@ -104,20 +105,55 @@ def study_check(files: Annotated[list[Path], typer.Argument(help="study files")]
 
 @study_app.command("show")
 def study_show(
-    file: Path, quick: Annotated[bool, typer.Option(help="estimate for --quick")] = False
+    file: Path,
+    quick: Annotated[bool, typer.Option(help="estimate for --quick")] = False,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Print the expanded matrix of cells and an estimate of the study's duration."""
+    """Print the expanded matrix of cells and the study's estimated duration, on this host and
+    on one of as many cores whose KVM runs stock guests (accel: auto takes KVM there)."""
     study = load_study(file).quickened() if quick else load_study(file)
-    table = Table("platform", "driver", "workload", "instances", "est. s/sample", title=study.name)
-    for cell in study.cells():
-        est = study.workload(cell.workload_index).estimate_seconds(quick)
-        driver = study.platforms[cell.platform].driver
-        table.add_row(cell.platform, driver, cell.workload, str(cell.instances), f"{est:.0f}")
+    kvm_here, cores = kvm_runs_guests(), capacity()[1]
+    hosts = {"this_host": kvm_here, "kvm_host": True}
+    cells = [
+        {
+            "platform": c.platform,
+            "driver": study.platforms[c.platform].driver,
+            "workload": c.workload,
+            "instances": c.instances,
+            "sample_s": {h: round(study.sample_seconds(c, quick, k), 1) for h, k in hosts.items()},
+        }
+        for c in study.cells()
+    ]
+    total = {h: round(study.estimate_seconds(quick, k, cores)) for h, k in hosts.items()}
+    repetitions = 1 if quick else study.repetitions
+    if as_json:
+        print(
+            json.dumps(
+                {
+                    "study": study.name,
+                    "baseline": study.baseline,
+                    "quick": quick,
+                    "repetitions": repetitions,
+                    "cores": cores,
+                    "kvm_here": kvm_here,
+                    "cells": cells,
+                    "estimate_s": total,
+                },
+                indent=2,
+            )
+        )
+        return
+    table = Table("platform", "driver", "workload", "n", "s here", "s KVM", title=study.name)
+    for c in cells:
+        here, kvm = (f"{c['sample_s'][h]:.0f}" for h in hosts)
+        table.add_row(c["platform"], c["driver"], c["workload"], str(c["instances"]), here, kvm)
     out.print(table)
-    total = study.estimate_seconds(quick)
+    accel = "kvm" if kvm_here else "tcg"
     out.print(
-        f"{len(study.cells())} cells × {study.repetitions} repetitions; "
-        f"estimated {total / 60:.1f} min{' (quick)' if quick else ''}, baseline: {study.baseline}"
+        f"{len(cells)} cells × {repetitions} repetitions{' (quick)' if quick else ''}, "
+        f"baseline {study.baseline}; estimated {total['this_host'] / 60:.1f} min on this host "
+        f"({cores} cores, accel auto: {accel}), {total['kvm_host'] / 60:.1f} min on one with KVM",
+        soft_wrap=True,
     )
 
 

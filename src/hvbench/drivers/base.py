@@ -45,6 +45,52 @@ class HostDisk(BaseModel):
     size: Size = 2 << 30
 
 
+START_TIMEOUT_S = 300.0
+"""Seconds a group of instances has to start (``start_allowance``)."""
+SAMPLE_TASKS = 2
+"""Host tasks each instance adds while a sample runs, beyond ``Footprint.tasks``: the runner's
+thread for it and the command it runs (the start's own thread per instance is gone by then)."""
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """What one running instance holds on the host besides its guest's memory (``holds``), as
+    bench/footprint.py measures it: what a group of instances must find room for before a run
+    starts any (``Study.misfits_at``)."""
+
+    memory: int
+    """Bytes: its host processes' PSS beyond the guest's memory, the kernel memory charged to
+    its cgroup, and its network namespace with its veth."""
+    tasks: int
+    """Host tasks (processes and threads) it holds idle, hvbench's own threads for it included:
+    each takes a pid (kernel.pid_max) and counts against kernel.threads-max and RLIMIT_NPROC."""
+    net_namespaces: int = 0
+    pid_namespaces: int = 0
+    address: bool = True
+    """Whether it takes an address on the run's network (``RunNetwork.address``)."""
+
+
+@dataclass(frozen=True)
+class Pace:
+    """How fast a platform goes against native on the same host, for the estimate of a study's
+    duration (``Study.estimate_seconds``) and whether its largest group can start in time."""
+
+    slowdown: float
+    """Wall time of fixed work (a compression, a search, a build) over native's."""
+    io_slowdown: float
+    """Wall time of fixed work on the data disk (a file written and read with direct I/O) over
+    native's."""
+    start_s: float
+    """Seconds to start one instance until it is ready (its data disk formatted), and stop it."""
+    core_s: float
+    """Core-seconds each instance of a group started at once takes: a start is mostly CPU work,
+    so N of them on C cores take about N × core_s / C."""
+
+    def group_seconds(self, count: int, cores: int) -> float:
+        """Seconds to start and stop ``count`` instances at once on ``cores`` cores."""
+        return max(self.start_s, count * self.core_s / cores)
+
+
 class PlatformSettings(BaseModel):
     """Settings common to every platform; each driver extends this with its own fields."""
 
@@ -67,6 +113,23 @@ class PlatformSettings(BaseModel):
         (a device, huge pages, a CPU model), one line each with the fix; checked before a run
         starts anything."""
         return []
+
+    def footprint(self) -> Footprint | None:
+        """What one instance holds on this host besides its guest's memory; None where nothing
+        of it is on this host or it was not measured."""
+        return None
+
+    def pace(self, kvm: bool) -> Pace:
+        """How fast this platform goes on a host whose KVM runs stock guests (``kvm``), or one
+        whose does not (``accel: auto`` resolves by it)."""
+        raise NotImplementedError(f"driver {self.driver} has no pace")
+
+
+def start_allowance(settings: PlatformSettings) -> float:
+    """Seconds a group of instances has to start: START_TIMEOUT_S, or the platform's own
+    ``boot_timeout`` where that is longer (a user's allowance for slow boots, such as five
+    nested Xen domains at once, is not cut short)."""
+    return max(START_TIMEOUT_S, getattr(settings, "boot_timeout", 0.0))
 
 
 @dataclass

@@ -15,13 +15,40 @@ import re
 import subprocess
 from typing import ClassVar, Literal, NamedTuple
 
-from hvbench.drivers.base import Availability, Kernel, Operation, PlatformSettings
+from hvbench.drivers.base import (
+    Availability,
+    Footprint,
+    Kernel,
+    Operation,
+    Pace,
+    PlatformSettings,
+)
 from hvbench.drivers.oslevel import OciDriver, OsLevelSettings
 from hvbench.host.process import which
+
+FOOTPRINT = Footprint(memory=512 << 10, tasks=3, net_namespaces=1, pid_namespaces=1)
+"""Besides its processes (its ``memory``, which its cgroup bounds): 0.5 MiB, the kernel memory
+charged to its cgroup (namespaces, mounts, page tables, stacks; 0.29 MiB in issue 14's figures)
+and its network namespace with a veth (0.25 MiB); 3 tasks (the init, its spawner, a sleep); its
+own network and PID namespaces. Per instance between groups of 1 and 4, measured twice by
+``bench/footprint.py`` on the 2-core development host (kernel 6.18, cgroup v1)."""
+PACE = Pace(slowdown=1.0, io_slowdown=1.2, start_s=5.0, core_s=2.0)
+"""Compute at native speed: four fixed jobs (sqlite, xz, zstd, stockfish: ``bench/footprint.py``)
+took 1.02x native's time on the 2-core development host (0.7x in a run where native's ran at a
+busier moment), and the default study's cpu composite was 92-100% of native with no significant
+difference. The default study's dd of 1 GiB took 0.6-2.4x native's of the same repetition (its
+data disk is a loop device on the host, as native's). A start is 1.9-5.0 s (a group's first
+also unpacks the image's tree), a stop 1.2-1.6 s; four at once took 2.1-3.9 s on 2 cores."""
 
 
 class ContainerSettings(OsLevelSettings):
     driver: Literal["container"]
+
+    def footprint(self) -> Footprint:
+        return FOOTPRINT
+
+    def pace(self, kvm: bool) -> Pace:
+        return PACE
 
 
 class ContainerDriver(OciDriver[ContainerSettings]):

@@ -33,11 +33,34 @@ import subprocess
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-from hvbench.drivers.base import Availability, Kernel, Operation, PlatformSettings
+from hvbench.drivers.base import (
+    Availability,
+    Footprint,
+    Kernel,
+    Operation,
+    Pace,
+    PlatformSettings,
+)
 from hvbench.drivers.oslevel import SPAWN, OciDriver, OciInstance, OsLevelSettings
 from hvbench.host.process import which
 
 BUILD_HINT = "./setup.sh --with-gvisor (runs scripts/build-runsc.sh: a static build into .venv)"
+
+
+FOOTPRINT = Footprint(memory=24 << 20, tasks=31, net_namespaces=1, pid_namespaces=2)
+"""A sandbox holds 24 MiB besides the application's memory (the Sentry's and the gofer's Go
+heaps, runsc's text shared among the sandboxes: 44 MiB for one alone, 23.5-23.8 MiB each of
+four, with their cgroup's kernel memory and their network namespace), 29-31 tasks (the Sentry's
+14 threads, the gofer's 6, about 10 systrap stubs of one thread each), its network namespace (the
+gofers share one more per platform) and two PID namespaces (the sandbox's, the gofer's).
+Measured by ``bench/footprint.py`` on the 2-core development host (kernel 6.18, systrap)."""
+PACE = Pace(slowdown=1.1, io_slowdown=1.1, start_s=5.5, core_s=2.0)
+"""Compute at about native speed: four fixed jobs (sqlite, xz, zstd, stockfish:
+``bench/footprint.py``) took 1.03x native's time on the 2-core development host (0.7x in a run
+where native's ran at a busier moment); its system calls are dearer (the default study's cpu
+composite was 75-99% of native in earlier runs). The default study's dd of 1 GiB took 1.0-1.3x
+native's (its reads come from the host's page cache: see above). A start is 2.7-4.5 s, a stop
+1.4-2.0 s; four at once took 2.4-4.2 s on 2 cores."""
 
 
 class GvisorSettings(OsLevelSettings):
@@ -47,6 +70,12 @@ class GvisorSettings(OsLevelSettings):
     network: Literal["sandbox", "host"] = "sandbox"
     """sandbox: gVisor's own netstack; host: the host kernel's, from inside the instance's
     namespace."""
+
+    def footprint(self) -> Footprint:
+        return FOOTPRINT
+
+    def pace(self, kvm: bool) -> Pace:
+        return PACE
 
 
 MEMORY_FILE = "/memfd:runsc-memory"

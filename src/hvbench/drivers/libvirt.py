@@ -61,6 +61,7 @@ from hvbench.drivers.agent_instance import AgentInstance
 from hvbench.drivers.base import (
     Availability,
     Driver,
+    Footprint,
     Lifecycle,
     MigrationPlan,
     Operation,
@@ -177,6 +178,11 @@ class LibvirtSettings(QemuSettings):
     def host_misfits(self, count: int) -> list[str]:
         """A remote host's devices and pools are its own: only this host's are checked."""
         return [] if is_remote(self.uri) else super().host_misfits(count)
+
+    def footprint(self) -> Footprint | None:
+        """A local domain is the qemu driver's QEMU, started by libvirtd; a remote one holds
+        nothing of this host."""
+        return None if is_remote(self.uri) else super().footprint()
 
 
 # domain XML -------------------------------------------------------------------------------

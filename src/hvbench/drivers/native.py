@@ -20,9 +20,11 @@ import psutil
 from hvbench.drivers.base import (
     Availability,
     Driver,
+    Footprint,
     HostDisk,
     Instance,
     Kernel,
+    Pace,
     PlatformSettings,
     format_data_disk,
 )
@@ -38,9 +40,25 @@ class NativeDisk(HostDisk):
     size: Size = 8 << 30
 
 
+FOOTPRINT = Footprint(memory=272 << 10, tasks=0, net_namespaces=1)
+"""An idle native instance is its network namespace with a veth on the run's bridge: 232-270
+KiB of kernel memory each in six runs (slab, per-CPU, stacks, page tables: the median of three
+rounds of 64 made through the run's network), no process of its own (``bench/footprint.py``,
+2-core host, kernel 6.18)."""
+PACE = Pace(slowdown=1.0, io_slowdown=1.0, start_s=0.1, core_s=0.1)
+"""The baseline. Its start is the namespace, a loop device and mkfs of the data disk: 0.03-0.11
+s for one, stop 0.01-0.07 s; four at once 0.09-0.35 s on 2 cores (``bench/footprint.py``)."""
+
+
 class NativeSettings(PlatformSettings):
     driver: Literal["native"]
     disk: NativeDisk = NativeDisk()
+
+    def footprint(self) -> Footprint:
+        return FOOTPRINT
+
+    def pace(self, kvm: bool) -> Pace:
+        return PACE
 
 
 @dataclass

@@ -34,11 +34,13 @@ from hvbench.drivers.base import (
     Availability,
     DataImage,
     Driver,
+    Footprint,
     Instance,
     Lifecycle,
     MigrationPlan,
     Operation,
     OperationReport,
+    Pace,
     PlatformSettings,
     format_data_disk,
     rootfs_summary,
@@ -116,6 +118,26 @@ class QemuDisk(BaseModel):
         if self.backing == "block" and self.format != "raw":
             raise ValueError("backing: block takes format: raw (the device itself is the disk)")
         return self
+
+
+TCG_PACE = Pace(slowdown=10.0, io_slowdown=3.5, start_s=7.0, core_s=7.0)
+"""Under TCG, four fixed jobs (sqlite, xz, zstd, stockfish: ``bench/footprint.py``) in a 1-vCPU
+guest took 10.3x, 9.6x and 12x native's time in three runs on the 2-core development host
+(sqlite and stockfish 18-21x, xz 2.3-3.6x), and the default study's cpu apps samples 7.3-7.8x
+native's, about 10x once their openssl programs' fixed time is set apart (PLATFORMS: about 7x).
+Work on the data disk slows less: the default study's dd of 1 GiB took 2.5-3.9x native's on
+virtio-blk, 3.5-4.2x on IDE. A start to the agent, the data disk formatted, is 6.8-7.3 s for one
+(pc, 1G, virtio), a stop 0.03 s; four at once took 11.9-14.7 s on 2 cores."""
+KVM_PACE = Pace(slowdown=1.05, io_slowdown=1.1, start_s=1.0, core_s=1.0)
+"""Under KVM guest code runs on the CPU, at about 5% over native for compute, 10% for work on a
+virtio disk. Not measured here (this host's KVM runs no stock guest): a start is TCG's over
+TCG's slowdown, as a boot is the guest's own work, rounded up to a second."""
+TCG_FOOTPRINT_MIB = 137
+"""MiB QEMU holds besides guest memory under TCG, mostly its translation cache (pc, 1G, virtio;
+issue 14's 141-173 MiB at 128M and 512M), with 9 tasks and one more per vCPU (9.3-9.7 measured
+with one: the main loop, the vCPU, RCU, I/O and worker threads, hvbench's console reader): per
+instance between groups of 1 and 4 (``bench/footprint.py``). Under KVM there is no translation
+cache; the figure is kept, which errs towards refusing."""
 
 
 class QemuSettings(PlatformSettings):
@@ -196,6 +218,14 @@ class QemuSettings(PlatformSettings):
         if model and binary and model not in cpu_models(binary):
             out.append(f"cpu: {model} is no CPU model of this QEMU (see {binary} -cpu help)")
         return out
+
+    def footprint(self) -> Footprint | None:
+        tasks = 9 + self.vcpus
+        return Footprint(TCG_FOOTPRINT_MIB << 20, tasks, address=self.nic != "none")
+
+    def pace(self, kvm: bool) -> Pace:
+        on_kvm = self.accel == "kvm" or (self.accel == "auto" and kvm)
+        return KVM_PACE if on_kvm else TCG_PACE
 
 
 def qemu_binary(name: str) -> str | None:
@@ -285,6 +315,18 @@ def _probe_kvm(binary: str, cache: Path | None) -> AccelVerdict:
         else f"made QEMU fail ({guest.last_words()})"
     )
     return AccelVerdict("tcg", f"/dev/kvm is present but a stock guest {why}{hint}")
+
+
+def kvm_runs_guests() -> bool:
+    """Whether KVM runs stock guests on this host, without booting a probe (``study show`` and
+    ETAs): the probe's verdict where one was made since the host booted, else what /dev/kvm
+    shows (there, usable by this user, and not kvm_pvm's, which runs only PVM guest kernels)."""
+    binary = qemu_binary(QEMU)
+    verdict = kvm_verdict(binary, probe=False) if binary else None
+    if verdict is not None:
+        return verdict.accel == "kvm"
+    usable = os.access("/dev/kvm", os.R_OK | os.W_OK)
+    return usable and not Path("/sys/module/kvm_pvm").exists()
 
 
 @contextlib.contextmanager

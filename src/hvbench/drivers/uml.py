@@ -53,6 +53,8 @@ from hvbench.drivers.base import (
     Availability,
     DataImage,
     Driver,
+    Footprint,
+    Pace,
     PlatformSettings,
     format_data_disk,
     rootfs_summary,
@@ -387,6 +389,14 @@ class UmlDisk(BaseModel):
         return self
 
 
+PACE = Pace(slowdown=2.0, io_slowdown=2.0, start_s=7.0, core_s=5.0)
+"""Fixed work (sqlite, xz, zstd and stockfish: ``bench/footprint.py``) took 1.78x, 1.98x and
+2.29x native's time in three runs on the 2-core development host (zstd's many system calls 3x,
+xz 1.1-1.5x); the default study's cpu composite was 45-51% of native in earlier runs, its dd
+write 51%. A start to the agent, a 1G guest and its data disk formatted, is 5.1-9.3 s, a stop
+0.1-0.2 s; four at once took 7.5-12.8 s on 2 cores."""
+
+
 class UmlSettings(PlatformSettings):
     driver: Literal["uml"]
     memory: Size = 512 << 20
@@ -406,6 +416,17 @@ class UmlSettings(PlatformSettings):
         if self.memory < 64 << 20:
             raise ValueError("memory: at least 64M")
         return self
+
+    def footprint(self) -> Footprint:
+        """The UML kernel holds 2.6 MiB besides its guest's memory (its physical memory file)
+        and 7 tasks (the kernel's process and threads, the processes for the guest's address
+        spaces, hvbench's relay for its agent's line), no namespace: per instance between
+        groups of 1 and 4 (``bench/footprint.py``, 2-core host, kernel 6.18). Issue 14 measured
+        7.9 MiB at 128M: the larger is taken."""
+        return Footprint(memory=8 << 20, tasks=7, address=self.nic != "none")
+
+    def pace(self, kvm: bool) -> Pace:
+        return PACE
 
 
 # instances and the driver -----------------------------------------------------------------

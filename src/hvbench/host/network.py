@@ -21,6 +21,8 @@ from hvbench.host.resources import Ledger, Resource, _run_quiet
 
 PEER_ADDRESS = "198.18.0.1"
 PREFIX = 24
+INSTANCE_ADDRESSES = 245
+"""Instances of one group the run's network has addresses for (``address``: 198.18.0.10-254)."""
 BRIDGE = "hvbr0"
 
 

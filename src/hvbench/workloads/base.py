@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, PositiveInt
 
 if TYPE_CHECKING:
-    from hvbench.drivers.base import Instance, Kernel, MigrationPlan, Operation
+    from hvbench.drivers.base import Instance, Kernel, MigrationPlan, Operation, Pace
     from hvbench.host.network import RunNetwork
 
 
@@ -260,10 +260,12 @@ class Workload(ABC):
         none."""
         return 0.0
 
-    def seconds_at(self, quick: bool, slowdown: float) -> float:
-        """Expected wall time of one sample on a platform whose fixed work takes ``slowdown``
-        times native's (``Pace.slowdown``)."""
+    def seconds_at(self, quick: bool, pace: Pace) -> float:
+        """Expected wall time of one sample on a platform going at ``pace``: the fixed time as
+        natively, the fixed work slowed by the platform (a disk workload's, done on the data
+        disk, by its I/O slowdown)."""
         fixed = self.fixed_time_seconds(quick)
+        slowdown = pace.io_slowdown if self.needs_data_disk else pace.slowdown
         return fixed + (self.estimate_seconds(quick) - fixed) * slowdown
 
     def timeout(self, quick: bool) -> float:

@@ -874,3 +874,6 @@ class Consolidation(ScratchWorkload):
 
     def estimate_seconds(self, quick: bool) -> float:
         return self.seconds(quick) + START_S
+
+    def fixed_time_seconds(self, quick: bool) -> float:
+        return self.seconds(quick)

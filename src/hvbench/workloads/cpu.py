@@ -254,3 +254,6 @@ class Cpu(ScratchWorkload):
 
     def estimate_seconds(self, quick: bool) -> float:
         return sum(self._seconds(p, quick) + START_OVERHEAD_S for p in PARTS)
+
+    def fixed_time_seconds(self, quick: bool) -> float:
+        return sum(self._seconds(p, quick) for p in PARTS)

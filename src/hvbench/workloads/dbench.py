@@ -82,3 +82,7 @@ class Dbench(DiskWorkload):
     def estimate_seconds(self, quick: bool) -> float:
         seconds, runs = self._plan(quick)
         return runs * (seconds + 3)
+
+    def fixed_time_seconds(self, quick: bool) -> float:
+        seconds, runs = self._plan(quick)
+        return runs * seconds

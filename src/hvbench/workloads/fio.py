@@ -107,10 +107,14 @@ class Fio(DiskWorkload):
         return Outcome(metrics, [raw])
 
     def estimate_seconds(self, quick: bool) -> float:
-        runtime, ramp = self._times(quick)
-        profiles = len(PROFILES) * len(self.settings.depths)
         layout = self._size(quick) / (200 << 20)
-        return 2 + layout + profiles * (runtime + ramp + 0.5)
+        return 2 + layout + self.fixed_time_seconds(quick) + self._profiles() * 0.5
+
+    def fixed_time_seconds(self, quick: bool) -> float:
+        return self._profiles() * sum(self._times(quick))
+
+    def _profiles(self) -> int:
+        return len(PROFILES) * len(self.settings.depths)
 
 
 def parse_fio_json(text: str) -> list[Metric]:

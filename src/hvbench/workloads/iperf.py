@@ -75,3 +75,6 @@ class Iperf(PeerWorkload):
 
     def estimate_seconds(self, quick: bool) -> float:
         return len(self.settings.directions) * (self.seconds(quick) + 1.5)
+
+    def fixed_time_seconds(self, quick: bool) -> float:
+        return len(self.settings.directions) * self.seconds(quick)

@@ -69,3 +69,6 @@ class Latency(PeerWorkload):
 
     def estimate_seconds(self, quick: bool) -> float:
         return self.seconds(quick) + 3.0
+
+    def fixed_time_seconds(self, quick: bool) -> float:
+        return self.seconds(quick)

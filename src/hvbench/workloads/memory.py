@@ -121,6 +121,9 @@ class Memory(Workload):
         assert isinstance(self.settings, MemorySettings)
         return QUICK_SETTLE_S if quick else self.settings.settle
 
+    def fixed_time_seconds(self, quick: bool) -> float:
+        return self.estimate_seconds(quick)  # the settling pause is all of it
+
 
 def memory_metric(name: str, value: float | None, text: str | None = None) -> Metric:
     unit, higher_is_better = METRICS[name]

@@ -129,7 +129,10 @@ class Migration(Workload):
         )
 
     def estimate_seconds(self, quick: bool) -> float:
-        return (QUICK["warmup"] if quick else self.msettings.warmup) + (15 if quick else 60)
+        return self.fixed_time_seconds(quick) + (15 if quick else 60)
+
+    def fixed_time_seconds(self, quick: bool) -> float:
+        return QUICK["warmup"] if quick else self.msettings.warmup
 
 
 def lifecycle_of(instance: Instance) -> Lifecycle:
