@@ -672,6 +672,12 @@ class CpuApps(ScratchWorkload):
     def estimate_seconds(self, quick: bool) -> float:
         return sum(self._native_seconds(p, quick) for p in self.programs)
 
+    def fixed_time_seconds(self, quick: bool) -> float:
+        """openssl speed's seconds: as long on every platform."""
+        return sum(
+            self._native_seconds(p, quick) - p.start_seconds for p in self.programs if p.fixed_time
+        )
+
     def timed_jobs(self, quick: bool) -> list[TimedJob]:
         """Each program's job, start-up left out (calibrated ones last ``target_seconds``)."""
         fix = "scale: auto (each job sized to target_seconds natively) or a larger scale"
