@@ -54,10 +54,35 @@ def test_a_workload_runs_on_the_platforms_it_names():
     assert default_study({"native"}).workloads[1].platforms == ["native"]
 
 
-def test_every_example_passes_check():
-    examples = sorted((Path(__file__).parent.parent / "examples").glob("*.yaml"))
-    for path in examples:
-        load_study(path)
+EXAMPLES = {
+    # file: (its platforms' drivers, its workloads' names, its baseline)
+    "consolidation": ({"native", "qemu"}, ["consolidation"], "native"),  # seed 003
+    "kvm-settings": ({"qemu"}, ["cpu", "net", "net"], "plain"),
+    "lifecycle": ({"qemu"}, ["migration"] * 4 + ["snapshot"], None),  # seed 004
+    "oslevel": ({"container", "gvisor", "native", "qemu"}, ["cpu", "disk", "net"], "native"),
+    "paravirt": ({"native", "qemu", "uml"}, ["cpu", "disk", "disk", "net"], "native"),
+    "qemu-versions": ({"qemu"}, ["boot", "cpu", "migration", "migration", "snapshot"], "qemu-7-2"),
+    "snapshot": ({"container", "gvisor", "libvirt", "qemu"}, ["snapshot"], None),  # seed 004
+    "virtio-article": ({"native", "qemu"}, ["disk", "net"], "native"),  # seed 002
+    "wiki-disk": ({"native", "qemu"}, ["disk", "disk", "kernbench", "boot"], "native"),  # 001
+    "xen-vs-kvm": ({"native", "qemu", "xen"}, ["cpu", "net", "disk"], "native"),  # seed 000
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXAMPLES))
+def test_every_example_is_what_it_reproduces_with_jobs_long_enough(name):
+    path = Path(__file__).parent.parent / "examples" / f"{name}.yaml"
+    study = load_study(path)
+    drivers, workloads, baseline = EXAMPLES[name]
+    assert {p.driver for p in study.platforms.values()} == drivers
+    assert [w.name for w in study.workloads] == workloads
+    assert study.baseline == baseline
+    assert study.short_jobs(quick=False) == []  # every timed job a second or more natively
+
+
+def test_the_examples_are_all_listed():
+    found = {p.stem for p in (Path(__file__).parent.parent / "examples").glob("*.yaml")}
+    assert found == set(EXAMPLES)
 
 
 def test_default_study_keeps_only_available_drivers():
