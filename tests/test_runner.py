@@ -262,3 +262,24 @@ def test_only_headline_metrics_ask_for_more_repetitions(tmp_path):
     b.sample(cpu, 5, {"cpu.a.ops": [30.0], "cpu.b.ops": [50.0]}, headline=set())
     assert runner._imprecise_cells(0.03, 10) == {"native|net|1", "native|cpu|1"}
     assert runner._imprecise_cells(0.03, 6) == set()  # at the cap
+
+
+def test_auto_work_is_sized_once_per_run_and_kept_for_every_platform_and_a_resume(capsys):
+    """scale: auto sizes the cpu jobs natively before the first sample; every platform's cell
+    stores that work with its settings, and a resumed run takes it from the store."""
+    text = STUDY.replace(
+        CPU, "{name: cpu, copies: 1, target_seconds: 1, skip: [povray, stockfish, xz, sqlite]}"
+    ).replace("repetitions: 3", "repetitions: 2")
+    store = Store()
+    runner = Runner.create(parse_study(text, "t"), store, quick=False)
+    assert runner.run() == "finished"
+    assert capsys.readouterr().err.count("sizing the jobs of cpu apps") == 1
+    (chosen,) = store.artifacts(runner.run_id)["calibration"].values()
+    assert set(chosen["work"]) == {"zstd", "aes", "sha256"} and chosen["work"]["aes"] == 1
+    assert {json.dumps(c.workload_settings["work"]) for c in store.cells(runner.run_id)} == {
+        json.dumps(chosen["work"])
+    }
+    resumed = Runner.resume(store, runner.run_id)
+    assert resumed.run() == "finished"
+    assert "sizing" not in capsys.readouterr().err
+    assert resumed.study.workloads[0].work == chosen["work"]

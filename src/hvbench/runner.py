@@ -316,13 +316,24 @@ class Runner:
                 workdir / CALIBRATION,
             )  # fmt: skip
             (workdir / CALIBRATION).mkdir(exist_ok=True)
-            instances = driver.start(1, time.monotonic() + START_TIMEOUT_S)
+            fix = "pin the work instead (a scale, or work per program)"
+            try:
+                instances = driver.start(1, time.monotonic() + START_TIMEOUT_S)
+            except (InstanceError, HvbenchError) as e:
+                raise HvbenchError(
+                    f"calibration: no native instance ({_one_line(e)}); {fix}"
+                ) from e
             try:
                 for i in todo:
                     workload = self.study.workload(i)
-                    line = f"hvbench: sizing the jobs of {workload.settings.label()} natively"
-                    print(line, file=sys.stderr, flush=True)
-                    settings = calibrate(workload, instances[0], self._network)
+                    label = workload.settings.label()
+                    print(
+                        f"hvbench: sizing the jobs of {label} natively", file=sys.stderr, flush=True
+                    )
+                    try:
+                        settings = calibrate(workload, instances[0], self._network)
+                    except (InstanceError, ValueError) as e:
+                        raise HvbenchError(f"sizing {label} natively: {_one_line(e)}; {fix}") from e
                     stored[str(i)] = settings.model_dump(mode="json")
                     self.store.add_artifact(self.run_id, CALIBRATION, stored, replace=True)
             finally:
