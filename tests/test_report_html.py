@@ -108,4 +108,4 @@ def test_comparison_html_renders(store, tmp_path):  # noqa: F811
     page.write_text(render_comparison(compare(a, a), "html"), encoding="utf-8")
     dom, stderr = chromium(tmp_path, page, "--dump-dom")
     assert console_errors(stderr) == []
-    assert "no significant regression" in dom
+    assert "pass: no regression" in dom

@@ -1,12 +1,18 @@
 """Runs side by side: is B faster or slower than A, and is that more than noise?
 
 Each metric's change mean(B)/mean(A) − 1 gets Fieller's interval at 1 − ``alpha`` (99%: a CI
-gate must not cry wolf). What one observation is:
+gate must not cry wolf); a signed figure (``normalize.signed``: a difference by definition, or
+one measured below 0) gets mean(B) − mean(A) in its unit with Welch's instead, its threshold
+relative to |mean(A)|. What one observation is:
 
 - **one run per side**: a repetition. Repetitions of one run share that run's host state, and
   whole runs on one host differ by a few %, so a run-to-run **allowance** (the relative standard
-  deviation of a run's mean between runs, ``ALLOWANCE`` unless ``--allowance``) is added to each
-  side's variance: without it two runs of the same thing read as a significant change.
+  deviation of a run's mean between runs) is added to each side's variance: without it two runs
+  of the same thing read as a significant change. It is, in this order: ``--allowance``; 0 when
+  both sides are the same run (nothing varies between a run and itself); measured from earlier
+  runs of the same study on the same host in the store (``history``: the spread of their run
+  means beyond what their repetitions carry, pooled per workload over its headline metrics, its
+  degrees of freedom carried into the interval's); else ``ALLOWANCE``, assumed and said to be.
 - **several runs per side**: a run's mean; the runs' spread then measures the run-to-run
   variation itself, and is reported so that single-run comparisons can use it as allowance.
 
@@ -18,7 +24,12 @@ change beyond the threshold; **not tested** with fewer than 2 observations on a 
 families: the headline metrics (those the workloads flag and the run's verdicts state: the cpu
 composite, throughputs, kernbench's elapsed time) decide the exit code; the other metrics are
 reported, never gating. Holm keeps the chance of any false regression in a family at most
-``alpha``, however many metrics it holds.
+``alpha``, however many metrics it holds. The printed interval is each metric's own (what "no
+significant change" reads, an intersection–union test that needs no correction); one that
+excludes no change while Holm's step-down does not pass is marked "significant only before
+correction" (``Judged.before_correction``), so that no line reads as a change its verdict
+denies. Where a verdict is not settled, ``Judged`` says what would settle an unchanged metric
+80% of the time: repetitions a run, or runs a side.
 
 Comparing two platforms interleaved in one study (A and B builds as two platforms) is sounder
 than comparing runs: their repetitions share the host's state, and no allowance is needed.
@@ -33,6 +44,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from hvbench.analysis.model import MetricResult, RunAnalysis
+from hvbench.analysis.normalize import signed
 from hvbench.analysis.stats import (
     INCONCLUSIVE,
     NOT_TESTED,
@@ -42,7 +54,10 @@ from hvbench.analysis.stats import (
     Summary,
     detectable,
     holm,
+    moments,
     ratios,
+    repetitions_to_settle,
+    runs_to_settle,
     summarize_many,
     within,
 )
@@ -51,9 +66,23 @@ from hvbench.errors import HvbenchError
 ALPHA = 0.01
 """Family-wise error: at most 1 A/A comparison in 100 calls a regression."""
 THRESHOLD = PRACTICAL
-ALLOWANCE = 0.03
-"""Run-to-run standard deviation of a run's mean, relative, assumed when each side is one run:
-a few % on shared hosts. Measure a host's own by comparing several runs per side."""
+ALLOWANCE = 0.01
+"""Run-to-run standard deviation of a run's mean, relative, assumed when each side is one run
+and no earlier run of the study on the host measures it: the largest at which identical data of
+a metric with a CV of 1% at 5 repetitions still shows no change beyond 5% (3% would forbid it
+for any data: 2.576·√2·3% = 10.9%). It reads the interval and a pass; a regression (or an
+improvement) must hold at ``ALARM`` as well."""
+ALARM = 0.03
+"""Run-to-run standard deviation an assumed allowance's regressions must also hold at: whole
+runs on a shared host commonly differ by a few %, and at 1% a host whose runs differ by 3%
+would call a false regression in 7 of 10 A/A comparisons of 10 metrics (at 3%: 1 in 100)."""
+
+OPTION = "--allowance"
+MEASURED = "measured"
+ASSUMED = "assumed"
+SAME_RUN = "same run"
+RUNS = "runs"
+"""Where an allowance comes from (``Allowance.source``)."""
 
 REGRESSION = "regression"
 IMPROVEMENT = "improvement"
@@ -67,11 +96,45 @@ Key = tuple[str, str, int, str]
 
 
 @dataclass(frozen=True)
+class Allowance:
+    """The run-to-run allowance a comparison of one run a side adds to each side's variance,
+    and where it comes from (``source``: ``OPTION``, ``MEASURED``, ``ASSUMED``, ``SAME_RUN``,
+    or ``RUNS`` where runs are the observations and none is added)."""
+
+    value: float
+    """Relative standard deviation of a run's mean, for workloads not in ``workloads``."""
+    source: str
+    df: float = math.inf
+    """Degrees of freedom of ``value``: infinite where known (given, assumed)."""
+    workloads: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """Workload -> (allowance, degrees of freedom) measured from earlier runs."""
+    runs: tuple[str, ...] = ()
+    """The earlier runs it was measured from."""
+    note: str = ""
+    """Which runs measured it, or why nothing did."""
+    alarm: float | None = None
+    """Where ``value`` is assumed: the allowance a regression must hold at as well (``ALARM``)."""
+
+    def of(self, workload: str) -> tuple[float, float]:
+        """The allowance of a workload's metrics and its degrees of freedom."""
+        return self.workloads.get(workload, (self.value, self.df))
+
+    def alarm_of(self, workload: str) -> float | None:
+        """The allowance a regression of a workload's metric must hold at too, where its own
+        is assumed; None where it is measured or given."""
+        return None if workload in self.workloads else self.alarm
+
+    @property
+    def measured(self) -> bool:
+        return bool(self.workloads)
+
+
+@dataclass(frozen=True)
 class Judged:
     """One metric's statistics and verdict within its family."""
 
     ratio: Ratio
-    """mean(B) / mean(A) with Fieller's interval at 1 − alpha."""
+    """mean(B) / mean(A) with Fieller's interval at 1 − alpha (or, signed, their difference)."""
     p_holm: float
     """Welch's p-value adjusted by Holm's step-down over the family."""
     detectable: float
@@ -80,6 +143,23 @@ class Judged:
     takes the data's standard error for the truth, so it is a little optimistic: at 10
     repetitions such a change was found 75% of the time in simulation."""
     verdict: str
+    before_correction: bool = False
+    """The interval excludes no change (Welch's p < alpha) but Holm's step-down over the family
+    does not pass: significant only before correction."""
+    repetitions: int | None = None
+    """Repetitions a run (one run a side, this allowance) that would show this metric, were it
+    unchanged, within ±threshold 80% of the time; None where no count up to
+    ``stats.MAX_REPETITIONS`` would, or where runs are the observations."""
+    runs: int | None = None
+    """Runs a side (at this many repetitions each) that would, as ``repetitions``."""
+    assumed_only: bool = False
+    """A regression or improvement at the assumed allowance that does not hold at ``ALARM``:
+    inconclusive, until the host's run-to-run variation is measured."""
+
+    @property
+    def settled(self) -> bool:
+        """The verdict says what changed, or that nothing did beyond the threshold."""
+        return self.verdict not in (INCONCLUSIVE, NOT_TESTED)
 
 
 def judge(
@@ -92,13 +172,46 @@ def judge(
     """The verdict of one metric (see the module's docstring)."""
     if not r.tested:
         return NOT_TESTED
-    change = r.estimate - 1
-    if p_holm < alpha and r.bounded and abs(change) > threshold:
+    change = r.relative(r.estimate) - 1
+    low, high = r.relative(r.low), r.relative(r.high)
+    bounded = math.isfinite(low) and math.isfinite(high)
+    if p_holm < alpha and bounded and abs(change) > threshold:
         worse = change < 0 if higher_is_better else change > 0
         return REGRESSION if worse else IMPROVEMENT
-    if r.bounded and within(r.low, r.high, threshold):
+    if bounded and within(low, high, threshold):
         return BELOW_THRESHOLD if p_holm < alpha else NO_CHANGE
     return INCONCLUSIVE
+
+
+def _settle(
+    pairs: Sequence[tuple[np.ndarray, np.ndarray]],
+    allowance: np.ndarray,
+    allowance_df: np.ndarray,
+    resolutions: Sequence[Resolutions],
+    by_run: bool,
+    threshold: float,
+    confidence: float,
+) -> list[tuple[int | None, int | None]]:
+    """Per pair, (repetitions a run, runs a side) that would settle it were it unchanged
+    (``Judged``): from the relative spread of one observation on each side, the allowance, and
+    the rounding error of each mean (resolution²/12, which more repetitions do not shrink)."""
+    (mean_a, var_a, n_a), (_, var_b, n_b) = (
+        moments([np.asarray(pair[side], dtype=float) for pair in pairs]) for side in (0, 1)
+    )
+    steps = np.array(resolutions, dtype=float).reshape(len(pairs), 2)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        centre = np.where(mean_a != 0, np.abs(mean_a), np.nan)
+        spread = np.sqrt((var_a + var_b) / 2) / centre
+        floor = np.nanmax(np.nan_to_num(steps) ** 2, axis=1) / 12 / centre**2
+    fixed = np.sqrt((0.0 if by_run else allowance**2) + floor)
+    if by_run:
+        return [
+            (None, k) for k in runs_to_settle(np.sqrt(spread**2 + floor), threshold, confidence)
+        ]
+    reps = repetitions_to_settle(spread, fixed, threshold, confidence, allowance_df)
+    count = (n_a + n_b) / 2
+    runs = runs_to_settle(np.sqrt(fixed**2 + spread**2 / count), threshold, confidence)
+    return list(zip(reps, runs, strict=True))
 
 
 def judge_family(
@@ -106,22 +219,62 @@ def judge_family(
     higher_is_better: Sequence[bool],
     threshold: float = THRESHOLD,
     alpha: float = ALPHA,
-    allowance: float = 0.0,
+    allowance: float | Sequence[float] = 0.0,
     resolutions: Sequence[Resolutions] | None = None,
+    allowance_df: float | Sequence[float] = math.inf,
+    difference: bool | Sequence[bool] = False,
+    by_run: bool = False,
+    alarm: float | Sequence[float | None] | None = None,
 ) -> list[Judged]:
     """The statistical core of ``compare``: (A, B) observations of each metric of one family,
     judged together (Holm's step-down over the family); ``resolutions``: of each side's mean
-    (``stats.fieller``)."""
-    rs = ratios(pairs, 1 - alpha, allowance, resolutions)
+    (``stats.fieller``); ``allowance`` and its degrees of freedom, per metric or for all;
+    ``difference``: which are signed (their difference, not their ratio); ``by_run``: the
+    observations are runs' means (what would settle them is then more runs); ``alarm``: where
+    the allowance is assumed, the one a regression or improvement must hold at too (Holm's
+    step-down over the family again), else it is inconclusive (``Judged.assumed_only``)."""
+    rs = ratios(pairs, 1 - alpha, allowance, resolutions, allowance_df, difference)
     adjusted = holm([r.p_value for r in rs]).tolist()
     m = max(1, sum(math.isfinite(p) for p in adjusted))
     found = detectable(
         np.array([r.se for r in rs]), np.array([r.df for r in rs]), alpha / m, threshold
     ).tolist()
-    return [
-        Judged(r, p, d, judge(r, p, hib, alpha, threshold))
-        for r, p, d, hib in zip(rs, adjusted, found, higher_is_better, strict=True)
+    k = len(rs)
+    verdicts = [
+        judge(r, p, hib, alpha, threshold)
+        for r, p, hib in zip(rs, adjusted, higher_is_better, strict=True)
     ]
+    alarms = [alarm] * k if alarm is None or np.isscalar(alarm) else list(alarm)  # type: ignore[arg-type]
+    assumed_only = [False] * k
+    if any(x is not None for x in alarms):
+        allow = np.broadcast_to(np.asarray(allowance, dtype=float), (k,))
+        strict = [allow[i] if x is None else max(x, allow[i]) for i, x in enumerate(alarms)]
+        rs_alarm = ratios(pairs, 1 - alpha, strict, resolutions, allowance_df, difference)
+        held = holm([r.p_value for r in rs_alarm]).tolist()
+        for i, v in enumerate(verdicts):
+            if v in (REGRESSION, IMPROVEMENT) and not held[i] < alpha:
+                verdicts[i], assumed_only[i] = INCONCLUSIVE, True
+    unsettled = [i for i, v in enumerate(verdicts) if v == INCONCLUSIVE]
+    allow = np.broadcast_to(np.asarray(allowance, dtype=float), (k,))
+    allow_df = np.broadcast_to(np.asarray(allowance_df, dtype=float), (k,))
+    steps = list(resolutions) if resolutions is not None else [(None, None)] * k
+    needs: dict[int, tuple[int | None, int | None]] = {}
+    if unsettled:
+        found_needs = _settle(
+            [pairs[i] for i in unsettled],
+            allow[unsettled],
+            allow_df[unsettled],
+            [steps[i] for i in unsettled],
+            by_run,
+            threshold,
+            1 - alpha,
+        )
+        needs = dict(zip(unsettled, found_needs, strict=True))
+    out = []
+    for i, (r, p, d, v) in enumerate(zip(rs, adjusted, found, verdicts, strict=True)):
+        raw = r.p_value < alpha and not p < alpha
+        out.append(Judged(r, p, d, v, raw, *needs.get(i, (None, None)), assumed_only[i]))
+    return out
 
 
 @dataclass
@@ -140,28 +293,42 @@ class Change:
     headline: bool
     """In the gating family."""
     judged: Judged
+    allowance: float = 0.0
+    """The run-to-run allowance added to each side (relative)."""
 
     @property
     def verdict(self) -> str:
         return self.judged.verdict
 
     @property
+    def signed(self) -> bool:
+        """Judged by mean(B) − mean(A) in its unit (``difference``), not by a ratio."""
+        return self.judged.ratio.difference
+
+    @property
     def change(self) -> float:
-        """mean(B) / mean(A) − 1."""
-        return self.judged.ratio.estimate - 1
+        """mean(B) / mean(A) − 1 (a signed figure's difference relative to |mean(A)|)."""
+        r = self.judged.ratio
+        return r.relative(r.estimate) - 1
 
     @property
     def ci_low(self) -> float:
-        return self.judged.ratio.low - 1
+        r = self.judged.ratio
+        return r.relative(r.low) - 1
 
     @property
     def ci_high(self) -> float:
-        return self.judged.ratio.high - 1
+        r = self.judged.ratio
+        return r.relative(r.high) - 1
 
     @property
     def better(self) -> float:
         """The change in the metric's good direction (+0.10 = 10% better)."""
         return self.change if self.higher_is_better else -self.change
+
+    @property
+    def settled(self) -> bool:
+        return self.judged.settled
 
 
 @dataclass
@@ -170,8 +337,8 @@ class Comparison:
     b: list[RunAnalysis]
     alpha: float
     threshold: float
-    allowance: float
-    """The allowance used (0 when runs are the unit)."""
+    allowance: Allowance
+    """The run-to-run allowance used, and its source (none when runs are the unit)."""
     changes: list[Change]
     only_a: list[str]
     only_b: list[str]
@@ -202,7 +369,20 @@ class Comparison:
     @property
     def unsettled(self) -> list[Change]:
         """Headline metrics that are inconclusive or not tested."""
-        return [c for c in self.family(True) if c.verdict in (INCONCLUSIVE, NOT_TESTED)]
+        return [c for c in self.family(True) if not c.settled]
+
+    @property
+    def cannot_gate(self) -> list[Change]:
+        """Inconclusive headline metrics that these data could not have settled even unchanged
+        (not 80% of the time): more repetitions a run, or more runs a side, than were given
+        are needed to gate them at all (``Judged.repetitions``, ``Judged.runs``)."""
+        out = []
+        for c in self.family(True):
+            have = len(self.a) if self.by_run else min(c.a.n, c.b.n)
+            need = c.judged.runs if self.by_run else c.judged.repetitions
+            if c.verdict == INCONCLUSIVE and (need is None or need > have):
+                out.append(c)
+        return out
 
     @property
     def exit_code(self) -> int:
@@ -271,10 +451,12 @@ def compare(
     b: RunAnalysis | Sequence[RunAnalysis],
     threshold: float = THRESHOLD,
     alpha: float = ALPHA,
-    allowance: float | None = None,
+    allowance: float | Allowance | None = None,
 ) -> Comparison:
     """Compare every metric both sides share (per-instance figures). One run a side: the
-    repetitions with ``allowance`` (default ``ALLOWANCE``); several: the runs' means."""
+    repetitions, with ``allowance`` (a number: given; an ``Allowance``: measured, see
+    ``history``; None: 0 for a run against itself, else ``ALLOWANCE`` assumed); several: the
+    runs' means."""
     runs_a = [a] if isinstance(a, RunAnalysis) else list(a)
     runs_b = [b] if isinstance(b, RunAnalysis) else list(b)
     if not runs_a or not runs_b:
@@ -290,7 +472,7 @@ def compare(
             "compare: --allowance is for one run per side; with several runs per side their "
             "own spread measures the run-to-run variation"
         )
-    allowance = 0.0 if by_run else ALLOWANCE if allowance is None else allowance
+    allowed = _allowance(runs_a, runs_b, by_run, allowance)
     in_a, in_b = _index(runs_a), _index(runs_b)
     shared = [k for k in in_a if k in in_b]
     headline = {k for k, rs in in_a.items() if rs[0].headline}
@@ -322,8 +504,12 @@ def compare(
             [in_a[k][0].higher_is_better for k in keys],
             threshold,
             alpha,
-            allowance,
+            [allowed.of(k[1])[0] for k in keys],
             [steps[k] for k in keys],
+            [allowed.of(k[1])[1] for k in keys],
+            [signed(k[3], *obs[k]) for k in keys],
+            by_run,
+            [allowed.alarm_of(k[1]) for k in keys],
         )
         judged.update(zip(keys, family, strict=True))
     changes = [
@@ -338,6 +524,7 @@ def compare(
             b=sides[k][1],
             headline=k in headline,
             judged=judged[k],
+            allowance=allowed.of(k[1])[0],
         )
         for k in shared
     ]
@@ -352,10 +539,30 @@ def compare(
         b=runs_b,
         alpha=alpha,
         threshold=threshold,
-        allowance=allowance,
+        allowance=allowed,
         changes=changes,
         only_a=[label(runs_a, k) for k in in_a if k not in in_b],
         only_b=[label(runs_b, k) for k in in_b if k not in in_a],
         work_apart=_work_apart(runs_a, runs_b),
         run_spread=float(np.median(spreads)) if spreads else None,
     )
+
+
+def _allowance(
+    runs_a: list[RunAnalysis],
+    runs_b: list[RunAnalysis],
+    by_run: bool,
+    given: float | Allowance | None,
+) -> Allowance:
+    """The allowance a comparison uses (see the module's docstring)."""
+    if by_run:
+        return Allowance(0.0, RUNS)
+    if isinstance(given, Allowance):
+        return given
+    if given is not None:
+        if not (math.isfinite(given) and given >= 0):
+            raise HvbenchError(f"compare: --allowance {given}: give a share of 0 or more (0.02)")
+        return Allowance(given, OPTION)
+    if runs_a[0].run_id == runs_b[0].run_id:
+        return Allowance(0.0, SAME_RUN)
+    return Allowance(ALLOWANCE, ASSUMED, note="no earlier run measures it", alarm=ALARM)

@@ -33,6 +33,16 @@ from hvbench.analysis.stats import (
 
 REFERENCE = "baseline"
 """The reading of the baseline against itself."""
+DIFFERENCES = frozenset({"memory.overhead_mib"})
+"""Figures that are a difference by definition (the memory workload's overhead: host PSS minus
+guest memory), which can be below 0: their sign says which way, and a ratio of two means
+nothing (−2 against −5 MiB is "250%", a gain, for the worse one)."""
+
+
+def signed(name: str, *series: np.ndarray) -> bool:
+    """Whether a figure is set against another by their difference, in its unit, rather than by
+    their ratio: a difference by definition, or a figure measured below 0 somewhere."""
+    return name in DIFFERENCES or any(bool((np.asarray(x) < 0).any()) for x in series)
 
 
 @dataclass(frozen=True)
@@ -99,6 +109,54 @@ class Normalized:
                 f"inconclusive: between {self.pct_low - 100:+.0f}% and {self.pct_high - 100:+.0f}%"
             ).replace("-", "−")
         return ""
+
+
+def outward(low: float, high: float, boundary: float, decimals: int = 0, most: int = 3) -> int:
+    """The decimals to print an interval's bounds with, each rounded outward (low down, high up,
+    so that the printed interval holds the computed one): ``decimals``, or more where a bound on
+    one side of ``boundary`` (no change: 100%, 1×, 0) would print on it or past it (a
+    significant loss's 99.7% as 100), up to ``most`` more. Rounded outward, an inconclusive
+    interval's bounds never print as 0 either."""
+    for d in range(decimals, decimals + most + 1):
+        lo, hi = _down(low, d), _up(high, d)
+        touches = (math.isfinite(low) and low > boundary >= lo) or (
+            math.isfinite(high) and high < boundary <= hi
+        )
+        if not touches:
+            return d
+    return decimals + most
+
+
+def _down(x: float, d: int) -> float:
+    return math.floor(round(x * 10**d, 6)) / 10**d if math.isfinite(x) else x
+
+
+def _up(x: float, d: int) -> float:
+    return math.ceil(round(x * 10**d, 6)) / 10**d if math.isfinite(x) else x
+
+
+def _text(x: float, d: int, sign: bool) -> str:
+    if math.isnan(x):
+        return "n/a"
+    if math.isinf(x):
+        return "unbounded"
+    text = f"{x:{'+' if sign else ''}.{d}f}"
+    return f"{0.0:{'+' if sign else ''}.{d}f}" if float(text) == 0 else text
+
+
+def rounded(
+    estimate: float,
+    low: float,
+    high: float,
+    boundary: float,
+    decimals: int = 0,
+    sign: bool = False,
+) -> tuple[str, str, str]:
+    """An estimate and its interval as text at one number of decimals (``outward``): the
+    bounds rounded outward, the estimate to the nearest (so it prints within them);
+    "unbounded" for an infinite bound, "n/a" for NaN; ``sign``: "+3"."""
+    d = outward(low, high, boundary, decimals)
+    return _text(estimate, d, sign), _text(_down(low, d), d, sign), _text(_up(high, d), d, sign)
 
 
 def span(low: float, high: float, fmt: Callable[[float], str], unit: str = "") -> str:

@@ -466,7 +466,8 @@ def welch(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> f
 
 @dataclass(frozen=True)
 class Ratio:
-    """mean(B) / mean(A) of two independent series, with Fieller's interval.
+    """mean(B) / mean(A) of two independent series, with Fieller's interval; or, for a signed
+    metric (``difference``), mean(B) − mean(A) in its unit, with Welch's.
 
     ``low``/``high`` are NaN when a side has fewer than 2 values (not tested), infinite when
     mean(A) is not significantly different from 0 (the ratio is then unbounded).
@@ -476,8 +477,8 @@ class Ratio:
     low: float
     high: float
     p_value: float
-    """Test of a ratio of 1 that the interval inverts: p < 1 − confidence exactly when the
-    (bounded) interval excludes 1."""
+    """Test of no change (a ratio of 1, a difference of 0) that the interval inverts: p < 1 −
+    confidence exactly when the (bounded) interval excludes it."""
     se: float
     """Standard error of mean(B) − mean(A) relative to mean(A): what a change is measured
     against (``detectable``)."""
@@ -488,6 +489,13 @@ class Ratio:
     unresolved: bool = False
     """A side's repetitions are identical and its resolution unknown: its noise cannot be
     told, so nothing was tested (``RESOLUTION_UNKNOWN``)."""
+    clipped: bool = False
+    """Fieller's set reached below 0, which a ratio of figures that cannot be negative cannot:
+    ``low`` is 0 instead (the set within the ratio's possible values holds the truth as often)."""
+    difference: bool = False
+    """mean(B) − mean(A) rather than their ratio: a signed figure, whose ratio means nothing."""
+    scale: float = math.nan
+    """|mean(A)|: what a difference is relative to (``relative``)."""
 
     @property
     def tested(self) -> bool:
@@ -498,9 +506,80 @@ class Ratio:
         return math.isfinite(self.low) and math.isfinite(self.high)
 
     @property
+    def null(self) -> float:
+        """The value of no change: a ratio of 1, a difference of 0."""
+        return 0.0 if self.difference else 1.0
+
+    def relative(self, x: float) -> float:
+        """A value of the estimate as a ratio to mean(A): itself for a ratio, 1 + x/|mean(A)|
+        for a difference (a change of 3 MiB from −5 MiB is 1.6)."""
+        if not self.difference:
+            return x
+        return 1 + x / self.scale if self.scale > 0 else math.nan
+
+    @property
     def significant(self) -> bool:
-        """The interval excludes 1 (the two means differ at 1 − confidence)."""
-        return self.tested and self.bounded and (self.low > 1 or self.high < 1)
+        """The interval excludes no change (the two means differ at 1 − confidence)."""
+        return self.tested and self.bounded and (self.low > self.null or self.high < self.null)
+
+
+def _variances(
+    ma: np.ndarray,
+    var_a: np.ndarray,
+    na: np.ndarray,
+    ra: np.ndarray,
+    mb: np.ndarray,
+    var_b: np.ndarray,
+    nb: np.ndarray,
+    rb: np.ndarray,
+    allowance: float | np.ndarray,
+) -> dict[str, np.ndarray]:
+    """The variance of each side's mean, as Fieller's interval and the difference's use it: the
+    estimated part (sample variance / n; 0 where the resolution's floor binds), the known part
+    (the floor resolution²/12 where it binds, the run-to-run allowance), and which pairs can be
+    tested at all (2 values a side, neither identical with no resolution known)."""
+    with np.errstate(invalid="ignore"):
+        sa, sb = np.sqrt(var_a), np.sqrt(var_b)
+    unresolved = ((na >= 2) & np.isnan(ra) & identical(sa, ma)) | (
+        (nb >= 2) & np.isnan(rb) & identical(sb, mb)
+    )
+    tested = (na >= 2) & (nb >= 2) & ~unresolved
+    with np.errstate(divide="ignore", invalid="ignore"):
+        qa = np.where(tested, var_a / na, 0.0)
+        qb = np.where(tested, var_b / nb, 0.0)
+        fa, fb = np.nan_to_num(ra**2 / 12), np.nan_to_num(rb**2 / 12)
+        qa, qb = np.where(qa >= fa, qa, 0.0), np.where(qb >= fb, qb, 0.0)  # estimated parts
+        aa, ab = (allowance * ma) ** 2, (allowance * mb) ** 2
+    return {
+        "va": np.maximum(qa, fa) + aa,
+        "vb": np.maximum(qb, fb) + ab,
+        "qa": qa,
+        "qb": qb,
+        "aa": aa,
+        "ab": ab,
+        "tested": tested,
+        "unresolved": unresolved,
+    }
+
+
+def _welch_df(
+    v: dict[str, np.ndarray],
+    na: np.ndarray,
+    nb: np.ndarray,
+    theta: np.ndarray,
+    allowance_df: float | np.ndarray,
+) -> np.ndarray:
+    """Welch–Satterthwaite's degrees of freedom of V_B + θ²·V_A: each estimated part has n − 1,
+    the allowance its own (infinite where it is given rather than measured), the floors none."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        estimated = (
+            v["qb"] ** 2 / np.maximum(nb - 1, 1)
+            + theta**4 * v["qa"] ** 2 / np.maximum(na - 1, 1)
+            + np.where(np.isfinite(allowance_df), (v["ab"] + theta**2 * v["aa"]) ** 2, 0.0)
+            / allowance_df
+        )
+        total = v["vb"] + theta**2 * v["va"]
+        return np.where(estimated > 0, total**2 / estimated, np.inf)
 
 
 def fieller(
@@ -511,64 +590,73 @@ def fieller(
     var_b: np.ndarray,
     n_b: np.ndarray,
     confidence: float = CONFIDENCE,
-    allowance: float = 0.0,
+    allowance: float | np.ndarray = 0.0,
     resolution_a: np.ndarray | None = None,
     resolution_b: np.ndarray | None = None,
+    allowance_df: float | np.ndarray = math.inf,
+    difference: bool | np.ndarray = False,
 ) -> dict[str, np.ndarray]:
-    """Fieller's interval of mean(B)/mean(A), vectorised over arrays of series' statistics.
+    """Fieller's interval of mean(B)/mean(A), vectorised over arrays of series' statistics;
+    where ``difference``, Welch's interval of mean(B) − mean(A) instead (a signed figure).
 
     ``var_*`` are the series' sample variances (n − 1). The interval is every θ for which
     (mean(B) − θ·mean(A))² ≤ t²·(V_B + θ²·V_A), V being the variance of each mean, t Student's
     quantile at Welch–Satterthwaite's degrees of freedom for that variance at the estimated
     ratio: unlike dividing B's interval by mean(A), it carries both series' noise. It is
     unbounded when mean(A)² ≤ t²·V_A (the denominator is not significantly non-zero).
-    ``allowance`` adds a known relative standard deviation of each mean (run-to-run variation,
-    ``compare``) to V_A and V_B, with no degrees of freedom to estimate. ``resolution_*`` (of
-    each mean; NaN where unknown) floor V at resolution²/12, known too where it binds; a side
-    whose values are identical with no resolution is not tested (``unresolved``). Returns
-    arrays estimate, low, high, p_value, se, df and unresolved; NaN where a side has fewer than
-    2 values or is unresolved.
+    ``allowance`` adds a relative standard deviation of each mean (run-to-run variation,
+    ``compare``) to V_A and V_B: known where ``allowance_df`` is infinite, else estimated with
+    that many degrees of freedom (measured from earlier runs), which enter Welch's. A
+    difference's variance is V_B + V_A, its allowance relative to each side's mean too.
+    ``resolution_*`` (of each mean; NaN where unknown) floor V at resolution²/12, known too
+    where it binds; a side whose values are identical with no resolution is not tested
+    (``unresolved``). Returns arrays estimate, low, high, p_value, se, df and unresolved; NaN
+    where a side has fewer than 2 values or is unresolved.
     """
     ma, mb = np.asarray(mean_a, dtype=float), np.asarray(mean_b, dtype=float)
     na, nb = np.asarray(n_a, dtype=float), np.asarray(n_b, dtype=float)
     unknown = np.full(np.shape(ma), np.nan)
     ra = unknown if resolution_a is None else np.asarray(resolution_a, dtype=float)
     rb = unknown if resolution_b is None else np.asarray(resolution_b, dtype=float)
-    with np.errstate(invalid="ignore"):
-        sa, sb = np.sqrt(np.asarray(var_a, dtype=float)), np.sqrt(np.asarray(var_b, dtype=float))
-    unresolved = ((na >= 2) & np.isnan(ra) & identical(sa, ma)) | (
-        (nb >= 2) & np.isnan(rb) & identical(sb, mb)
+    v = _variances(
+        ma,
+        np.asarray(var_a, dtype=float),
+        na,
+        ra,
+        mb,
+        np.asarray(var_b, dtype=float),
+        nb,
+        rb,
+        np.asarray(allowance, dtype=float),
     )
-    tested = (na >= 2) & (nb >= 2) & ~unresolved
+    va, vb, tested = v["va"], v["vb"], v["tested"]
+    diff = np.broadcast_to(np.asarray(difference, dtype=bool), np.shape(ma))
     with np.errstate(divide="ignore", invalid="ignore"):
-        qa = np.where(tested, np.asarray(var_a, dtype=float) / na, 0.0)
-        qb = np.where(tested, np.asarray(var_b, dtype=float) / nb, 0.0)
-        fa, fb = np.nan_to_num(ra**2 / 12), np.nan_to_num(rb**2 / 12)
-        qa, qb = np.where(qa >= fa, qa, 0.0), np.where(qb >= fb, qb, 0.0)  # estimated parts
-        va = np.maximum(qa, fa) + (allowance * ma) ** 2
-        vb = np.maximum(qb, fb) + (allowance * mb) ** 2
         theta = np.where(ma != 0, mb / ma, np.nan)
-        th = np.nan_to_num(theta, nan=1.0)
-        estimated = qb**2 / np.maximum(nb - 1, 1) + th**4 * qa**2 / np.maximum(na - 1, 1)
-        df = np.where(estimated > 0, (vb + th**2 * va) ** 2 / estimated, np.inf)
+        th = np.where(diff, 1.0, np.nan_to_num(theta, nan=1.0))
+        df = _welch_df(v, na, nb, th, np.asarray(allowance_df, dtype=float))
         t = _scipy().t.ppf((1 + confidence) / 2, df)
         quad = ma**2 - t**2 * va  # > 0: mean(A) is significantly non-zero, the set is bounded
         root = np.sqrt(np.maximum(t**2 * (vb * quad + mb**2 * va), 0.0))
-        low = np.where(quad > 0, (ma * mb - root) / quad, -np.inf)
-        high = np.where(quad > 0, (ma * mb + root) / quad, np.inf)
         spread = np.sqrt(va + vb)
+        low = np.where(
+            diff, mb - ma - t * spread, np.where(quad > 0, (ma * mb - root) / quad, -np.inf)
+        )
+        high = np.where(
+            diff, mb - ma + t * spread, np.where(quad > 0, (ma * mb + root) / quad, np.inf)
+        )
         stat = np.where(spread > 0, np.abs(mb - ma) / spread, np.where(mb == ma, 0.0, np.inf))
         p = 2 * _scipy().t.sf(stat, df)
         se = np.abs(spread / ma)
     nan = np.full(np.shape(ma), np.nan)
     return {
-        "estimate": theta,
+        "estimate": np.where(diff, mb - ma, theta),
         "low": np.where(tested, low, nan),
         "high": np.where(tested, high, nan),
         "p_value": np.where(tested, p, nan),
         "se": np.where(tested, se, nan),
         "df": np.where(tested, df, nan),
-        "unresolved": unresolved,
+        "unresolved": v["unresolved"],
     }
 
 
@@ -579,31 +667,72 @@ Resolutions = tuple[float | None, float | None]
 def ratios(
     pairs: Sequence[tuple[np.ndarray, np.ndarray]],
     confidence: float = CONFIDENCE,
-    allowance: float = 0.0,
+    allowance: float | Sequence[float] = 0.0,
     resolutions: Sequence[Resolutions] | None = None,
+    allowance_df: float | Sequence[float] = math.inf,
+    difference: bool | Sequence[bool] = False,
 ) -> list[Ratio]:
-    """``Ratio`` of mean(B)/mean(A) for each (A, B) pair of series, in one vectorised call."""
+    """``Ratio`` of mean(B)/mean(A) for each (A, B) pair of series, in one vectorised call
+    (``difference``: mean(B) − mean(A), for the signed ones). A ratio of series that cannot be
+    negative (no value below 0 on either side) is never below 0: Fieller's lower bound is
+    clipped there, and said to be (``Ratio.clipped``)."""
     if not pairs:
         return []
+    arrays = [(np.asarray(a, dtype=float), np.asarray(b, dtype=float)) for a, b in pairs]
     (mean_a, var_a, n_a), (mean_b, var_b, n_b) = (
-        _moments([np.asarray(pair[side], dtype=float) for pair in pairs]) for side in (0, 1)
+        moments([pair[side] for pair in arrays]) for side in (0, 1)
     )
     res = np.array(
         [(math.nan, math.nan)] * len(pairs) if resolutions is None else resolutions,
         dtype=float,  # None becomes NaN: unknown
     ).reshape(len(pairs), 2)
+    diff = np.broadcast_to(np.asarray(difference, dtype=bool), (len(pairs),))
     out = fieller(
-        mean_a, var_a, n_a, mean_b, var_b, n_b, confidence, allowance, res[:, 0], res[:, 1]
+        mean_a,
+        var_a,
+        n_a,
+        mean_b,
+        var_b,
+        n_b,
+        confidence,
+        np.broadcast_to(np.asarray(allowance, dtype=float), (len(pairs),)),
+        res[:, 0],
+        res[:, 1],
+        np.broadcast_to(np.asarray(allowance_df, dtype=float), (len(pairs),)),
+        diff,
     )
+    clipped = ~diff & (out["low"] < 0)
+    for i in np.flatnonzero(clipped):  # rare: only where Fieller's set reaches below 0
+        clipped[i] = not any((x < 0).any() for x in arrays[i])
+    out["low"] = np.where(clipped, 0.0, out["low"])
     keys = ("estimate", "low", "high", "p_value", "se", "df", "unresolved")
     columns = [out[k].tolist() for k in keys]
+    extra = zip(
+        n_a.tolist(),
+        n_b.tolist(),
+        clipped.tolist(),
+        diff.tolist(),
+        np.abs(mean_a).tolist(),
+        strict=True,
+    )
     return [
-        Ratio(*values, n_a=int(na), n_b=int(nb), confidence=confidence, unresolved=unresolved)
-        for *values, unresolved, na, nb in zip(*columns, n_a.tolist(), n_b.tolist(), strict=True)
+        Ratio(
+            *values,
+            n_a=int(na),
+            n_b=int(nb),
+            confidence=confidence,
+            unresolved=unresolved,
+            clipped=clip,
+            difference=d,
+            scale=scale,
+        )
+        for (*values, unresolved), (na, nb, clip, d, scale) in zip(
+            zip(*columns, strict=True), extra, strict=True
+        )
     ]
 
 
-def _moments(series: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def moments(series: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Mean, sample variance (NaN below 2 values) and length of each series, computed at once
     on a NaN-padded matrix (``compare`` and its simulations judge hundreds at a time)."""
     n = np.array([len(x) for x in series])
@@ -623,9 +752,12 @@ def ratio(
     confidence: float = CONFIDENCE,
     allowance: float = 0.0,
     resolutions: Resolutions = (None, None),
+    difference: bool = False,
 ) -> Ratio:
-    """mean(B)/mean(A) with Fieller's interval (see ``fieller``)."""
-    return ratios([(np.asarray(a), np.asarray(b))], confidence, allowance, [resolutions])[0]
+    """mean(B)/mean(A) with Fieller's interval, or mean(B) − mean(A) with Welch's where
+    ``difference`` (see ``fieller``)."""
+    pair = (np.asarray(a), np.asarray(b))
+    return ratios([pair], confidence, allowance, [resolutions], difference=difference)[0]
 
 
 NOT_TESTED = "not tested"
@@ -690,6 +822,93 @@ def detectable(
     with np.errstate(divide="ignore", invalid="ignore"):
         ncp = t * (1 - 1 / (4 * df)) + z * np.sqrt(1 + t**2 / (2 * df))
     return np.maximum(ncp * se, threshold + z * se)
+
+
+MAX_RUNS = 20
+"""Most runs a side ``runs_to_settle`` considers."""
+
+
+def run_to_run(means: np.ndarray, variances: np.ndarray) -> tuple[float, float]:
+    """The run-to-run standard deviation of a run's mean, relative, from earlier runs: a
+    (runs × metrics) array of each run's mean of each metric (NaN where a run lacks one) and the
+    variance of each of those means from its own repetitions (NaN where unknown: counted as 0).
+    Per metric, the variance of its run means less what their repetitions already carry (one
+    way ANOVA's between-run component), relative to its mean squared; pooled over the metrics,
+    each weighted by its degrees of freedom (runs − 1), and not below 0. Returns (standard
+    deviation, degrees of freedom); (NaN, 0) where no metric has 2 runs."""
+    y = np.asarray(means, dtype=float)
+    w = np.nan_to_num(np.asarray(variances, dtype=float))
+    total, dfs = 0.0, 0
+    for col, var in zip(y.T, w.T, strict=True):
+        have = np.isfinite(col)
+        k = int(have.sum())
+        centre = float(np.mean(col[have])) if k else 0.0
+        if k < 2 or centre == 0:
+            continue
+        between = float(np.var(col[have], ddof=1)) - float(np.mean(var[have]))
+        total += (k - 1) * between / centre**2
+        dfs += k - 1
+    if not dfs:
+        return math.nan, 0.0
+    return math.sqrt(max(total / dfs, 0.0)), float(dfs)
+
+
+def _first_settled(
+    se: np.ndarray, df: np.ndarray, counts: np.ndarray, threshold: float, confidence: float
+) -> list[int | None]:
+    """Per row of (figures × counts) standard errors and degrees of freedom, the first count at
+    which an unchanged figure's interval lies within ±threshold with probability ``POWER`` (the
+    estimate strays from 0 by less than threshold − t·se that often); None where none does."""
+    t = _scipy().t.ppf((1 + confidence) / 2, df)
+    z = _scipy().norm.ppf((1 + POWER) / 2)
+    with np.errstate(invalid="ignore"):
+        ok = (t + z) * se <= threshold
+    return [int(counts[row.argmax()]) if row.any() else None for row in ok]
+
+
+def repetitions_to_settle(
+    within: Sequence[float] | np.ndarray,
+    allowance: Sequence[float] | np.ndarray,
+    threshold: float,
+    confidence: float,
+    allowance_df: Sequence[float] | np.ndarray | float = math.inf,
+) -> list[int | None]:
+    """Per figure, the repetitions a run, one run a side, that would show it, were it unchanged,
+    within ±threshold ``POWER`` of the time, at a relative standard deviation ``within`` of a
+    repetition and the run-to-run ``allowance`` (``fieller``'s variance and degrees of
+    freedom); None where no count up to ``MAX_REPETITIONS`` would (the allowance alone forbids
+    it) or the spread is unknown."""
+    n = np.arange(2, MAX_REPETITIONS + 1, dtype=float)
+    w = np.asarray(within, dtype=float)
+    a = np.asarray(allowance, dtype=float)
+    a_df = np.broadcast_to(np.asarray(allowance_df, dtype=float), w.shape)
+    z = _scipy().norm.ppf([(1 + confidence) / 2, (1 + POWER) / 2]).sum()
+    hope = np.flatnonzero(z * np.sqrt(2) * a < threshold)  # else no n would: not even ∞
+    out: list[int | None] = [None] * len(w)
+    if not len(hope):
+        return out
+    w, a, a_df = w[hope, None], a[hope, None], a_df[hope, None]
+    part = w**2 / n
+    total = 2 * part + 2 * a**2
+    with np.errstate(divide="ignore", invalid="ignore"):
+        estimated = 2 * part**2 / (n - 1) + np.where(np.isfinite(a_df), (2 * a**2) ** 2 / a_df, 0.0)
+        df = np.where(estimated > 0, total**2 / estimated, np.inf)
+    for i, k in zip(
+        hope, _first_settled(np.sqrt(total), df, n, threshold, confidence), strict=True
+    ):
+        out[int(i)] = k
+    return out
+
+
+def runs_to_settle(
+    per_run: Sequence[float] | np.ndarray, threshold: float, confidence: float
+) -> list[int | None]:
+    """Per figure, the runs a side, each one observation (its mean), that would show it, were it
+    unchanged, within ±threshold ``POWER`` of the time, at a relative standard deviation
+    ``per_run`` of a run's mean; None where no count up to ``MAX_RUNS`` would."""
+    k = np.arange(2, MAX_RUNS + 1, dtype=float)
+    se = np.asarray(per_run, dtype=float)[:, None] * np.sqrt(2 / k)
+    return _first_settled(se, 2 * k - 2, k, threshold, confidence)
 
 
 def needs_more(

@@ -13,8 +13,9 @@ from typing import Annotated
 import typer
 
 from hvbench.analysis import RunAnalysis, analyse
-from hvbench.analysis.compare import ALLOWANCE, THRESHOLD
+from hvbench.analysis.compare import ALLOWANCE, THRESHOLD, Allowance
 from hvbench.analysis.compare import compare as compare_runs
+from hvbench.analysis.history import measured
 from hvbench.report import emit, render, render_comparison
 from hvbench.store import Store
 
@@ -61,7 +62,8 @@ def compare(
         float | None,
         typer.Option(
             help="run-to-run standard deviation of a run's mean, relative, with one run per "
-            f"side (default {ALLOWANCE})"
+            "side (default: measured from earlier runs of the study on this host in the store, "
+            f"else {ALLOWANCE} assumed; 0 for a run against itself)"
         ),
     ] = None,
     db: DbOption = None,
@@ -71,8 +73,10 @@ def compare(
     Each change gets a 99% interval; a regression is a headline metric (★ in docs/metrics.md:
     the cpu composite, throughputs, kernbench's time) worse by more than the threshold, past
     Holm's step-down over the headline metrics. With one run per side the repetitions are the
-    observations and a run-to-run allowance widens the interval; with several runs per side
-    (comma-separated) each run's mean is one observation. Sounder still, to gate a change: A and
+    observations and a run-to-run allowance widens the interval (measured from earlier runs of
+    the study on this host where the store has them, and said where from); with several runs
+    per side (comma-separated) each run's mean is one observation. Where the data cannot
+    decide, it says how many repetitions or runs would. Sounder still, to gate a change: A and
     B as two platforms of one study, their repetitions interleaved on the same host, so that
     what the host does between runs falls on both alike and no allowance is needed.
 
@@ -95,7 +99,12 @@ def compare(
             return [run.id]
         return [item]
 
-    result = compare_runs(runs(run_a), runs(run_b), threshold=threshold, allowance=allowance)
+    side_a, side_b = runs(run_a), runs(run_b)
+    allowed: float | Allowance | None = allowance
+    one_each = len(side_a) == 1 == len(side_b)
+    if allowance is None and one_each and side_a[0].run_id != side_b[0].run_id:
+        allowed = measured(store, side_a[0], side_b[0])
+    result = compare_runs(side_a, side_b, threshold=threshold, allowance=allowed)
     emit(render_comparison(result, format), output)
     if result.exit_code:
         raise typer.Exit(result.exit_code)

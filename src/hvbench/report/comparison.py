@@ -5,22 +5,46 @@ from __future__ import annotations
 import math
 
 from hvbench.analysis.compare import (
+    ASSUMED,
     IMPROVEMENT,
+    MEASURED,
     NOT_TESTED,
+    OPTION,
     REGRESSION,
+    RUNS,
+    SAME_RUN,
     VERDICTS,
     Change,
     Comparison,
 )
 from hvbench.analysis.model import RunAnalysis
-from hvbench.analysis.stats import RESOLUTION_UNKNOWN
+from hvbench.analysis.normalize import rounded
+from hvbench.analysis.stats import MAX_REPETITIONS, MAX_RUNS, RESOLUTION_UNKNOWN
 from hvbench.report.tables import Table, with_ci
 
+BEFORE_CORRECTION = "significant only before Holm's correction"
+ASSUMED_ONLY = "significant only at the assumed allowance"
 
-def _signed(x: float) -> str:
-    if math.isnan(x):
-        return "n/a"
-    return "unbounded" if math.isinf(x) else f"{100 * x:+.1f}%"
+
+def _decimals(*xs: float) -> int:
+    """Decimals for a figure in its unit: about 3 significant digits of the largest."""
+    top = max((abs(x) for x in xs if math.isfinite(x)), default=0.0)
+    return 0 if top >= 100 else 1 if top >= 10 else 2 if top >= 1 else 3
+
+
+def change_text(ch: Change) -> tuple[str, str, str]:
+    """The change and its interval as text: "−3.1%", "−12.1%", "+0.1%", the bounds rounded
+    outward and never onto 0 from one side (``normalize.rounded``); a signed figure's in its
+    unit: "+3.0 MiB"."""
+    r = ch.judged.ratio
+    if ch.signed:
+        d = _decimals(r.estimate, r.low, r.high)
+        texts, unit = rounded(r.estimate, r.low, r.high, 0.0, d, sign=True), f" {ch.unit}"
+    else:
+        texts = rounded(100 * ch.change, 100 * ch.ci_low, 100 * ch.ci_high, 0.0, 1, sign=True)
+        unit = "%"
+    est, low, high = (t if t in ("n/a", "unbounded") else t + unit for t in texts)
+    return est, low, high
 
 
 def _level(c: Comparison) -> int:
@@ -29,6 +53,36 @@ def _level(c: Comparison) -> int:
 
 def _where(c: Comparison, ch: Change) -> str:
     return f"{platform_label(c, ch.platform)} / {ch.workload} / {ch.instances} inst. / {ch.name}"
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def allowance_text(c: Comparison) -> str:
+    """The run-to-run allowance and where it comes from, in words."""
+    a = c.allowance
+    if a.source == RUNS:
+        return "none added: the runs' own spread measures the run-to-run variation"
+    if a.source == SAME_RUN:
+        return "none: the same run on both sides, and nothing varies between a run and itself"
+    if a.source == OPTION:
+        return f"{_pct(a.value)} a run (--allowance)"
+    assumed = f"{_pct(a.value)} a run, assumed, not measured"
+    if a.source == ASSUMED:
+        return (
+            f"{assumed} ({a.note}; or give --allowance): a host whose runs differ by more than "
+            "that calls false regressions at it"
+        )
+    shared = dict.fromkeys(ch.workload for ch in c.changes)
+    parts = [f"{w} {_pct(v)} ({df:.0f} degrees of freedom)" for w, (v, df) in a.workloads.items()]
+    rest = [w for w in shared if w not in a.workloads]
+    if rest:
+        parts.append(f"{', '.join(rest)}: {assumed} (no earlier figures of the same work)")
+    return (
+        f"measured from the spread of the run means of {a.note}, beyond what their repetitions "
+        "carry, pooled per workload over its headline metrics: " + "; ".join(parts)
+    )
 
 
 def observations(c: Comparison) -> str:
@@ -42,8 +96,8 @@ def observations(c: Comparison) -> str:
         )
         return f"observations: runs, {len(c.a)} against {len(c.b)}, each run's mean{spread}"
     return (
-        f"observations: repetitions, with a run-to-run allowance of {100 * c.allowance:.1f}% "
-        "per run (--allowance); A and B interleaved as two platforms of one study need none"
+        f"observations: repetitions, one run a side; run-to-run allowance: {allowance_text(c)}; "
+        "A and B interleaved as two platforms of one study need none"
     )
 
 
@@ -69,6 +123,22 @@ def _ran_apart(c: Comparison) -> list[str]:
     return [p for p in shared if ran_on(c.a, p) != ran_on(c.b, p)]
 
 
+def to_settle(c: Comparison, ch: Change) -> str:
+    """What would settle an unsettled metric, were it unchanged: "3 runs a side (or 12
+    repetitions a run)"; "" where nothing is to settle."""
+    j = ch.judged
+    if ch.verdict == NOT_TESTED:
+        if min(j.ratio.n_a, j.ratio.n_b) >= 2:
+            return "a workload that states its resolution, or a job whose repetitions differ"
+        return "2 or more repetitions a side"
+    if ch.settled:
+        return ""
+    runs = f"{j.runs} runs a side" if j.runs is not None else f"more than {MAX_RUNS} runs a side"
+    if c.by_run or j.repetitions is None:
+        return runs
+    return f"{j.repetitions} repetitions a run (one run a side), or {runs}"
+
+
 def changes_table(c: Comparison) -> Table:
     level = _level(c)
     t = Table(
@@ -84,26 +154,37 @@ def changes_table(c: Comparison) -> Table:
             f"{level}% CI of change",
             "p (Holm)",
             "could detect",
+            "would settle it",
             "headline",
             "verdict",
         ],
         kind="compare",
         notes=[
             "A, B: mean ±95% CI of the per-instance figure's observations; change = mean(B) / "
-            f"mean(A) − 1 with Fieller's {level}% interval; " + observations(c),
+            f"mean(A) − 1 with Fieller's {level}% interval (a signed figure, such as an "
+            "overhead that can be below 0: mean(B) − mean(A) in its unit, with Welch's, its "
+            "threshold relative to |mean(A)|), bounds rounded outward; " + observations(c),
             f"regression / improvement: Welch's test passes Holm's step-down at {c.alpha} within "
             "its family (the headline metrics, which decide the exit code; the other metrics, "
             f"reported only) and the change exceeds {100 * c.threshold:.0f}%; no significant "
             f"change: the interval lies within ±{100 * c.threshold:.0f}% (below threshold: and "
             "the test passed); inconclusive: the interval reaches beyond that; not tested: fewer "
-            f"than 2 observations on a side, or a side's {RESOLUTION_UNKNOWN}",
+            f"than 2 observations on a side, or a side's {RESOLUTION_UNKNOWN}; "
+            f"{BEFORE_CORRECTION}: the interval (each metric's own, what 'no significant "
+            "change' reads) excludes no change, but Holm's step-down over the family does not "
+            f"pass; {ASSUMED_ONLY}: no earlier run measured this host's run-to-run variation, "
+            "and a regression must hold at the larger allowance as well",
             "could detect: the smallest change that would be called a regression about 80% of "
-            "the time, were it the only one in its family (from this data's spread)",
+            "the time, were it the only one in its family (from this data's spread); would "
+            "settle it: the repetitions a run, or runs a side, that would show the metric "
+            f"within ±{100 * c.threshold:.0f}% 80% of the time, were it unchanged (at most "
+            f"{MAX_REPETITIONS} repetitions)",
         ],
     )
     order = {v: i for i, v in enumerate(VERDICTS)}
     for ch in sorted(c.changes, key=lambda ch: (not ch.headline, order[ch.verdict])):
         j = ch.judged
+        est, low, high = change_text(ch)
         t.rows.append(
             [
                 platform_label(c, ch.platform),
@@ -112,24 +193,112 @@ def changes_table(c: Comparison) -> Table:
                 f"{ch.name} ({ch.unit}) {'↑' if ch.higher_is_better else '↓'}",
                 with_ci(ch.a),
                 with_ci(ch.b),
-                _signed(ch.change),
-                f"{_signed(ch.ci_low)} … {_signed(ch.ci_high)}",
+                est,
+                f"{low} … {high}",
                 f"{j.p_holm:.2g}" if math.isfinite(j.p_holm) else "n/a",
                 f"{100 * j.detectable:.1f}%" if math.isfinite(j.detectable) else "n/a",
+                to_settle(c, ch),
                 "yes" if ch.headline else "",
-                ch.verdict,
+                ch.verdict + _mark(ch),
             ]
         )
     return t
 
 
+def _mark(ch: Change) -> str:
+    """What a line's verdict leaves out that its interval shows: " (significant only before
+    Holm's correction)", " (significant only at the assumed allowance)"."""
+    j = ch.judged
+    marks = [
+        m
+        for m, on in ((BEFORE_CORRECTION, j.before_correction), (ASSUMED_ONLY, j.assumed_only))
+        if on
+    ]
+    return f" ({'; '.join(marks)})" if marks else ""
+
+
+def _outcome(c: Comparison) -> str:
+    """The gate's answer, first: what the exit code says, in words none of the lines under it
+    contradicts."""
+    n = len(c.family(True))
+    heads = f"{n} headline metric{'s' * (n != 1)}"
+    family = (
+        f"Holm's step-down over the {heads}: family-wise error ≤ {c.alpha}; "
+        f"threshold {100 * c.threshold:.0f}%"
+    )
+    if c.regressions:
+        return f"fail: {len(c.regressions)} of {heads} regressed ({family})"
+    if not c.unsettled:
+        return (
+            f"pass: no regression, and {'the' if n == 1 else 'each of the'} {heads} settled: "
+            f"within ±{100 * c.threshold:.0f}%, or significantly better ({family})"
+        )
+    inconclusive = [ch for ch in c.unsettled if ch.verdict != NOT_TESTED]
+    untested = len(c.unsettled) - len(inconclusive)
+    parts = []
+    if inconclusive:
+        worse = [ch for ch in inconclusive if ch.better < 0 and _mark(ch)]
+        parts.append(
+            f"{len(inconclusive)} inconclusive"
+            + (
+                f" ({len(worse)} of them worse, but {_mark(worse[0])[2:-1]})"
+                if len(worse) == 1
+                else f" ({len(worse)} of them worse, but not past Holm's correction or at the "
+                "assumed allowance only)"
+                if worse
+                else ""
+            )
+        )
+    if untested:
+        parts.append(f"{untested} not tested")
+    return (
+        f"undecided: no regression shown, but of the {heads} "
+        f"{' and '.join(parts)}: a change beyond ±{100 * c.threshold:.0f}% is not ruled out "
+        f"({family})"
+    )
+
+
+def _cannot_gate(c: Comparison) -> str | None:
+    """Said at once where the data could not have settled some metric even unchanged: "one run
+    a side cannot show a change under 5% for 2 of 4 headline metrics on this host: 3 runs a side
+    can (or 12 repetitions a run)"."""
+    stuck = c.cannot_gate
+    if not stuck:
+        return None
+    n = len(c.family(True))
+    runs = [ch.judged.runs for ch in stuck]
+    need_runs = (
+        f"{max(runs)} runs a side can" if None not in runs else f"not even {MAX_RUNS} runs a side"
+    )
+    reps = [ch.judged.repetitions for ch in stuck]
+    have = f"{len(c.a)} runs a side" if c.by_run else "one run a side"
+    if not c.by_run and None not in reps:
+        need_runs += f" (or {max(reps)} repetitions a run, one run a side)"
+    a = c.allowance
+    source = {
+        RUNS: "from the runs' spread",
+        SAME_RUN: "from the repetitions' spread alone",
+        OPTION: f"run-to-run allowance {_pct(a.value)} given",
+        ASSUMED: f"run-to-run allowance {_pct(a.value)} assumed",
+        MEASURED: f"run-to-run allowance measured from {len(a.runs)} earlier runs",
+    }[a.source]
+    return (
+        f"{have} cannot show a change under {100 * c.threshold:.0f}% for {len(stuck)} of "
+        f"{n} headline metric{'s' * (n != 1)} on this host ({source}): {need_runs}"
+    )
+
+
 def summary_lines(c: Comparison) -> list[str]:
-    """Plain-words outcome: platforms that ran differently in A and B, then headline
-    regressions or that there are none; then what is inconclusive, the other metrics, and what
+    """Plain-words outcome: the gate's answer first (``_outcome``), what the data cannot decide
+    and what would, platforms that ran differently in A and B, then each headline regression,
+    what is inconclusive or untested (and what would settle it), the other metrics, and what
     one observation was."""
-    heads, others = c.family(True), c.family(False)
+    others = c.family(False)
     level = _level(c)
-    out = [
+    out = [_outcome(c)]
+    if (line := _cannot_gate(c)) is not None:
+        out.append(line)
+    out += [
         f"{platform_label(c, p)}: ran differently in A and B, so its changes measure that too"
         for p in _ran_apart(c)
     ]
@@ -138,29 +307,41 @@ def summary_lines(c: Comparison) -> list[str]:
         for workload, what in c.work_apart.items()
     ]
     for ch in c.regressions:
+        est, low, high = change_text(ch)
         out.append(
-            f"regression: {_where(c, ch)}: {100 * abs(ch.change):.1f}% "
-            f"{'lower' if ch.change < 0 else 'higher'} ({level}% CI {_signed(ch.ci_low)} … "
-            f"{_signed(ch.ci_high)}, Holm p = {ch.judged.p_holm:.2g})"
-        )
-    if not c.regressions:
-        out.append(
-            f"no significant regression among {len(heads)} headline metrics (Holm's step-down "
-            f"over them: family-wise error ≤ {c.alpha}; threshold {100 * c.threshold:.0f}%)"
+            f"regression: {_where(c, ch)}: {est.lstrip('+-')} "
+            f"{'lower' if ch.change < 0 else 'higher'} ({level}% CI {low} … {high}, Holm p = "
+            f"{ch.judged.p_holm:.2g})"
         )
     for ch in c.unsettled:
+        why = to_settle(c, ch)
         if ch.verdict == NOT_TESTED:
-            why = (
+            what = (
                 RESOLUTION_UNKNOWN
                 if min(ch.judged.ratio.n_a, ch.judged.ratio.n_b) >= 2
                 else "fewer than 2 observations on a side"
             )
-            out.append(f"not tested: {_where(c, ch)}: {why}")
-        else:
-            out.append(
-                f"inconclusive: {_where(c, ch)}: between {_signed(ch.ci_low)} and "
-                f"{_signed(ch.ci_high)}; could detect {100 * ch.judged.detectable:.1f}%"
+            out.append(f"not tested: {_where(c, ch)}: {what}; would test it: {why}")
+            continue
+        _, low, high = change_text(ch)
+        j = ch.judged
+        raw = (
+            f"; {'worse' if ch.better < 0 else 'better'}, {BEFORE_CORRECTION} (p = "
+            f"{j.ratio.p_value:.2g}, Holm p = {j.p_holm:.2g})"
+            if j.before_correction
+            else ""
+        )
+        if j.assumed_only:
+            raw += (
+                f"; {'worse' if ch.better < 0 else 'better'} beyond "
+                f"{100 * c.threshold:.0f}% at the assumed run-to-run allowance of "
+                f"{_pct(ch.allowance)}, not at {_pct(c.allowance.alarm or 0.0)}: measure this "
+                "host's (2 or more earlier runs of the study)"
             )
+        out.append(
+            f"inconclusive: {_where(c, ch)}: between {low} and {high}{raw}; could detect "
+            f"{100 * j.detectable:.1f}%; would settle it: {why}"
+        )
     worse = [ch for ch in others if ch.verdict == REGRESSION]
     if others:
         out.append(

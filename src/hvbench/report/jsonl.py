@@ -176,10 +176,13 @@ def _versus(r: MetricResult) -> dict:
 
 
 def render_comparison(c: Comparison) -> str:
-    """One line per shared metric: the change, its interval (null where not tested or
-    unbounded: ``ci_bounded`` tells which), Welch's p-value raw and adjusted by Holm's step-down
-    within its family (``family``: headline, which gates the exit code, or other), the smallest
-    change it could have detected, and the verdict."""
+    """One line per shared metric: the change, relative (a signed figure's also as a
+    ``difference`` in its unit), its interval (null where not tested or unbounded:
+    ``ci_bounded`` tells which; ``ci_clipped``: a lower bound raised to 0), Welch's p-value raw
+    and adjusted by Holm's step-down within its family (``family``: headline, which gates the
+    exit code, or other; ``significant_before_correction``), the smallest change it could have
+    detected, the repetitions a run and runs a side that would settle it, the run-to-run
+    allowance and its source, and the verdict."""
     lines = []
     families = {True: len(c.family(True)), False: len(c.family(False))}
     for ch in c.changes:
@@ -194,7 +197,9 @@ def render_comparison(c: Comparison) -> str:
                         "run_a": Comparison.label(c.a),
                         "run_b": Comparison.label(c.b),
                         "observations": "runs" if c.by_run else "repetitions",
-                        "allowance": c.allowance,
+                        "allowance": ch.allowance,
+                        "allowance_source": c.allowance.source,
+                        "allowance_runs": list(c.allowance.runs),
                         "platform": ch.platform,
                         "label": platform_label(c, ch.platform),
                         "accel_a": ran_on(c.a, ch.platform),
@@ -211,6 +216,11 @@ def render_comparison(c: Comparison) -> str:
                         "ci_low": _finite(ch.ci_low),
                         "ci_high": _finite(ch.ci_high),
                         "ci_bounded": r.bounded,
+                        "ci_clipped": r.clipped,
+                        "signed": ch.signed,
+                        "difference": _finite(r.estimate) if ch.signed else None,
+                        "difference_ci_low": _finite(r.low) if ch.signed else None,
+                        "difference_ci_high": _finite(r.high) if ch.signed else None,
                         "confidence": 1 - c.alpha,
                         "p_value": _finite(r.p_value),
                         "p_holm": _finite(ch.judged.p_holm),
@@ -219,6 +229,9 @@ def render_comparison(c: Comparison) -> str:
                         "family_size": families[ch.headline],
                         "gating": ch.headline,
                         "detectable": _finite(ch.judged.detectable),
+                        "significant_before_correction": ch.judged.before_correction,
+                        "repetitions_to_settle": ch.judged.repetitions,
+                        "runs_to_settle": ch.judged.runs,
                         "threshold": c.threshold,
                         "verdict": ch.verdict,
                     },
