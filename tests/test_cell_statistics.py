@@ -31,6 +31,7 @@ from hvbench.analysis.stats import (
     trends,
 )
 from hvbench.report import render, render_comparison
+from hvbench.report.markdown import render_summary
 from hvbench.report.tables import noise_table, statistics_table, values_table
 from hvbench.store import Store
 
@@ -250,6 +251,31 @@ def test_noise_is_one_table_worst_first_with_what_to_do(store):
     warnings = md.split("## Warnings")[1].split("## Provenance")[0]
     assert "### noisy figures, worst first" in warnings and "\n- " not in warnings
     assert '<table class="noise sortable">' in render(a, "html")
+
+
+def test_noisy_side_figures_alone_are_a_line_not_an_empty_table(store):
+    """No headline figure is noisy, two side figures are: one warning line says so, and no
+    "noisy figures" table is printed with a header and no rows (in Markdown, HTML or the run's
+    summary)."""
+    b = RunBuilder(store)
+    for platform in ("native", "kvm"):
+        cell = b.cell(platform, "disk")
+        for rep, v in enumerate([100, 101, 99, 100.5, 99.5]):
+            b.sample(
+                cell,
+                rep,
+                {"disk.x_mbps": [v], "disk.retransmits": [10.0 * (rep + 1) ** 2]},
+                headline={"disk.x_mbps"},
+            )
+    a = analyse(store, "latest")
+    assert a.noise == [] and a.noisy_side == 2 and noise_table(a) is None
+    md = render(a, "md")
+    assert "noisy figures" not in md
+    assert "- 2 side figures are noisy (not judged by the verdicts): see the statistics" in md
+    html = render(a, "html")
+    assert 'class="noise' not in html and "2 side figures are noisy" in html
+    summary = render_summary(a)
+    assert "noisy figures" not in summary and "2 side figures are noisy" in summary
 
 
 def test_advice_counts_the_repetitions_a_target_needs(store):

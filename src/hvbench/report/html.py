@@ -28,6 +28,7 @@ from hvbench.report.tables import (
     noise_table,
     profile_tables,
     provenance,
+    side_noise,
     symmetry_table,
     workload_tables,
 )
@@ -69,13 +70,15 @@ def render(a: RunAnalysis) -> str:
         sections.append(_Section(w, figs, workload_tables(a, w)))
     platforms = {a.label(c.platform): c.platform_settings for c in a.cells}
     workloads = {c.workload: c.workload_settings for c in a.cells}
+    noise = noise_table(a)
     return _ENV.get_template("report.html.j2").render(
         a=a,
         title=f"hvbench report: {a.study_name}",
         started=a.created_at.strftime("%Y-%m-%d %H:%M") if a.created_at else "",
         hostname=str(a.inventory.get("hostname", "unknown host")),
         verdicts=verdicts(a),
-        noise_table=noise_table(a),
+        noise_table=noise,
+        warnings=([] if noise else [x for x in (side_noise(a),) if x]) + a.warnings,
         conditions_table=conditions_table(a),
         workloads=sections,
         symmetry_table=symmetry_table(a),

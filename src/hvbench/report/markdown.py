@@ -14,6 +14,7 @@ from hvbench.report.tables import (
     noise_table,
     pct_table,
     provenance,
+    side_noise,
     values_table,
 )
 
@@ -42,10 +43,11 @@ def render(a: RunAnalysis) -> str:
     for t in all_tables(a):
         out += [table_markdown(t), ""]
     noise = noise_table(a)
-    if a.warnings or noise:
+    lines = ([] if noise else [x for x in (side_noise(a),) if x]) + a.warnings
+    if lines or noise:
         out += ["## Warnings", ""]
         out += [table_markdown(noise), ""] if noise else []
-        out += [*(f"- {_cell(w)}" for w in a.warnings), ""] if a.warnings else []
+        out += [*(f"- {_cell(w)}" for w in lines), ""] if lines else []
     if (hc := conditions_table(a)) is not None:
         out += ["## Host conditions", ""]
         if hc.rows:
@@ -82,4 +84,6 @@ def render_summary(a: RunAnalysis) -> str:
             out += [table_markdown(fit(t)), ""]
     if (noise := noise_table(a)) is not None:
         out += [table_markdown(noise), ""]
+    elif (side := side_noise(a)) is not None:
+        out += [f"- {_cell(side)}", ""]
     return "\n".join(out).lstrip("\n")

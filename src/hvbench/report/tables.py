@@ -643,9 +643,21 @@ def workload_tables(a: RunAnalysis, workload: str) -> list[Table]:
     return out
 
 
+def side_noise(a: RunAnalysis) -> str | None:
+    """How many side figures are noisy too: a note under the noise table, or, where no headline
+    figure is noisy, a line of its own (never a table of no rows)."""
+    if not a.noisy_side:
+        return None
+    return (
+        f"{a.noisy_side} side figure{'s are' if a.noisy_side > 1 else ' is'} noisy "
+        "(not judged by the verdicts): see the statistics tables"
+    )
+
+
 def noise_table(a: RunAnalysis) -> Table | None:
-    """The noisy headline figures, worst first: why each is noisy and what would help."""
-    if not a.noise and not a.noisy_side:
+    """The noisy headline figures, worst first: why each is noisy and what would help; None
+    where there are none (``side_noise`` says what else is noisy)."""
+    if not a.noise:
         return None
     t = Table(
         "noisy figures, worst first",
@@ -680,11 +692,8 @@ def noise_table(a: RunAnalysis) -> Table | None:
                 x.advice,
             ]
         )
-    if a.noisy_side:
-        t.notes.append(
-            f"{a.noisy_side} side figure{'s are' if a.noisy_side > 1 else ' is'} noisy as well "
-            "(not judged by the verdicts): see the statistics tables"
-        )
+    if (side := side_noise(a)) is not None:
+        t.notes.append(side.replace(" noisy ", " noisy as well ", 1))
     return t
 
 
