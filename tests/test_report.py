@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 
 import pytest
 import typer
@@ -50,9 +51,9 @@ def test_markdown_has_the_seeds_tables(store):
     md = render(analyse(store, "latest"), "md")
     assert "### disk, 1 instance: % of native" in md
     assert "| e1000 | 70 [68–72] |" in md  # the wiki's "comparison to native"
-    assert "| tcg | 59.00 [58.06–59.92] |" in md  # the paper's "% loss"
+    assert "| tcg | 59.00 [58.05–59.92] |" in md  # the paper's "% loss"
     assert "### kernbench, 1 instance: value / native" in md
-    assert "| virtio | 1.09 [1.06–1.11] |" in md  # kernbench's elapsed / native (1 / 0.92)
+    assert "| virtio | 1.09 [1.06–1.12] |" in md  # kernbench's elapsed / native (1 / 0.92)
     assert "asymmetric: outbound 30% lower" in md
     assert "h\\|<b>" in md  # a pipe from the host cannot break the table
     assert "tool: tool --flag <b>" in md  # the exact command, in a code block
@@ -61,12 +62,12 @@ def test_markdown_has_the_seeds_tables(store):
 def test_verdicts_in_plain_words(store):
     lines = verdicts(analyse(store, "latest"))
     assert (
-        "disk (1 instance, disk.bonnie.block_kbps): virtio keeps 92% [90–94%] of native; "
+        "disk (1 instance, disk.bonnie.block_kbps): virtio keeps 92% [89–95%] of native; "
         "e1000 70% [68–72%]; tcg 41% [40–42%]" in lines
     )
     # in and out: per repetition their geometric mean, e1000's sqrt(0.70 × 0.49) = 59%
     assert (
-        "net (1 instance, geometric mean of 2 throughput metrics): virtio keeps 92% [90–94%] of "
+        "net (1 instance, geometric mean of 2 throughput metrics): virtio keeps 92% [89–95%] of "
         "native; e1000 59% [57–60%]; tcg 41% [40–42%]" in lines
     )
     assert "net direction: native, tcg, virtio are symmetric, e1000 loses 30% outbound" in lines
@@ -95,7 +96,7 @@ def test_verdicts_judge_the_headline_metrics_only(tmp_path):
             )
     a = analyse(s, "latest")
     assert {r.name for r in a.results if r.headline} == {"disk.fio.x_mibps"}
-    assert "disk (1 instance, disk.fio.x_mibps): kvm keeps 50% [49–51%] of native" in verdicts(a)
+    assert "disk (1 instance, disk.fio.x_mibps): kvm keeps 50% [48–52%] of native" in verdicts(a)
 
 
 def test_verdict_over_several_headline_times(tmp_path):
@@ -238,7 +239,7 @@ def test_run_summary_has_verdicts_and_pct_tables(store):
 
     text = render_summary(analyse(store, "latest"))
     assert text.startswith(
-        "- disk (1 instance, disk.bonnie.block_kbps): virtio keeps 92% [90–94%] of"
+        "- disk (1 instance, disk.bonnie.block_kbps): virtio keeps 92% [89–95%] of"
     )
     assert "### net, 1 instance: % of native" in text and "values" not in text
 
@@ -253,7 +254,7 @@ def test_wide_tables_turn_metrics_into_rows(tmp_path):
         b.sample(kvm, rep, {n: [100.0 + 2 * rep] for n in names}, "s", False, headline=set(names))
     md = render(analyse(s, "latest"), "md")
     assert "|  | native | kvm |" in md
-    assert "| kernbench.warm.run10.elapsed_s | 100 | 50 [48–52] |" in md  # % of native
+    assert "| kernbench.warm.run10.elapsed_s | 100 | 50 [47–53] |" in md  # % of native
 
 
 def test_statistics_per_cell(store):
@@ -322,7 +323,7 @@ def test_equivalent_inconclusive_and_loss(tmp_path):
     assert same.reading() == "no significant difference" and 95 < same.pct_low < 100
     assert unsure.reading() == "inconclusive" and unsure.pct_low < 95 and unsure.pct_high > 100
     line = next(v for v in verdicts(a) if v.startswith("disk"))
-    low, high = round(unsure.pct_low - 100), round(unsure.pct_high - 100)
+    low, high = math.floor(unsure.pct_low - 100), math.ceil(unsure.pct_high - 100)  # outward
     assert f"unsure: inconclusive: between −{-low}% and +{high}%" in line
     assert "same 100% [" in line and "]: no significant difference (within ±5%)" in line
     assert "slow keeps 80% [" in line
@@ -381,11 +382,11 @@ def test_every_format_names_the_accelerator_that_ran(fell_back):
     lines = verdicts(a)
     assert lines[0] == "kvm-virtio [tcg]: accel auto chose tcg: no /dev/kvm on this host"
     assert (
-        "net (1 instance, net.iperf3.inbound_gbps): kvm-virtio [tcg] keeps 16% [16–16%] of native"
+        "net (1 instance, net.iperf3.inbound_gbps): kvm-virtio [tcg] keeps 16% [15–17%] of native"
         in (lines)
     )
     md = render(a, "md")
-    assert "| kvm-virtio [tcg] | 16 [16–16] |" in md  # % of native
+    assert "| kvm-virtio [tcg] | 16 [15–17] |" in md  # % of native
     assert "| kvm-virtio |" not in md
     rows = [json.loads(line)["metadata"] for line in render(a, "json").splitlines()]
     kvm = next(m for m in rows if m["platform"] == "kvm-virtio")
@@ -409,8 +410,8 @@ def test_run_summary_names_the_accelerator(fell_back):
     from hvbench.report.markdown import render_summary
 
     text = render_summary(analyse(fell_back, "latest"))
-    assert "kvm-virtio [tcg] keeps 16% [16–16%] of native" in text
-    assert "| kvm-virtio [tcg] | 16 [16–16] |" in text
+    assert "kvm-virtio [tcg] keeps 16% [15–17%] of native" in text
+    assert "| kvm-virtio [tcg] | 16 [15–17] |" in text
 
 
 def test_pct_tables_carry_headline_metrics_and_costs_are_per_unit_of_work(tmp_path):
@@ -441,7 +442,7 @@ def test_pct_tables_carry_headline_metrics_and_costs_are_per_unit_of_work(tmp_pa
     a = analyse(s, "latest")
     pct = pct_table(a, "net", 1)
     assert pct.columns == ["platform", "net.iperf3.inbound_gbps"]
-    assert pct.rows[1] == ["kvm", "50 [49–51]"]
+    assert pct.rows[1] == ["kvm", "50 [48–52]"]
     assert any("retransmits" in c for c in values_table(a, "net", 1).columns)
     cost = cost_table(a)
     assert [row[1] for row in cost.rows] == ["net.iperf3.inbound_gbps"] * 2

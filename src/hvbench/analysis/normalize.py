@@ -14,7 +14,6 @@ ratio's inverted, bounds swapped (Fieller's set is the same whichever mean is on
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -47,10 +46,11 @@ def signed(name: str, *series: np.ndarray) -> bool:
 
 @dataclass(frozen=True)
 class Normalized:
-    """A platform's figure against the baseline's, with intervals and repetition counts."""
+    """A platform's figure against the baseline's, with intervals and repetition counts: their
+    ratio, or, for a signed figure (``signed``), their difference in its unit."""
 
     ratio: float
-    """mean(value) / mean(baseline), whatever the direction."""
+    """mean(value) / mean(baseline), whatever the direction; NaN for a signed figure."""
     ratio_low: float
     ratio_high: float
     pct_of_native: float
@@ -69,6 +69,19 @@ class Normalized:
     unresolved: bool = False
     """A side's repetitions are identical and its resolution unknown (``Ratio.unresolved``):
     not tested."""
+    clipped: bool = False
+    """Fieller's interval of the ratio reached below 0, which a ratio of figures that cannot be
+    negative cannot: its lower bound is 0 (``Ratio.clipped``)."""
+    signed: bool = False
+    """A figure that can be below 0: set against the baseline by its difference."""
+    difference: float = math.nan
+    difference_low: float = math.nan
+    difference_high: float = math.nan
+    """mean(value) − mean(baseline) in the metric's unit, with its 95% interval (Welch's)."""
+    scale: float = math.nan
+    """|mean(baseline)|: what the practical threshold of a difference is relative to."""
+    unit: str = ""
+    higher_is_better: bool = True
 
     @property
     def pct_loss(self) -> float:
@@ -79,21 +92,35 @@ class Normalized:
         return not self.reference and self.n >= 2 and self.n_baseline >= 2 and not self.unresolved
 
     @property
+    def kept(self) -> tuple[float, float]:
+        """The interval as a share of the baseline kept (1 = the baseline, less is worse): % of
+        native / 100, or a signed figure's difference turned so, relative to |baseline|."""
+        if not self.signed:
+            return self.pct_low / 100, self.pct_high / 100
+        if not self.scale > 0:
+            return -math.inf, math.inf
+        low, high = self.difference_low / self.scale, self.difference_high / self.scale
+        return (1 + low, 1 + high) if self.higher_is_better else (1 - high, 1 - low)
+
+    @property
     def significant(self) -> bool:
-        """The interval of % of native excludes 100."""
+        """The interval excludes no difference (100%, or 0 in the unit)."""
+        if self.signed:
+            return self.tested and (self.difference_low > 0 or self.difference_high < 0)
         return self.tested and (self.pct_low > 100 or self.pct_high < 100)
 
     def reading(self, threshold: float = PRACTICAL) -> str:
         """loss, gain, no significant difference (within ±threshold), inconclusive, not tested,
-        or baseline (``stats.reading`` on % of native)."""
+        or baseline (``stats.reading`` on % of native, or on a signed figure's difference
+        relative to the baseline's magnitude)."""
         if self.reference:
             return REFERENCE
-        return reading(self.pct_low / 100, self.pct_high / 100, self.tested, threshold)
+        return reading(*self.kept, self.tested, threshold)
 
     def describe(self, threshold: float = PRACTICAL) -> str:
         """What may be said of it, in words: "not tested (1 repetition)", "inconclusive: between
         −12% and +3%", "no significant difference (within ±5%)"; "" for a loss or a gain, whose
-        figure and interval say it all."""
+        figure and interval say it all. Bounds are rounded outward (``rounded``)."""
         what = self.reading(threshold)
         if what == NOT_TESTED:
             n = min(self.n, self.n_baseline)
@@ -101,14 +128,66 @@ class Normalized:
                 return f"{NOT_TESTED} ({RESOLUTION_UNKNOWN})"
             return f"{NOT_TESTED} ({n} repetition{'s' if n != 1 else ''})"
         if what == EQUIVALENT:
+            if self.signed:
+                margin = f"{threshold * self.scale:.3g} {self.unit}".rstrip()
+                return f"{EQUIVALENT} (within ±{margin}: {100 * threshold:.0f}% of the baseline's)"
             return f"{EQUIVALENT} (within ±{100 * threshold:.0f}%)"
         if what == INCONCLUSIVE:
+            if self.signed:
+                low, high = self.difference_low, self.difference_high
+                _, lo, hi = rounded(0.0, low, high, 0.0, decimals_for(low, high), sign=True)
+                return f"inconclusive: between {lo} and {hi} {self.unit}".rstrip().replace("-", "−")
             if not (math.isfinite(self.pct_low) and math.isfinite(self.pct_high)):
                 return "inconclusive: the interval is unbounded"
-            return (
-                f"inconclusive: between {self.pct_low - 100:+.0f}% and {self.pct_high - 100:+.0f}%"
-            ).replace("-", "−")
+            _, lo, hi = rounded(0.0, self.pct_low - 100, self.pct_high - 100, 0.0, sign=True)
+            return f"inconclusive: between {lo}% and {hi}%".replace("-", "−")
         return ""
+
+
+CLIPPED = "°"
+"""Marks a bound raised to 0 (``Normalized.clipped``)."""
+KINDS = {"pct": (100.0, 0), "loss": (0.0, 2), "ratio": (1.0, 2)}
+"""How each view of a figure against the baseline prints: (its value of no change, decimals)."""
+
+
+def figure(v: Normalized, kind: str = "pct", unit: str = "") -> tuple[str, str]:
+    """A figure against the baseline and its interval as text: "84", "[79–90]" for % of native
+    (kind pct; loss: 100 − that, "16.00 [10.00–21.00]"; ratio: "1.19 [1.11–1.27]"), ``unit``
+    after the figure and the interval; a signed figure's difference in its own unit whatever
+    the kind ("+3.0 MiB", "[+1.2–+4.8 MiB]"). Bounds are rounded outward, with more digits
+    where one would print on the boundary it does not reach (``rounded``); a bound raised to 0
+    is marked ``CLIPPED``; no interval (""), where none was computed."""
+    if v.signed and v.reference:
+        return f"0 {v.unit}".rstrip(), ""
+    if v.signed:
+        d = decimals_for(v.difference, v.difference_low, v.difference_high)
+        est, lo, hi = rounded(v.difference, v.difference_low, v.difference_high, 0.0, d, True)
+        unit, clipped_low, clipped_high = f" {v.unit}".rstrip(), False, False
+    else:
+        boundary, decimals = KINDS[kind]
+        est_, low, high = {
+            "pct": (v.pct_of_native, v.pct_low, v.pct_high),
+            "loss": (v.pct_loss, 100 - v.pct_high, 100 - v.pct_low),
+            "ratio": (v.ratio, v.ratio_low, v.ratio_high),
+        }[kind]
+        est, lo, hi = rounded(est_, low, high, boundary, decimals)
+        # the raised bound is the ratio's low: % of native's low (↑) or loss's high (↑)
+        up = v.higher_is_better  # ↓: % of native is 1/ratio, unbounded above instead
+        clipped_low = v.clipped and (kind == "ratio" or (kind == "pct" and up)) and low == 0
+        clipped_high = v.clipped and kind == "loss" and up and high == 100
+    if v.reference or math.isnan(v.ratio_low if not v.signed else v.difference_low):
+        return est + unit, ""
+    if lo == hi == "unbounded":
+        return est + unit, "[unbounded]"
+    lo += CLIPPED if clipped_low else ""
+    hi += CLIPPED if clipped_high else ""
+    return est + unit, f"[{lo}–{hi}{unit}]"
+
+
+def decimals_for(*xs: float) -> int:
+    """Decimals for a figure in its unit: about 3 significant digits of the largest."""
+    top = max((abs(x) for x in xs if math.isfinite(x)), default=0.0)
+    return 0 if top >= 100 else 1 if top >= 10 else 2 if top >= 1 else 3
 
 
 def outward(low: float, high: float, boundary: float, decimals: int = 0, most: int = 3) -> int:
@@ -159,17 +238,6 @@ def rounded(
     return _text(estimate, d, sign), _text(_down(low, d), d, sign), _text(_up(high, d), d, sign)
 
 
-def span(low: float, high: float, fmt: Callable[[float], str], unit: str = "") -> str:
-    """An interval as "[79–90%]", "[79–unbounded]" or "[unbounded]"; "" where there is none."""
-    if math.isnan(low) or math.isnan(high):
-        return ""
-    if not (math.isfinite(low) or math.isfinite(high)):
-        return "[unbounded]"
-    lo = fmt(low) if math.isfinite(low) else "unbounded"
-    hi = fmt(high) + unit if math.isfinite(high) else "unbounded"
-    return f"[{lo}–{hi}]"
-
-
 def _inverse(low: float, high: float) -> tuple[float, float]:
     """1/θ over an interval of θ: the bounds swap; a lower bound at or below 0 leaves the
     inverse unbounded above (100/θ of a mean not significantly above 0)."""
@@ -180,8 +248,30 @@ def _inverse(low: float, high: float) -> tuple[float, float]:
     return 1 / high, 1 / low
 
 
-def from_ratio(r: Ratio, higher_is_better: bool) -> Normalized:
-    """% of native from the ratio value/baseline (A = baseline, B = value)."""
+def from_ratio(r: Ratio, higher_is_better: bool, unit: str = "") -> Normalized:
+    """% of native from the ratio value/baseline (A = baseline, B = value); a signed figure's
+    difference (``Ratio.difference``) as it is, in ``unit``."""
+    if r.difference:
+        nan = math.nan
+        return Normalized(
+            ratio=nan,
+            ratio_low=nan,
+            ratio_high=nan,
+            pct_of_native=nan,
+            pct_low=nan,
+            pct_high=nan,
+            p_value=r.p_value,
+            n=r.n_b,
+            n_baseline=r.n_a,
+            unresolved=r.unresolved,
+            signed=True,
+            difference=r.estimate,
+            difference_low=r.low,
+            difference_high=r.high,
+            scale=r.scale,
+            unit=unit,
+            higher_is_better=higher_is_better,
+        )
     low, high = (r.low, r.high) if higher_is_better else _inverse(r.low, r.high)
     kept = r.estimate if higher_is_better else 1 / r.estimate if r.estimate else math.nan
     return Normalized(
@@ -195,6 +285,9 @@ def from_ratio(r: Ratio, higher_is_better: bool) -> Normalized:
         n=r.n_b,
         n_baseline=r.n_a,
         unresolved=r.unresolved,
+        clipped=r.clipped,
+        unit=unit,
+        higher_is_better=higher_is_better,
     )
 
 
@@ -203,14 +296,21 @@ def normalize(
     baseline: np.ndarray,
     higher_is_better: bool,
     resolutions: Resolutions = (None, None),
+    difference: bool = False,
+    unit: str = "",
 ) -> Normalized:
     """Compare a series with the baseline's series: ratio of means, % of native, intervals;
-    ``resolutions``: of the baseline's mean and of the series' (``stats.fieller``)."""
-    return from_ratio(ratio(baseline, values, resolutions=resolutions), higher_is_better)
+    ``resolutions``: of the baseline's mean and of the series' (``stats.fieller``);
+    ``difference``: a signed figure, set against the baseline by mean(value) − mean(baseline)."""
+    r = ratio(baseline, values, resolutions=resolutions, difference=difference)
+    return from_ratio(r, higher_is_better, unit)
 
 
-def reference(n: int) -> Normalized:
-    """The baseline's own figure: 100% of itself, exactly, by definition: no interval (bounds
-    of 100 would read as an interval of zero width, a precision nothing measured)."""
+def reference(n: int, signed: bool = False, unit: str = "") -> Normalized:
+    """The baseline's own figure: 100% of itself (a signed figure: 0 from itself), exactly, by
+    definition: no interval (bounds of 100 would read as an interval of zero width, a precision
+    nothing measured)."""
     nan = math.nan
-    return Normalized(1.0, nan, nan, 100.0, nan, nan, nan, n, n, reference=True)
+    return Normalized(
+        1.0, nan, nan, 100.0, nan, nan, nan, n, n, reference=True, signed=signed, unit=unit
+    )

@@ -51,7 +51,7 @@ from hvbench.analysis.model import (
     Symmetry,
     pick_baseline_cell,
 )
-from hvbench.analysis.normalize import normalize, reference
+from hvbench.analysis.normalize import normalize, reference, signed
 from hvbench.analysis.platforms import above_baseline, platform_labels, what_ran
 from hvbench.analysis.profile import platform_profiles
 from hvbench.analysis.stats import (
@@ -501,13 +501,17 @@ def _compare_to_baseline(
         return
     base_cells = [c for c in cells if c.platform == baseline]
     index = {(r.cell.id, r.name): r for r in results}
+    values: dict[str, list[np.ndarray]] = defaultdict(list)
+    for r in results:
+        values[r.name].append(r.single_values)
+    difference = {name: signed(name, *xs) for name, xs in values.items()}
     for r in results:
         pick = pick_baseline_cell(base_cells, r.cell.workload, r.cell.instances)
         base = index.get((pick.id, r.name)) if pick else None
         if base is None:
             continue
         if base is r:
-            r.vs_baseline = reference(r.single.n)
+            r.vs_baseline = reference(r.single.n, difference[r.name], r.unit)
             if r.aggregate is not None:
                 r.aggregate_vs_baseline = reference(r.aggregate.n)
         else:
@@ -516,6 +520,8 @@ def _compare_to_baseline(
                 base.single_values,
                 r.higher_is_better,
                 (base.single.resolution, r.single.resolution),
+                difference[r.name],
+                r.unit,
             )
             if r.aggregate is not None and base.aggregate is not None:
                 r.aggregate_vs_baseline = normalize(

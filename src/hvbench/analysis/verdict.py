@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from hvbench.analysis.model import COMPOSITE, MetricResult, RunAnalysis, pick_baseline_cell
-from hvbench.analysis.normalize import Normalized, normalize, span
+from hvbench.analysis.normalize import Normalized, figure, normalize, rounded
 from hvbench.analysis.platforms import auto_reason
 from hvbench.analysis.stats import (
     EQUIVALENT,
@@ -130,17 +130,19 @@ def keeps_line(a: RunAnalysis, workload: str) -> str | None:
             continue
         n_metrics = max(n_metrics, len(used))
         name = a.label(platform)
-        interval = span(v.pct_low, v.pct_high, lambda x: f"{x:.0f}", "%")
-        figure = f"{_pct(v.pct_of_native)} {interval}".strip()
+        text = " ".join(x for x in figure(v, "pct", "%") if x)
         kind = v.reading()
-        if kind in (LOSS, GAIN):
-            base = a.label(a.baseline)
-            texts.append(f"{name} {figure}" if said else f"{name} keeps {figure} of {base}")
+        base = a.label(a.baseline)
+        if kind in (LOSS, GAIN) and v.signed:
+            side = "above" if v.difference > 0 else "below"
+            texts.append(f"{name} {text.lstrip('+-')} {side} {base}")
+        elif kind in (LOSS, GAIN):
+            texts.append(f"{name} {text}" if said else f"{name} keeps {text} of {base}")
             said = True
         elif kind == INCONCLUSIVE:
             texts.append(f"{name}: {v.describe()}")
         else:
-            texts.append(f"{name} {figure}: {v.describe()}")
+            texts.append(f"{name} {text}: {v.describe()}")
     if not texts:
         return None
     names = a.metric_names(workload)
@@ -200,9 +202,9 @@ def cost_line(a: RunAnalysis, workload: str) -> str | None:
     pair = f"{dear} vs {cheap}"
     what = reading(r.low, r.high, r.tested)
     if what == GAIN:
-        interval = span(r.low, r.high, lambda x: f"{x:.2f}", "×")
+        _, low, high = rounded(r.estimate, r.low, r.high, 1.0, 2)
         return (
-            f"{workload}: the same {work} costs {dear} {times} {interval} the host CPU of "
+            f"{workload}: the same {work} costs {dear} {times} [{low}–{high}×] the host CPU of "
             f"{cheap} ({name})"
         )
     if what == NOT_TESTED:
@@ -214,9 +216,10 @@ def cost_line(a: RunAnalysis, workload: str) -> str | None:
             f"{workload}: {EQUIVALENT} in host CPU per {work} (within ±{100 * PRACTICAL:.0f}%; "
             f"{name}, {pair})"
         )
+    _, low, high = rounded(r.estimate, r.low, r.high, 1.0, 2)
     return (
         f"{workload}: host CPU per {work} {INCONCLUSIVE}: {dear} between "
-        f"{r.low:.2f}× and {r.high:.2f}× that of {cheap} ({name})"
+        f"{low}× and {high}× that of {cheap} ({name})"
     )
 
 

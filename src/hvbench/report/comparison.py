@@ -18,18 +18,12 @@ from hvbench.analysis.compare import (
     Comparison,
 )
 from hvbench.analysis.model import RunAnalysis
-from hvbench.analysis.normalize import rounded
+from hvbench.analysis.normalize import decimals_for, rounded
 from hvbench.analysis.stats import MAX_REPETITIONS, MAX_RUNS, RESOLUTION_UNKNOWN
 from hvbench.report.tables import Table, with_ci
 
 BEFORE_CORRECTION = "significant only before Holm's correction"
 ASSUMED_ONLY = "significant only at the assumed allowance"
-
-
-def _decimals(*xs: float) -> int:
-    """Decimals for a figure in its unit: about 3 significant digits of the largest."""
-    top = max((abs(x) for x in xs if math.isfinite(x)), default=0.0)
-    return 0 if top >= 100 else 1 if top >= 10 else 2 if top >= 1 else 3
 
 
 def change_text(ch: Change) -> tuple[str, str, str]:
@@ -38,7 +32,7 @@ def change_text(ch: Change) -> tuple[str, str, str]:
     unit: "+3.0 MiB"."""
     r = ch.judged.ratio
     if ch.signed:
-        d = _decimals(r.estimate, r.low, r.high)
+        d = decimals_for(r.estimate, r.low, r.high)
         texts, unit = rounded(r.estimate, r.low, r.high, 0.0, d, sign=True), f" {ch.unit}"
     else:
         texts = rounded(100 * ch.change, 100 * ch.ci_low, 100 * ch.ci_high, 0.0, 1, sign=True)

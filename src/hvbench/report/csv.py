@@ -18,7 +18,11 @@ tested and for the baseline itself, ``inf``/``-inf`` when unbounded); ``n_baseli
 baseline's repetitions; ``p_value`` Welch's test at the interval's degrees of freedom,
 ``significant`` the interval excludes 100%; ``vs_baseline`` what may be said: loss, gain, no
 significant difference (the interval within ±5%), inconclusive, not tested (fewer than 2
-repetitions on a side, or identical ones of unknown resolution), or baseline.
+repetitions on a side, or identical ones of unknown resolution), or baseline. ``ci_clipped``:
+the ratio's lower bound was raised to 0 (Fieller's set reached below 0, which a ratio of figures
+that cannot be negative cannot). A figure that can be below 0 (``memory.overhead_mib``, or any
+measured below 0) has no ratio: ``difference_from_baseline`` (mean − baseline's mean, in its
+unit) and its 95% interval (``difference_ci_low``, ``difference_ci_high``: Welch's) instead.
 """
 
 from __future__ import annotations
@@ -63,6 +67,10 @@ COLUMNS = [
     "ratio_to_baseline",
     "ratio_to_baseline_ci_low",
     "ratio_to_baseline_ci_high",
+    "difference_from_baseline",
+    "difference_ci_low",
+    "difference_ci_high",
+    "ci_clipped",
     "n_baseline",
     "p_value",
     "significant",
@@ -135,6 +143,10 @@ def render(a: RunAnalysis) -> str:
                     _f(norm.ratio) if norm else "",
                     _bound(norm.ratio_low) if norm else "",
                     _bound(norm.ratio_high) if norm else "",
+                    _f(norm.difference) if norm else "",
+                    _bound(norm.difference_low) if norm else "",
+                    _bound(norm.difference_high) if norm else "",
+                    norm.clipped if norm else "",
                     norm.n_baseline if norm else "",
                     _f(norm.p_value) if norm else "",
                     norm.significant if norm else "",

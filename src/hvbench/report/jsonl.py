@@ -10,7 +10,10 @@ its 95% interval ``pct_of_baseline_ci_low``/``_high`` (Fieller's; null when not 
 unbounded), ``n``/``n_baseline`` (repetitions on each side) and ``vs_baseline``: loss, gain, no
 significant difference (the interval within ±5%), inconclusive (null bounds: unbounded), not
 tested (fewer than 2 repetitions on a side, or identical ones of unknown resolution) or
-baseline. ``resolution`` is the smallest change of the cell's mean its measurement can show
+baseline; ``pct_of_baseline_ci_clipped`` where its lower bound was raised to 0 (a ratio of
+figures that cannot be negative), and, for a figure that can be below 0 (``memory.overhead_mib``),
+``difference_from_baseline`` in its unit with ``difference_ci_low``/``_high`` instead of a
+ratio. ``resolution`` is the smallest change of the cell's mean its measurement can show
 (null: unknown), and ``identical_repetitions`` is "below the measurement's resolution" or
 "identical repetitions: resolution unknown" where the repetitions show no spread it resolves,
 else null. Other derived figures (aggregates, per-core costs) are the CSV's business.
@@ -171,6 +174,16 @@ def _versus(r: MetricResult) -> dict:
         "pct_of_baseline": _finite(v.pct_of_native),
         "pct_of_baseline_ci_low": _finite(v.pct_low),
         "pct_of_baseline_ci_high": _finite(v.pct_high),
+        "pct_of_baseline_ci_clipped": v.clipped,
+        **(
+            {
+                "difference_from_baseline": _finite(v.difference),
+                "difference_ci_low": _finite(v.difference_low),
+                "difference_ci_high": _finite(v.difference_high),
+            }
+            if v.signed
+            else {}
+        ),
         "vs_baseline": v.reading(),
     }
 

@@ -19,7 +19,7 @@ from hvbench.analysis.model import (
     RunAnalysis,
     pick_baseline_cell,
 )
-from hvbench.analysis.normalize import Normalized, span
+from hvbench.analysis.normalize import CLIPPED, Normalized, figure
 from hvbench.analysis.stats import (
     BELOW_RESOLUTION,
     BIMODAL_LEVEL,
@@ -79,6 +79,17 @@ RESOLUTION_NOTES = {
         "against the baseline"
     ),
 }
+CLIPPED_NOTE = (
+    f"{CLIPPED} a bound at 0 (a loss's at 100): Fieller's interval of the ratio reached below 0, "
+    "which a ratio of figures that cannot be negative cannot; the interval holds the truth as "
+    "often within the ratio's possible values"
+)
+SIGNED_NOTE = (
+    "{names}: a figure that can be below 0, set against the baseline by its difference in its "
+    "unit (value − baseline, 95% Welch interval), not by a ratio: a ratio of signed figures "
+    "means nothing (−2 against −5 is 40%); no significant difference within ±5% of the "
+    "baseline's magnitude"
+)
 SUSPECT = "§"
 """Marks a figure above the baseline that cannot be a win (``MetricResult.suspect``)."""
 
@@ -146,26 +157,20 @@ def pct(x: float | None) -> str:
     return "n/a" if x is None or not math.isfinite(x) else f"{x:.0f}"
 
 
-def _two(x: float) -> str:
-    return f"{x:.2f}" if math.isfinite(x) else "n/a"
-
-
 def relative(v: Normalized, kind: str = "pct") -> str:
     """A figure against the baseline with its interval and what it allows one to say: "84
     [79–90]", "99 [97–102]†" (no significant difference), "95 [85–103]‡" (inconclusive), "11, not
-    tested (1 repetition)"; kind is pct (% of the baseline), loss (100 − that) or ratio."""
-    figure, low, high, fmt = {
-        "pct": (v.pct_of_native, v.pct_low, v.pct_high, pct),
-        "loss": (v.pct_loss, 100 - v.pct_high, 100 - v.pct_low, _two),
-        "ratio": (v.ratio, v.ratio_low, v.ratio_high, _two),
-    }[kind]
+    tested (1 repetition)"; kind is pct (% of the baseline), loss (100 − that) or ratio; a
+    signed figure's difference in its unit whatever the kind ("+3.0 MiB [+1.2–+4.8 MiB]").
+    Bounds rounded outward (``normalize.figure``)."""
+    text, interval = figure(v, kind)
     if v.reference:
-        return fmt(figure)
+        return text
     what = v.reading()
     if what == NOT_TESTED:
-        return f"{fmt(figure)}, {v.describe()}"
+        return f"{text}, {v.describe()}"
     mark = {EQUIVALENT: NOT_SIGNIFICANT, INCONCLUSIVE: INCONCLUSIVE_MARK}.get(what, "")
-    return f"{fmt(figure)} {span(low, high, fmt)}{mark}"
+    return f"{text} {interval}{mark}"
 
 
 def muted(cell: str) -> bool:
@@ -182,6 +187,8 @@ def relative_notes(cells: list[str]) -> list[str]:
         notes.append(INCONCLUSIVE_NOTE)
     if any(NOT_TESTED in c for c in cells):
         notes.append(NOT_TESTED_NOTE)
+    if any(CLIPPED in c for c in cells):
+        notes.append(CLIPPED_NOTE)
     return notes + resolution_notes(cells)
 
 
@@ -296,6 +303,14 @@ def _relative_table(
         t.rows.append([a.label(p), *cells])
     t.notes.append(note)
     t.notes.append("headline metrics only; side figures are in the report's detail tables")
+    signed = [
+        r.name
+        for row in grid
+        for i in cols
+        if (r := row[i]) is not None and (v := view(r)) is not None and v.signed
+    ]
+    if signed:
+        t.notes.append(SIGNED_NOTE.format(names=", ".join(dict.fromkeys(signed))))
     t.notes.extend(relative_notes([c for row in t.rows for c in row[1:]]))
     t.notes.extend(
         f"{SUSPECT} {p}: above {a.label(a.baseline)}, not a win: {why}"
