@@ -30,6 +30,7 @@ from hvbench.analysis.stats import (
     summarize_many,
     trends,
 )
+from hvbench.analysis.verdict import verdicts
 from hvbench.report import render, render_comparison
 from hvbench.report.markdown import render_summary
 from hvbench.report.tables import noise_table, statistics_table, values_table
@@ -184,6 +185,24 @@ def test_a_zero_sub_score_is_named_not_dropped_silently(store):
         f"tcg / cpu / 1 inst.: no {COMPOSITE} at all (its % of the baseline reads n/a): "
         "cpu.a.ops was 0 (a geometric mean cannot hold a value of 0 or less)" in a.warnings
     )
+
+
+@pytest.mark.parametrize("flags", [None, set()])
+def test_a_platform_without_a_figure_is_named_in_its_verdict_line(store, flags):
+    """A sub-score of 0 in every repetition leaves tcg no composite. Its verdict line said
+    nothing of tcg (runs with headline flags) or "tcg n/a%: not tested (0 repetitions)" (runs
+    stored before them, 3 repetitions having run); it names tcg and why now."""
+    b = RunBuilder(store)
+    native, kvm, tcg = b.cell("native", "cpu"), b.cell("kvm", "cpu"), b.cell("tcg", "cpu")
+    for rep in range(3):
+        for cell, a_ops in ((native, 100.0 + rep), (kvm, 50.0 + rep), (tcg, 0.0)):
+            b.sample(cell, rep, {"cpu.a.ops": [a_ops], "cpu.b.ops": [40.0 - rep]}, headline=flags)
+    (line,) = verdicts(analyse(store, "latest"))
+    assert line.endswith(
+        f"; tcg: left out: no {COMPOSITE} in any repetition: cpu.a.ops was 0 (a geometric mean "
+        "cannot hold a value of 0 or less)"
+    )
+    assert "not tested (0 repetitions)" not in line
 
 
 def test_a_zero_in_the_baseline_does_not_skew_every_composite(store):

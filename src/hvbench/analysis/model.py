@@ -191,6 +191,9 @@ class RunAnalysis:
     """Each ascent's result per platform (consolidation's ``sets: auto``)."""
     conditions: list[HostCondition] = field(default_factory=list)
     """The host's conditions before the run (``HostCondition.of`` its inventory)."""
+    missing: dict[tuple[str, str, int], str] = field(default_factory=dict)
+    """(platform, workload, count) -> why the cell has no headline figure at all (a composite
+    with a sub-score of 0 in every repetition), for its verdict line to say."""
 
     def label(self, platform: str) -> str:
         return self.labels.get(platform, platform)

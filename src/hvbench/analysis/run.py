@@ -154,6 +154,7 @@ def _composite_rows(
     baseline_means: dict[tuple[str, str], float],
     baseline: str | None = None,
     labels: dict[str, str] | None = None,
+    without: dict[tuple[str, str, int], str] | None = None,
 ) -> list[str]:
     """Add ``cpu.composite.score`` to every cpu cell: geometric mean of normalized sub-scores.
 
@@ -161,7 +162,8 @@ def _composite_rows(
     be normalized by); without any baseline figures for the workload, the raw sub-scores are
     used. A repetition (and instance) with a sub-score of 0 or none has no composite, for a
     geometric mean cannot hold a zero. Returns one line per such gap: which sub-score, where,
-    and why, so that no figure goes missing silently (platforms named by ``labels``).
+    and why, so that no figure goes missing silently (platforms named by ``labels``); a cell
+    left with no composite at all gets why in ``without`` (its verdict line says it).
     """
     by_cell: dict[int, list[str]] = defaultdict(list)
     for (cell_id, name), row in grouped.declared.items():
@@ -206,6 +208,14 @@ def _composite_rows(
         notes += [
             f"{where}: {_composite_gap(cell, why, at, bool(rows))}" for why, at in gaps.items()
         ]
+        if not rows and gaps and without is not None:
+            without[(cell.platform, cell.workload, cell.instances)] = (
+                f"no {COMPOSITE} in any repetition: "
+                + "; ".join(
+                    text + (" (a geometric mean cannot hold a value of 0 or less)" if zero else "")
+                    for text, zero in gaps
+                )
+            )
         if rows:
             grouped.values[(cell_id, COMPOSITE)] = np.array(rows, dtype=float)
             grouped.resolutions[(cell_id, COMPOSITE)] = np.array(row_steps, dtype=float)
@@ -248,8 +258,9 @@ def analyse(store: Store, run_id: str) -> RunAnalysis:
     rows = store.metric_rows(run.id)
     grouped = _Grouped(rows)
     labels, ran = platform_labels(cells.values())
+    without: dict[tuple[str, str, int], str] = {}
     composite_notes = _composite_rows(
-        grouped, cells, _baseline_means(grouped, cells, baseline), baseline, labels
+        grouped, cells, _baseline_means(grouped, cells, baseline), baseline, labels, without
     )
     results = _results(grouped, cells, samples)
     _compare_to_baseline(results, list(cells.values()), baseline)
@@ -285,6 +296,7 @@ def analyse(store: Store, run_id: str) -> RunAnalysis:
         profiles=platform_profiles(store.profile_functions(run.id), cells),
         densities=_densities(store.artifacts(run.id).get(ASCENT) or {}, cells, samples),
         conditions=HostCondition.of(inventory),
+        missing=without,
     )
     analysis.noise, analysis.noisy_side = _noise(analysis)
     analysis.warnings = composite_notes + _warnings(analysis)

@@ -112,6 +112,19 @@ def _resolution(rs: list[MetricResult], gm: np.ndarray) -> float | None:
     return float(np.mean(gm) * rel)
 
 
+def _no_repetition(used: list[MetricResult]) -> str:
+    """Why no repetition has a figure over several headline metrics: one of them was never
+    above 0, which a geometric mean cannot hold, or they were measured in different ones."""
+    never = [r.name for r in used if not (r.single_values > 0).any()]
+    if never:
+        were = "was" if len(never) == 1 else "were"
+        return (
+            f"{', '.join(never)} {were} 0 or less in every repetition (a geometric mean cannot "
+            "hold it)"
+        )
+    return "no repetition in which all of its headline figures were measured above 0"
+
+
 def keeps_line(a: RunAnalysis, workload: str) -> str | None:
     """ "disk: kvm-virtio keeps 92% [90–94%] of native; emulated 41% [39–43%]; uml: not tested
     (1 repetition)", over the workload's headline metrics (``combined``)."""
@@ -126,10 +139,16 @@ def keeps_line(a: RunAnalysis, workload: str) -> str | None:
             continue
         used = [r for r in _headlines(rs) if r.vs_baseline is not None]
         v = combined(a, workload, used) if used else None
+        name = a.label(platform)
+        why = a.missing.get((platform, workload, count))
+        if why is None and v is not None and v.n == 0:
+            why = _no_repetition(used)
+        if why is not None:
+            texts.append(f"{name}: left out: {why}")
+            continue
         if v is None:
             continue
         n_metrics = max(n_metrics, len(used))
-        name = a.label(platform)
         text = " ".join(x for x in figure(v, "pct", "%") if x)
         kind = v.reading()
         base = a.label(a.baseline)
