@@ -264,8 +264,7 @@ def analyse(store: Store, run_id: str) -> RunAnalysis:
     )
     results = _results(grouped, cells, samples)
     _compare_to_baseline(results, list(cells.values()), baseline)
-    for r in results:
-        r.suspect = above_baseline(r)
+    above_baseline(results)
     scaling(results)
     _trends(results)
     analysis = RunAnalysis(
