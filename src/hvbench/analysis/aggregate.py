@@ -27,7 +27,8 @@ STARVED_RATIO = 0.7
 repetition (above 1/0.7 of it for lower-is-better metrics) is behind in that repetition; behind
 in more than half of them, it is starved. Measured by simulation on clean cells (instances
 spread normally): no false alarm at a CV of 5% across instances, ≤ 2% at 10% with one
-repetition and ≤ 0.1% from three; one instance of four at 0.4× is found every time."""
+repetition and ≤ 0.1% from three; one instance of four at 0.4× is found every time, and so is
+a different one at 0.4× in each repetition (``Series.rotating``)."""
 
 
 def is_throughput(unit: str, higher_is_better: bool) -> bool:
@@ -65,12 +66,10 @@ class Series:
         cv = cv[np.isfinite(cv)]
         return float(np.mean(cv)) if len(cv) else math.nan
 
-    def starved(self, higher_is_better: bool) -> dict[int, Starved]:
-        """The instances behind the others (< ``STARVED_RATIO`` of their median) in more than
-        half of the repetitions where they had others to compare with."""
+    def _shares(self, higher_is_better: bool) -> tuple[np.ndarray, np.ndarray]:
+        """(repetition × instance) each value / the median of the other instances of its
+        repetition (inverted for ↓ metrics), and where that is defined."""
         count = len(self.instances)
-        if count < 2:
-            return {}
         others = self.table[:, [[k for k in range(count) if k != j] for j in range(count)]]
         if np.isfinite(others).all():
             peers = np.median(others, axis=2)  # (repetition × instance); nanmedian is slow
@@ -80,13 +79,34 @@ class Series:
                 peers = np.nanmedian(others, axis=2)
         with np.errstate(divide="ignore", invalid="ignore"):
             share = self.table / peers if higher_is_better else peers / self.table
+        return share, np.isfinite(self.table) & np.isfinite(peers)
+
+    def starved(self, higher_is_better: bool) -> dict[int, Starved]:
+        """The instances behind the others (< ``STARVED_RATIO`` of their median) in more than
+        half of the repetitions where they had others to compare with."""
+        if len(self.instances) < 2:
+            return {}
+        share, valid = self._shares(higher_is_better)
         out = {}
         for j, inst in enumerate(self.instances):
-            mine = share[:, j][np.isfinite(self.table[:, j]) & np.isfinite(peers[:, j])]
+            mine = share[:, j][valid[:, j]]
             behind = int(np.sum(mine < STARVED_RATIO))
             if len(mine) and behind > len(mine) / 2:
                 out[int(inst)] = Starved(float(np.median(mine)), behind, len(mine))
         return out
+
+    def rotating(self, higher_is_better: bool) -> tuple[int, int] | None:
+        """(repetitions with an instance behind the others, repetitions compared) where that
+        is more than half of them, from 2, but no one instance is behind in most (``starved``):
+        a different instance starved in each repetition, as a scheduler that rotates its victim
+        does, which neither the mean per instance nor ``starved`` shows. None otherwise."""
+        if len(self.instances) < 2 or self.starved(higher_is_better):
+            return None
+        share, valid = self._shares(higher_is_better)
+        compared = valid.any(axis=1)
+        behind = int(np.sum(((share < STARVED_RATIO) & valid).any(axis=1)))
+        of = int(compared.sum())
+        return (behind, of) if of >= 2 and behind > of / 2 else None
 
 
 def series(triples: np.ndarray, instances: int) -> Series:

@@ -76,6 +76,9 @@ class MetricResult:
     trend: Trend | None = None
     """Its repetitions against the order they ran in, for headline figures from
     ``stats.TREND_MIN_N`` repetitions (Holm over the run's); None where not tested."""
+    rotating: tuple[int, int] | None = None
+    """(repetitions, of) in which some instance, a different one, was far behind the others
+    (``Series.rotating``); None where that is not most of them, or one instance is starved."""
 
 
 @dataclass

@@ -39,7 +39,14 @@ from datetime import datetime
 import numpy as np
 import yaml
 
-from hvbench.analysis.aggregate import Series, is_throughput, overcommit, scaling, series
+from hvbench.analysis.aggregate import (
+    STARVED_RATIO,
+    Series,
+    is_throughput,
+    overcommit,
+    scaling,
+    series,
+)
 from hvbench.analysis.cost import ASCENT, Density, HostCpu, density, host_cpu_of
 from hvbench.analysis.model import (
     COMPOSITE,
@@ -437,6 +444,7 @@ def _results(
                 overcommit=overcommit(samples.states[cid]),
                 per_core_values=per_core if len(per_core) else None,
                 per_core=next(summaries) if len(per_core) else None,
+                rotating=ser.rotating(hib),
             )
         )
     results.sort(key=lambda r: (r.cell.id, r.name != COMPOSITE))  # stable: tool order
@@ -705,6 +713,15 @@ def _warnings(a: RunAnalysis) -> list[str]:
                 f"{_where(a, r)}: instance {inst} is starved: {ratio} the other instances' median "
                 f"in {st.behind} of {st.of} repetitions (CV across instances "
                 f"{100 * r.instance_cv:.0f}%); the mean per instance hides it"
+            )
+        if r.rotating is not None:
+            behind, of = r.rotating
+            out.append(
+                f"{_where(a, r)}: an instance is starved in {behind} of {of} repetitions, not "
+                f"the same one in most (below {STARVED_RATIO}× the other instances' median; "
+                f"CV across instances {100 * r.instance_cv:.0f}%); the mean per instance hides "
+                "it: look for what the host gives one guest at a time (CPU pinning, an "
+                "interrupt's CPU, a scheduler's victim)"
             )
     for cell, rep, error in a.failed:
         out.append(f"{_cell_where(a, cell)}: repetition {rep} failed: {error}")
