@@ -124,10 +124,6 @@ class Allowance:
         is assumed; None where it is measured or given."""
         return None if workload in self.workloads else self.alarm
 
-    @property
-    def measured(self) -> bool:
-        return bool(self.workloads)
-
 
 @dataclass(frozen=True)
 class Judged:
@@ -244,10 +240,10 @@ def judge_family(
         judge(r, p, hib, alpha, threshold)
         for r, p, hib in zip(rs, adjusted, higher_is_better, strict=True)
     ]
-    alarms = [alarm] * k if alarm is None or np.isscalar(alarm) else list(alarm)  # type: ignore[arg-type]
+    allow = np.broadcast_to(np.asarray(allowance, dtype=float), (k,))
+    alarms = list(alarm) if isinstance(alarm, Sequence) else [alarm] * k
     assumed_only = [False] * k
     if any(x is not None for x in alarms):
-        allow = np.broadcast_to(np.asarray(allowance, dtype=float), (k,))
         strict = [allow[i] if x is None else max(x, allow[i]) for i, x in enumerate(alarms)]
         rs_alarm = ratios(pairs, 1 - alpha, strict, resolutions, allowance_df, difference)
         held = holm([r.p_value for r in rs_alarm]).tolist()
@@ -255,7 +251,6 @@ def judge_family(
             if v in (REGRESSION, IMPROVEMENT) and not held[i] < alpha:
                 verdicts[i], assumed_only[i] = INCONCLUSIVE, True
     unsettled = [i for i, v in enumerate(verdicts) if v == INCONCLUSIVE]
-    allow = np.broadcast_to(np.asarray(allowance, dtype=float), (k,))
     allow_df = np.broadcast_to(np.asarray(allowance_df, dtype=float), (k,))
     steps = list(resolutions) if resolutions is not None else [(None, None)] * k
     needs: dict[int, tuple[int | None, int | None]] = {}
