@@ -229,7 +229,7 @@ def test_doctor_says_whether_the_shim_is_needed():
 STUDY = """\
 name: uml-test
 platforms:
-  uml: {driver: uml, memory: 256M, disk: {size: 256M}}
+  uml: {driver: uml, memory: 512M, disk: {size: 256M}}
 workloads:
   - {name: cpu, suite: micro, integer: {duration: 1}, float: {duration: 1}, memory: {duration: 1},
      branchy: {duration: 1}}
