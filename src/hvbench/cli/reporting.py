@@ -20,7 +20,13 @@ from hvbench.report import emit, render, render_comparison
 from hvbench.store import Store
 
 FormatOption = Annotated[
-    str, typer.Option("--format", "-f", help="md, json (JSON lines), csv or html")
+    str,
+    typer.Option(
+        "--format",
+        "-f",
+        help="md, json (JSON lines: PerfKitBenchmarker's samples), csv, html or bmf (Bencher "
+        "Metric Format)",
+    ),
 ]
 OutputOption = Annotated[
     Path | None, typer.Option("--output", "-o", help="file to write (default: stdout)")

@@ -13,7 +13,7 @@ from hvbench.analysis.compare import Comparison
 from hvbench.analysis.model import RunAnalysis
 from hvbench.analysis.run import analyse
 from hvbench.errors import HvbenchError
-from hvbench.report import csv, html, jsonl, markdown
+from hvbench.report import bmf, csv, html, jsonl, markdown
 from hvbench.store import Store
 
 EXPORTERS: dict[str, Callable[[RunAnalysis], str]] = {
@@ -21,6 +21,7 @@ EXPORTERS: dict[str, Callable[[RunAnalysis], str]] = {
     "json": jsonl.render,
     "csv": csv.render,
     "html": html.render,
+    "bmf": bmf.render,
 }
 COMPARE_EXPORTERS: dict[str, Callable[[Comparison], str]] = {
     "md": markdown.render_comparison,

@@ -1,5 +1,9 @@
-"""JSON lines: one sample per line (metric, value, unit, metadata), the shape of
-PerfKitBenchmarker's samples, so that dashboards that read those read hvbench's too.
+"""JSON lines: one sample per line, the shape of PerfKitBenchmarker's samples as its JSON
+publisher writes them with ``--collapse_labels=false`` (metric, value as a float, unit, metadata,
+timestamp in seconds since the epoch, and what its SampleCollector adds: test, product_name,
+official, owner, run_uri, sample_uri), so that dashboards that read those read hvbench's too.
+``owner`` is null (hvbench does not record who ran a study), ``official`` false, ``value`` null
+only for a figure the tool printed no number for (its text in the metadata).
 
 One line per metric of one instance in one repetition. Its metadata names what ran: ``accel``
 (kvm or tcg, pv/pvh/hvm, systrap/ptrace; null for drivers with nothing to choose), ``label``
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import json
 import math
+import uuid
 from datetime import UTC, datetime
 
 from hvbench.analysis.compare import Comparison
@@ -74,26 +79,40 @@ def render(a: RunAnalysis) -> str:
         if m.text is not None:
             meta["text"] = m.text
         lines.append(
-            json.dumps(
-                {
-                    "metric": m.name,
-                    "value": m.value,
-                    "unit": m.unit,
-                    "metadata": meta,
-                    "timestamp": _epoch(when),
-                    "run_uri": a.run_id,
-                    "test": names[m.cell_id],
-                    "product_name": "hvbench",
-                },
-                ensure_ascii=False,
-            )
+            {
+                "metric": m.name,
+                "value": m.value,
+                "unit": m.unit,
+                "metadata": meta,
+                "timestamp": _epoch(when),
+                "test": names[m.cell_id],
+            }
         )
     lines += _profile_lines(a)
     lines += _density_lines(a)
-    return "\n".join(lines) + ("\n" if lines else "")
+    return "".join(
+        json.dumps(_sample(a, i, x), ensure_ascii=False) + "\n" for i, x in enumerate(lines)
+    )
 
 
-def _density_lines(a: RunAnalysis) -> list[str]:
+def _sample(a: RunAnalysis, index: int, line: dict) -> dict:
+    """A line completed with the fields PerfKitBenchmarker's SampleCollector adds to each sample
+    (``product_name``, ``official``, ``owner``, ``run_uri``, ``sample_uri``) and a timestamp
+    (the run's start where the line has none of its own): ``sample_uri`` is derived from the run
+    and the line's place, so that the same run exports the same file."""
+    return {
+        **line,
+        "value": None if line["value"] is None else float(line["value"]),
+        "timestamp": line["timestamp"] if line["timestamp"] is not None else _epoch(a.created_at),
+        "product_name": "hvbench",
+        "official": False,
+        "owner": None,
+        "run_uri": a.run_id,
+        "sample_uri": str(uuid.uuid5(uuid.NAMESPACE_URL, f"hvbench:{a.run_id}:{index}")),
+    }
+
+
+def _density_lines(a: RunAnalysis) -> list[dict]:
     """One line per ascent and platform (``RunAnalysis.densities``): the steps held, with the
     host CPU there and why the ascent stopped."""
     lines = []
@@ -118,15 +137,13 @@ def _density_lines(a: RunAnalysis) -> list[str]:
             "unit": d.unit,
             "metadata": meta,
             "timestamp": None,
-            "run_uri": a.run_id,
             "test": d.workload_name,
-            "product_name": "hvbench",
         }
-        lines.append(json.dumps(line, ensure_ascii=False))
+        lines.append(line)
     return lines
 
 
-def _profile_lines(a: RunAnalysis) -> list[str]:
+def _profile_lines(a: RunAnalysis) -> list[dict]:
     """One line per function of each platform's profile (``RunAnalysis.profiles``)."""
     lines = []
     for p in a.profiles:
@@ -152,11 +169,9 @@ def _profile_lines(a: RunAnalysis) -> list[str]:
                 "unit": "%",
                 "metadata": meta,
                 "timestamp": None,
-                "run_uri": a.run_id,
                 "test": "profile",
-                "product_name": "hvbench",
             }
-            lines.append(json.dumps(line, ensure_ascii=False))
+            lines.append(line)
     return lines
 
 
