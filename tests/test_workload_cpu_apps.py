@@ -202,3 +202,15 @@ def test_corpus_is_deterministic_on_native():
         first, second = corpus_digest(instances[0]), corpus_digest(instances[0])
     assert first == second and len(first) == 64
     assert first != hashlib.sha256(b"").hexdigest()  # not an empty file
+
+
+def test_a_helper_cache_that_instances_would_hide_is_refused(monkeypatch):
+    """Instances mount /tmp afresh, so a helper copied there into an image is not found (a run
+    with HOME under /tmp failed every guest's sample so); refused before anything is made."""
+    from hvbench.errors import HvbenchError
+    from hvbench.workloads.helpers import static_helper
+
+    monkeypatch.setenv("HVBENCH_IMAGE_CACHE", "/tmp/hvbench-hidden-cache")
+    with pytest.raises(HvbenchError, match=r"lies under /tmp, which every instance mounts"):
+        static_helper("hvbench-clock", "clock.c")
+    assert not Path("/tmp/hvbench-hidden-cache").exists()

@@ -16,12 +16,22 @@ from pathlib import Path
 from hvbench.errors import HvbenchError
 from hvbench.guest.image import cache_root
 
+HIDDEN = (Path("/tmp"), Path("/run"), Path("/dev"))
+"""Where every instance mounts a fresh filesystem, hiding a helper copied there from the host."""
+
 
 @functools.cache
 def static_helper(name: str, source: str, *flags: str) -> Path:
     """The binary ``name`` built from ``source`` with gcc -static, built if not cached."""
     text = resources.files("hvbench.workloads").joinpath(source).read_bytes()
     out = cache_root() / f"{name}-{hashlib.sha256(text + repr(flags).encode()).hexdigest()[:16]}"
+    for hidden in HIDDEN:
+        if out.is_relative_to(hidden):
+            raise HvbenchError(
+                f"the image cache {cache_root()} lies under {hidden}, which every instance "
+                f"mounts afresh, hiding {name} there: set HVBENCH_IMAGE_CACHE (or "
+                f"XDG_CACHE_HOME, or HOME) to a directory outside {', '.join(map(str, HIDDEN))}"
+            )
     if out.exists():
         return out
     if not shutil.which("gcc"):
