@@ -10,6 +10,7 @@ import random
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -31,10 +32,11 @@ from hvbench.host.inventory import capacity as capacity_of_host
 from hvbench.report import jsonl
 from hvbench.report.tables import host_table
 from hvbench.runner import Runner
-from hvbench.store import SampleView, Store
+from hvbench.store import HostCpuReading, SampleRecord, SampleView, Store
+from hvbench.store.ascent import AscentRecord, read_ascents
 from hvbench.study import parse_study
 from hvbench.workloads import workload_class
-from hvbench.workloads.base import Ascent, Context, Outcome, ParseError
+from hvbench.workloads.base import Ascent, ClientPace, Context, Outcome, ParseError
 from hvbench.workloads.consolidation import (
     Consolidation,
     ConsolidationSettings,
@@ -66,6 +68,8 @@ def test_vegeta_latency_runs_from_each_request_due_time():
     sent = {int(r[8]): int(r[2]) / 1e9 for r in csv.reader(text.splitlines())}
     assert all(got.latencies[k] >= sent[k] - 1e-9 for k in sent)
     assert vegeta_requests((FIX / "app-vegeta.csv").read_text(), rate=2).latencies.count(None) == 0
+    late = got.sent_late  # when it was sent, from when it was due: never before
+    assert len(late) == 25 and min(late) == 0 and all(x >= 0 for x in late)
 
 
 def test_a_client_that_cannot_reach_its_server_says_why():
@@ -160,6 +164,8 @@ def test_settings_sets_roles_and_memory():
         {"sets": 0},
         {"sets": "many"},
         {"sets": 2, "max_sets": 3},
+        {"sets": 2, "ascents": 3},
+        {"sets": "auto", "ascents": 0},
         {"mix": {"app": 1}},
         bad_load,
     ):
@@ -167,7 +173,9 @@ def test_settings_sets_roles_and_memory():
             settings(**bad)
     auto = settings(sets="auto", max_sets=3)
     assert auto.instance_count() is None and post.ascent() is None
-    assert auto.ascent() == Ascent("sets", [5, 10, 15]) and "auto≤3×" in auto.label()
+    assert auto.ascent() == Ascent("sets", [5, 10, 15], 3) and "auto≤3×" in auto.label()
+    assert settings(sets="auto", ascents=5).ascent().climbs == 5
+    assert auto.quick().ascent().climbs == 1  # a smoke run climbs once
     w = Consolidation(settings(sets=1))
     assert w.misfits(5, 0, 1 << 40) == [] and w.misfits(5, 512 << 20, 1 << 40) == []
     assert "give the platform more memory" in w.misfits(5, 64 << 20, 1 << 40)[0]
@@ -227,60 +235,120 @@ def test_nfs_is_refused_on_containers_and_gvisor(driver):
     Runner.create(parse_study(study % (driver, ", instances: [5]"), "t"), Store(), quick=True)
 
 
-def _auto_study(memory: str = "") -> str:
+def _auto_study(memory: str = "", ascents: int = 3) -> str:
     platform = f"{{driver: qemu, accel: tcg, memory: {memory}}}" if memory else "{driver: native}"
     return (
         f"name: t\nplatforms:\n  p: {platform}\nworkloads:\n"
-        "  - {name: consolidation, sets: auto, max_sets: 6}\nrepetitions: 3\n"
+        f"  - {{name: consolidation, sets: auto, max_sets: 6, ascents: {ascents}}}\n"
+        "  - {name: cpu, suite: micro}\nrepetitions: 2\n"
     )
 
 
-def test_an_ascent_stops_at_the_first_step_missed_or_that_memory_cannot_hold():
-    """Seeded ascents, three repetitions each: a step is measured only below the lowest step
-    any repetition missed; the density is the steps held up to there. Memory: a guest size of
-    which one set fits this host but not two stops the ascent at 2 sets before it starts them."""
+def _step(rep: int, status: str = "ok", busy: float = 0.3) -> SampleRecord:
+    """A sample of an ascent's step, its host 2 cores ``busy`` for 10 s (clients 0.1 core)."""
+    cpu = HostCpuReading(10.0, 2, {"user": 20 * busy}, 20 * busy, [], {"user": 1.0})
+    return SampleRecord(rep, status, None, datetime.now(UTC), 10.0, {}, cpu, [], [])
+
+
+def test_each_ascent_climbs_to_its_own_first_step_missed_or_that_memory_cannot_hold():
+    """Seeded: three ascents, each one repetition of the cells (the study's two repetitions are
+    the cpu workload's), interleaved; each climbs up to the first step it missed, and only that
+    ascent stops there. A stop keeps its cause (an SLO missed, by the harness where the clients
+    fell behind, a failure) with the host's CPU and memory; the density is the spread of the
+    ascents that measured the platform. A resumed run climbs on from a failed step; a guest
+    size of which one set fits this host but not two stops every ascent at 2 sets."""
     rng = random.Random(12)
     store = Store()
-    runner = Runner.create(parse_study(_auto_study(), "t"), store, quick=True)
+    runner = Runner.create(parse_study(_auto_study(), "t"), store, quick=False)
+    groups = runner._groups(range(1, 3))
+    auto = [c for c in runner.study.cells() if c.workload_index == 0]
+    assert [c.instances for c in auto] == [5, 10, 15, 20, 25, 30]
+    assert [(g.repetition, g.count) for g in groups if g.count != 1] == [
+        (rep, 5 * k) for rep in (1, 2, 3) for k in range(1, 7)
+    ]
+    assert {g.repetition for g in groups if g.count == 1} == {1, 2}  # cpu: the study's two
     for _ in range(50):
-        runner._ascents.clear()  # a fresh ascent in the same run
-        cells = runner.study.cells()
-        assert [c.instances for c in cells] == [5, 10, 15, 20, 25, 30]
-        capacity = [rng.randint(1, 7) for _ in range(3)]  # per repetition: first step it misses
-        measured: list[tuple[int, int]] = []
+        runner._ascents.records.clear()  # fresh ascents in the same run
+        capacity = [rng.randint(1, 7) for _ in range(3)]  # per ascent: first step it misses
+        expected = []
         for rep, limit in enumerate(capacity, 1):
-            for step, cell in enumerate(cells, 1):
-                if runner._climbs(cell):
-                    measured.append((rep, step))
-                    failed = step >= limit and rng.random() < 0.3
-                    missed = None if step < limit else "an SLO missed"
-                    runner._climbed(cell, "failed" if failed else "ok", missed)
-        lowest = min(capacity)
-        for rep, limit in enumerate(capacity, 1):
-            top = min(limit, min([7, *capacity[: rep - 1]]) - 1, 6)  # an earlier stop's step
-            steps = [step for r, step in measured if r == rep]
-            assert steps == list(range(1, top + 1)), (capacity, measured)
-        [entry] = store.artifacts(runner.run_id)["ascent"].values()
-        got = density(entry, {})
-        assert got.steps == min(lowest - 1, 6) and got.unit == "sets"
-        assert got.stopped_by == ("bound" if lowest > 6 else entry["stopped_by"])
-        assert got.stopped_by in ("bound", "slo", "failed")
-    runner._ascents.clear()
-    runner._climbs(cells[0])
-    runner._climbed(cells[0], "failed", "start: no guest")
-    [key] = runner._ascents
-    assert runner._ascents[key]["stopped_by"] == "failed"
+            measured, by = [], "bound"
+            for step, cell in enumerate(auto, 1):
+                if not runner._ascents.climbs(cell, rep):
+                    continue
+                measured.append(step)
+                missed = None if step < limit else "instance 2 (app) missed its SLO"
+                failed, late = rng.random() < 0.2, rng.random() < 0.2
+                pace = ClientPace(not late, "clients fell behind" if late else "on schedule")
+                if missed:
+                    by = "failed" if failed else "harness" if late else "slo"
+                runner._ascents.climbed(
+                    cell, _step(rep, "failed" if failed else "ok"), missed, pace
+                )
+            assert measured == list(range(1, min(limit, 6) + 1)), (capacity, rep)
+            expected.append((min(limit - 1, 6), by))
+        [record] = read_ascents(store, runner.run_id).values()
+        got = density(record, {})
+        assert [(c.steps, c.stopped_by) for c in got.climbs] == expected
+        counted = [n for n, by in expected if by in ("slo", "bound")]
+        assert got.spread == ((min(counted), max(counted)) if counted else None)
+        for c in got.climbs:
+            if c.stop is not None:
+                assert c.stop.host_busy == pytest.approx(0.3) and c.stop.clients == 0.05
+                assert 0 < c.stop.memory_used < 1 and c.stop.clients_kept
+    runner._ascents.records.clear()
+    runner._ascents.climbs(auto[0], 2)
+    runner._ascents.climbed(auto[0], _step(2, "failed"), "start: no guest", None)
     resumed = Runner.resume(store, runner.run_id)  # a failed step is measured again
-    assert resumed._ascents[key]["stopped_at"] is None and resumed._climbs(cells[0])
+    assert resumed._ascents.records[f"p|{auto[0].workload}"].stops == {}
+    assert resumed._ascents.climbs(auto[0], 2)
     total = capacity_of_host()[0]
     memory = f"{total // 7 >> 20}M"  # 5 instances fit, 10 do not
-    runner = Runner.create(parse_study(_auto_study(memory), "t"), Store(), quick=True)
-    first, second, *_ = runner.study.cells()
-    assert runner._climbs(first) and not runner._climbs(second)
-    entry = runner._ascents["p|" + first.workload]
-    assert entry["stopped_by"] == "memory" and "instances × " in entry["why"]
-    runner._climbed(first, "ok", None)
-    assert density(entry, {}).steps == 1 and density(entry, {}).stopped_step == 2
+    runner = Runner.create(parse_study(_auto_study(memory, 2), "t"), Store(), quick=False)
+    first, second, *_ = (c for c in runner.study.cells() if c.workload_index == 0)
+    for rep in (1, 2):
+        assert runner._ascents.climbs(first, rep) and not runner._ascents.climbs(second, rep)
+        runner._ascents.climbed(first, _step(rep), None, None)
+    [record] = runner._ascents.records.values()
+    assert {k: (s.by, s.count) for k, s in record.stops.items()} == {
+        1: ("memory", 10),
+        2: ("memory", 10),
+    }
+    assert "instances × " in record.stops[1].why
+    got = density(record, {})
+    assert got.spread == (1, 1) and [c.stopped_step for c in got.climbs] == [2, 2]
+
+
+def test_an_ascent_recorded_before_ascents_were_kept_apart_reads_as_one():
+    """A run from before: one entry for all its repetitions."""
+    old = {"platform": "p", "workload": "w", "workload_name": "consolidation", "unit": "sets",
+           "steps": [5, 10, 15], "held": [5, 10], "stopped_at": 15, "stopped_by": "slo",
+           "why": "instance 7 (app) missed its SLO"}  # fmt: skip
+    got = density(AscentRecord.from_json(old), {})
+    [climb] = got.climbs
+    assert (climb.steps, climb.stopped_by, climb.stopped_step) == (2, "slo", 3)
+    assert climb.stop.why == old["why"] and climb.stop.host_busy is None
+    again = AscentRecord.from_json(AscentRecord.from_json(old).to_json())
+    assert again == AscentRecord.from_json(old)
+
+
+def test_pace_tells_a_client_that_fell_behind_from_one_on_schedule():
+    """An app client that sent its requests 150 ms late (p95) took most of its 200 ms budget:
+    the harness's limit; 2 ms late is on schedule; imap's client logs no send time."""
+    w = Consolidation(settings(sets="auto"))
+
+    def outcome(role: str, late_s: float) -> Outcome:
+        got = Requests([0.01] * 20, "", [late_s] * 20 if role != "imap" else [])
+        return Outcome(metrics=role_metrics(role, got, 2, w.settings.role_load(role), 0.1))
+
+    on_time = w.pace([outcome("web", 0.002), outcome("imap", 0), outcome("app", 0.002)])
+    assert on_time == ClientPace(
+        True, "clients on schedule: send lag p95 at most 2.0 ms; clients at most 10% of a core"
+    )
+    behind = w.pace([outcome("web", 0.002), outcome("imap", 0), outcome("app", 0.15)])
+    assert behind is not None and not behind.kept
+    assert "instance 2 (app) sent 150 ms late (p95; limit 200)" in behind.line
+    assert w.pace([outcome("imap", 0)]) is None
 
 
 def test_missed_names_the_role_its_p95_and_its_failures():

@@ -6,9 +6,8 @@ platform are started once per (repetition, platform, instance count) and every w
 study runs in them before they are stopped.
 
 An ascent (consolidation's ``sets: auto``) is planned as every other count, 1 to ``max_sets``
-sets; the runner only skips the steps at or past the first one a sample did not hold, or that
-the host's memory cannot hold, kept in the run's artifact ``ascent`` so that a resumed run skips
-them too.
+sets, its cells repeated once per climb; the runner drives it (``hvbench.ascent``): it measures
+only the steps the ascent says a climb still climbs, and tells it each sample.
 """
 
 from __future__ import annotations
@@ -32,9 +31,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from hvbench import __version__
-from hvbench.analysis.cost import ASCENT
 from hvbench.analysis.run import cell_info, headline_singles
 from hvbench.analysis.stats import needs_more
+from hvbench.ascent import Ascents
 from hvbench.drivers import driver_class
 from hvbench.drivers.base import START_TIMEOUT_S, Driver, Instance, Needs, start_allowance
 from hvbench.drivers.native import NativeDriver, NativeSettings
@@ -55,7 +54,14 @@ from hvbench.store import (
     Store,
 )
 from hvbench.study import Cell, Study, parse_study
-from hvbench.workloads.base import Context, GroupStart, Outcome, Workload, WorkloadSettings
+from hvbench.workloads.base import (
+    ClientPace,
+    Context,
+    GroupStart,
+    Outcome,
+    Workload,
+    WorkloadSettings,
+)
 
 CALIBRATION = "calibration"
 """The artifact that holds the settings calibration chose, by workload index."""
@@ -179,8 +185,7 @@ class Runner:
         self.failed = 0
         self._network: RunNetwork | None = None
         """The run's network, made when ``run`` starts (it claims host resources)."""
-        self._ascents: dict[str, dict] = store.artifacts(run_id).get(ASCENT) or {}
-        """The artifact ``ascent``, as the run goes."""
+        self._ascents = Ascents(study, store, run_id)
 
     # entry points ----------------------------------------------------------------------
 
@@ -218,11 +223,7 @@ class Runner:
         study = parse_study(run.study_text, f"{run.study_source} (stored with run {run.id})")
         quick = bool(run.options.get("quick"))
         store.delete_failed(run.id)
-        ascents = store.artifacts(run.id).get(ASCENT) or {}
-        for entry in ascents.values():
-            if entry["stopped_by"] == "failed":  # its step is measured again, as failed samples
-                entry.update(stopped_at=None, stopped_by=None, why="")
-        store.add_artifact(run.id, ASCENT, ascents, replace=True)
+        Ascents.resumed(store, run.id)
         store.set_run_status(run.id, "running")
         return cls(study.quickened() if quick else study, store, run.id, quick, **kw)
 
@@ -249,11 +250,14 @@ class Runner:
 
     def _groups(self, reps: range, wanted: set[str] | None = None) -> list[Group]:
         """The groups with cells still to measure, in interleaved order; ``wanted`` restricts
-        to those cell keys."""
+        to those cell keys. An ascent's cells are measured once per climb instead of in
+        ``reps``."""
         done = self.store.done(self.run_id)
         cells = [c for c in self.study.cells() if wanted is None or c.key in wanted]
+        climbs = {c.key: self._ascents.repetitions(c) for c in cells}
+        last = max([reps.stop - 1, *(k for k in climbs.values() if k is not None)])
         groups = []
-        for rep in reps:
+        for rep in range(reps.start, last + 1):
             for platform in self.study.platforms:
                 for count in self.study.counts(platform):
                     todo = [
@@ -262,6 +266,7 @@ class Runner:
                         if c.platform == platform
                         and c.instances == count
                         and (c.key, rep) not in done
+                        and (rep in reps if climbs[c.key] is None else rep <= climbs[c.key])
                     ]
                     if todo:
                         groups.append(Group(rep, platform, count, todo))
@@ -370,7 +375,8 @@ class Runner:
         remaining = sum(estimates[c.key] for g in groups for c in g.cells)
         done = 0
         for whole in groups:
-            group = replace(whole, cells=[c for c in whole.cells if self._climbs(c)])
+            climbing = [c for c in whole.cells if self._ascents.climbs(c, whole.repetition)]
+            group = replace(whole, cells=climbing)
             skipped = [estimates[c.key] for c in whole.cells if c not in group.cells]
             total, remaining = total - len(skipped), remaining - sum(skipped)
             if not group.cells:
@@ -383,9 +389,9 @@ class Runner:
                 platform, settings, needs, ledger, self._network, workdir / platform
             )
             (workdir / platform).mkdir(exist_ok=True)
-            for cell, record, missed in self._group(driver, group):
+            for cell, record, missed, pace in self._group(driver, group):
                 self.store.add_sample(self._cell_id(cell, driver), record)
-                self._climbed(cell, record.status, missed)
+                self._ascents.climbed(cell, record, missed, pace)
                 if record.status != "ok":
                     self.failed += 1
                 done += 1
@@ -396,60 +402,6 @@ class Runner:
                     )
                 )
         return True
-
-    def _ascent(self, cell: Cell) -> dict | None:
-        """The cell's entry in the artifact ``ascent``, made at its first step; None where its
-        workload does not ascend."""
-        settings = self.study.workloads[cell.workload_index]
-        ascent = settings.ascent()
-        if ascent is None:
-            return None
-        key = f"{cell.platform}|{cell.workload}"
-        return self._ascents.setdefault(
-            key,
-            {
-                "platform": cell.platform,
-                "workload": cell.workload,
-                "workload_name": settings.name,
-                "unit": ascent.unit,
-                "steps": ascent.counts,
-                "held": [],
-                "stopped_at": None,
-                "stopped_by": None,
-                "why": "",
-            },
-        )
-
-    def _climbs(self, cell: Cell) -> bool:
-        """Whether to measure the cell: not a step of an ascent at or past where it stopped,
-        nor one this host's memory cannot hold (that stops the ascent there)."""
-        entry = self._ascent(cell)
-        if entry is None:
-            return True
-        if entry["stopped_at"] is not None and cell.instances >= entry["stopped_at"]:
-            return False
-        misfits = self.study.misfits_at(cell.platform, cell.instances, *inventory.capacity())
-        if misfits:
-            self._stop(entry, cell.instances, "memory", misfits[0])
-        return not misfits
-
-    def _climbed(self, cell: Cell, status: str, missed: str | None) -> None:
-        """Note an ascent's step: held, or where the ascent stops (a failed sample, an SLO
-        missed)."""
-        entry = self._ascent(cell)
-        if entry is None:
-            return
-        if missed is None:
-            entry["held"] = sorted({*entry["held"], cell.instances})
-            self.store.add_artifact(self.run_id, ASCENT, self._ascents, replace=True)
-        else:
-            self._stop(entry, cell.instances, "slo" if status == "ok" else "failed", missed)
-
-    def _stop(self, entry: dict, count: int, by: str, why: str) -> None:
-        """End an ascent at ``count`` (the lowest step stopped at, over repetitions)."""
-        if entry["stopped_at"] is None or count < entry["stopped_at"]:
-            entry.update(stopped_at=count, stopped_by=by, why=why)
-        self.store.add_artifact(self.run_id, ASCENT, self._ascents, replace=True)
 
     def _cell_id(self, cell: Cell, driver: Driver) -> int:
         settings = self.study.workloads[cell.workload_index]
@@ -478,11 +430,12 @@ class Runner:
 
     def _group(
         self, driver: Driver, group: Group
-    ) -> Iterator[tuple[Cell, SampleRecord, str | None]]:
+    ) -> Iterator[tuple[Cell, SampleRecord, str | None, ClientPace | None]]:
         """Start the instances once, sample every cell in them, stop them; each sample with
-        why it did not hold (``_sample``). A cell whose sample killed an instance is followed by
-        a fresh start; if starting fails, the group's remaining cells fail with that error
-        rather than waiting for a start each."""
+        why it did not hold and its clients' pace (``_sample``), its instances still up. A
+        cell whose sample killed an instance is followed by a fresh start; if starting fails,
+        the group's remaining cells fail with that error rather than waiting for a start
+        each."""
         rep, cells = group.repetition, group.cells
         instances: list[Instance] | None = None
         retried: str | None = None
@@ -495,10 +448,10 @@ class Runner:
                     except (InstanceError, HvbenchError) as e:
                         for rest in cells[i:]:
                             error = f"start: {_one_line(e)}"
-                            yield rest, self._failed(rep, started, t0, error), error
+                            yield rest, self._failed(rep, started, t0, error), error, None
                         return
                 with self._profiler.window() as profile:
-                    record, missed = self._sample(
+                    record, missed, pace = self._sample(
                         self.study.workload(cell.workload_index),
                         driver,
                         instances,
@@ -509,7 +462,7 @@ class Runner:
                 if retried:
                     record.platform_state["start_retried_after"] = retried
                     retried = None
-                yield cell, record, missed
+                yield cell, record, missed, pace
                 if not all(inst.alive() for inst in instances):
                     driver.stop(instances)
                     instances = None
@@ -562,14 +515,14 @@ class Runner:
         rep: int,
         start: GroupStart,
         profile: Window,
-    ) -> tuple[SampleRecord, str | None]:
-        """One sample through ``run_sample``, as its record, with why it did not hold: its
-        error, or the load its workload says it missed (None: held)."""
+    ) -> tuple[SampleRecord, str | None, ClientPace | None]:
+        """One sample through ``run_sample``, as its record, with why it did not hold (its
+        error, or the load its workload says it missed; None: held) and its clients' pace."""
         assert self._network is not None, "samples run inside run()"
         source = driver.host_cpu_source()
         run = run_sample(workload, instances, self._network, self.quick, start, source, profile)
         record = _record(rep, run, instances, source.cores)
-        return record, run.error or workload.missed(run.outcomes)
+        return record, run.error or workload.missed(run.outcomes), workload.pace(run.outcomes)
 
 
 def calibrate(workload: Workload, instance: Instance, network: RunNetwork) -> WorkloadSettings:

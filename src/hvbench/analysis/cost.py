@@ -15,6 +15,7 @@ import numpy as np
 
 from hvbench.analysis.stats import Summary
 from hvbench.store import HostCpuReading
+from hvbench.store.ascent import AscentRecord, AscentStop
 
 if TYPE_CHECKING:
     from hvbench.analysis.model import MetricResult  # model imports this module
@@ -22,10 +23,6 @@ if TYPE_CHECKING:
 NOISY_STEAL = 0.05
 """Steal time above this share of the host's CPU, in any repetition, makes a cell's host
 noisy (one repetition in five with 20% steal averages to 4%: the average would hide it)."""
-ASCENT = "ascent"
-"""The run's artifact of ascents (``workloads.base.Ascent``): per "platform|workload", the
-steps held and where and why the ascent stopped; the runner writes it as it goes and reads it
-back on resume, ``density`` reads it."""
 HOST_STATES = ("user", "nice", "system", "iowait", "irq", "softirq", "steal", "guest")
 WORK_UNITS = {
     "KiB/s": ("GiB", 2**20),
@@ -172,47 +169,91 @@ def work_cost(unit: str, per_core: Summary) -> WorkCost | None:
     )
 
 
+FAR_FROM_BUSY = 0.5
+"""A host whose CPU (the clients' included) and memory were both below this share at a stop
+was far from busy: the limit was not the platform's CPU or memory."""
+COUNTED = ("slo", "memory", "bound")
+"""How an ascent ends when it measured the platform: an SLO missed with the clients on time,
+the host's memory, or every step held. A failure, the harness (its clients fell behind) and an
+interrupted run say nothing of the platform's density."""
+
+
+@dataclass(frozen=True)
+class Climb:
+    """One ascent of a platform: the steps it held one after the other from the first."""
+
+    number: int
+    steps: int
+    """Steps held, 0 where not even the first was."""
+    stopped_by: str
+    """slo, harness, failed, memory, bound (every step held) or unfinished."""
+    stop: AscentStop | None
+    """Where and why it stopped, with the host and the clients there (None: bound or
+    unfinished)."""
+    stopped_step: int | None
+    """The step it stopped at (None: bound or unfinished)."""
+
+    @property
+    def counted(self) -> bool:
+        """Whether it measured the platform's density (``COUNTED``)."""
+        return self.stopped_by in COUNTED
+
+
 @dataclass(frozen=True)
 class Density:
-    """How far an ascent (consolidation's ``sets: auto``) climbed on one platform: the most
-    steps held one after the other from the first, and the host CPU there."""
+    """How far an ascent (consolidation's ``sets: auto``) climbed on one platform, over its
+    climbs: the steps each held, their spread, and the host CPU where they held."""
 
     platform: str
     workload: str
     workload_name: str
     unit: str
     """What a step is ("sets")."""
-    steps: int
-    """Steps held, 0 where not even the first was."""
-    instances: int
-    """Instances at the last step held (0 if none)."""
-    host_cpu: HostCpu | None
-    """The host CPU at the last step held (the clients' left out)."""
-    stopped_by: str
-    """slo, failed, memory (the next step would not fit), bound (every step held) or
-    unfinished (an interrupted run)."""
-    stopped_step: int | None
-    """The step the ascent stopped at (None: bound or unfinished)."""
-    why: str
+    climbs: list[Climb]
+    counts: list[int]
+    """Instances at step 1, 2, ..."""
+    host_cpu: dict[int, HostCpu | None]
+    """The host CPU of the ascent's cells by instance count (the clients' left out)."""
+
+    @property
+    def counted(self) -> list[Climb]:
+        return [c for c in self.climbs if c.counted]
+
+    @property
+    def steps(self) -> int | None:
+        """The median of the counted climbs' steps (the lower one of two); None: none
+        counted."""
+        held = sorted(c.steps for c in self.counted)
+        return held[(len(held) - 1) // 2] if held else None
+
+    @property
+    def spread(self) -> tuple[int, int] | None:
+        """The fewest and the most steps a counted climb held."""
+        held = [c.steps for c in self.counted]
+        return (min(held), max(held)) if held else None
+
+    def instances(self, steps: int | None) -> int:
+        return self.counts[steps - 1] if steps else 0
+
+    def cpu_at(self, steps: int | None) -> HostCpu | None:
+        return self.host_cpu.get(self.counts[steps - 1]) if steps else None
 
 
-def density(entry: dict, host_cpu: dict[int, HostCpu | None]) -> Density:
-    """An ascent's density from the runner's record of it (artifact ``ascent``: the steps, the
-    instance counts held, where and why it stopped) and the host CPU of its cells by instance
-    count. Only steps below the stop count: a repetition may have missed lower than another."""
-    steps, stop = list(entry["steps"]), entry["stopped_at"]
-    held = {n for n in entry["held"] if stop is None or n < stop}
-    n = next((i for i, count in enumerate(steps) if count not in held), len(steps))
-    by = entry["stopped_by"] or ("bound" if n == len(steps) else "unfinished")
+def density(record: AscentRecord, host_cpu: dict[int, HostCpu | None]) -> Density:
+    """An ascent's density from its record (``store.ascent``) and the host CPU of its cells by
+    instance count. Each climb counts the steps it held below where it stopped."""
+    steps = list(record.steps)
+    climbs = []
+    for k in range(1, max([record.climbs, *record.held, *record.stops]) + 1):
+        stop = record.stops.get(k)
+        held = {n for n in record.held.get(k, []) if stop is None or n < stop.count}
+        n = next((i for i, count in enumerate(steps) if count not in held), len(steps))
+        if stop is not None:
+            by, at = stop.by, steps.index(stop.count) + 1 if stop.count in steps else None
+        else:
+            by, at = ("bound" if n == len(steps) else "unfinished"), None
+        climbs.append(Climb(k, n, by, stop, at))
     return Density(
-        platform=entry["platform"],
-        workload=entry["workload"],
-        workload_name=entry["workload_name"],
-        unit=entry["unit"],
-        steps=n,
-        instances=steps[n - 1] if n else 0,
-        host_cpu=host_cpu.get(steps[n - 1]) if n else None,
-        stopped_by=by,
-        stopped_step=steps.index(stop) + 1 if stop in steps else None,
-        why=entry["why"],
-    )
+        record.platform, record.workload, record.workload_name, record.unit, climbs, steps,
+        host_cpu,
+    )  # fmt: skip

@@ -47,7 +47,7 @@ from hvbench.analysis.aggregate import (
     scaling,
     series,
 )
-from hvbench.analysis.cost import ASCENT, Density, HostCpu, density, host_cpu_of
+from hvbench.analysis.cost import Density, HostCpu, density, host_cpu_of
 from hvbench.analysis.model import (
     COMPOSITE,
     CellInfo,
@@ -76,6 +76,7 @@ from hvbench.analysis.stats import (
 )
 from hvbench.errors import HvbenchError
 from hvbench.store import CellView, MetricView, Store
+from hvbench.store.ascent import AscentRecord, read_ascents
 
 
 def cell_info(c: CellView) -> CellInfo:
@@ -300,7 +301,7 @@ def analyse(store: Store, run_id: str) -> RunAnalysis:
         labels=labels,
         ran=ran,
         profiles=platform_profiles(store.profile_functions(run.id), cells),
-        densities=_densities(store.artifacts(run.id).get(ASCENT) or {}, cells, samples),
+        densities=_densities(read_ascents(store, run.id), cells, samples),
         conditions=HostCondition.of(inventory),
         missing=without,
     )
@@ -309,18 +310,20 @@ def analyse(store: Store, run_id: str) -> RunAnalysis:
     return analysis
 
 
-def _densities(ascents: dict, cells: dict[int, CellInfo], samples: _Samples) -> list[Density]:
+def _densities(
+    ascents: dict[str, AscentRecord], cells: dict[int, CellInfo], samples: _Samples
+) -> list[Density]:
     """Each ascent's density, with the host CPU of its cells by instance count."""
     return [
         density(
-            entry,
+            record,
             {
                 c.instances: samples.host_cpu.get(c.id)
                 for c in cells.values()
-                if (c.platform, c.workload) == (entry["platform"], entry["workload"])
+                if (c.platform, c.workload) == (record.platform, record.workload)
             },
         )
-        for entry in ascents.values()
+        for record in ascents.values()
     ]
 
 

@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 
+from hvbench.analysis.cost import FAR_FROM_BUSY, Climb, Density
 from hvbench.analysis.model import COMPOSITE, MetricResult, RunAnalysis, pick_baseline_cell
 from hvbench.analysis.normalize import Normalized, figure, normalize, rounded
 from hvbench.analysis.platforms import auto_reason
@@ -28,6 +29,7 @@ from hvbench.analysis.stats import (
     ratio,
     reading,
 )
+from hvbench.store.ascent import AscentStop
 
 DENSITY = "memory.density_instances"
 OVERHEAD = "memory.overhead_mib"
@@ -319,22 +321,88 @@ def density_line(a: RunAnalysis, workload: str) -> str | None:
     )
 
 
+def stop_cause(stop: AscentStop) -> str:
+    """Why an ascent stopped, with the host and the clients at that step: "slo: instance 7
+    (app) missed its SLO: ...; host CPU 36% (clients 3%), memory 41%: far from busy, so the
+    limit was not the platform's CPU or memory; clients on schedule: ..."."""
+    parts = [f"{stop.by}: {stop.why}"]
+    if stop.host_busy is not None and stop.memory_used is not None:
+        cpu = stop.host_busy + (stop.clients or 0.0)
+        clients = f" (clients {100 * stop.clients:.0f}%)" if stop.clients else ""
+        host = f"host CPU {100 * cpu:.0f}%{clients}, memory {100 * stop.memory_used:.0f}%"
+        if stop.by in ("slo", "harness") and max(cpu, stop.memory_used) < FAR_FROM_BUSY:
+            host += ": far from busy, so the limit was not the platform's CPU or memory"
+        parts.append(host)
+    if stop.clients_kept:
+        parts.append(stop.clients_kept)
+    return "; ".join(parts)
+
+
+def _climb(d: Density, c: Climb) -> str:
+    """ "ascent 2 stopped at 3 sets, slo: ..." or "ascent 3 unfinished"."""
+    if c.stop is None:
+        return f"ascent {c.number} {'held every step' if c.stopped_by == 'bound' else c.stopped_by}"
+    at = f"{c.stopped_step} {d.unit}" if c.stopped_step else f"{c.stop.count} instances"
+    return f"ascent {c.number} stopped at {at}, {stop_cause(c.stop)}"
+
+
+def _held(d: Density) -> str:
+    """ "4 sets at SLO in 3 of 3 ascents" or "2–4 sets at SLO (3 ascents: 4, 4, 2)"; "no
+    density" where no ascent measured the platform (``cost.COUNTED``)."""
+    spread, n = d.spread, len(d.climbs)
+    if spread is None:
+        return f"no density: none of {n} ascent{'s' if n != 1 else ''} measured the platform"
+    low, high = spread
+    if low == high:
+        return f"{low} {d.unit} at SLO in {len(d.counted)} of {n} ascents"
+    each = ", ".join(str(c.steps) for c in d.counted)
+    return f"{low}–{high} {d.unit} at SLO ({len(d.counted)} ascents: {each})"
+
+
 def ascent_lines(a: RunAnalysis) -> list[str]:
-    """ "consolidation: kvm-virtio: 3 sets at SLO, host CPU 41.2% (stopped at 4 sets, slo:
-    instance 17 (db) missed its SLO: ...)": each platform's density, where a workload ascended
-    (``RunAnalysis.densities``)."""
+    """ "consolidation: runc: 2–4 sets at SLO (3 ascents: 4, 4, 2), host CPU 22.3% at 4 sets;
+    ascent 3 stopped at 3 sets, slo: instance 7 (app) missed ...": each platform's density over
+    its ascents, every stop with its cause, where a workload ascended
+    (``RunAnalysis.densities``); then each platform against the baseline's spread."""
     out = []
     for d in a.densities:
-        cpu = "n/a" if d.host_cpu is None else f"{100 * d.host_cpu.busy:.1f}%"
-        line = f"{a.label(d.platform)}: {d.steps} {d.unit} at SLO, host CPU {cpu}"
-        if d.stopped_step is not None:
-            line += f" (stopped at {d.stopped_step} {d.unit}, {d.stopped_by}: {d.why})"
+        line = f"{a.label(d.platform)}: {_held(d)}"
+        if d.steps:
+            cpu = d.cpu_at(d.steps)
+            busy = "n/a" if cpu is None else f"{100 * cpu.busy:.1f}%"
+            line += f", host CPU {busy} at {d.steps} {d.unit}"
+        if all(c.stopped_by == "bound" for c in d.climbs):
+            line += " (every step held: raise the bound)"
+        stops = [_climb(d, c) for c in d.climbs if c.stopped_by != "bound"]
+        out.append(f"{d.workload_name}: " + "; ".join([line, *stops]))
+    return out + _density_against_baseline(a)
+
+
+def _density_against_baseline(a: RunAnalysis) -> list[str]:
+    """ "consolidation density: runc holds fewer sets than native in every ascent (2–3 vs
+    4)", or that their spreads overlap: no difference shown."""
+    out = []
+    base = {d.workload: d for d in a.densities if d.platform == a.baseline}
+    for d in a.densities:
+        b = base.get(d.workload)
+        if b is None or d is b or b.spread is None or d.spread is None:
+            continue
+        (low, high), (b_low, b_high) = d.spread, b.spread
+        ranges = f"{_range(d.spread)} vs {_range(b.spread)} {d.unit}"
+        name, base_name = a.label(d.platform), a.label(b.platform)
+        if high < b_low:
+            said = f"{name} holds fewer {d.unit} than {base_name} in every ascent ({ranges})"
+        elif low > b_high:
+            said = f"{name} holds more {d.unit} than {base_name} in every ascent ({ranges})"
         else:
-            line += {"bound": " (every step held: raise the bound)", "unfinished": " (unfinished)"}[
-                d.stopped_by
-            ]
-        out.append(f"{d.workload_name}: {line}")
+            said = f"{name} and {base_name}: no difference shown ({ranges}: the spreads overlap)"
+        out.append(f"{d.workload_name} density: {said}")
     return out
+
+
+def _range(spread: tuple[int, int]) -> str:
+    low, high = spread
+    return str(low) if low == high else f"{low}–{high}"
 
 
 def verdicts(a: RunAnalysis) -> list[str]:

@@ -113,8 +113,9 @@ def _sample(a: RunAnalysis, index: int, line: dict) -> dict:
 
 
 def _density_lines(a: RunAnalysis) -> list[dict]:
-    """One line per ascent and platform (``RunAnalysis.densities``): the steps held, with the
-    host CPU there and why the ascent stopped."""
+    """One line per ascending workload and platform (``RunAnalysis.densities``): the median
+    of the steps its ascents held (None: no ascent measured the platform), with the host CPU
+    there, their spread, and each ascent's steps and stop with its cause."""
     lines = []
     for d in a.densities:
         meta = {
@@ -125,11 +126,20 @@ def _density_lines(a: RunAnalysis) -> list[dict]:
             "workload": d.workload,
             "baseline": a.baseline,
             "hvbench_version": a.hvbench_version,
-            "instances": d.instances,
-            "host_cpu_pct": None if d.host_cpu is None else 100 * d.host_cpu.busy,
-            "stopped_by": d.stopped_by,
-            "stopped_step": d.stopped_step,
-            "why": d.why,
+            "instances": d.instances(d.steps),
+            "host_cpu_pct": None if (cpu := d.cpu_at(d.steps)) is None else 100 * cpu.busy,
+            "spread": d.spread,
+            "ascents": [
+                {
+                    "ascent": c.number,
+                    "steps": c.steps,
+                    "counted": c.counted,
+                    "stopped_by": c.stopped_by,
+                    "stopped_step": c.stopped_step,
+                    **(c.stop.to_json() if c.stop else {}),
+                }
+                for c in d.climbs
+            ],
         }
         line = {
             "metric": f"{d.workload_name}.density_{d.unit}",

@@ -73,6 +73,19 @@ class Ascent:
     """What a step is called in the report ("sets")."""
     counts: list[int]
     """The instances at step 1, 2, ...; the last one is the ascent's upper bound."""
+    climbs: int = 1
+    """How many times it is climbed, each climb one repetition of its cells: one climb, one
+    15 s window a step, is one sample of a noisy quantity (``hvbench.ascent``)."""
+
+
+@dataclass(frozen=True)
+class ClientPace:
+    """Whether a workload's clients kept their rate in a sample (``Workload.pace``): a miss
+    whose client fell behind its own schedule is the harness's limit, not the platform's."""
+
+    kept: bool
+    line: str
+    """In one line, with the figures ("clients on schedule: send lag p95 at most 2 ms")."""
 
 
 @dataclass(frozen=True)
@@ -232,6 +245,11 @@ class Workload(ABC):
     def missed(self, outcomes: list[Outcome]) -> str | None:
         """Why a sample that ran without error did not hold its load (a role's SLO missed),
         in one line; None if it did. Ends an ascent (``WorkloadSettings.ascent``)."""
+        return None
+
+    def pace(self, outcomes: list[Outcome]) -> ClientPace | None:
+        """Whether the sample's clients kept their rate; None where it has no clients to
+        judge. Read where an ascent stops, to tell a harness limit from the platform's."""
         return None
 
     def prepare(self, instance: Instance, ctx: Context) -> None:  # noqa: B027 (optional hook)

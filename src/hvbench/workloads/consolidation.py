@@ -85,6 +85,7 @@ from hvbench.host.process import which
 from hvbench.units import format_size
 from hvbench.workloads.base import (
     Ascent,
+    ClientPace,
     Context,
     Metric,
     Outcome,
@@ -108,6 +109,9 @@ NFS_FILES = range(9, 17)
 QUICK_SECONDS = 5.0
 SATURATED = 0.9
 """A client that used this share of a core or more and missed its rate could not keep up."""
+LATE_SHARE = 0.5
+"""A client whose send lag p95 took more than this share of its role's p95 limit did not keep
+its rate: the miss is the harness's before it is the platform's (``Consolidation.pace``)."""
 START_S = 30.0
 """Generating the docroot, initdb, pgbench -i and the servers' start, for the estimate."""
 STOP_S = 120.0
@@ -350,6 +354,9 @@ class ConsolidationSettings(WorkloadSettings):
     until a role misses its SLO, the host's memory cannot hold the next set, or ``max_sets``."""
     max_sets: PositiveInt = 8
     """The upper bound of ``sets: auto``, so that a small host or a test stays bounded."""
+    ascents: PositiveInt = 3
+    """How many times ``sets: auto`` climbs, each climb one repetition of its cells (the
+    study's ``repetitions`` do not apply to them): the density is reported as their spread."""
     seconds: PositiveFloat = 300.0
     """Measured wall time of every client."""
     load: dict[Literal["web", "imap", "app", "db"], RoleLoad] = Field(default_factory=dict)
@@ -365,14 +372,14 @@ class ConsolidationSettings(WorkloadSettings):
     @model_validator(mode="before")
     @classmethod
     def _load_over_defaults(cls, data: Any) -> Any:
-        """A role's ``load`` names only what differs from DEFAULT_LOAD (``{db: {rate: 50}}``)."""
-        if isinstance(data, dict) and isinstance(data.get("load"), dict):
-            load = {
-                role: {**DEFAULT_LOAD[role].model_dump(), **given}
-                if role in DEFAULT_LOAD and isinstance(given, dict)
-                else given
-                for role, given in data["load"].items()
-            }
+        """A role's ``load`` names only what differs from DEFAULT_LOAD (``{db: {rate: 50}}``);
+        every role's load is kept, so that the cell's stored settings hold each SLO its verdict
+        sets the p95 against."""
+        if isinstance(data, dict) and isinstance(data.get("load", {}), dict):
+            load: dict[str, Any] = {role: d.model_dump() for role, d in DEFAULT_LOAD.items()}
+            for role, given in data.get("load", {}).items():
+                mine = role in DEFAULT_LOAD and isinstance(given, dict)
+                load[role] = {**load[role], **given} if mine else given
             data = {**data, "load": load}
         return data
 
@@ -384,14 +391,16 @@ class ConsolidationSettings(WorkloadSettings):
             raise ValueError("mix: app queries the db of its set; add db: 1 to the mix")
         if self.mix.get("nfs") and not self.mix.get("web"):
             raise ValueError("mix: nfs serves part of web's docroot; add web: 1 to the mix")
-        if self.sets != "auto" and "max_sets" in self.model_fields_set:
-            raise ValueError("max_sets bounds sets: auto; give sets: auto or drop max_sets")
+        for bound in ("max_sets", "ascents"):
+            if self.sets != "auto" and bound in self.model_fields_set:
+                raise ValueError(f"{bound} is for sets: auto; give sets: auto or drop {bound}")
         return self
 
     def quick(self) -> ConsolidationSettings:
         """One set of servers, however many the study names; ``sets: auto`` keeps its ascent
-        (climbing is what it measures), each step in the quick window."""
-        return self if self.sets == "auto" else self.model_copy(update={"sets": 1})
+        (climbing is what it measures), climbed once, each step in the quick window."""
+        update = {"ascents": 1} if self.sets == "auto" else {"sets": 1}
+        return self.model_copy(update=update)
 
     def instance_count(self) -> int | None:
         return None if self.sets == "auto" else self.sets * len(self.set_roles())
@@ -400,7 +409,7 @@ class ConsolidationSettings(WorkloadSettings):
         if self.sets != "auto":
             return None
         size = len(self.set_roles())
-        return Ascent("sets", [k * size for k in range(1, self.max_sets + 1)])
+        return Ascent("sets", [k * size for k in range(1, self.max_sets + 1)], self.ascents)
 
     def set_roles(self) -> list[str]:
         """One set's roles, in the order of ROLES."""
@@ -431,6 +440,9 @@ class Requests:
 
     latencies: list[float | None]
     error: str = ""
+    sent_late: list[float] = field(default_factory=list)
+    """Of each request sent, how long after it was due the client sent it (seconds): the
+    client's own lag, where the tool logs when it sent (vegeta); empty where it does not."""
 
 
 def vegeta_requests(text: str, rate: float) -> Requests:
@@ -447,12 +459,13 @@ def vegeta_requests(text: str, rate: float) -> Requests:
     start = min(ts - seq * 1e9 / rate for ts, _, _, _, seq in parsed)
     latencies: list[float | None] = [None] * (max(p[4] for p in parsed) + 1)
     error = ""
+    late = [(ts - (start + seq * 1e9 / rate)) / 1e9 for ts, _, _, _, seq in parsed]
     for ts, code, latency, err, seq in parsed:
         if 200 <= code < 300 and not err:
             latencies[seq] = (ts + latency - (start + seq * 1e9 / rate)) / 1e9
         elif not error:
             error = err or f"HTTP status {code}"
-    return Requests(latencies, error)
+    return Requests(latencies, error, late)
 
 
 def pgbench_split(due: int) -> tuple[int, int]:
@@ -556,7 +569,7 @@ def role_metrics(
     p50, p95, p99 = (percentile(ok, q) * 1000 for q in (0.50, 0.95, 0.99))
     held = rate_held(got, load)
     stem = f"consolidation.{role}"
-    return [
+    metrics = [
         Metric(f"{stem}.requests", len(ok), "count", True),
         Metric(f"{stem}.failed", due - len(ok), "count", False),
         Metric(f"{stem}.achieved_per_s", len(ok) / seconds, "requests/s", True, headline=True),
@@ -566,6 +579,10 @@ def role_metrics(
         Metric(f"{stem}.slo_met", float(held and p95 <= load.p95_ms), "0/1", True),
         Metric(f"{stem}.client_cpu_pct", 100 * client_cores, "%", False),
     ]
+    if got.sent_late:
+        lag = 1000 * percentile(sorted(got.sent_late), 0.95)
+        metrics.append(Metric(f"{stem}.send_lag_p95_ms", lag, "ms", False))
+    return metrics
 
 
 # --- the workload ------------------------------------------------------------------------
@@ -853,6 +870,35 @@ class Consolidation(ScratchWorkload):
                         f"{got[f'{stem}.failed'] + got[f'{stem}.requests']:.0f} requests failed"
                     )
         return None
+
+    def pace(self, outcomes: list[Outcome]) -> ClientPace | None:
+        """Whether the clients that log when they sent (vegeta: web and app) sent on time: one
+        whose send lag p95 took more than LATE_SHARE of its role's p95 limit did not keep its
+        rate, and a miss there is the harness's (its CPU, where the clients run) before the
+        platform's. With the clients' CPU, the largest share of a core one used."""
+        late, lags, cpu = [], [], []
+        for index, outcome in enumerate(outcomes):
+            got = {m.name: m.value for m in outcome.metrics}
+            for name, lag in got.items():
+                if not name.endswith(".send_lag_p95_ms") or lag is None:
+                    continue
+                stem = name.removesuffix(".send_lag_p95_ms")
+                role = stem.split(".")[-1]
+                limit = self.settings.role_load(role).p95_ms
+                lags.append(lag)
+                if lag > LATE_SHARE * limit:
+                    late.append(
+                        f"instance {index} ({role}) sent {lag:.0f} ms late (p95; limit {limit:g})"
+                    )
+            cpu += [v for n, v in got.items() if n.endswith(".client_cpu_pct") and v is not None]
+        if not lags:
+            return None
+        used = f"; clients at most {max(cpu):.0f}% of a core" if cpu else ""
+        if late:
+            return ClientPace(False, f"clients fell behind: {', '.join(late)}{used}")
+        return ClientPace(
+            True, f"clients on schedule: send lag p95 at most {max(lags):.1f} ms{used}"
+        )
 
     def cleanup(self, instance: Instance, ctx: Context) -> None:
         running = self._running.pop(instance.name, None)
