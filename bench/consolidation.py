@@ -7,10 +7,11 @@ without /dev/kvm; libvirt where a libvirtd answers; User-mode Linux; runc; gViso
 runner, then prints per platform the host CPU split with the clients' CPU apart, the
 consolidation post's verdict ("the same work costs ... of the host, native ...: ... more"), and
 each role's achieved rate, p95 and SLO verdict. ``--density N`` runs ``sets: auto`` up to N sets
-instead and prints per platform the most sets held at SLO, the host CPU there and why the ascent
-stopped. The host's CPU is read host-wide, as the post did, so the bench first reads it for
-``--background`` seconds with nothing of its own running and prints that share: near 0 on a
-quiet host; on a shared one, what every figure below includes.
+instead, climbed ``--ascents`` times, and prints per platform the spread of the sets held at SLO,
+the host CPU there and the cause of every stop. The host's CPU is read host-wide, as the post
+did, so the bench first reads it for ``--background`` seconds with nothing of its own running
+and prints that share: near 0 on a quiet host; on a shared one, what every figure below
+includes; the load average is printed before and after.
 
     .venv/bin/python bench/consolidation.py [--quick] [--sets 1 | --density 8] [--seconds 60]
         [--platforms native,qemu,libvirt,uml,container,gvisor]
@@ -19,6 +20,7 @@ quiet host; on a shared one, what every figure below includes.
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import time
 
@@ -62,11 +64,18 @@ def background(seconds: float) -> float:
     return 1 - idle / sum(v for f, v in spent.items() if f not in ("guest", "guest_nice"))
 
 
+def _load() -> str:
+    """The host's load average over 1, 5 and 15 minutes, as uptime prints it."""
+    return ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="5 s at the quick rates")
     parser.add_argument("--sets", type=int, default=1)
     parser.add_argument("--density", type=int, metavar="MAX_SETS", help="sets: auto up to this")
+    parser.add_argument("--ascents", type=int, default=3, help="climbs of --density (3)")
+    parser.add_argument("--db", help="a store to keep the run in (default: a temporary one)")
     parser.add_argument("--seconds", type=float, default=60)
     parser.add_argument("--background", type=float, default=15, help="seconds of the idle read")
     parser.add_argument(
@@ -75,18 +84,22 @@ def main() -> None:
         help=f"of: {', '.join(PLATFORMS)} (default: those this host runs)",
     )
     args = parser.parse_args()
-    sets = f"sets: auto, max_sets: {args.density}" if args.density else f"sets: {args.sets}"
+    sets = f"sets: {args.sets}"
+    if args.density:
+        sets = f"sets: auto, max_sets: {args.density}, ascents: {args.ascents}"
     platforms = "\n".join(f"  {p}: {PLATFORMS[p]}" for p in args.platforms.split(","))
     text = STUDY.format(platforms=platforms, sets=sets, seconds=args.seconds)
     idle_busy = background(args.background)
     print(f"host busy with nothing of this bench running: {100 * idle_busy:.1f}%", flush=True)
+    print(f"load average before: {_load()}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
-        store = Store(f"sqlite:///{tmp}/bench.db")
+        store = Store(args.db or f"sqlite:///{tmp}/bench.db")
         study = parse_study(text, "bench")
         t0 = time.monotonic()
         runner = Runner.create(study, store, quick=args.quick)
         status = runner.run()
         print(f"run {runner.run_id}: {status} in {time.monotonic() - t0:.0f} s")
+        print(f"load average after: {_load()}")
         cells = {c.id: c for c in store.cells(runner.run_id)}
         samples = store.samples(runner.run_id)
         rows = store.metric_rows(runner.run_id)
@@ -100,11 +113,12 @@ def main() -> None:
             assert h is not None
             cpu[cell.platform] = h
             split = " ".join(f"{st} {100 * h.states.get(st, 0):.1f}" for st in HOST_STATES)
-            print(f"{cell.platform} ({cell.instances} inst.): host busy {100 * h.busy:.1f}% "
+            print(f"{cell.platform} ({cell.instances} inst., rep. {s.repetition}): host busy "
+                  f"{100 * h.busy:.1f}% "
                   f"({split}); clients {100 * (h.clients or 0):.2f}% left out")  # fmt: skip
             got = {(r.instance, r.name): r.value for r in rows if r.cell_id == s.cell_id}
             for (index, name), value in sorted(got.items()):
-                if name.endswith((".achieved_per_s", ".latency_p95_ms", ".slo_met")):
+                if name.endswith((".achieved_per_s", ".latency_p95_ms", ".slo_met", "_lag_p95_ms")):
                     print(f"  instance {index} {name} {value:.4g}")
         analysis = analyse(store, runner.run_id)
         ids = {c.platform: c.id for c in cells.values()}
