@@ -13,8 +13,15 @@ import math
 
 import numpy as np
 
-from hvbench.analysis.cost import FAR_FROM_BUSY, Climb, Density
-from hvbench.analysis.model import COMPOSITE, MetricResult, RunAnalysis, pick_baseline_cell
+from hvbench.analysis import slo
+from hvbench.analysis.cost import FAR_FROM_BUSY, Climb, Density, work_shortfall
+from hvbench.analysis.model import (
+    COMPOSITE,
+    CellInfo,
+    MetricResult,
+    RunAnalysis,
+    pick_baseline_cell,
+)
 from hvbench.analysis.normalize import Normalized, figure, normalize, rounded
 from hvbench.analysis.platforms import auto_reason
 from hvbench.analysis.stats import (
@@ -175,6 +182,60 @@ def keeps_line(a: RunAnalysis, workload: str) -> str | None:
         what = headline(a, workload) or ""
     where = f"{count} instance{'s' if count > 1 else ''}" + (f", {what}" if what else "")
     return f"{workload} ({where}): " + "; ".join(texts)
+
+
+def same_work_lines(a: RunAnalysis, workload: str) -> list[str] | None:
+    """For a workload of fixed-rate clients (consolidation), the seeds' figure of merit in
+    place of ``keeps_line``: the host CPU for the same work against the baseline's, with its
+    interval, then each platform's SLOs (``slo``); None for any other workload. The achieved
+    rates only check that the work was the same (``work_shortfall``)."""
+    count = min(a.counts(workload))
+    cells = {c.platform: c for c in a.cells if c.workload == workload and c.instances == count}
+    if not slo.has_slos(a.rows, {c.id for c in cells.values()}):
+        return None
+    base = cells.get(a.baseline) if a.baseline else None
+    costs = [_same_work(a, c, base) for p, c in cells.items() if base is None or c is not base]
+    where = f"{count} instance{'s' if count > 1 else ''}"
+    levels = [f"{a.label(p)}: {slo.slo_text(slo.role_slos(a.rows, c))}" for p, c in cells.items()]
+    return [
+        f"{workload} ({where}, host CPU for the same work): " + "; ".join(costs),
+        f"{workload} SLOs (p95 of the worst instance and repetition against its limit): "
+        + "; ".join(levels),
+    ]
+
+
+def _same_work(a: RunAnalysis, cell: CellInfo, base: CellInfo | None) -> str:
+    """ "container 0.97× [0.93–1.01×] native's (10.1% of the host against 10.4%): no
+    significant difference (within ±5%)", from the host CPU of each repetition (the clients'
+    left out); that it did less work, where its rates fell short of the baseline's."""
+    name, h = a.label(cell.platform), a.host_cpu.get(cell.id)
+    if h is None:
+        return f"{name}: host CPU not measured"
+    if base is None:
+        return f"{name} {100 * h.busy:.1f}% of the host"
+    b, base_name = a.host_cpu.get(base.id), a.label(base.platform)
+    if b is None:
+        return f"{name} {100 * h.busy:.1f}% of the host ({base_name}'s not measured)"
+    short = work_shortfall(a.results, cell.id, base.id)
+    if short:
+        return (
+            f"{name} did less work than {base_name} ({', '.join(short)}): its "
+            f"{100 * h.busy:.1f}% of the host is not the cost of the same work"
+        )
+    values = np.array([h.busy_cores[r] for r in sorted(h.busy_cores)])
+    base_values = np.array([b.busy_cores[r] for r in sorted(b.busy_cores)])
+    v = normalize(values, base_values, higher_is_better=False)
+    shares = f"{100 * h.busy:.1f}% of the host against {100 * b.busy:.1f}%"
+    kind = v.reading()
+    if kind == NOT_TESTED:
+        return f"{name} {v.ratio:.2f}× {base_name}'s ({shares}): {v.describe()}"
+    est, low, high = rounded(v.ratio, v.ratio_low, v.ratio_high, 1.0, 2)
+    text = f"{name} {est}× [{low}–{high}×] {base_name}'s ({shares})"
+    return {
+        LOSS: f"{text}: more host CPU for the same work",
+        GAIN: f"{text}: less host CPU for the same work",
+        EQUIVALENT: f"{text}: {v.describe()}",
+    }.get(kind, f"{text}: {INCONCLUSIVE}")
 
 
 def symmetry_line(a: RunAnalysis, workload: str) -> str | None:
@@ -412,11 +473,14 @@ def verdicts(a: RunAnalysis) -> list[str]:
     if (line := ran_line(a)) is not None:
         out.append(line)
     for w in a.workloads():
+        same_work = same_work_lines(a, w)
+        if same_work is not None:  # the host CPU for it and the SLOs, not the fixed rates
+            out.extend(same_work)
         lines = (
-            keeps_line(a, w),
+            keeps_line(a, w) if same_work is None else None,
             suspect_line(a, w),
             symmetry_line(a, w),
-            cost_line(a, w),
+            cost_line(a, w) if same_work is None else None,
             scaling_line(a, w),
             density_line(a, w),
         )
