@@ -319,6 +319,14 @@ def test_each_ascent_climbs_to_its_own_first_step_missed_or_that_memory_cannot_h
     assert got.spread == (1, 1) and [c.stopped_step for c in got.climbs] == [2, 2]
 
 
+def test_the_estimate_counts_each_climb_of_an_ascent():
+    one, three = (parse_study(_auto_study(ascents=k), "t") for k in (1, 3))
+    auto = [c for c in three.cells() if c.workload_index == 0]
+    each = sum(three.sample_seconds(c, False, False) for c in auto)
+    got = three.estimate_seconds(False, False, 2) - one.estimate_seconds(False, False, 2)
+    assert got == pytest.approx(2 * each)
+
+
 def test_an_ascent_recorded_before_ascents_were_kept_apart_reads_as_one():
     """A run from before: one entry for all its repetitions."""
     old = {"platform": "p", "workload": "w", "workload_name": "consolidation", "unit": "sets",
@@ -349,6 +357,8 @@ def test_pace_tells_a_client_that_fell_behind_from_one_on_schedule():
     assert behind is not None and not behind.kept
     assert "instance 2 (app) sent 150 ms late (p95; limit 200)" in behind.line
     assert w.pace([outcome("imap", 0)]) is None
+    tight = Consolidation(settings(sets="auto", load={"web": {"p95_ms": 0.001}}))
+    assert tight.pace([outcome("web", 0.005)]).kept  # 5 ms late at 10/s: not behind its rate
 
 
 def test_missed_names_the_role_its_p95_and_its_failures():
@@ -393,20 +403,23 @@ def test_density_on_native_climbs_to_its_bound_and_stops_at_a_missed_slo(tmp_pat
         for c in store.cells(runner.run_id)
     }
     mix, web = runner.study.workloads[0].label(), runner.study.workloads[1].label()
-    whys = [e["why"] for e in store.artifacts(runner.run_id)["ascent"].values()]
+    whys = [s.why for r in read_ascents(store, runner.run_id).values() for s in r.stops.values()]
     assert cells == {mix: [5, 10], web: [1]}, whys
     a = analyse(store, runner.run_id)
     by = {d.workload: d for d in a.densities}
-    assert (by[mix].steps, by[mix].stopped_by, by[mix].instances) == (2, "bound", 10)
-    assert by[mix].host_cpu is not None and by[mix].host_cpu.busy > 0
-    assert (by[web].steps, by[web].stopped_by, by[web].stopped_step) == (0, "slo", 1)
-    assert "instance 0 (web) missed its SLO" in by[web].why
-    busy = 100 * by[mix].host_cpu.busy
-    said = f"consolidation: native: 2 sets at SLO, host CPU {busy:.1f}% (every step held"
-    assert any(line.startswith(said) for line in verdicts(a))
+    [held], [missed] = by[mix].climbs, by[web].climbs  # --quick: one ascent
+    assert (by[mix].steps, held.stopped_by, by[mix].instances(2)) == (2, "bound", 10)
+    cpu = by[mix].cpu_at(2)
+    assert cpu is not None and cpu.busy > 0
+    assert (by[web].steps, missed.stopped_by, missed.stopped_step) == (0, "slo", 1)
+    assert missed.stop is not None and "instance 0 (web) missed its SLO" in missed.stop.why
+    assert missed.stop.host_busy is not None and missed.stop.memory_used is not None
+    assert missed.stop.clients_kept is not None  # vegeta's send lag: on schedule or not
+    said = f"consolidation: native: 2 sets at SLO in 1 of 1 ascents, host CPU {100 * cpu.busy:.1f}%"
+    assert any(line.startswith(said) for line in verdicts(a)), verdicts(a)
     lines = [json.loads(x) for x in jsonl.render(a).splitlines()]
     dens = [x for x in lines if x["metric"] == "consolidation.density_sets"]
-    assert sorted((x["value"], x["metadata"]["stopped_by"]) for x in dens) == [
+    assert sorted((x["value"], x["metadata"]["ascents"][0]["stopped_by"]) for x in dens) == [
         (0, "slo"),
         (2, "bound"),
     ]

@@ -269,7 +269,7 @@ class Study:
         """Expected wall time of a run on a host of ``cores`` cores whose KVM runs stock guests
         (``kvm``; by default this host's): every sample (``sample_seconds``) and every group of
         instances started and stopped, over the repetitions a run makes (one with ``--quick``;
-        adaptive ones not counted)."""
+        adaptive ones not counted; an ascent's cells once per climb, every step counted)."""
         kvm = kvm_runs_guests() if kvm is None else kvm
         cores = cores or capacity()[1]
         starts = sum(
@@ -277,8 +277,15 @@ class Study:
             for p in self.platforms
             for n in self.counts(p)
         )
-        work = sum(self.sample_seconds(c, quick, kvm) for c in self.cells())
-        return (1 if quick else self.repetitions) * (work + starts)
+        reps = 1 if quick else self.repetitions
+        work = sum(self.sample_seconds(c, quick, kvm) * self._times(c, quick) for c in self.cells())
+        return reps * starts + work
+
+    def _times(self, cell: Cell, quick: bool) -> int:
+        """How many samples a run takes of the cell: one per repetition, or per climb of an
+        ascent (``hvbench.ascent``), one with ``--quick``."""
+        ascent = self.workloads[cell.workload_index].ascent()
+        return 1 if quick else ascent.climbs if ascent else self.repetitions
 
 
 # --- loading -------------------------------------------------------------------------------

@@ -110,8 +110,9 @@ QUICK_SECONDS = 5.0
 SATURATED = 0.9
 """A client that used this share of a core or more and missed its rate could not keep up."""
 LATE_SHARE = 0.5
-"""A client whose send lag p95 took more than this share of its role's p95 limit did not keep
-its rate: the miss is the harness's before it is the platform's (``Consolidation.pace``)."""
+"""A client whose send lag p95 took more than this share of its role's p95 limit (and more than
+one request's interval) did not keep its rate: the miss is the harness's before it is the
+platform's (``Consolidation.pace``)."""
 START_S = 30.0
 """Generating the docroot, initdb, pgbench -i and the servers' start, for the estimate."""
 STOP_S = 120.0
@@ -873,9 +874,10 @@ class Consolidation(ScratchWorkload):
 
     def pace(self, outcomes: list[Outcome]) -> ClientPace | None:
         """Whether the clients that log when they sent (vegeta: web and app) sent on time: one
-        whose send lag p95 took more than LATE_SHARE of its role's p95 limit did not keep its
-        rate, and a miss there is the harness's (its CPU, where the clients run) before the
-        platform's. With the clients' CPU, the largest share of a core one used."""
+        whose send lag p95 took more than LATE_SHARE of its role's p95 limit, and more than one
+        request's interval at its rate, did not keep its rate, and a miss there is the
+        harness's (its CPU, where the clients run) before the platform's. With the clients'
+        CPU, the largest share of a core one used."""
         late, lags, cpu = [], [], []
         for index, outcome in enumerate(outcomes):
             got = {m.name: m.value for m in outcome.metrics}
@@ -886,7 +888,8 @@ class Consolidation(ScratchWorkload):
                 role = stem.split(".")[-1]
                 limit = self.settings.role_load(role).p95_ms
                 lags.append(lag)
-                if lag > LATE_SHARE * limit:
+                rate = got.get(f"{stem}.achieved_per_s") or 0.0
+                if lag > LATE_SHARE * limit and (rate <= 0 or lag > 1000 / rate):
                     late.append(
                         f"instance {index} ({role}) sent {lag:.0f} ms late (p95; limit {limit:g})"
                     )
