@@ -499,3 +499,26 @@ def test_without_earlier_runs_the_allowance_is_assumed_and_said_to_be(store):
         "'h1' in the store; 2 or more would measure it" in res.output
     )
     assert "(significant only at the assumed allowance)" in res.output
+
+
+def test_a_slower_host_cpu_is_a_regression_of_the_composites_sub_scores(store):
+    """The cpu composite is normalised by its own run's baseline means, so native's reads 1 in
+    every run: compare gates on the sub-scores, and a host 10% slower is a regression."""
+    rng = np.random.default_rng(7)
+    for run_id, speed in (("run-a", 1.0), ("run-b", 0.9)):
+        b = RunBuilder(store, run_id=run_id)
+        cell = b.cell("native", "cpu apps")
+        for rep in range(5):
+            rates = {
+                name: [speed * base * (1 + 0.01 * rng.standard_normal())]
+                for name, base in (("cpu.apps.xz.mib_per_s", 2.0), ("cpu.apps.aes.mib_per_s", 900))
+            }
+            b.sample(cell, rep, rates, "MiB/s")
+    result = compare(analyse(store, "run-a"), analyse(store, "run-b"), allowance=0.01)
+    got = {c.name: (c.headline, c.verdict) for c in result.changes}
+    assert got == {
+        "cpu.composite.score": (False, "no significant change"),
+        "cpu.apps.xz.mib_per_s": (True, "regression"),
+        "cpu.apps.aes.mib_per_s": (True, "regression"),
+    }
+    assert result.exit_code == 1

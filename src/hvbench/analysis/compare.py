@@ -21,15 +21,15 @@ Verdicts: **regression** / **improvement** when Welch's test passes Holm's step-
 better direction; **no significant change** when the interval lies within ±threshold (**below
 threshold** if the test passed nevertheless); **inconclusive** when the interval still admits a
 change beyond the threshold; **not tested** with fewer than 2 observations on a side. Two
-families: the headline metrics (those the workloads flag and the run's verdicts state: the cpu
-composite, throughputs, kernbench's elapsed time) decide the exit code; the other metrics are
-reported, never gating. Holm keeps the chance of any false regression in a family at most
-``alpha``, however many metrics it holds. The printed interval is each metric's own (what "no
-significant change" reads, an intersection–union test that needs no correction); one that
-excludes no change while Holm's step-down does not pass is marked "significant only before
-correction" (``Judged.before_correction``), so that no line reads as a change its verdict
-denies. Where a verdict is not settled, ``Judged`` says what would settle an unchanged metric
-80% of the time: repetitions a run, or runs a side.
+families: the headline metrics (those the workloads flag and the run's verdicts state:
+throughputs, kernbench's elapsed time; for a cpu cell, the sub-scores of its composite, see
+``gates``) decide the exit code; the other metrics are reported, never gating. Holm keeps the
+chance of any false regression in a family at most ``alpha``, however many metrics it holds. The
+printed interval is each metric's own (what "no significant change" reads, an intersection–union
+test that needs no correction); one that excludes no change while Holm's step-down does not pass
+is marked "significant only before correction" (``Judged.before_correction``), so that no line
+reads as a change its verdict denies. Where a verdict is not settled, ``Judged`` says what would
+settle an unchanged metric 80% of the time: repetitions a run, or runs a side.
 
 Comparing two platforms interleaved in one study (A and B builds as two platforms) is sounder
 than comparing runs: their repetitions share the host's state, and no allowance is needed.
@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hvbench.analysis.model import MetricResult, RunAnalysis
+from hvbench.analysis.model import COMPOSITE, MetricResult, RunAnalysis
 from hvbench.analysis.normalize import signed
 from hvbench.analysis.stats import (
     INCONCLUSIVE,
@@ -385,6 +385,14 @@ class Comparison:
         return 1 if self.regressions else 3 if self.unsettled else 0
 
 
+def gates(result: MetricResult) -> bool:
+    """Whether a metric is in the gating family. A cpu cell gates on its composite's sub-scores,
+    not on the composite: that is normalised by its own run's baseline means, so the baseline's
+    reads 1 in every run (a slower host CPU would pass unseen), and the noise of both runs'
+    baseline means, which moves every platform's composite, is in none of its repetitions."""
+    return result.composite or (result.headline and result.name != COMPOSITE)
+
+
 def _index(runs: list[RunAnalysis]) -> dict[Key, list[MetricResult]]:
     """The metrics every run of a side has, each with its result in every run."""
     keyed = [
@@ -470,7 +478,7 @@ def compare(
     allowed = _allowance(runs_a, runs_b, by_run, allowance)
     in_a, in_b = _index(runs_a), _index(runs_b)
     shared = [k for k in in_a if k in in_b]
-    headline = {k for k, rs in in_a.items() if rs[0].headline}
+    headline = {k for k, rs in in_a.items() if gates(rs[0])}
 
     def observations(rs: list[MetricResult]) -> np.ndarray:
         return np.array([r.single.mean for r in rs]) if by_run else rs[0].single_values

@@ -4,10 +4,10 @@ Whole runs on one host differ by more than their repetitions say (the host's sta
 runs: frequency, caches, placement, other load), and ``compare`` of one run a side must allow
 for it. The store often holds earlier runs of the same study on the same host: the spread of
 their run means beyond what their repetitions carry measures it (``stats.run_to_run``), pooled
-per workload over its headline metrics, with the degrees of freedom that say how well. Earlier:
-created before the later of the two runs compared, so that a comparison reads the same however
-many runs are added afterwards; the two compared runs themselves are left out (a change between
-them is what is asked about, not noise).
+per workload over its gating metrics (``compare.gates``), with the degrees of freedom that say
+how well. Earlier: created before the later of the two runs compared, so that a comparison
+reads the same however many runs are added afterwards; the two compared runs themselves are
+left out (a change between them is what is asked about, not noise).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from hvbench.analysis.compare import ALARM, ALLOWANCE, ASSUMED, MEASURED, Allowance, Key
+from hvbench.analysis.compare import ALARM, ALLOWANCE, ASSUMED, MEASURED, Allowance, Key, gates
 from hvbench.analysis.model import RunAnalysis
 from hvbench.analysis.run import analyse
 from hvbench.analysis.stats import run_to_run
@@ -47,12 +47,13 @@ def earlier_runs(store: Store, a: RunAnalysis, b: RunAnalysis, limit: int = HIST
 
 def pooled(history: list[RunAnalysis], reference: RunAnalysis) -> dict[str, tuple[float, float]]:
     """Per workload, (run-to-run allowance, degrees of freedom) from the run means in
-    ``history`` of the reference run's headline metrics, each only where the cell ran the same
-    work under the same accelerator (a study edited between runs measures that, not noise)."""
+    ``history`` of the reference run's gating metrics (``compare.gates``), each only where the
+    cell ran the same work under the same accelerator (a study edited between runs measures
+    that, not noise)."""
     cells = {
         (r.cell.platform, r.cell.workload, r.cell.instances, r.name): r
         for r in reference.results
-        if r.headline
+        if gates(r)
     }
     columns: dict[str, list[Key]] = defaultdict(list)
     for key in cells:

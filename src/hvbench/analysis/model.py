@@ -50,6 +50,8 @@ class MetricResult:
     throughput: bool
     headline: bool
     """What the workload's verdict is judged on (see ``_mark_headlines``)."""
+    composite: bool
+    """A sub-score of its cell's composite (``Metric.composite``)."""
     direction: str | None
     """Of the traffic it measures, as its workload declared (``Metric.direction``)."""
     repetitions: np.ndarray

@@ -435,6 +435,7 @@ def _results(
                 higher_is_better=hib,
                 throughput=throughput,
                 headline=bool(said and said.headline),
+                composite=bool(said and said.composite),
                 direction=said.direction if said else None,
                 repetitions=ser.reps,
                 single_values=ser.single,

@@ -77,7 +77,7 @@ def compare(
     """Is B faster or slower than A, metric by metric, beyond noise?
 
     Each change gets a 99% interval; a regression is a headline metric (★ in docs/metrics.md:
-    the cpu composite, throughputs, kernbench's time) worse by more than the threshold, past
+    the cpu sub-scores, throughputs, kernbench's time) worse by more than the threshold, past
     Holm's step-down over the headline metrics. With one run per side the repetitions are the
     observations and a run-to-run allowance widens the interval (measured from earlier runs of
     the study on this host where the store has them, and said where from); with several runs
