@@ -522,3 +522,20 @@ def test_a_slower_host_cpu_is_a_regression_of_the_composites_sub_scores(store):
         "cpu.apps.aes.mib_per_s": (True, "regression"),
     }
     assert result.exit_code == 1
+
+
+def test_runs_enough_for_an_unchanged_metric_say_the_change_itself_keeps_it_open(store):
+    """4 runs a side of a quiet metric that moved by 4%: more runs would settle it were it
+    unchanged, but these already would; its own change keeps a bound past the threshold."""
+    from hvbench.report.comparison import to_settle
+
+    rng = np.random.default_rng(11)
+    for side, level in (("a", 100.0), ("b", 104.0)):
+        for i in range(4):
+            level_i = level * (1 + 0.005 * rng.standard_normal())
+            write(store, f"{side}{i}", rng.normal(level_i, 0.2, 3), rng.normal(50, 0.5, 3))
+    runs = {s: [analyse(store, f"{s}{i}") for i in range(4)] for s in "ab"}
+    c = compare(runs["a"], runs["b"])
+    ch = next(ch for ch in c.changes if ch.name == "disk.write_mbps")
+    assert ch.verdict == "inconclusive" and ch.judged.runs is not None and ch.judged.runs <= 4
+    assert "were it unchanged; with 4, its own change (+4." in to_settle(c, ch)

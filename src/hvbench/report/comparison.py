@@ -128,6 +128,13 @@ def to_settle(c: Comparison, ch: Change) -> str:
     if ch.settled:
         return ""
     runs = f"{j.runs} runs a side" if j.runs is not None else f"more than {MAX_RUNS} runs a side"
+    have = min(j.ratio.n_a, j.ratio.n_b)
+    if c.by_run and j.runs is not None and j.runs <= have:
+        # enough runs for an unchanged metric: what keeps it open is its change itself
+        return (
+            f"{runs}, were it unchanged; with {have}, its own change ({ch.change:+.1%}) keeps a "
+            f"bound past ±{c.threshold:.0%}: more runs narrow it"
+        )
     if c.by_run or j.repetitions is None:
         return runs
     return f"{j.repetitions} repetitions a run (one run a side), or {runs}"
