@@ -33,7 +33,7 @@ from hvbench.report.tables import (
     workload_tables,
 )
 
-_ENV = Environment(
+ENV = Environment(
     loader=PackageLoader("hvbench", "report/templates"),
     autoescape=select_autoescape(default=True, default_for_string=True),
     trim_blocks=False,
@@ -71,7 +71,7 @@ def render(a: RunAnalysis) -> str:
     platforms = {a.label(c.platform): c.platform_settings for c in a.cells}
     workloads = {c.workload: c.workload_settings for c in a.cells}
     noise = noise_table(a)
-    return _ENV.get_template("report.html.j2").render(
+    return ENV.get_template("report.html.j2").render(
         a=a,
         title=f"hvbench report: {a.study_name}",
         started=a.created_at.strftime("%Y-%m-%d %H:%M") if a.created_at else "",
@@ -98,7 +98,7 @@ def render(a: RunAnalysis) -> str:
 
 
 def render_comparison(c: Comparison) -> str:
-    return _ENV.get_template("compare.html.j2").render(
+    return ENV.get_template("compare.html.j2").render(
         c=c,
         title=f"hvbench compare: {Comparison.label(c.b)} against {Comparison.label(c.a)}",
         lines=summary_lines(c),

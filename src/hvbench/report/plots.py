@@ -3,6 +3,14 @@
 Figures are deterministic (fixed ``svg.hashsalt``, no date) so that the same run gives the
 same file; text stays text (``svg.fonttype: none``) and is never parsed as mathtext, since
 names come from studies and guests.
+
+Every figure is drawn as wide as the report's column (``PAGE_IN``) and shown at that width, so
+that its text has the size it was laid out for and no figure is left in a corner of the page.
+Margins are set in inches from what they hold, estimated from the text's length rather than
+measured by a layout engine (which would draw every figure twice): the legend in a column of
+its own right of the axes, as wide as its longest entry, never over a title; tick labels
+wrapped to the room each tick has, or turned until they clear each other; a label shared by a
+group of bars (the workload, whose name can be long: consolidation's) once under its group.
 """
 
 from __future__ import annotations
@@ -10,24 +18,30 @@ from __future__ import annotations
 import io
 import math
 import re
+import textwrap
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import NamedTuple
 
 import matplotlib
 import numpy as np
 from matplotlib.artist import Artist
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from hvbench.analysis.cost import HOST_STATES
 from hvbench.analysis.model import MetricResult, RunAnalysis
 from hvbench.analysis.stats import Summary
 
+FONT_PT = 9
+LEGEND_PT = 8
 RC = {
     "svg.hashsalt": "hvbench",
     "svg.fonttype": "none",
     "text.parse_math": False,
-    "font.size": 9,
+    "font.size": FONT_PT,
     "axes.spines.top": False,
     "axes.spines.right": False,
     "axes.grid": True,
@@ -37,26 +51,58 @@ RC = {
 COLORS = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#9c755f"]
 STATE_COLORS = dict(zip(HOST_STATES, COLORS, strict=False))
 _PROLOGUE = re.compile(r"^.*?(?=<svg)", re.DOTALL)
+PAGE_IN = 12.0
+"""The report's column (1250 px less its padding: 1186 px, 12.35 in at 96 px to the inch)."""
+LEFT_IN = 0.8
+CHAR_EM = 0.62
+"""A character's mean width in DejaVu Sans, in ems, rounded up: what sizes margins."""
+LINE_EM = 1.25
+
+
+def text_in(chars: int, size_pt: float = FONT_PT) -> float:
+    """Width in inches of ``chars`` characters of text."""
+    return chars * CHAR_EM * size_pt / 72
+
+
+def lines_in(lines: int, size_pt: float = FONT_PT) -> float:
+    """Height in inches of ``lines`` lines of text."""
+    return lines * LINE_EM * size_pt / 72
+
+
+def wrap(text: str, width_in: float, max_lines: int = 3, size_pt: float = FONT_PT) -> str:
+    """``text`` wrapped to ``width_in`` (at spaces, else anywhere), at most ``max_lines`` lines,
+    the last cut with "…" where more would be needed."""
+    chars = max(3, int(width_in / text_in(1, size_pt)))
+    lines = [
+        part
+        for line in text.splitlines() or [""]
+        for part in textwrap.wrap(line, chars, break_long_words=True) or [""]
+    ]
+    if len(lines) > max_lines:
+        lines = lines[:max_lines]
+        lines[-1] = lines[-1][: chars - 1].rstrip() + "…"
+    return "\n".join(lines)
+
+
+def _longest(texts: Sequence[str]) -> int:
+    return max((len(line) for t in texts for line in t.splitlines()), default=0)
 
 
 @contextmanager
 def _figure(
-    width: float, height: float, legend_in: float = 1.3, bottom_in: float = 0.75
+    height: float, legend: Sequence[str] = (), bottom_in: float = 0.75, width: float = PAGE_IN
 ) -> Iterator[tuple[Figure, list[str]]]:
-    """A figure whose SVG text is appended to the yielded list on exit.
-
-    Margins are fixed in inches (room for a legend on the right and two-line tick labels
-    below) rather than computed by a layout engine, which would draw every figure twice.
-    """
+    """A figure whose SVG text is appended to the yielded list on exit, with room right of
+    the axes for a legend of entries ``legend`` (``_legend`` puts it there)."""
     out: list[str] = []
     with matplotlib.rc_context(RC):
-        fig = Figure(figsize=(width + legend_in, height))
+        fig = Figure(figsize=(width, height))
         fig.subplots_adjust(
-            left=0.7 / (width + legend_in),
-            right=(width - 0.1) / (width + legend_in),
+            left=LEFT_IN / width,
+            right=1 - _legend_in(legend) / width,
             bottom=bottom_in / height,
-            top=1 - 0.35 / height,
-            wspace=0.3,
+            top=1 - 0.4 / height,
+            wspace=0.25,
         )
         yield fig, out
         buf = io.StringIO()
@@ -64,13 +110,126 @@ def _figure(
     out.append(_PROLOGUE.sub("", buf.getvalue(), count=1))
 
 
+def _legend_in(legend: Sequence[str]) -> float:
+    """The right margin: a legend's column (its handles and longest entry), or a little."""
+    return 0.3 + 0.35 + text_in(_longest(legend), LEGEND_PT) if legend else 0.3
+
+
+def _axes_in(legend: Sequence[str], width: float = PAGE_IN) -> float:
+    """Width in inches of the axes of a figure ``width`` wide with that legend."""
+    return width - LEFT_IN - _legend_in(legend)
+
+
 def _legend(fig: Figure, ax, extra: Sequence[tuple[Artist, str]] = ()) -> None:
     """The legend of one axes, and ``extra`` (handle, text) entries, in the figure's right
-    margin."""
+    margin, its top level with the axes' top (below any title)."""
     handles, labels = ax.get_legend_handles_labels()
     handles += [h for h, _ in extra]
     labels += [t for _, t in extra]
-    fig.legend(handles, labels, loc="upper right", fontsize=8, frameon=False)
+    p = fig.subplotpars
+    fig.legend(
+        handles,
+        labels,
+        loc="upper left",
+        bbox_to_anchor=(p.right + 0.1 / fig.get_figwidth(), p.top),
+        borderaxespad=0,
+        fontsize=LEGEND_PT,
+        frameon=False,
+    )
+
+
+def _ticks(labels: Sequence[str], slot_in: float) -> tuple[int, float]:
+    """Rotation (degrees) that keeps tick labels ``slot_in`` apart from overprinting each
+    other, and the height in inches they then take below the axes."""
+    length = text_in(_longest(labels))
+    height = lines_in(max((t.count("\n") + 1 for t in labels), default=1))
+    if length <= 0.9 * slot_in:
+        return 0, height
+    for angle in (30, 60, 90):
+        if slot_in * math.sin(math.radians(angle)) >= 1.2 * height:
+            break
+    return angle, length * math.sin(math.radians(angle)) + height
+
+
+def _grouped_axis(ax: Axes, x: np.ndarray, ticks: Ticks, groups: list[tuple[str, int]]) -> None:
+    """Ticks at ``x`` labelled ``ticks``, and under them each group's label (text, how many
+    ticks it spans, in order) once, centred on its ticks, with a rule between groups."""
+    _set_ticks(ax, x, ticks)
+    start = 0
+    step = float(x[1] - x[0]) if len(x) > 1 else 1.0
+    for k, (text, count) in enumerate(groups):
+        xs = x[start : start + count]
+        ax.annotate(
+            text,
+            xy=(float(xs.mean()), 0),
+            xycoords=("data", "axes fraction"),
+            xytext=(0, -(8 + 72 * ticks.height + 4)),
+            textcoords="offset points",
+            ha="center",
+            va="top",
+            annotation_clip=False,
+        )
+        if k:
+            ax.axvline(float(xs[0]) - step / 2, color="#999999", linewidth=0.6)
+        start += count
+
+
+class Ticks(NamedTuple):
+    """Tick labels as drawn: wrapped at spaces where that fits, else turned."""
+
+    labels: list[str]
+    angle: int
+    height: float
+    """Inches they take below the axes."""
+
+
+def ticks(labels: Sequence[str], slot_in: float) -> Ticks:
+    """Labels for ticks ``slot_in`` apart: wrapped at spaces into at most two lines where each
+    line fits its slot, else turned as far as they must be (``_ticks``)."""
+    chars = int(0.9 * slot_in / text_in(1))
+    wrapped = [textwrap.wrap(t, max(chars, 1), break_long_words=False) or [""] for t in labels]
+    if all(len(w) <= 2 and max(map(len, w)) <= chars for w in wrapped):
+        lines = max(len(w) for w in wrapped)
+        return Ticks(["\n".join(w) for w in wrapped], 0, lines_in(lines))
+    angle, height = _ticks(labels, slot_in)
+    return Ticks(list(labels), angle, height)
+
+
+def _set_ticks(ax: Axes, x, t: Ticks) -> None:
+    ax.set_xticks(x, t.labels)
+    if t.angle:
+        ax.tick_params(axis="x", labelrotation=t.angle)
+        for label in ax.get_xticklabels():
+            label.set_horizontalalignment("right")
+            label.set_rotation_mode("anchor")
+
+
+def _grouped(
+    items: list, group_of, tick_of, axes_in: float, gap: float = 0.6
+) -> tuple[np.ndarray, Ticks, list[tuple[str, int]], float]:
+    """Positions, tick labels, wrapped group labels and the height in inches all of them
+    take below the axes, for ``items`` grouped (in order of first appearance) by
+    ``group_of``; a gap of ``gap`` slots between groups."""
+    order: dict[str, list] = {}
+    for it in items:
+        order.setdefault(group_of(it), []).append(it)
+    slots = len(items) + gap * (len(order) - 1)
+    slot_in = axes_in / max(slots, 1)
+    x, labels, groups = [], [], []
+    pos = 0.0
+    for name, members in order.items():
+        # its slots and the gap beside it: group labels never reach into each other
+        group_in = 0.95 * slot_in * (len(members) + gap)
+        groups.append((wrap(name, group_in, max_lines=3), len(members)))
+        for it in members:
+            x.append(pos)
+            labels.append(tick_of(it))
+            pos += 1
+        pos += gap
+    t = ticks(labels, slot_in)
+    group_lines = max((g.count("\n") + 1 for g, _ in groups), default=1)
+    below = 0.15 + t.height + 0.1 + lines_in(group_lines) + 0.15
+    return np.array(x), t, groups, below
 
 
 def _whiskers(s: Summary, scale: float) -> tuple[float, float]:
@@ -114,13 +273,22 @@ def bars(a: RunAnalysis, workload: str, count: int) -> str | None:
     if not platforms or not names:
         return None
     relative = a.baseline is not None and a.baseline in platforms
+    suspect = any(
+        (r := a.result(p, workload, n, count)) is not None and r.suspect
+        for p in platforms
+        for n in names
+    )
+    hatched_label = "not a win\n(see tables)"
+    legend = [a.label(p) for p in platforms] + ([hatched_label] if suspect else [])
+    width = max(PAGE_IN, LEFT_IN + _legend_in(legend) + 0.25 * len(names) * len(platforms))
+    axes_in = _axes_in(legend, width)
+    labels = ticks([n.split(".", 1)[-1] for n in names], axes_in / len(names))
+    below = labels.height
     bar = 0.8 / len(platforms)
-    width = max(4.0, 1.2 + 0.9 * len(names) * max(1, len(platforms) / 3))
-    with _figure(width, 3.4, bottom_in=1.1) as (fig, out):
+    with _figure(3.0 + below, legend, bottom_in=0.35 + below, width=width) as (fig, out):
         ax = fig.add_subplot()
         # legend entries of their own: a hatched first bar would hatch its platform's entry
         entries: list[tuple[Artist, str]] = []
-        suspect = False
         for i, p in enumerate(platforms):
             xs, hs, errs, hatches = [], [], [[], []], []
             for j, n in enumerate(names):
@@ -141,17 +309,14 @@ def bars(a: RunAnalysis, workload: str, count: int) -> str | None:
             for patch, hatch in zip(drawn.patches, hatches, strict=True):
                 patch.set_hatch(hatch)
             entries.append((Patch(color=color), a.label(p)))
-            suspect = suspect or any(hatches)
-        ax.set_xticks(
-            range(len(names)), [n.split(".", 1)[-1] for n in names], rotation=20, ha="right"
-        )
+        _set_ticks(ax, range(len(names)), labels)
         ax.set_ylabel(f"% of {a.baseline}" if relative else "mean (own units)")
         if relative:
             ax.axhline(100, color="black", linewidth=0.8)
-        ax.set_title(f"{workload}, {count} instance{'s' if count > 1 else ''}")
+        ax.set_title(wrap(f"{workload}, {count} instance{'s' if count > 1 else ''}", axes_in, 2))
         if suspect:
             hatched = Patch(facecolor="white", edgecolor="black", hatch="///")
-            entries.append((hatched, "not a win\n(see tables)"))
+            entries.append((hatched, hatched_label))
         _legend(fig, ax, entries)
     return out[0]
 
@@ -176,7 +341,9 @@ def scaling(a: RunAnalysis, workload: str, name: str) -> str | None:
     if not any(len(rs) > 1 for rs in series.values()):
         return None
     unit = next(iter(series.values()))[0].unit
-    with _figure(7.0, 3.0, legend_in=1.3, bottom_in=0.55) as (fig, out):
+    legend = [a.label(p) for p in series]
+    half_in = _axes_in(legend) / 2.25  # two axes, 0.25 of one between them
+    with _figure(3.2, legend, bottom_in=0.55) as (fig, out):
         agg_ax, one_ax = fig.subplots(1, 2)
         for i, (p, rs) in enumerate(series.items()):
             color = COLORS[i % len(COLORS)]
@@ -200,7 +367,7 @@ def scaling(a: RunAnalysis, workload: str, name: str) -> str | None:
                 ]
                 if over:
                     ax.scatter(*zip(*over, strict=True), s=80, facecolors="none", edgecolors=color)
-        agg_ax.set_title(f"{name}: aggregate")
+        agg_ax.set_title(wrap(f"{name}: aggregate", half_in, 2))
         one_ax.set_title("per instance")
         counts = sorted({r.cell.instances for rs in series.values() for r in rs})
         for ax in (agg_ax, one_ax):
@@ -213,15 +380,21 @@ def scaling(a: RunAnalysis, workload: str, name: str) -> str | None:
 
 
 def symmetry(a: RunAnalysis) -> str | None:
-    """Inbound and outbound bars side by side, per platform (smallest instance count)."""
+    """Inbound and outbound bars side by side, per platform (smallest instance count), the
+    platforms of each workload together under its name."""
     if not a.symmetry:
         return None
     first = min(s.cell.instances for s in a.symmetry)
-    pairs = [s for s in a.symmetry if s.cell.instances == first]
-    labels = [f"{a.label(s.cell.platform)}\n{s.cell.workload}" for s in pairs]
-    with _figure(max(4.0, 1.0 + 0.9 * len(pairs)), 3.0) as (fig, out):
+    pairs = sorted(
+        (s for s in a.symmetry if s.cell.instances == first),
+        key=lambda s: a.workloads().index(s.cell.workload),
+    )
+    legend = ["inbound", "outbound"]
+    x, labels, groups, below = _grouped(
+        pairs, lambda s: s.cell.workload, lambda s: a.label(s.cell.platform), _axes_in(legend)
+    )
+    with _figure(2.8 + below, legend, bottom_in=0.1 + below) as (fig, out):
         ax = fig.add_subplot()
-        x = np.arange(len(pairs))
         for k, (direction, color) in enumerate((("inbound", COLORS[0]), ("outbound", COLORS[1]))):
             summaries = [getattr(s, direction).single for s in pairs]
             err = np.array([_whiskers(s, 1.0) for s in summaries]).T
@@ -237,8 +410,8 @@ def symmetry(a: RunAnalysis) -> str | None:
         for i, s in enumerate(pairs):
             if s.asymmetric:
                 top = max(s.inbound.single.mean, s.outbound.single.mean)
-                ax.annotate(f"−{100 * s.gap:.0f}%", (i, top), ha="center", va="bottom")
-        ax.set_xticks(x, labels)
+                ax.annotate(f"−{100 * s.gap:.0f}%", (x[i], top), ha="center", va="bottom")
+        _grouped_axis(ax, x, labels, groups)
         ax.set_ylabel(pairs[0].inbound.unit)
         ax.set_title(f"inbound vs outbound, {first} instance{'s' if first > 1 else ''}")
         _legend(fig, ax)
@@ -246,7 +419,8 @@ def symmetry(a: RunAnalysis) -> str | None:
 
 
 def host_cpu(a: RunAnalysis) -> str | None:
-    """Host CPU split stacked per platform, for each workload at its smallest count."""
+    """Host CPU split stacked per platform, for each workload at its smallest count, the
+    platforms of each workload together under its name."""
     cells = []
     for w in a.workloads():
         count = min(a.counts(w))
@@ -255,18 +429,74 @@ def host_cpu(a: RunAnalysis) -> str | None:
         ]
     if not cells:
         return None
-    with _figure(max(4.0, 1.0 + 0.8 * len(cells)), 3.2) as (fig, out):
+    states = [s for s in HOST_STATES if any(a.host_cpu[c.id].states.get(s, 0.0) for c in cells)]
+    x, labels, groups, below = _grouped(
+        cells, lambda c: c.workload, lambda c: a.label(c.platform), _axes_in(states)
+    )
+    with _figure(3.0 + below, states, bottom_in=0.1 + below) as (fig, out):
         ax = fig.add_subplot()
-        x = np.arange(len(cells))
         bottom = np.zeros(len(cells))
-        for state in HOST_STATES:
+        for state in states:
             values = np.array([100 * a.host_cpu[c.id].states.get(state, 0.0) for c in cells])
-            if not values.any():
-                continue
             ax.bar(x, values, 0.6, bottom=bottom, label=state, color=STATE_COLORS[state])
             bottom += values
-        ax.set_xticks(x, [f"{a.label(c.platform)}\n{c.workload}" for c in cells])
+        _grouped_axis(ax, x, labels, groups)
         ax.set_ylabel("% of all host cores")
         ax.set_title("host CPU during the measurement")
         _legend(fig, ax)
+    return out[0]
+
+
+class TrendLine(NamedTuple):
+    """One platform's run means over a history (``trend``)."""
+
+    label: str
+    x: np.ndarray
+    """Each run's place in the history."""
+    mean: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    """95% interval of each run's mean (NaN with one repetition: no band there)."""
+    changes: Sequence[tuple[float, str]]
+    """(x between the runs either side, link to what is said of it) of each change point."""
+
+
+MARKERS_UP_TO = 60
+"""Runs up to which each run's mean is a dot as well (beyond, dots would only blur the line)."""
+
+
+def trend(title: str, unit: str, lines: Sequence[TrendLine], places: dict[float, str]) -> str:
+    """A figure's run means across a history, a line per platform with its interval as a band
+    and each change point a dashed rule in the line's colour, linked (``set_url``: an SVG link)
+    to what the page says of it; ``places`` labels some places of the x axis."""
+    legend = [line.label for line in lines]
+    marked = any(line.changes for line in lines)
+    if marked:
+        legend.append("change point")
+    axes_in = _axes_in(legend)
+    labels = ticks(list(places.values()), axes_in / max(len(places), 1))
+    below = labels.height
+    with _figure(2.6 + below, legend, bottom_in=0.35 + below) as (fig, out):
+        ax = fig.add_subplot()
+        for i, line in enumerate(lines):
+            color = COLORS[i % len(COLORS)]
+            ax.fill_between(line.x, line.low, line.high, color=color, alpha=0.2, linewidth=0)
+            dots = len(line.x) <= MARKERS_UP_TO
+            ax.plot(
+                line.x,
+                line.mean,
+                color=color,
+                linewidth=1.2,
+                marker="o" if dots else None,
+                markersize=3,
+                label=line.label,
+            )
+            for x, url in line.changes:
+                rule = ax.axvline(x, color=color, linestyle="--", linewidth=1.4)
+                rule.set_url(url)
+        _set_ticks(ax, list(places), labels)
+        ax.set_ylabel(unit)
+        ax.set_title(wrap(title, axes_in, 2))
+        extra = [(Line2D([], [], color="black", linestyle="--"), "change point")] if marked else []
+        _legend(fig, ax, extra)
     return out[0]
