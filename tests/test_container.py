@@ -88,6 +88,29 @@ def test_limits_channel_and_disk(guest_run: GuestRun):  # noqa: F811 (fixture)
 
 @needs_runc
 @pytest.mark.guest
+def test_what_the_platform_resolves_serves_every_group_until_close(guest_run: GuestRun):  # noqa: F811
+    """A driver lives as long as its platform in the run: the tree it unpacked and the runtime's
+    state directory serve one group of instances after another, and go at ``close``."""
+    settings = ContainerSettings(driver="container", memory="128M")
+    d = ContainerDriver(
+        "c", settings, Needs(), guest_run.ledger, guest_run.network, guest_run.workdir
+    )
+    roots = set()
+    for count in (1, 2):
+        insts = d.start(count, time.monotonic() + 120)
+        roots |= {inst.root for inst in insts}
+        assert all(inst.driver is d for inst in insts)
+        d.stop(insts)
+    held = [r.name for r in d.resources]
+    assert len(roots) == 1 and roots < set(held), "one unpacked tree for both groups"
+    assert all(Path(name).is_dir() for name in held), "a group's stop leaves them"
+    d.close()
+    assert d.resources == [] and not any(Path(name).exists() for name in held)
+    assert not set(held) & {r.name for r in guest_run.ledger.live}
+
+
+@needs_runc
+@pytest.mark.guest
 def test_checkpoint_migrates_and_restores_a_running_container(guest_run: GuestRun):  # noqa: F811
     """runc checkpoint and restore with CRIU 4.1 (scripts/install-criu.sh), as a migration and
     as a snapshot (oslevel_checks); the CRIU used is in the platform's description."""

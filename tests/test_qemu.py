@@ -252,9 +252,9 @@ def _attach_and_check(run: GuestRun, combos: list[tuple[str, str, str]], extra: 
     """One guest with one small data disk per combination; each gets a write and a read in the
     guest, and the write is then found in the image on the host after QEMU quits."""
     d = driver(run, nic="none")
-    d.resolve()
+    d.open()
     prefix = run.workdir / f"disks-{combos[0][0]}"
-    machine = d.machine(0, prefix)
+    machine = d.builder.machine(0, prefix, None)
     disks = list(extra)
     for i, (bus, fmt, cache) in enumerate(combos):
         path = run.workdir / f"{bus}-{fmt}-{cache}.{fmt}"
@@ -381,6 +381,8 @@ def test_four_instances_pass_the_barrier_together(guest_run: GuestRun):
         assert all(r.ok for r in results), [r.describe_failure() for r in results]
         resolved = d.describe()["resolved"]
         assert resolved["accel"] in ("tcg", "kvm") and resolved["accel_reason"]
+        ran = d.what_ran()  # what the analysis reads: the accelerator the probe chose, and why
+        assert (ran.mode, ran.mode_reason) == (resolved["accel"], resolved["accel_reason"])
     finally:
         d.stop(instances)
 

@@ -185,6 +185,8 @@ class Runner:
         self.failed = 0
         self._network: RunNetwork | None = None
         """The run's network, made when ``run`` starts (it claims host resources)."""
+        self._drivers: dict[str, Driver] = {}
+        """One driver per platform for the run, made at its first group, closed at the end."""
         self._ascents = Ascents(study, store, run_id)
 
     # entry points ----------------------------------------------------------------------
@@ -242,8 +244,12 @@ class Runner:
                 self._run_all(needs_of(self.study), ledger, workdir)
             status = "failed" if self.failed else "finished"
         finally:
-            ledger.release_all()
-            self.store.set_run_status(self.run_id, status, finished=status != "interrupted")
+            try:
+                while self._drivers:
+                    self._drivers.popitem()[1].close()
+            finally:
+                ledger.release_all()
+                self.store.set_run_status(self.run_id, status, finished=status != "interrupted")
         return status
 
     # the plan --------------------------------------------------------------------------
@@ -343,6 +349,7 @@ class Runner:
                     self.store.add_artifact(self.run_id, CALIBRATION, stored, replace=True)
             finally:
                 driver.stop(instances)
+                driver.close()
         self.study = self.study.calibrated({int(i): data for i, data in stored.items()})
 
     def _imprecise_cells(self, ci_target: float, max_count: float) -> set[str]:
@@ -383,12 +390,7 @@ class Runner:
                 continue
             if time.monotonic() + sum(estimates[c.key] for c in group.cells) > deadline:
                 return False  # the next group would not fit the time budget
-            platform = group.platform
-            settings = self.study.platforms[platform]
-            driver = driver_class(settings)(
-                platform, settings, needs, ledger, self._network, workdir / platform
-            )
-            (workdir / platform).mkdir(exist_ok=True)
+            driver = self._driver(group.platform, needs, ledger, workdir)
             for cell, record, missed, pace in self._group(driver, group):
                 self.store.add_sample(self._cell_id(cell, driver), record)
                 self._ascents.climbed(cell, record, missed, pace)
@@ -402,6 +404,17 @@ class Runner:
                     )
                 )
         return True
+
+    def _driver(self, platform: str, needs: Needs, ledger: Ledger, workdir: Path) -> Driver:
+        """The platform's driver for the whole run: made at its first group."""
+        if platform not in self._drivers:
+            assert self._network is not None, "groups run inside run()"
+            settings = self.study.platforms[platform]
+            (workdir / platform).mkdir(exist_ok=True)
+            self._drivers[platform] = driver_class(settings)(
+                platform, settings, needs, ledger, self._network, workdir / platform
+            )
+        return self._drivers[platform]
 
     def _cell_id(self, cell: Cell, driver: Driver) -> int:
         settings = self.study.workloads[cell.workload_index]

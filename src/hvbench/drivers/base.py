@@ -163,6 +163,9 @@ class Instance(ABC):
     resources: list[Resource] = field(default_factory=list)
     """What the instance holds on the host (its process, disks, taps, namespaces) in the order
     made: ``Driver.stop`` releases it, last made first."""
+    driver: Driver | None = None
+    """The driver that started it (``Driver.start``), for the platform's operations that make
+    the instance anew in its run (a migration's second VMM, a restore)."""
 
     guest_is_host_processes: ClassVar[bool] = False
     """True where ``host_pids()`` are the guest's own processes (a container's, native's
@@ -290,7 +293,11 @@ S = TypeVar("S", bound=PlatformSettings)
 
 
 class Driver(ABC, Generic[S, I]):
-    """Makes instances (``I``) of one platform, from that platform's own settings (``S``)."""
+    """Makes instances (``I``) of one platform, from that platform's own settings (``S``). The
+    runner keeps one driver per platform for the run: what the platform resolves is resolved
+    once (``open``), every group of instances is started and stopped (``start``, ``stop``), and
+    the driver is closed at the run's end (``close``). A template, after QEMUMachine's: the
+    public methods call the private hooks in a fixed order."""
 
     name: ClassVar[str]
     settings_model: ClassVar[type[PlatformSettings]]
@@ -321,31 +328,61 @@ class Driver(ABC, Generic[S, I]):
         self.network = network
         self.workdir = workdir
         """A directory of this run's own for files the driver makes (removed with the run)."""
+        self.resources: list[Resource] = []
+        """What the driver holds on the host for the platform's whole run (a mounted root
+        filesystem, the runtime's state directory, images uploaded to a remote host), in the
+        order made: ``close`` releases it, last made first."""
         self.parallel_start_s: float | None = None
         """How long the last ``start_parallel`` took: from starting every instance at once
         until all were ready (what a boot storm measures: without the driver's preparation
         before it, such as finding or building the guest image)."""
+        self._open = False
 
     @classmethod
     @abstractmethod
     def check(cls) -> Availability:
         """Whether this host can run the driver at all (for doctor and the default study)."""
 
-    def start(self, count: int, deadline: float) -> list[Instance]:
+    def open(self) -> None:
+        """Resolve what the platform's instances share for the whole run (``_resolve``: its
+        image, root filesystem, connection, accelerator), once: ``start`` opens the driver, and
+        a resolve that failed is tried again at the next start."""
+        if not self._open:
+            self._resolve()
+            self._open = True
+
+    def close(self) -> None:
+        """At the run's end, Ctrl-C included: release what the driver held for the platform,
+        last made first, then what is not in the ledger (``_closed``). After a SIGKILL the
+        ledger's cleanup releases the former."""
+        while self.resources:
+            self.ledger.release(self.resources.pop())
+        self._closed()
+        self._open = False
+
+    def start(self, count: int, deadline: float) -> list[I]:
         """Start ``count`` instances in parallel and return them once all are ready; raise
         InstanceError past ``deadline`` (a ``time.monotonic()`` value). A template (after
-        QEMUMachine's ``launch``): what every instance shares is made once (``_prepare``), then
-        every instance starts at once (``_start_one``), a failure stopping them all
-        (``start_parallel``), and what needs them all running follows (``_started``)."""
+        QEMUMachine's ``launch``): the driver is opened (``open``), what every instance of the
+        group shares is made (``_prepare``), then every instance starts at once
+        (``_start_one``), a failure stopping them all (``start_parallel``), and what needs them
+        all running follows (``_started``)."""
+        self.open()
         self._prepare(count)
         instances = [self._instance(index) for index in range(count)]
+        for inst in instances:
+            inst.driver = self
         self.start_parallel(instances, self._start_one, deadline)
         self._started(instances)
-        return list(instances)
+        return instances
+
+    def _resolve(self) -> None:
+        """Resolve once per run what every instance of the platform shares, recording in
+        ``resources`` what it makes on the host (by default nothing)."""
 
     def _prepare(self, count: int) -> None:
-        """Make once what ``count`` instances share (the guest image, the run's network, huge
-        pages), before any of them starts."""
+        """Make what a group of ``count`` instances shares (the run's network, huge pages),
+        before any of them starts."""
 
     @abstractmethod
     def _instance(self, index: int) -> I:
@@ -360,16 +397,16 @@ class Driver(ABC, Generic[S, I]):
         """What needs every instance running (pinning their vCPUs), once all are ready."""
 
     def stop(self, instances: list[I]) -> None:
-        """Stop the instances and release everything they held: each one closed (``_close``),
+        """Stop the instances and release everything they held: each one ended (``_end``),
         then what it holds released, last made first (``_release``); then what the driver holds
-        for them (``stopped``)."""
+        for the group (``_stopped``)."""
         for inst in instances:
-            self._close(inst)
+            self._end(inst)
             while inst.resources:
                 self._release(inst, inst.resources.pop())
-        self.stopped(instances)
+        self._stopped(instances)
 
-    def _close(self, inst: I) -> None:
+    def _end(self, inst: I) -> None:
         """End the instance before what it holds is released: by default ``kill`` it."""
         inst.kill()
 
@@ -377,9 +414,13 @@ class Driver(ABC, Generic[S, I]):
         """Release one resource of the instance's."""
         self.ledger.release(res)
 
-    def stopped(self, instances: list[I]) -> None:
-        """Release what the driver held for these instances, after they are gone (by default
-        nothing)."""
+    def _stopped(self, instances: list[I]) -> None:
+        """Release what the driver held for this group of instances, after they are gone (by
+        default nothing)."""
+
+    def _closed(self) -> None:
+        """Let go of what the driver held for the platform outside the ledger (a connection),
+        once ``close`` released its resources (by default nothing)."""
 
     @classmethod
     def refuses(cls, operation: Operation, settings: PlatformSettings) -> str | None:

@@ -83,11 +83,11 @@ class ContainerDriver(OciDriver[ContainerSettings]):
             )
         return None
 
-    def global_flags(self) -> list[str]:
+    def _global_flags(self) -> list[str]:
         found = criu()
         return ["--criu", found.path] if found else []
 
-    def resolved(self) -> dict:
+    def _runtime_described(self) -> dict:
         found = criu()
         return {"criu": found.version} if found else {}
 

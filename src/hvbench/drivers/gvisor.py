@@ -148,11 +148,11 @@ class GvisorDriver(OciDriver[GvisorSettings]):
             )
         return Availability(True, f"{binary}: platforms systrap and ptrace")
 
-    def global_flags(self) -> list[str]:
+    def _global_flags(self) -> list[str]:
         s = self.settings
         return [f"--platform={s.platform}", f"--network={s.network}", "--overlay2=none"]
 
-    def resolved(self) -> dict:
+    def _runtime_described(self) -> dict:
         s = self.settings
         return {
             "platform": s.platform,

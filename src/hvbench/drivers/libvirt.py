@@ -13,7 +13,7 @@ serial console is read through a console stream, opened before the paused domain
 that no boot message is missed. On this host, the guest image and the data disk are files the
 domain uses in place, and QEMU runs with the static DAC label of root (``relabel='no'``), so
 libvirt neither needs nor changes access to them. On a remote host, the image is uploaded into a
-storage pool (``pool``) as volumes for the time the instances run, and the data disk is a new
+storage pool (``pool``) as volumes once for the run, and the data disk is a new
 volume there, or a block device of that host.
 
 Network: libvirtd and the QEMU it starts live in the root network namespace. The domain gets an
@@ -45,7 +45,6 @@ import itertools
 import json
 import math
 import os
-import threading
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping, Sequence
@@ -75,7 +74,7 @@ from hvbench.drivers.qemu import (
     DATA_SERIAL,
     AccelVerdict,
     Console,
-    QemuDriver,
+    MachineBuilder,
     QemuSettings,
     find_disk,
 )
@@ -396,7 +395,7 @@ class LibvirtInstance(AgentInstance):
     qemu_pid: int | None = None
     remote: bool = False
     driver: LibvirtDriver | None = None
-    """Set by the driver that started it: its lifecycle restores domains on its connection."""
+    """The driver that started it: its lifecycle restores domains on its connection."""
 
     def lifecycle(self) -> Lifecycle | None:
         return LibvirtLifecycle(self.driver, self) if self.driver else None
@@ -526,22 +525,19 @@ class LibvirtDriver(Driver[LibvirtSettings, LibvirtInstance]):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._qemu = QemuDriver(
-            self.platform, self.settings, self.needs, self.ledger, self.network, self.workdir
-        )
-        """The same machine as the qemu driver makes it, whose image and accelerator it keeps."""
+        self._builder: MachineBuilder | None = None
+        """The same machine as the qemu driver makes, once ``_resolve`` made it."""
         self._conn: Any = None
         """The connection (virConnect), once ``_resolve`` made it."""
         self._secmodels: list[str] = []
         self._pool: Any = None
         """On a remote host: the storage pool (virStoragePool) of uploads and data disks."""
         self._cpu_source = LOCAL
-        self._uploads: list[Resource] = []
         self._uploaded: dict[str, str] = {}
-        self._upload_lock = threading.Lock()
-        self._live = 0
+        """On a remote host: the volume each file the guest boots from was uploaded to."""
+        self._reserved: list[Resource] = []
         self._count = 0
-        """The most instances started at once, for the pinning ``describe`` reports."""
+        """The instances of the group started last, for the pinning ``describe`` reports."""
 
     @classmethod
     def refuses(cls, operation: Operation, settings: PlatformSettings) -> str | None:
@@ -581,10 +577,8 @@ class LibvirtDriver(Driver[LibvirtSettings, LibvirtInstance]):
         return is_remote(self.settings.uri)
 
     def _resolve(self) -> None:
-        """Connection, storage pool, and the qemu driver's image and accelerator, once per
-        driver."""
-        if self._conn is not None:
-            return
+        """Connection, storage pool, and the machine the qemu driver makes (its images and
+        accelerator); on a remote host, the files the guest boots from uploaded to the pool."""
         s = self.settings
         libvirt = binding()
         if self.remote and self.needs.userland:
@@ -615,7 +609,11 @@ class LibvirtDriver(Driver[LibvirtSettings, LibvirtInstance]):
                 "kvm" if kvm else "tcg",
                 f"the remote host {'offers' if kvm else 'does not offer'} KVM (not probed)",
             )
-        self._qemu.resolve(verdict)
+        self._builder = MachineBuilder.resolve(self.platform, s, self.needs, verdict)
+        if self.remote:
+            for path in self._builder.boot_files():
+                name = f"hvb-{self.ledger.run_id}-{self.platform}-{Path(path).name}"
+                self._uploaded[path] = self._upload(name, Path(path))
 
     def _storage_pool(self) -> Any:
         libvirt = binding()
@@ -634,41 +632,39 @@ class LibvirtDriver(Driver[LibvirtSettings, LibvirtInstance]):
 
     def machine(self, index: int, prefix: Path) -> Machine:
         """The typed machine of instance ``index``: the qemu driver's, under a domain name that
-        is unique on the host; libvirt keeps QEMU's monitor and the agent's socket to itself."""
-        name = f"hvb-{self.ledger.run_id}-{self.platform}-{index}"
-        return replace(self._qemu.machine(index, prefix), name=name, qmp_socket="", agent_socket="")
+        is unique on the host; libvirt keeps QEMU's monitor and the agent's socket to itself;
+        on a remote host, booted from the uploaded volumes."""
+        assert self._builder, "open() first"
+        address = self.network.address(index) if self.settings.nic != "none" else None
+        machine = self._builder.machine(index, prefix, address)
+        boot = machine.boot
+        return replace(
+            machine,
+            name=f"hvb-{self.ledger.run_id}-{self.platform}-{index}",
+            qmp_socket="",
+            agent_socket="",
+            boot=replace(
+                boot,
+                kernel=self._uploaded.get(boot.kernel, boot.kernel),
+                initrd=self._uploaded.get(boot.initrd, boot.initrd) if boot.initrd else None,
+            ),
+        )
 
     def _prepare(self, count: int) -> None:
-        """The connection and the run's network once; huge pages here for ``count`` guests,
-        which then count as live (uploads stay until ``stopped`` finds none)."""
-        self._resolve()
-        self._count = max(count, self._count)
+        """The run's network once; huge pages here for ``count`` guests."""
+        assert self._builder, "open() first"
+        self._count = count
         if self.settings.nic != "none":
             self.network.up()  # once, before the threads that adopt their taps
-        if not self.remote:
-            self._qemu.reserve_hugepages(count)
-        self._live += count
+        self._reserved = self._builder.reserve_hugepages(self.ledger, count)
 
     def _instance(self, index: int) -> LibvirtInstance:
         s = self.settings
-        return LibvirtInstance(
-            self.platform, index, s.vcpus, s.memory >> 20, remote=self.remote, driver=self
-        )
-
-    def _on_host(self, path: str) -> str:
-        """Where the libvirt host finds a file of the guest image: here, the file itself; on a
-        remote host, a volume uploaded once for as long as instances of the platform run."""
-        if not self.remote:
-            return path
-        with self._upload_lock:
-            if path not in self._uploaded:
-                name = f"hvb-{self.ledger.run_id}-{self.platform}-{Path(path).name}"
-                self._uploaded[path] = self._upload(name, Path(path))
-            return self._uploaded[path]
+        return LibvirtInstance(self.platform, index, s.vcpus, s.memory >> 20, remote=self.remote)
 
     def _upload(self, name: str, path: Path) -> str:
         size = path.stat().st_size
-        volume = self._new_volume(name, size, "raw", self._uploads)
+        volume = self._new_volume(name, size, "raw", self.resources)
         stream = self._conn.newStream(0)
         try:
             volume.upload(stream, 0, size, 0)
@@ -696,12 +692,6 @@ class LibvirtDriver(Driver[LibvirtSettings, LibvirtInstance]):
                 f"{e.get_error_message()}"
             ) from None
 
-    def _release_uploads(self) -> None:
-        if self._live <= 0:
-            self._uploaded.clear()
-            while self._uploads:
-                self.ledger.release(self._uploads.pop())
-
     def _pins(self, index: int) -> list[int]:
         s = self.settings
         if not s.pin:
@@ -713,7 +703,8 @@ class LibvirtDriver(Driver[LibvirtSettings, LibvirtInstance]):
         """The data disk on the libvirt host, and its description for the report."""
         disk = self.settings.disk
         if not self.remote:
-            image, description = self._qemu.data_disk(prefix, inst.resources)
+            assert self._builder, "open() first"
+            image, description = self._builder.data_disk(self, prefix, inst.resources)
             if image.file is None:
                 return Source("block", {"dev": image.path}), description
             return Source("file", {"file": image.path}), description
@@ -735,22 +726,14 @@ class LibvirtDriver(Driver[LibvirtSettings, LibvirtInstance]):
         s = self.settings
         prefix = self.workdir / f"{self.platform}-{inst.index}"
         machine = self.machine(inst.index, prefix)
-        boot = machine.boot
-        machine = replace(
-            machine,
-            boot=replace(
-                boot,
-                kernel=self._on_host(boot.kernel),
-                initrd=self._on_host(boot.initrd) if boot.initrd else None,
-            ),
-        )
         made = inst.resources
         sources: dict[str, Source] = {}
         if s.nic != "none":
             tap, mac = tap_and_mac("l", 0x14, inst.index)
             machine.nics.append(Nic(s.nic, tap, mac))
         if self.needs.userland:
-            root = self._qemu.root_disk(prefix, made)
+            assert self._builder, "open() first"
+            root = self._builder.root_disk(self.ledger, prefix, made)
             machine.disks.append(root)
             sources[root.id] = Source("file", {"file": root.path})
         if self.needs.data_disk:
@@ -799,16 +782,23 @@ class LibvirtDriver(Driver[LibvirtSettings, LibvirtInstance]):
         if self.needs.data_disk:
             format_data_disk(inst, find_disk(inst, DATA_SERIAL), description)
 
-    def stopped(self, instances: list[LibvirtInstance]) -> None:
-        self._live -= len(instances)
-        self._release_uploads()
-        self._qemu.give_back_hugepages()
+    def _stopped(self, instances: list[LibvirtInstance]) -> None:
+        while self._reserved:  # after the guests that held them
+            self.ledger.release(self._reserved.pop())
+
+    def _closed(self) -> None:
+        """The uploads are gone (they were ``resources``): the connection goes too."""
+        self._uploaded.clear()
+        if self._conn is not None:
+            with contextlib.suppress(Exception):  # libvirtError: libvirtd went first
+                self._conn.close()
+        self._conn = None
 
     def host_cpu_source(self) -> HostCpuSource:
         """A remote host's CPU states as libvirt reads them there (its /proc/stat)."""
         if not self.remote:
             return LOCAL
-        self._resolve()
+        self.open()
         return self._cpu_source
 
     def _node_states(self) -> dict[str, float]:
@@ -817,16 +807,16 @@ class LibvirtDriver(Driver[LibvirtSettings, LibvirtInstance]):
         return {s: ns.get(_NODE_STATS.get(s, ""), 0) / 1e9 for s in STATES}
 
     def describe(self) -> dict:
-        """The qemu driver's description of the same machine, plus what libvirt runs it with
+        """The qemu driver's description of the same machine, with what libvirt runs it with
         and, for a remote host, that host."""
-        conn = self._conn
-        if conn is None:
-            return super().describe()
-        info = self._qemu.describe()
-        del info["resolved"]["qemu_binary"]  # libvirt chose the QEMU; "qemu" says which
-        info["resolved"] |= {
-            "pinning": {f"{self.platform}-{i}": self._pins(i) for i in range(self._count)},
-            "qemu": f"{conn.getType()} {dotted(conn.getVersion())} through libvirt",
+        info = super().describe()
+        conn, builder = self._conn, self._builder
+        if conn is None or builder is None:
+            return info
+        pinning = {f"{self.platform}-{i}": self._pins(i) for i in range(self._count)}
+        qemu = f"{conn.getType()} {dotted(conn.getVersion())} through libvirt"
+        info["resolved"] = {
+            **builder.resolved(qemu, pinning),  # libvirt chose the QEMU: no qemu_binary
             "libvirt": dotted(conn.getLibVersion()),
             "uri": self.settings.uri,
         }
@@ -837,7 +827,7 @@ class LibvirtDriver(Driver[LibvirtSettings, LibvirtInstance]):
                 "host_cpu": {"model": model, "cpus": cpus, "mhz": mhz, "memory_mib": memory_mib},
                 "host_cores": cpus,
             }
-        return info
+        return info | builder.images()
 
 
 def dotted(version: int) -> str:

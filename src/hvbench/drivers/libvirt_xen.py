@@ -187,6 +187,12 @@ class LibvirtXenDriver(XenDriver[LibvirtXenSettings]):
             ) from None
         return dotted(self._conn.getVersion()), self._conn.getInfo()[2]
 
+    def _closed(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(Exception):  # libvirtError: libvirtd went first
+                self._conn.close()
+        self._conn = None
+
     def _guest_seconds(self) -> float:
         """vCPU time of every domain but dom0, as libxl accounts it."""
         total = 0
@@ -206,7 +212,7 @@ class LibvirtXenDriver(XenDriver[LibvirtXenSettings]):
         """The domain through libvirt; ``root`` is always None (``_userland`` refuses)."""
         assert isinstance(inst, LibvirtXenInstance)
         s = self.settings
-        assert self._image and self._script, "_resolve() first"
+        assert self._image and self._script, "open() first"
         xml = xen_domain_xml(
             inst.domain,
             s,

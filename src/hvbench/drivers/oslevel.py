@@ -186,7 +186,7 @@ class OciInstance(Instance):
     init: psutil.Process | None = None
     running: Running = field(default_factory=Running)
     driver: OciDriver | None = None
-    """Set by the driver that started it: its lifecycle makes containers in the driver's run."""
+    """The driver that started it: its lifecycle makes containers in the driver's run."""
 
     def exec(self, argv: Sequence[str], timeout: float, stdin: bytes | None = None) -> ExecResult:
         if not self.alive():
@@ -268,7 +268,7 @@ class OciDriver(Driver[OS, OciInstance]):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._image: guest_image.GuestImage | None = None
-        """The guest image, and what else ``_resolve`` makes once per driver."""
+        """The guest image, and what else ``_resolve`` makes once per run."""
         self._root: Path | None = None
         """The image's tree, unpacked: every instance's read-only root; or with a userland, the
         root filesystem image mounted read-only: every instance's overlay's lower layer."""
@@ -285,11 +285,11 @@ class OciDriver(Driver[OS, OciInstance]):
     def runtime_binary(cls) -> str | None:
         """Path of the runtime, or None if it is not installed."""
 
-    def global_flags(self) -> list[str]:
+    def _global_flags(self) -> list[str]:
         """Flags before the subcommand, besides --root."""
         return []
 
-    def resolved(self) -> dict:
+    def _runtime_described(self) -> dict:
         """What describe() adds for this runtime."""
         return {}
 
@@ -297,9 +297,8 @@ class OciDriver(Driver[OS, OciInstance]):
 
     def _resolve(self) -> None:
         """Build (or take from the cache) the guest image, and the root filesystem image where
-        the workloads need a userland; unpack or mount it, once per driver."""
-        if self._root:
-            return
+        the workloads need a userland; unpack or mount it, and make the runtime's state
+        directory."""
         binary = self.runtime_binary()
         if binary is None:
             verdict = self.check()
@@ -310,28 +309,25 @@ class OciDriver(Driver[OS, OciInstance]):
             self._userland = userland.build(tools, self._image, packages)
             self._root = self._mount_userland(self._userland)
         else:
-            root = rootfs.unpack(
-                self._image, self.workdir / f"rootfs-{self._image.key}", self.ledger
-            )
+            dest = self.workdir / f"rootfs-{self._image.key}"
+            root = rootfs.unpack(self._image, dest, self.ledger, self.resources)
             (root / DATA_MOUNT.lstrip("/")).mkdir(parents=True, exist_ok=True)
             self._root = root
         state = self.workdir / "state"
-        if not state.is_dir():  # the first group of instances of this platform in this run
-            self.ledger.add("path", str(state))
-            state.mkdir()
-            for name in self.state_mounts:
-                self.ledger.add("mount", str(state / name))
-        self._runtime = [binary, "--root", str(state), *self.global_flags()]
+        self.resources.append(self.ledger.add("path", str(state)))
+        state.mkdir(exist_ok=True)
+        for name in self.state_mounts:
+            self.resources.append(self.ledger.add("mount", str(state / name)))
+        self._runtime = [binary, "--root", str(state), *self._global_flags()]
         self._cgroup_version = cgroup_version()
 
     def _mount_userland(self, image: userland.RootImage) -> Path:
         """The root filesystem image mounted read-only, from a read-only loop device (not even
-        ext4's journal replay writes the cached image), once per platform and run: each group of
-        instances asks again. The run's end, or ``hvbench cleanup``, undoes it."""
+        ext4's journal replay writes the cached image); ``close``, or ``hvbench cleanup``,
+        undoes it."""
         mountpoint = self.workdir / f"userland-{image.key}"
-        if not os.path.ismount(mountpoint):
-            loop = attach_loop(self.ledger, image.disk, "--read-only")
-            mount(self.ledger, [], mountpoint, "-o", "ro", loop.name)
+        self.resources.append(attach_loop(self.ledger, image.disk, "--read-only"))
+        mount(self.ledger, self.resources, mountpoint, "-o", "ro", self.resources[-1].name)
         return mountpoint
 
     def _overlay(self, bundle: Path, made: list[Resource]) -> str:
@@ -345,7 +341,6 @@ class OciDriver(Driver[OS, OciInstance]):
         return str(bundle / "root")
 
     def _prepare(self, count: int) -> None:
-        self._resolve()
         self.network.up()  # once, before the instances add their veths in parallel
 
     def _instance(self, index: int) -> OciInstance:
@@ -353,7 +348,6 @@ class OciDriver(Driver[OS, OciInstance]):
         return self.instance_class(self.platform, index, s.vcpus, s.memory >> 20)
 
     def _start_one(self, inst: OciInstance, deadline: float) -> None:
-        inst.driver = self
         made = inst.resources
         netns = self.network.add_host_netns(inst.index)
         made.append(netns)
@@ -518,7 +512,7 @@ class OciDriver(Driver[OS, OciInstance]):
             with contextlib.suppress(psutil.Error):
                 inst.init.wait(STOP_TIMEOUT_S)
 
-    def stopped(self, instances: list[OciInstance]) -> None:
+    def _stopped(self, instances: list[OciInstance]) -> None:
         for inst in instances:
             inst.init = None
 
@@ -548,7 +542,7 @@ class OciDriver(Driver[OS, OciInstance]):
             },
             "data_disk": "ext4 formatted and mounted on the host (loop device with direct I/O "
             "over a sparse file, or the block device given), bind-mounted at " + DATA_MOUNT,
-            **self.resolved(),
+            **self._runtime_described(),
         }
         info["image"] = image.manifest
         if self._userland:

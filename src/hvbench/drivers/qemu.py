@@ -38,6 +38,7 @@ from hvbench.drivers.base import (
     Instance,
     Lifecycle,
     MigrationPlan,
+    Needs,
     Operation,
     OperationReport,
     Pace,
@@ -538,7 +539,7 @@ class QemuInstance(AgentInstance):
     agent sockets, its tap): replaced when the instance migrates or is restored; its
     ``resources`` are what outlives one QEMU process (its disks)."""
     driver: QemuDriver | None = None
-    """The driver that made it, for the operations that start a second QEMU."""
+    """The driver that started it, for the operations that start a second QEMU."""
 
     def agent_channel(self) -> GuestAgent | None:
         return self.guest.agent if self.guest else None
@@ -560,8 +561,133 @@ class QemuInstance(AgentInstance):
         return QemuLifecycle(self.driver, self) if self.driver else None
 
 
-_IMAGES: dict[tuple[frozenset[str], str], guest_image.GuestImage] = {}
-"""Images this process already built or found: the runner makes a driver per group of cells."""
+@dataclass(frozen=True)
+class MachineBuilder:
+    """The QEMU machine of a platform, shared by the qemu driver (which runs it) and the libvirt
+    driver (which hands it to libvirtd as a domain): what the platform resolves once per run
+    (the QEMU, the guest image, the root filesystem image, the accelerator), and each
+    instance's machine, disks and huge pages made from it."""
+
+    platform: str
+    settings: QemuSettings
+    binary: str
+    """The QEMU executable (libvirt runs the QEMU of its own configuration instead)."""
+    image: guest_image.GuestImage
+    rootfs: userland.RootImage | None
+    """The root filesystem image, where the workloads need a full userland."""
+    accel: AccelVerdict
+
+    @classmethod
+    def resolve(
+        cls, platform: str, settings: QemuSettings, needs: Needs, accel: AccelVerdict | None
+    ) -> MachineBuilder:
+        """Find or build the images (cached across runs) and decide the accelerator; ``accel``
+        is a verdict made elsewhere (for a remote host, by its own word)."""
+        binary = qemu_binary(settings.binary)
+        if binary is None:
+            raise HvbenchError(f"platform {platform}: binary: {settings.binary} is no longer here")
+        tools = set(needs.tools)
+        if settings.queues > 1 and which("ethtool"):
+            tools.add("ethtool")  # the guest enables the queues beyond its vCPUs with it
+        image = guest_image.build(tools, settings.kernel)
+        rootfs = userland.build(tools, image, needs.packages) if needs.userland else None
+        if accel is None and settings.accel == "auto":
+            accel = kvm_verdict(binary)
+            assert accel is not None
+        elif accel is None:
+            accel = AccelVerdict(settings.accel, "set in the study")
+        return cls(platform, settings, binary, image, rootfs, accel)
+
+    def machine(self, index: int, prefix: Path, address: str | None) -> Machine:
+        """Instance ``index``'s machine, its sockets named after ``prefix``, its NIC's
+        ``address`` on the kernel's command line; without disks and NICs yet."""
+        s = self.settings
+        accel = self.accel.accel
+        append = [f"hvbench.hostname={self.platform}-{index}", s.kernel_args]
+        if self.rootfs:
+            append.append(self.rootfs.boot_args("/dev/vda"))  # the first disk: see root_disk
+        if s.machine == "microvm" and accel == "tcg":
+            append.append(f"tsc_early_khz={s.tsc_early_khz or host_tsc_khz()}")
+            # TCG's TSC is the host's clock; the watchdog, checking it against jiffies that
+            # lag in a slow vCPU, would put the guest's clock on those jiffies for good
+            append.append("tsc=reliable")
+        if s.machine == "pc" and accel == "tcg":
+            # PIIX's ACPI interrupt links cost the first PCI device enabled 0.4-0.7 s of AML
+            # under TCG; the BIOS's routing table gives the same routes
+            append.append("acpi=noirq")
+        if address:
+            append.append(f"hvbench.ip={address}/24")
+        return Machine(
+            type=s.machine,
+            accel=accel,
+            cpu=s.cpu or ("host" if accel == "kvm" else "max"),
+            vcpus=s.vcpus,
+            memory_mib=s.memory >> 20,
+            boot=_boot(self.image, s.kernel_form, " ".join(a for a in append if a)),
+            agent_socket=f"{prefix}.agent.sock",
+            qmp_socket=f"{prefix}.qmp.sock",
+            name=f"{self.platform}-{index}",
+            binary=self.binary,
+            hugepages=None if s.hugepages == "thp" else s.hugepages,
+        )
+
+    def boot_files(self) -> list[str]:
+        """The files every instance's machine boots from: its kernel and initramfs."""
+        boot = _boot(self.image, self.settings.kernel_form, "")
+        return [boot.kernel, *([boot.initrd] if boot.initrd else [])]
+
+    def root_disk(self, ledger: Ledger, prefix: Path, made: list[Resource]) -> Disk:
+        """The root filesystem's disk: a copy-on-write overlay, so the cached one is never
+        written."""
+        assert self.rootfs
+        overlay = Path(f"{prefix}.root.qcow2")
+        made.append(ledger.add("path", str(overlay)))
+        make_image(overlay, "qcow2", 0, backing=self.rootfs.disk)
+        return Disk("root", str(overlay), "virtio-blk", "qcow2", "writeback")
+
+    def data_disk(
+        self, driver: Driver, prefix: Path, made: list[Resource]
+    ) -> tuple[DataImage, str]:
+        """The data disk of one instance (an image file made now, or the user's device) and
+        its description for the report."""
+        disk = self.settings.disk
+        image = DataImage.make(driver, disk, f"{prefix.name}.{disk.format}", made, disk.format)
+        if image.file is None:
+            return image, f"block device {image.path} on {disk.bus}, cache={disk.cache}"
+        return image, (
+            f"{disk.format} image file {image.path} on {disk.bus}, cache={disk.cache}, "
+            f"aio={disk.aio}"
+        )
+
+    def reserve_hugepages(self, ledger: Ledger, count: int) -> list[Resource]:
+        """The huge pages ``count`` guests' memory takes, added to the host's pool (2M, 1G)."""
+        s = self.settings
+        if s.hugepages == "thp":
+            return []
+        pages = hugepages.pages_for(s.hugepages, count * s.memory)
+        return [hugepages.reserve(ledger, s.hugepages, pages, f"platform {self.platform}")]
+
+    def resolved(self, qemu: str, pinning: dict[str, list[int]]) -> dict:
+        """What ``describe`` says the machine ran with; ``qemu`` names the QEMU that ran it."""
+        accel = self.accel.accel
+        return {
+            "accel": accel,
+            "accel_reason": self.accel.reason,
+            "kernel_form": "vmlinux" if self.image.vmlinux else "bzimage",
+            "pinning": pinning,
+            "qemu": qemu,
+            "cpu": self.settings.cpu or ("host" if accel == "kvm" else "max"),
+            # KVM inside a virtual machine: functional, its figures are no KVM's
+            "nested": accel == "kvm" and _host_is_a_guest(),
+            "memory_backing": _memory_backing(self.settings.hugepages),
+        }
+
+    def images(self) -> dict:
+        """What ``describe`` records of the images the machine boots."""
+        info: dict = {"image": self.image.manifest}
+        if self.rootfs:
+            info["rootfs"] = rootfs_summary(self.rootfs)
+        return info
 
 
 class QemuDriver(Driver[QemuSettings, QemuInstance]):
@@ -570,11 +696,8 @@ class QemuDriver(Driver[QemuSettings, QemuInstance]):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._image: guest_image.GuestImage | None = None
-        """The guest image, and what else ``resolve`` decides once per driver."""
-        self._binary = QEMU
-        self._rootfs: userland.RootImage | None = None
-        self._accel: AccelVerdict | None = None
+        self._builder: MachineBuilder | None = None
+        """The platform's machine, once ``_resolve`` made it."""
         self._pins: dict[str, list[int]] = {}
         self._reserved: list[Resource] = []
         self._net_queues: dict[str, str] = {}
@@ -603,72 +726,20 @@ class QemuDriver(Driver[QemuSettings, QemuInstance]):
     def refuses(cls, operation: Operation, settings: PlatformSettings) -> str | None:
         return None  # QEMU migrates and snapshots every machine it makes here
 
-    def resolve(self, accel: AccelVerdict | None = None) -> None:
-        """Decide accelerator and image once per driver (cached across runs); ``accel`` is a
-        verdict made elsewhere (for a remote host, by its own word)."""
-        if self._image:
-            return
-        s = self.settings
-        binary = qemu_binary(s.binary)
-        if binary is None:
-            raise HvbenchError(f"platform {self.platform}: binary: {s.binary} is no longer here")
-        self._binary = binary
-        tools = set(self.needs.tools)
-        if s.queues > 1 and which("ethtool"):
-            tools.add("ethtool")  # the guest enables the queues beyond its vCPUs with it
-        key = (frozenset(tools), s.kernel)
-        cached = _IMAGES.get(key)
-        if cached is None or not cached.initrd.exists():
-            _IMAGES[key] = cached = guest_image.build(tools, s.kernel)
-        self._image = cached
-        rootfs = self.needs.userland
-        self._rootfs = userland.build(tools, cached, self.needs.packages) if rootfs else None
-        if accel:
-            self._accel = accel
-        elif s.accel == "auto":
-            verdict = kvm_verdict(binary)
-            assert verdict is not None
-            self._accel = verdict
-        else:
-            self._accel = AccelVerdict(s.accel, "set in the study")
+    @property
+    def builder(self) -> MachineBuilder:
+        """The platform's machine (``open`` makes it)."""
+        assert self._builder, "open() first"
+        return self._builder
 
-    def machine(self, index: int, prefix: Path) -> Machine:
-        s = self.settings
-        assert self._image and self._accel, "resolve() first"
-        accel = self._accel.accel
-        append = [f"hvbench.hostname={self.platform}-{index}", s.kernel_args]
-        if self._rootfs:
-            append.append(self._rootfs.boot_args("/dev/vda"))  # the first disk: see _start_one
-        if s.machine == "microvm" and accel == "tcg":
-            append.append(f"tsc_early_khz={s.tsc_early_khz or host_tsc_khz()}")
-            # TCG's TSC is the host's clock; the watchdog, checking it against jiffies that
-            # lag in a slow vCPU, would put the guest's clock on those jiffies for good
-            append.append("tsc=reliable")
-        if s.machine == "pc" and accel == "tcg":
-            # PIIX's ACPI interrupt links cost the first PCI device enabled 0.4-0.7 s of AML
-            # under TCG; the BIOS's routing table gives the same routes
-            append.append("acpi=noirq")
-        if s.nic != "none":
-            append.append(f"hvbench.ip={self.network.address(index)}/24")
-        return Machine(
-            type=s.machine,
-            accel=accel,
-            cpu=s.cpu or ("host" if accel == "kvm" else "max"),
-            vcpus=s.vcpus,
-            memory_mib=s.memory >> 20,
-            boot=_boot(self._image, s.kernel_form, " ".join(a for a in append if a)),
-            agent_socket=f"{prefix}.agent.sock",
-            qmp_socket=f"{prefix}.qmp.sock",
-            name=f"{self.platform}-{index}",
-            binary=self._binary,
-            hugepages=None if s.hugepages == "thp" else s.hugepages,
-        )
+    def _resolve(self) -> None:
+        self._builder = MachineBuilder.resolve(self.platform, self.settings, self.needs, None)
 
     def _prepare(self, count: int) -> None:
-        self.resolve()
         if self.settings.nic != "none":
             self.network.up()  # once, before the instances' threads add their taps
-        self.reserve_hugepages(count)
+        self._reserved = self.builder.reserve_hugepages(self.ledger, count)
+        self._pins, self._net_queues = {}, {}  # the group's, for describe
 
     def _instance(self, index: int) -> QemuInstance:
         s = self.settings
@@ -681,15 +752,14 @@ class QemuDriver(Driver[QemuSettings, QemuInstance]):
     def _start_one(self, inst: QemuInstance, deadline: float) -> None:
         s = self.settings
         prefix = self.workdir / f"{self.platform}-{inst.index}"
-        machine = self.machine(inst.index, prefix)
-        made = inst.resources
-        inst.driver = self
         if s.nic != "none":
             inst.address = self.network.address(inst.index)
-        if self._rootfs:
-            machine.disks.append(self.root_disk(prefix, made))
+        machine = self.builder.machine(inst.index, prefix, inst.address)
+        made = inst.resources
+        if self.builder.rootfs:
+            machine.disks.append(self.builder.root_disk(self.ledger, prefix, made))
         if self.needs.data_disk:
-            image, description = self.data_disk(prefix, made)
+            image, description = self.builder.data_disk(self, prefix, made)
             machine.disks.append(
                 Disk(
                     "data", image.path, s.disk.bus, s.disk.format, s.disk.cache, s.disk.aio,
@@ -732,27 +802,6 @@ class QemuDriver(Driver[QemuSettings, QemuInstance]):
         made.append(guest.process)
         return guest
 
-    def root_disk(self, prefix: Path, made: list[Resource]) -> Disk:
-        """The root filesystem's disk: a copy-on-write overlay, so the cached one is never
-        written."""
-        assert self._rootfs
-        overlay = Path(f"{prefix}.root.qcow2")
-        made.append(self.ledger.add("path", str(overlay)))
-        make_image(overlay, "qcow2", 0, backing=self._rootfs.disk)
-        return Disk("root", str(overlay), "virtio-blk", "qcow2", "writeback")
-
-    def data_disk(self, prefix: Path, made: list[Resource]) -> tuple[DataImage, str]:
-        """The data disk of one instance (an image file made now, or the user's device) and
-        its description for the report."""
-        disk = self.settings.disk
-        image = DataImage.make(self, disk, f"{prefix.name}.{disk.format}", made, disk.format)
-        if image.file is None:
-            return image, f"block device {image.path} on {disk.bus}, cache={disk.cache}"
-        return image, (
-            f"{disk.format} image file {image.path} on {disk.bus}, cache={disk.cache}, "
-            f"aio={disk.aio}"
-        )
-
     def _pin(self, instances: list[QemuInstance], cores: int) -> None:
         slot = 0
         for inst in instances:
@@ -766,7 +815,7 @@ class QemuDriver(Driver[QemuSettings, QemuInstance]):
                     self._pins[inst.name].append(core)
                 slot += 1
 
-    def _close(self, inst: QemuInstance) -> None:
+    def _end(self, inst: QemuInstance) -> None:
         """Release the instance's channels (its QEMU process among them) before its disks,
         and let its console's reader end."""
         if inst.guest:
@@ -776,43 +825,19 @@ class QemuDriver(Driver[QemuSettings, QemuInstance]):
         if inst.guest:
             inst.guest.console.join(5)
 
-    def stopped(self, instances: list[QemuInstance]) -> None:
-        self.give_back_hugepages()  # after the guests that held them
-
-    def reserve_hugepages(self, count: int) -> None:
-        """The huge pages ``count`` guests' memory takes, added to the host's pool (2M, 1G)."""
-        s = self.settings
-        if s.hugepages != "thp":
-            pages = hugepages.pages_for(s.hugepages, count * s.memory)
-            who = f"platform {self.platform}"
-            self._reserved.append(hugepages.reserve(self.ledger, s.hugepages, pages, who))
-
-    def give_back_hugepages(self) -> None:
-        while self._reserved:
+    def _stopped(self, instances: list[QemuInstance]) -> None:
+        while self._reserved:  # after the guests that held them
             self.ledger.release(self._reserved.pop())
 
     def describe(self) -> dict:
         info = super().describe()
-        image, accel, rootfs = self._image, self._accel, self._rootfs
-        if accel:
-            info["resolved"] = {
-                "accel": accel.accel,
-                "accel_reason": accel.reason,
-                "kernel_form": "vmlinux" if image and image.vmlinux else "bzimage",
-                "pinning": self._pins,
-                "qemu": qemu_version(self._binary),
-                "qemu_binary": self._binary,
-                "cpu": self.settings.cpu or ("host" if accel.accel == "kvm" else "max"),
-                # KVM inside a virtual machine: functional, its figures are no KVM's
-                "nested": accel.accel == "kvm" and _host_is_a_guest(),
-                "memory_backing": _memory_backing(self.settings.hugepages),
-            }
+        builder = self._builder
+        if builder:
+            qemu = qemu_version(builder.binary)
+            info["resolved"] = {**builder.resolved(qemu, self._pins), "qemu_binary": builder.binary}
             if self._net_queues:
                 info["resolved"]["net_queues"] = self._net_queues
-        if image:
-            info["image"] = image.manifest
-        if rootfs:
-            info["rootfs"] = rootfs_summary(rootfs)
+            info |= builder.images()
         return info
 
 

@@ -267,7 +267,7 @@ def root_image(img: guest_image.GuestImage, ledger: Ledger, scratch: Path) -> Pa
     with _locked(out.parent):
         if out.exists():
             return out
-        tree = rootfs.unpack(img, scratch / f"uml-root-{img.key}", ledger)
+        tree = rootfs.unpack(img, scratch / f"uml-root-{img.key}", ledger, [])
         try:
             used = sum(p.lstat().st_size for p in tree.rglob("*"))
             size_mib = max(64, used * 13 // 10 >> 20) + 64  # room for what the guest writes
@@ -505,7 +505,7 @@ class UmlDriver(Driver[UmlSettings, UmlInstance]):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._image: guest_image.GuestImage | None = None
-        """The guest image, and what else ``_resolve`` decides once per driver."""
+        """The guest image, and what else ``_resolve`` decides once per run."""
         self._verdict: XstateVerdict | None = None
         self._env: dict[str, str] = {}
         """What the UML process's environment adds: the xstate shim where it needs one."""
@@ -533,9 +533,7 @@ class UmlDriver(Driver[UmlSettings, UmlInstance]):
         return Availability(True, f"{version}: {verdict.reason}")
 
     def _resolve(self) -> None:
-        """Image, root filesystem and shim decision, once per driver."""
-        if self._image:
-            return
+        """Image, root filesystem and shim decision."""
         s = self.settings
         if self.needs.userland and s.root == "hostfs":
             raise HvbenchError(
@@ -561,7 +559,6 @@ class UmlDriver(Driver[UmlSettings, UmlInstance]):
             self._root = root_image(self._image, self.ledger, self.workdir)
 
     def _prepare(self, count: int) -> None:
-        self._resolve()
         if self.settings.nic != "none":
             self.network.up()  # once, before the threads that add their taps
 
@@ -602,9 +599,9 @@ class UmlDriver(Driver[UmlSettings, UmlInstance]):
             cow = self.ledger.add("path", f"{prefix}.cow")
             made.append(cow)
             return [f"ubd0={_safe(cow.name)},{_safe(str(self._root))}", "root=/dev/ubda", "rw"]
-        assert self._image, "_resolve() first"
-        tree = rootfs.unpack(self._image, Path(f"{prefix}.root"), self.ledger)
-        made.append(self.ledger.add("path", str(tree)))  # each instance boots a fresh tree
+        assert self._image, "open() first"
+        # each instance boots a fresh tree
+        tree = rootfs.unpack(self._image, Path(f"{prefix}.root"), self.ledger, made)
         return ["root=/dev/root", "rootfstype=hostfs", f"rootflags={_safe(str(tree))}", "rw"]
 
     def _disk_description(self) -> str:

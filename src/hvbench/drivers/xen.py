@@ -199,7 +199,7 @@ class XenInstance(AgentInstance):
     relay: LineRelay | None = None
     _seen_alive: tuple[float, bool] = (0.0, False)
     driver: XenDriver | None = None
-    """The driver that made it, for the operations that make its domain anew."""
+    """The driver that started it, for the operations that make its domain anew."""
 
     def agent_channel(self) -> GuestAgent | None:
         return self.agent
@@ -273,7 +273,7 @@ class XenDriver(Driver[XS, XenInstance]):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._image: guest_image.GuestImage | None = None
-        """The guest image, and what else ``_resolve`` finds once per driver."""
+        """The guest image, and what else ``_resolve`` finds once per run."""
         self._kernel: Path | None = None
         self._rootfs: userland.RootImage | None = None
         self._script: Resource | None = None
@@ -310,9 +310,7 @@ class XenDriver(Driver[XS, XenInstance]):
         return None  # xl saves, restores and migrates every domain it makes
 
     def _resolve(self) -> None:
-        """The image and the hotplug script, once per driver."""
-        if self._image:
-            return
+        """The image and the hotplug script."""
         self._xen_version, self._cpus = self._toolstack()
         self._image = guest_image.build(set(self.needs.tools))
         self._rootfs = self._userland(self._image)
@@ -323,6 +321,7 @@ class XenDriver(Driver[XS, XenInstance]):
         if self._kernel is None:
             raise HvbenchError(f"platform {self.platform}: {mode} boots an ELF vmlinux; none found")
         script = self.ledger.add("path", str(self.workdir / "xen-hotplug"))
+        self.resources.append(script)
         Path(script.name).write_text(HOTPLUG)
         os.chmod(script.name, 0o755)
         self._script = script
@@ -355,7 +354,7 @@ class XenDriver(Driver[XS, XenInstance]):
         """The whole machine: dom0's states, with every other domain's vCPU time as guest time
         (a domain's vCPUs run on Xen, where no state of dom0 shows them), on all physical
         CPUs."""
-        self._resolve()
+        self.open()
 
         def states() -> dict[str, float]:
             seconds = read_proc_stat()
@@ -366,7 +365,6 @@ class XenDriver(Driver[XS, XenInstance]):
         return HostCpuSource(states, self._cpus)
 
     def _prepare(self, count: int) -> None:
-        self._resolve()
         if self.settings.nic != "none":
             self.network.up()
 
@@ -378,7 +376,6 @@ class XenDriver(Driver[XS, XenInstance]):
             s.vcpus,
             s.memory >> 20,
             domain=f"hvb-{self.ledger.run_id[-8:]}-{self.platform}-{index}",
-            driver=self,
         )
 
     # the configuration ------------------------------------------------------------------
@@ -414,7 +411,7 @@ class XenDriver(Driver[XS, XenInstance]):
     def _config(self, inst: XenInstance, disk_target: str | None, root: str | None = None) -> str:
         """The xl configuration; ``root`` is the root filesystem's overlay (userland)."""
         s = self.settings
-        assert self._image and self._script, "_resolve() first"
+        assert self._image and self._script, "open() first"
         lines = {
             "name": _quote(inst.domain),
             "type": _quote(s.mode),

@@ -12,22 +12,17 @@ from pathlib import Path
 
 from hvbench.errors import HvbenchError
 from hvbench.guest.image import GuestImage
-from hvbench.host.resources import Ledger
+from hvbench.host.resources import Ledger, Resource
 
 
-def unpack(image: GuestImage, dest: Path, ledger: Ledger) -> Path:
-    """The image's tree at ``dest``, unpacked now or by an earlier call of the same run (each
-    group of instances of a platform asks again). Every directory made is in the ledger; the
-    tree is unpacked beside ``dest`` and renamed, so an existing ``dest`` is always complete."""
-    if dest.is_dir():
-        return dest
-    partial = dest.with_name(f"{dest.name}.partial")
-    ledger.add("path", str(dest))
-    ledger.add("path", str(partial))
-    partial.mkdir(parents=True)
+def unpack(image: GuestImage, dest: Path, ledger: Ledger, made: list[Resource]) -> Path:
+    """The image's tree unpacked at ``dest``, which is in the ledger and in ``made`` before it
+    exists."""
+    made.append(ledger.add("path", str(dest)))
+    dest.mkdir(parents=True, exist_ok=True)
     with image.initrd.open("rb") as archive:
         proc = subprocess.run(
-            ["cpio", "-idm", "--quiet", "--no-absolute-filenames", "-D", str(partial)],
+            ["cpio", "-idm", "--quiet", "--no-absolute-filenames", "-D", str(dest)],
             stdin=archive,
             capture_output=True,
             text=True,
@@ -35,8 +30,7 @@ def unpack(image: GuestImage, dest: Path, ledger: Ledger) -> Path:
         )
     if proc.returncode != 0:
         raise HvbenchError(
-            f"unpacking guest image {image.key} into {partial} failed: "
+            f"unpacking guest image {image.key} into {dest} failed: "
             f"{proc.stderr.strip()[-300:]} (cpio is in Debian's cpio package)"
         )
-    partial.rename(dest)
     return dest
