@@ -123,7 +123,7 @@ def test_density_reads_the_spread_and_names_every_stop(tmp_path):
     runc.held = {1: steps, 2: [5, 10], 3: steps[:3]}
     on_time = "clients on schedule: send lag p95 at most 1.2 ms"
     runc.stops = {
-        2: AscentStop(15, "slo", app, 0.33, 0.03, 0.41, on_time),
+        2: AscentStop(15, "slo", app, 0.33, 0.03, 0.41, on_time, instances=0.2),
         3: AscentStop(20, "harness", app, 0.9, 0.05, 0.41, "clients fell behind: ..."),
     }
     records = {"native": native, "runc": runc}
@@ -135,7 +135,8 @@ def test_density_reads_the_spread_and_names_every_stop(tmp_path):
     runc = next(x for x in lines if x.startswith("consolidation: runc: "))
     assert runc.startswith("consolidation: runc: 2–4 sets at SLO (2 ascents: 4, 2), host CPU")
     assert (
-        "ascent 2 stopped at 3 sets, slo: " + app + "; host CPU 36% (clients 3%), memory 41%: far "
+        "ascent 2 stopped at 3 sets, slo: " + app + "; host CPU 36% (instances 20%, clients 3%), "
+        "memory 41%: far "
         "from busy, so the limit was not the platform's CPU or memory; clients on schedule"
     ) in runc
     assert "ascent 3 stopped at 4 sets, harness: " in runc and "host CPU 95% (clients 5%)" in runc

@@ -99,16 +99,16 @@ class Ascents:
             return
         by = "failed" if record.status != "ok" else "harness" if pace and not pace.kept else "slo"
         h = record.host_cpu
-        capacity = h.wall_s * h.cores if h and h.wall_s > 0 and h.cores else None
+        share = (lambda seconds: seconds / (h.wall_s * h.cores)) if h and h.wall_s > 0 else None
+        own = h.instances_s if h else []
         memory = psutil.virtual_memory()
         stop = AscentStop(
             cell.instances,
             by,
             missed,
-            host_busy=h.busy_s / capacity if h and capacity else None,
-            clients=sum(h.clients_s.values()) / capacity
-            if h and capacity and h.clients_s
-            else None,
+            host_busy=share(h.busy_s) if h and share else None,
+            clients=share(sum(h.clients_s.values())) if h and share and h.clients_s else None,
+            instances=share(sum(own)) if share and own and None not in own else None,
             memory_used=1 - memory.available / memory.total,
             clients_kept=pace.line if pace else None,
         )

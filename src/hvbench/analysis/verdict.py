@@ -389,8 +389,10 @@ def stop_cause(stop: AscentStop) -> str:
     parts = [f"{stop.by}: {stop.why}"]
     if stop.host_busy is not None and stop.memory_used is not None:
         cpu = stop.host_busy + (stop.clients or 0.0)
-        clients = f" (clients {100 * stop.clients:.0f}%)" if stop.clients else ""
-        host = f"host CPU {100 * cpu:.0f}%{clients}, memory {100 * stop.memory_used:.0f}%"
+        known = (("instances", stop.instances), ("clients", stop.clients))
+        shares = [f"{who} {100 * x:.0f}%" for who, x in known if x]
+        split = f" ({', '.join(shares)})" if shares else ""
+        host = f"host CPU {100 * cpu:.0f}%{split}, memory {100 * stop.memory_used:.0f}%"
         if stop.by in ("slo", "harness") and max(cpu, stop.memory_used) < FAR_FROM_BUSY:
             host += ": far from busy, so the limit was not the platform's CPU or memory"
         parts.append(host)

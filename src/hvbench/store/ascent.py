@@ -32,6 +32,9 @@ class AscentStop:
     """The host's memory in use (0..1, 1 − available / total) with the step's instances up."""
     clients_kept: str | None = None
     """Whether the clients kept their rate, in one line (``Workload.pace``); None: not known."""
+    instances: float | None = None
+    """The instances' own processes' share of the host's CPU (None where a platform's are not
+    all known, as natively): the rest of ``host_busy`` is the host's other work."""
 
     def to_json(self) -> dict:
         return {k: v for k, v in asdict(self).items() if v is not None}
