@@ -405,7 +405,7 @@ def _climb(d: Density, c: Climb) -> str:
     """ "ascent 2 stopped at 3 sets, slo: ..." or "ascent 3 unfinished"."""
     if c.stop is None:
         return f"ascent {c.number} {'held every step' if c.stopped_by == 'bound' else c.stopped_by}"
-    at = f"{c.stopped_step} {d.unit}" if c.stopped_step else f"{c.stop.count} instances"
+    at = _n(c.stopped_step, d.unit) if c.stopped_step else f"{c.stop.count} instances"
     return f"ascent {c.number} stopped at {at}, {stop_cause(c.stop)}"
 
 
@@ -417,7 +417,7 @@ def _held(d: Density) -> str:
         return f"no density: none of {n} ascent{'s' if n != 1 else ''} measured the platform"
     low, high = spread
     if low == high:
-        return f"{low} {d.unit} at SLO in {len(d.counted)} of {n} ascents"
+        return f"{_n(low, d.unit)} at SLO in {len(d.counted)} of {_n(n, 'ascents')}"
     each = ", ".join(str(c.steps) for c in d.counted)
     return f"{low}–{high} {d.unit} at SLO ({len(d.counted)} ascents: {each})"
 
@@ -433,7 +433,7 @@ def ascent_lines(a: RunAnalysis) -> list[str]:
         if d.steps:
             cpu = d.cpu_at(d.steps)
             busy = "n/a" if cpu is None else f"{100 * cpu.busy:.1f}%"
-            line += f", host CPU {busy} at {d.steps} {d.unit}"
+            line += f", host CPU {busy} at {_n(d.steps, d.unit)}"
         if all(c.stopped_by == "bound" for c in d.climbs):
             line += " (every step held: raise the bound)"
         stops = [_climb(d, c) for c in d.climbs if c.stopped_by != "bound"]
@@ -461,6 +461,11 @@ def _density_against_baseline(a: RunAnalysis) -> list[str]:
             said = f"{name} and {base_name}: no difference shown ({ranges}: the spreads overlap)"
         out.append(f"{d.workload_name} density: {said}")
     return out
+
+def _n(count: int, unit: str) -> str:
+    """ "1 set", "2 sets": a count with its unit, singular for one."""
+    return f"{count} {unit.removesuffix('s') if count == 1 else unit}"
+
 
 
 def _range(spread: tuple[int, int]) -> str:
