@@ -25,9 +25,11 @@ from hvbench.store import (
     CellRecord,
     HostCpuReading,
     MetricRecord,
+    PlatformState,
     RunRecord,
     SampleRecord,
     Store,
+    WhatRan,
 )
 
 T = TypeVar("T")
@@ -86,6 +88,7 @@ def write(store: Store, samples: int, rng: np.random.Generator) -> int:
             instances=n,
             platform_settings={"vcpus": 1},
             workload_settings={"name": workload},
+            ran=WhatRan(bare=platform == "native"),
         )
         cell_id = store.cell_id("bench", row)
         factor = PLATFORMS.get(platform, 1.0)
@@ -111,7 +114,7 @@ def write(store: Store, samples: int, rng: np.random.Generator) -> int:
                     error=None,
                     started_at=datetime.now(UTC),
                     seconds=10.0,
-                    platform_state={"overcommit": n > 8},
+                    platform_state=PlatformState(overcommit=n > 8),
                     host_cpu=HostCpuReading(
                         wall_s=10.0,
                         cores=8,

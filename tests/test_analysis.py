@@ -30,10 +30,12 @@ from hvbench.store import (
     CellRecord,
     HostCpuReading,
     MetricRecord,
+    PlatformState,
     RawRecord,
     RunRecord,
     SampleRecord,
     Store,
+    WhatRan,
 )
 
 STUDY = "name: hand-made\nbaseline: native\nplatforms: {}\nworkloads: []\n"
@@ -75,7 +77,10 @@ class RunBuilder:
         driver: str | None = None,
         platform_settings: dict | None = None,
         workload_settings: dict | None = None,
+        ran: WhatRan | None = None,
     ) -> int:
+        """A cell of ``platform``; ``ran``: what its driver wrote it ran (by default nothing
+        chosen, and the host itself for the native driver)."""
         driver = driver or ("native" if platform == "native" else "qemu")
         row = CellRecord(
             key=f"{platform}|{workload}|{instances}",
@@ -86,6 +91,7 @@ class RunBuilder:
             instances=instances,
             platform_settings={"driver": driver, **(platform_settings or {})},
             workload_settings=workload_settings or {"name": workload.split()[0]},
+            ran=ran or WhatRan(bare=driver == "native"),
         )
         cell_id = self.store.cell_id(self.run_id, row)
         self.workload_names[cell_id] = row.workload_name
@@ -99,7 +105,7 @@ class RunBuilder:
         unit: str = "MB/s",
         higher_is_better: bool = True,
         host_cpu: dict | None = None,
-        state: dict | None = None,
+        state: PlatformState | None = None,
         status: str = "ok",
         kinds: dict[str, tuple[str, bool]] | None = None,
         headline: set[str] | None = None,
@@ -140,7 +146,7 @@ class RunBuilder:
                 error=None if status == "ok" else "guest crashed",
                 started_at=datetime.now(UTC),
                 seconds=1.0,
-                platform_state=state or {},
+                platform_state=state or PlatformState(),
                 host_cpu=host_cpu,
                 metrics=records,
                 raw=[RawRecord(0, "tool", ["tool", "--flag", "<b>"], "output")],
@@ -221,8 +227,10 @@ def test_aggregate_spread_scaling_and_overcommit(store):
     b = RunBuilder(store)
     one, four = b.cell("kvm", "cpu", 1, platform_settings={"vcpus": 1}), b.cell("kvm", "cpu", 4)
     for rep in range(3):
-        b.sample(one, rep, {"cpu.a.ops": [30.0]}, state={"overcommit": False})
-        b.sample(four, rep, {"cpu.a.ops": [10.0, 20.0, 30.0, 40.0]}, state={"overcommit": True})
+        b.sample(one, rep, {"cpu.a.ops": [30.0]}, state=PlatformState(overcommit=False))
+        b.sample(
+            four, rep, {"cpu.a.ops": [10.0, 20.0, 30.0, 40.0]}, state=PlatformState(overcommit=True)
+        )
     a = analyse(store, "latest")
     r = a.result("kvm", "cpu", "cpu.a.ops", 4)
     assert r.single.mean == pytest.approx(25)

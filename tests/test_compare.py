@@ -17,7 +17,7 @@ from hvbench.analysis.stats import repetitions_to_settle, run_to_run, runs_to_se
 from hvbench.cli.reporting import compare as compare_cmd
 from hvbench.errors import HvbenchError
 from hvbench.report import render_comparison
-from hvbench.store import Store
+from hvbench.store import Store, WhatRan
 
 
 @pytest.fixture
@@ -265,7 +265,8 @@ def test_a_platform_that_ran_under_another_accelerator_is_named_so(store):
     for run_id, accel, mean in (("kvm-run", "kvm", 100), ("tcg-run", "tcg", 20)):
         b = RunBuilder(store, run_id=run_id)
         settings = {"accel": "auto", "resolved": {"accel": accel, "accel_reason": "probe"}}
-        cell = b.cell("qemu-virtio", "disk", platform_settings=settings)
+        ran = WhatRan(accel, ("kvm", "tcg"), "probe")
+        cell = b.cell("qemu-virtio", "disk", platform_settings=settings, ran=ran)
         for rep, v in enumerate(rng.normal(mean, 1, 5)):
             b.sample(cell, rep, {"disk.write_mbps": [float(v)]})
     c = compare(analyse(store, "kvm-run"), analyse(store, "tcg-run"))

@@ -34,7 +34,7 @@ from test_store import _run, _sample, postgres_url  # noqa: F401 (the suite's Po
 
 from hvbench.errors import HvbenchError
 from hvbench.host.resources import Ledger
-from hvbench.store import CellRecord, Store
+from hvbench.store import CellRecord, Store, WhatRan
 
 STUDY = """\
 name: fleet-smoke
@@ -314,6 +314,7 @@ def _host_store(path: Path, run_id: str, reps: int, status: str) -> Store:
         instances=1,
         platform_settings={},
         workload_settings={},
+        ran=WhatRan(bare=True),
     )
     cell_id = store.cell_id(run_id, cell)
     for rep in range(1, reps + 1):

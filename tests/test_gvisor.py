@@ -166,6 +166,10 @@ def test_cpu_disk_net_study_on_both_platforms_and_nothing_left():
     for name in EXPECTED:
         assert len(values[name]) == 2 and all(v > 0 for v in values[name]), name
     platforms = {c.platform: c.platform_settings["resolved"] for c in store.cells(run_id)}
+    assert {c.platform: c.ran.mode for c in store.cells(run_id)} == {
+        "systrap": "systrap",
+        "ptrace": "ptrace",
+    }
     assert platforms["systrap"]["platform"] == "systrap"
     assert platforms["ptrace"]["platform"] == "ptrace"
     assert "bind-mounted" in json.dumps(platforms)

@@ -345,7 +345,7 @@ def test_cpu_and_disk_run_on_a_remote_host_over_ssh_and_nothing_is_left(ssh_uri)
     cpu = store.samples(runner.run_id)[-1].host_cpu
     assert cpu.host == resolved["host"] and cpu.busy_s > 0 and cpu.instances_s[0] > 0
     disk = [s.platform_state for s in store.samples(runner.run_id)]
-    assert {s["host_cores"] for s in disk} == {resolved["host_cores"]}  # that host's cores
+    assert {s.host_cores for s in disk} == {resolved["host_cores"]}  # that host's cores
     assert "volume hvb-" in str(disk) and "in pool hvbench-remote of 127.0.0.1" in str(disk)
     assert _volumes(ssh_uri) == [] and _domains(ssh_uri) == []
 

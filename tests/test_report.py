@@ -16,9 +16,10 @@ from typer.testing import CliRunner
 from hvbench.analysis import analyse
 from hvbench.analysis.verdict import verdicts
 from hvbench.cli.reporting import report as report_cmd
+from hvbench.drivers import driver_class
 from hvbench.errors import HvbenchError
 from hvbench.report import render
-from hvbench.store import Store
+from hvbench.store import Store, WhatRan
 
 
 @pytest.fixture
@@ -362,6 +363,14 @@ QEMU_TCG = {
     "disk": {"cache": "none"},
     "resolved": {"accel": "tcg", "accel_reason": "no /dev/kvm on this host"},
 }
+FELL_BACK = WhatRan("tcg", ("kvm", "tcg"), "no /dev/kvm on this host")
+"""What the qemu driver writes it ran with QEMU_TCG."""
+
+
+def ran_by(driver: str, settings: dict) -> WhatRan:
+    """What a driver writes it ran with these settings, before it decided anything more."""
+    cls = driver_class({"driver": driver, **settings})
+    return cls.ran_by_settings(cls.settings_model(driver=driver, **settings))
 
 
 @pytest.fixture
@@ -370,7 +379,7 @@ def fell_back(tmp_path) -> Store:
     s = Store(f"sqlite:///{tmp_path}/fell-back.db")
     b = RunBuilder(s)
     native = b.cell("native", "net")
-    kvm = b.cell("kvm-virtio", "net", platform_settings=QEMU_TCG)
+    kvm = b.cell("kvm-virtio", "net", platform_settings=QEMU_TCG, ran=FELL_BACK)
     for rep, n in enumerate([-0.01, 0.0, 0.01]):
         for cell, f in ((native, 1.0), (kvm, 0.16)):
             b.sample(cell, rep, {"net.iperf3.inbound_gbps": [10 * f * (1 + n)]}, "Gbit/s")
@@ -470,7 +479,8 @@ def test_disk_figures_above_native_are_flagged_not_won(tmp_path):
         "same": ("qemu", {"accel": "kvm", "disk": {"cache": "writeback"}}, 1.001, 0.9),
     }
     for platform, (driver, settings, read, write) in platforms.items():
-        cell = b.cell(platform, "disk", driver=driver, platform_settings=settings)
+        ran = ran_by(driver, settings)
+        cell = b.cell(platform, "disk", driver=driver, platform_settings=settings, ran=ran)
         for rep, n in enumerate([-0.01, 0.0, 0.01] if platform != "same" else [-0.05, 0, 0.05]):
             metrics = {
                 "disk.dd.read_mbps": [500 * read * (1 + n)],
@@ -497,12 +507,36 @@ def test_disk_figures_above_native_are_flagged_not_won(tmp_path):
     one = Store(f"sqlite:///{tmp_path}/one.db")
     b = RunBuilder(one)
     for platform, (driver, settings, read, write) in platforms.items():
-        cell = b.cell(platform, "disk", driver=driver, platform_settings=settings)
+        ran = ran_by(driver, settings)
+        cell = b.cell(platform, "disk", driver=driver, platform_settings=settings, ran=ran)
         metrics = {"disk.dd.read_mbps": [500 * read], "disk.dd.write_mbps": [400 * write]}
         b.sample(cell, 0, metrics, headline=headline)
     a = analyse(one, "latest")
     assert a.result("uml", "disk", "disk.dd.read_mbps", 1).suspect.startswith("likely the host")
     assert a.result("direct", "disk", "disk.dd.read_mbps", 1).suspect is None  # nothing tested
+
+
+def test_a_driver_the_analysis_never_heard_of_is_reported_by_what_it_wrote(tmp_path):
+    """What ran is what the driver wrote (``WhatRan``), never its name: a new driver's
+    accelerator names its platform, its disk cache explains a read above native, and with no
+    baseline in the study the platform it calls the host itself is the baseline."""
+    s = Store(f"sqlite:///{tmp_path}/new.db")
+    b = RunBuilder(s, study_text="name: new\nplatforms: {}\nworkloads: []\n")
+    cache = "the new VMM's block device reads through the host page cache"
+    platforms = {
+        "host": ("bare-metal-runner", WhatRan(bare=True), 1.0),
+        "vmm-kvm": ("new-vmm", WhatRan("tcg", ("kvm", "tcg"), disk_cache=cache), 3.0),
+    }
+    for platform, (driver, ran, read) in platforms.items():
+        cell = b.cell(platform, "disk", driver=driver, ran=ran)
+        for rep, n in enumerate([-0.01, 0.0, 0.01]):
+            metrics = {"disk.dd.read_mbps": [500 * read * (1 + n)]}
+            b.sample(cell, rep, metrics, headline={"disk.dd.read_mbps"})
+    a = analyse(s, "latest")
+    assert a.baseline == "host"
+    assert a.label("vmm-kvm") == "vmm-kvm [tcg]" and a.ran["vmm-kvm"] == "tcg"
+    result = a.result("vmm-kvm", "disk", "disk.dd.read_mbps", 1)
+    assert result.suspect == f"likely the host page cache: {cache}"
 
 
 def test_a_disk_figure_is_called_above_native_only_past_holm_and_the_threshold(tmp_path):
@@ -520,7 +554,8 @@ def test_a_disk_figure_is_called_above_native_only_past_holm_and_the_threshold(t
         b = RunBuilder(s, run_id=f"r{i}")
         for p in ("native", "q1", "q2", "q3"):
             driver, settings = ("native", {}) if p == "native" else ("qemu", direct)
-            cell = b.cell(p, "disk", driver=driver, platform_settings=settings)
+            ran = ran_by(driver, settings)
+            cell = b.cell(p, "disk", driver=driver, platform_settings=settings, ran=ran)
             for rep in range(3):
                 metrics = {
                     "disk.dd.read_mbps": [500 * rng.normal(1, 0.03)],

@@ -20,7 +20,7 @@ from hvbench.analysis.model import COMPOSITE
 from hvbench.cli.run import REPORTS
 from hvbench.host.resources import STATE_ROOT
 from hvbench.runner import START_TIMEOUT_S, Runner, start_allowance
-from hvbench.store import Store
+from hvbench.store import Store, WhatRan
 from hvbench.study import parse_study
 
 CPU = (
@@ -67,8 +67,9 @@ def test_samples_are_interleaved_across_platforms_and_cleaned_up():
     assert sample.host_cpu is not None
     assert sample.host_cpu.busy_s > 0 and sample.host_cpu.wall_s >= 3
     cores = os.cpu_count() or 1  # native's one instance has the host's every core: not over
-    assert sample.platform_state["host_cores"] == cores == sample.platform_state["vcpus_total"]
-    assert sample.platform_state["overcommit"] is False
+    assert sample.platform_state.host_cores == cores == sample.platform_state.vcpus_total
+    assert sample.platform_state.overcommit is False
+    assert [c.ran for c in store.cells(runner.run_id)] == [WhatRan(bare=True)] * 2
     assert leftovers(runner.run_id) == []
 
 

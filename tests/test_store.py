@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -20,11 +21,13 @@ from hvbench.store import (
     FunctionRecord,
     HostCpuReading,
     MetricRecord,
+    PlatformState,
     ProfileRecord,
     RawRecord,
     RunRecord,
     SampleRecord,
     Store,
+    WhatRan,
 )
 from hvbench.store.upgrade import _config, head
 
@@ -51,7 +54,7 @@ def _sample(rep: int, value: float | None, text_value: str | None = None) -> Sam
         error=None,
         started_at=datetime.now(UTC),
         seconds=1.5,
-        platform_state={"accel": "tcg"},
+        platform_state=PlatformState(["native-0"], 2, 2, False, {"native-0": "loop device"}),
         host_cpu=HostCpuReading(1.5, 2, {"user": 1.0, "idle": 2.0}, 1.0, [0.9]),
         metrics=[
             MetricRecord(
@@ -80,6 +83,7 @@ def exercise(store: Store) -> None:
         instances=1,
         platform_settings={"driver": "native"},
         workload_settings={"name": "disk"},
+        ran=WhatRan(bare=True),
     )
     cell_id = store.cell_id("r1", cell)
     again = CellRecord(**vars(cell))
@@ -107,7 +111,9 @@ def exercise(store: Store) -> None:
     )
     assert [s.repetition for s in store.samples("r1")] == [1, 2]
     assert store.samples("r1")[0].host_cpu == profiled.host_cpu  # the typed reading, back
+    assert store.samples("r1")[0].platform_state == profiled.platform_state
     assert store.cells("r1")[0].id == cell_id
+    assert store.cells("r1")[0].ran == cell.ran
     store.add_artifact("r1", "image", {"sha256": "ab"})
     store.add_artifact("r1", "image", {"sha256": "cd"})
     assert store.artifacts("r1") == {"image": {"sha256": "ab"}}
@@ -295,3 +301,76 @@ def test_a_store_of_schema_0004_keeps_its_metrics_with_no_resolution(tmp_path):
     engine.dispose()
     (row,) = Store(url).metric_rows("r0")
     assert (row.value, row.resolution) == (4.2, None)
+
+
+OLD_CELLS = [
+    # (driver, platform_settings as its describe() wrote them then, what it ran)
+    ("native", {"driver": "native"}, WhatRan(bare=True)),
+    (
+        "qemu",
+        {
+            "accel": "auto",
+            "disk": {"cache": "writeback"},
+            "resolved": {"accel": "kvm", "accel_reason": "probe booted", "nested": True},
+        },
+        WhatRan(
+            "kvm",
+            ("kvm", "tcg"),
+            "probe booted",
+            nested=True,
+            disk_cache="QEMU disk cache=writeback",
+        ),
+    ),
+    ("qemu", {"accel": "tcg", "disk": {"cache": "none"}}, WhatRan("tcg", ("kvm", "tcg"))),
+    ("qemu", {"accel": "auto"}, WhatRan(None, ("kvm", "tcg"))),  # failed before it resolved
+    (
+        "libvirt",
+        {"uri": "xen:///system", "mode": "pvh", "disk": {"backend": "qdisk"}},
+        WhatRan(
+            "pvh",
+            ("pv", "pvh", "hvm"),
+            disk_cache="Xen's qdisk backend avoids O_DIRECT without direct-io-safe",
+        ),
+    ),
+    (
+        "gvisor",
+        {"platform": "ptrace"},
+        WhatRan(
+            "ptrace",
+            ("systrap", "ptrace"),
+            disk_cache="gVisor's Sentry opens the disk's files without O_DIRECT",
+        ),
+    ),
+    (
+        "uml",
+        {"disk": {"sync": True}},
+        WhatRan(disk_cache="UML's ubd has no O_DIRECT, O_SYNC writes"),
+    ),
+    ("container", {"driver": "container"}, WhatRan()),
+]
+
+
+def test_a_store_of_schema_0005_gets_what_its_drivers_ran(tmp_path):
+    """Cells stored before the drivers wrote what ran get what the analysis used to work out of
+    their driver's name and settings; samples' platform states of then read as typed records."""
+    url = f"sqlite:///{tmp_path / 'a.db'}"
+    engine = _old_store(url, "0005")
+    with engine.begin() as conn:
+        for cell_id, (driver, settings, _) in enumerate(OLD_CELLS, start=1):
+            conn.execute(
+                text("insert into cells values (:id, 'r0', :key, :p, :d, 'disk', 'disk', 1, "
+                     ":s, '{}')"),
+                {"id": cell_id, "key": f"p{cell_id}|disk|1", "p": f"p{cell_id}", "d": driver,
+                 "s": json.dumps(settings)},
+            )  # fmt: skip
+        conn.execute(
+            text("insert into samples values (1, 1, 1, 'ok', null, '2026-01-01', 1.0, :state, "
+                 "'{}')"),
+            {"state": json.dumps({"instances": ["p1-0"], "vcpus_total": 4, "host_cores": 2,
+                                  "overcommit": True})},
+        )  # fmt: skip
+    engine.dispose()
+    store = Store(url)
+    assert [c.ran for c in store.cells("r0")] == [ran for _, _, ran in OLD_CELLS]
+    (sample,) = store.samples("r0")
+    assert sample.platform_state == PlatformState(["p1-0"], 4, 2, True)

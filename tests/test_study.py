@@ -5,15 +5,16 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from hvbench.analysis.platforms import label, what_ran
-from hvbench.drivers import DRIVERS
+from hvbench.analysis.platforms import label
+from hvbench.drivers import DRIVERS, driver_class
 from hvbench.drivers.qemu import AccelVerdict
 from hvbench.errors import StudyError
-from hvbench.store import Store
+from hvbench.store import Store, WhatRan
 from hvbench.study import Study, default_study, load_study, parse_study
 
 VALID = """\
@@ -91,22 +92,20 @@ def test_default_study_keeps_only_available_drivers():
     assert study.baseline == "native"
 
 
-def described(study: Study, platform: str, accel: AccelVerdict | None = None) -> dict:
-    """What a driver's describe() records for a platform: its settings, and for qemu and
-    libvirt (qemu URI) the accelerator it resolved (doctor's verdict, for accel: auto)."""
+def ran(study: Study, platform: str, accel: AccelVerdict | None = None) -> WhatRan:
+    """What a platform's driver writes it ran: what its settings say, and for accel: auto the
+    accelerator doctor's verdict gives (``accel``; None: not resolved, the start failed)."""
     settings = study.platforms[platform]
-    info = settings.model_dump(mode="json")
-    if "accel" in info:
-        chosen = accel if settings.accel == "auto" else AccelVerdict(settings.accel, "study")
-        assert chosen is not None
-        info["resolved"] = {"accel": chosen.accel, "accel_reason": chosen.reason}
-    return info
+    said = driver_class(settings).ran_by_settings(settings)
+    if accel is not None and said.mode is None and said.modes == ("kvm", "tcg"):
+        return replace(said, mode=accel.accel, mode_reason=accel.reason)
+    return said
 
 
 def labelled(study: Study, accel: AccelVerdict | None = None) -> dict[str, str]:
     return {
-        p: label(p, [ran] if (ran := what_ran(s.driver, described(study, p, accel))) else [])
-        for p, s in study.platforms.items()
+        p: label(p, [r.mode] if (r := ran(study, p, accel)).mode else [], r.modes)
+        for p in study.platforms
     }
 
 
@@ -161,8 +160,7 @@ def test_labels_name_what_each_driver_ran():
         "uml": "uml",
     }
     assert labelled(study, AccelVerdict("kvm", "probe booted"))["kvm-virtio"] == "kvm-virtio"
-    unresolved = study.platforms["kvm-virtio"].model_dump(mode="json")  # start failed before
-    assert what_ran("qemu", unresolved) is None
+    assert ran(study, "kvm-virtio").mode is None  # the start failed before it resolved
     assert label("kvm-virtio", ["kvm", "tcg"]) == "kvm-virtio [kvm/tcg]"
 
 

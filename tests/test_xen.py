@@ -457,9 +457,9 @@ def test_lab_domains_run_cpu_disk_and_net_with_xl_and_libvirt(lab):
     for p in platforms:
         assert values[p, "disk.dd.write_mbps"] > 0 and values[p, "net.iperf3.outbound_gbps"] > 0
     disks = {
-        cells[s.cell_id].platform: s.platform_state["data_disks"]
+        cells[s.cell_id].platform: s.platform_state.data_disks
         for s in store.samples(lab.run_id)
-        if "data_disks" in s.platform_state
+        if s.platform_state.data_disks
     }
     assert "on blkback" in str(disks["xen-pv"]) and "qdisk" in str(disks["libvirt-pv"])
 

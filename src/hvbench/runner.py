@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Literal
 
 from hvbench import __version__
 from hvbench.analysis.run import cell_info, headline_singles
@@ -44,9 +45,12 @@ from hvbench.host.network import RunNetwork
 from hvbench.host.profile import HostProfiler, Window
 from hvbench.host.resources import Ledger
 from hvbench.store import (
+    ADAPTIVE,
+    AdaptiveRecord,
     CellRecord,
     HostCpuReading,
     MetricRecord,
+    PlatformState,
     ProfileRecord,
     RawRecord,
     RunRecord,
@@ -288,7 +292,7 @@ class Runner:
             return
         t0 = time.monotonic()
         budget = adaptive.budget_minutes * 60
-        stopped_by = "max_repetitions"
+        stopped_by: Literal["max_repetitions", "budget_minutes"] = "max_repetitions"
         for rep in range(self.study.repetitions + 1, adaptive.max_repetitions + 1):
             wanted = self._imprecise_cells(adaptive.ci_target, adaptive.max_repetitions)
             if not wanted:
@@ -300,12 +304,8 @@ class Runner:
                 stopped_by = "budget_minutes"
                 break
         short = self._imprecise_cells(adaptive.ci_target, math.inf)
-        self.store.add_artifact(
-            self.run_id,
-            "adaptive",
-            {**adaptive.model_dump(), "stopped_by": stopped_by, "short": sorted(short)},
-            replace=True,
-        )
+        record = AdaptiveRecord(**adaptive.model_dump(), stopped_by=stopped_by, short=sorted(short))
+        self.store.add_artifact(self.run_id, ADAPTIVE, record.to_json(), replace=True)
 
     def _calibrate(self, ledger: Ledger, workdir: Path) -> None:
         """Size the work of the workloads whose settings ask for it (``scale: auto``) natively
@@ -429,6 +429,7 @@ class Runner:
                 instances=cell.instances,
                 platform_settings=self._manifests_apart(driver.describe()),
                 workload_settings=settings.model_dump(mode="json"),
+                ran=driver.what_ran(),
             ),
         )
 
@@ -473,7 +474,9 @@ class Runner:
                         profile,
                     )
                 if retried:
-                    record.platform_state["start_retried_after"] = retried
+                    record.platform_state = replace(
+                        record.platform_state, start_retried_after=retried
+                    )
                     retried = None
                 yield cell, record, missed, pace
                 if not all(inst.alive() for inst in instances):
@@ -506,7 +509,7 @@ class Runner:
             error=error,
             started_at=started,
             seconds=time.monotonic() - t0,
-            platform_state={},
+            platform_state=PlatformState(),
             host_cpu=None,
             metrics=[],
             raw=[],
@@ -633,15 +636,13 @@ def _record(rep: int, run: SampleRun, instances: list[Instance], cores: int) -> 
     the platform's state around it (overcommit of the ``cores`` of the host the instances run
     on, what backs each data disk: its provenance)."""
     vcpus = sum(i.vcpus for i in instances)
-    state = {
-        "instances": [i.name for i in instances],
-        "vcpus_total": vcpus,
-        "host_cores": cores,
-        "overcommit": vcpus > cores,  # the one place it is decided; analysis reads it
-    }
-    disks = {i.name: i.data_disk.description for i in instances if i.data_disk}
-    if disks:
-        state["data_disks"] = disks
+    state = PlatformState(
+        instances=[i.name for i in instances],
+        vcpus_total=vcpus,
+        host_cores=cores,
+        overcommit=vcpus > cores,  # the one place it is decided; analysis reads it
+        data_disks={i.name: i.data_disk.description for i in instances if i.data_disk},
+    )
     ok = run.error is None
     return SampleRecord(
         repetition=rep,

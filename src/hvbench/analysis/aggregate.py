@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hvbench.analysis.model import MetricResult, Starved
+from hvbench.store import PlatformState
 
 STARVED_RATIO = 0.7
 """An instance whose value is below this share of the median of the other instances of its
@@ -131,10 +132,10 @@ def series(triples: np.ndarray, instances: int) -> Series:
     )
 
 
-def overcommit(states: list[dict]) -> bool | None:
+def overcommit(states: list[PlatformState]) -> bool | None:
     """Whether the cell ran more vCPUs than its host has cores, as the runner recorded with each
     sample; None where no sample says."""
-    flags = [s["overcommit"] for s in states if isinstance(s.get("overcommit"), bool)]
+    flags = [s.overcommit for s in states if s.overcommit is not None]
     return any(flags) if flags else None
 
 

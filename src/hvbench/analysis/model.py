@@ -15,7 +15,7 @@ from hvbench.analysis.cost import NOISY_STEAL, Density, HostCpu
 from hvbench.analysis.normalize import Normalized
 from hvbench.analysis.profile import PlatformProfile
 from hvbench.analysis.stats import ALPHA, Summary, Trend
-from hvbench.store import MetricView
+from hvbench.store import MetricView, WhatRan
 
 COMPOSITE = "cpu.composite.score"
 ASYMMETRY = 0.15
@@ -35,8 +35,13 @@ class CellInfo:
     workload_settings: dict
     key: str = ""
     """The study's key of the cell (platform|workload|count), as the runner knows it."""
-    accel: str | None = None
-    """The accelerator or mode its guests ran under (``platforms.what_ran``)."""
+    ran: WhatRan = field(default_factory=WhatRan)
+    """What its driver ran, as it wrote it."""
+
+    @property
+    def accel(self) -> str | None:
+        """The accelerator or mode its guests ran under."""
+        return self.ran.mode
 
 
 @dataclass

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -59,7 +60,7 @@ from hvbench.analysis.model import (
     pick_baseline_cell,
 )
 from hvbench.analysis.normalize import normalize, reference, signed
-from hvbench.analysis.platforms import above_baseline, platform_labels, what_ran
+from hvbench.analysis.platforms import above_baseline, platform_labels
 from hvbench.analysis.profile import platform_profiles
 from hvbench.analysis.stats import (
     BELOW_RESOLUTION,
@@ -75,7 +76,14 @@ from hvbench.analysis.stats import (
     welch,
 )
 from hvbench.errors import HvbenchError
-from hvbench.store import CellView, MetricView, Store
+from hvbench.store import (
+    ADAPTIVE,
+    AdaptiveRecord,
+    CellView,
+    MetricView,
+    PlatformState,
+    Store,
+)
 from hvbench.store.ascent import AscentRecord, read_ascents
 
 
@@ -91,15 +99,15 @@ def cell_info(c: CellView) -> CellInfo:
         dict(c.platform_settings or {}),
         dict(c.workload_settings or {}),
         c.key,
-        what_ran(c.driver, c.platform_settings or {}),
+        c.ran,
     )
 
 
 # --- building ------------------------------------------------------------------------------
 
 
-def baseline_of(study_text: str, drivers: dict[str, str]) -> str | None:
-    """The study's baseline, else the platform driven by ``native``, else None.
+def baseline_of(study_text: str, cells: Collection[CellInfo]) -> str | None:
+    """The study's baseline, else the platform whose instances are the host itself, else None.
 
     Only the ``baseline`` key is read (the study was validated when the run started, and an
     old run must stay reportable after workloads or drivers have changed).
@@ -109,9 +117,9 @@ def baseline_of(study_text: str, drivers: dict[str, str]) -> str | None:
     except yaml.YAMLError:
         doc = None
     named = doc.get("baseline") if isinstance(doc, dict) else None
-    if isinstance(named, str) and named in drivers:
+    if isinstance(named, str) and any(c.platform == named for c in cells):
         return named
-    return next((p for p, d in drivers.items() if d == "native"), None)
+    return next((c.platform for c in cells if c.ran.bare), None)
 
 
 class _Grouped:
@@ -260,7 +268,7 @@ def analyse(store: Store, run_id: str) -> RunAnalysis:
     """Read a run from the store and compute every figure of its report, step by step."""
     run = store.run(run_id)
     cells = _cells(store, run.id)
-    baseline = baseline_of(run.study_text, {c.platform: c.driver for c in cells.values()})
+    baseline = baseline_of(run.study_text, cells.values())
     inventory = dict(run.inventory or {})
     samples = _read_samples(store, run.id, cells)
     rows = store.metric_rows(run.id)
@@ -338,7 +346,7 @@ def _cells(store: Store, run_id: str) -> dict[int, CellInfo]:
 class _Samples:
     """What a run's samples say beside their metrics."""
 
-    states: dict[int, list[dict]]
+    states: dict[int, list[PlatformState]]
     """Cell id -> the platform state of each of its ok samples."""
     host_cpu: dict[int, HostCpu]
     failed: list[tuple[CellInfo, int, str]]
@@ -346,7 +354,7 @@ class _Samples:
 
 
 def _read_samples(store: Store, run_id: str, cells: dict[int, CellInfo]) -> _Samples:
-    states: dict[int, list[dict]] = defaultdict(list)
+    states: dict[int, list[PlatformState]] = defaultdict(list)
     cpu_samples: dict[int, list[tuple[int, dict]]] = defaultdict(list)
     failed = []
     started = {}
@@ -355,7 +363,7 @@ def _read_samples(store: Store, run_id: str, cells: dict[int, CellInfo]) -> _Sam
         if s.status != "ok":
             failed.append((cells[s.cell_id], s.repetition, s.error or "failed"))
             continue
-        states[s.cell_id].append(dict(s.platform_state or {}))
+        states[s.cell_id].append(s.platform_state)
         cpu_samples[s.cell_id].append((s.repetition, s.host_cpu))
     host_cpu = {cid: h for cid, v in cpu_samples.items() if (h := host_cpu_of(v)) is not None}
     return _Samples(states, host_cpu, failed, started)
@@ -600,9 +608,9 @@ def _noise(a: RunAnalysis) -> tuple[list[Noise], int]:
     """Headline figures whose noise a reader must know of, worst first, with what would help;
     and how many side figures are noisy too. Adaptive repetitions that stopped short of their
     target are the runner's record (artifact ``adaptive``)."""
-    adaptive = a.artifacts.get("adaptive") or {}
-    target = float(adaptive.get("ci_target", CI_TARGET))
-    short = set(adaptive.get("short") or [])
+    adaptive = AdaptiveRecord.from_json(a.artifacts.get(ADAPTIVE))
+    target = adaptive.ci_target if adaptive else CI_TARGET
+    short = set(adaptive.short) if adaptive else set()
     out: list[Noise] = []
     side = 0
     for r in a.results:
@@ -640,7 +648,7 @@ def _noise(a: RunAnalysis) -> tuple[list[Noise], int]:
                 f"steal time up to {100 * max(steal.values()):.0f}% of the host's CPU "
                 f"({_reps(sorted(steal))})"
             )
-        stopped = adaptive.get("stopped_by") if r.cell.key in short else None
+        stopped = adaptive.stopped_by if adaptive and r.cell.key in short else None
         if stopped and s.ci_half_width > target:
             reasons.append(
                 f"95% CI ±{100 * s.ci_half_width:.1f}% after {s.n} repetitions, target "

@@ -23,7 +23,6 @@ from hvbench.analysis.model import (
     pick_baseline_cell,
 )
 from hvbench.analysis.normalize import Normalized, figure, normalize, rounded
-from hvbench.analysis.platforms import auto_reason
 from hvbench.analysis.stats import (
     EQUIVALENT,
     GAIN,
@@ -354,7 +353,7 @@ def ran_line(a: RunAnalysis) -> str | None:
     host": why platforms left to choose their accelerator did not get KVM."""
     fell_back: dict[str, list[str]] = {}
     for c in a.cells:
-        reason = auto_reason(c.platform_settings)
+        reason = c.ran.mode_reason
         if reason is not None and c.accel == "tcg":
             names = fell_back.setdefault(reason, [])
             if (name := a.label(c.platform)) not in names:
@@ -462,10 +461,10 @@ def _density_against_baseline(a: RunAnalysis) -> list[str]:
         out.append(f"{d.workload_name} density: {said}")
     return out
 
+
 def _n(count: int, unit: str) -> str:
     """ "1 set", "2 sets": a count with its unit, singular for one."""
     return f"{count} {unit.removesuffix('s') if count == 1 else unit}"
-
 
 
 def _range(spread: tuple[int, int]) -> str:

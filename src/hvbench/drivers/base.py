@@ -24,6 +24,7 @@ from hvbench.errors import HvbenchError, InstanceError, StartFailed
 from hvbench.host.monitor import LOCAL, HostCpuSource
 from hvbench.host.process import ExecResult
 from hvbench.host.storage import loop_device, make_image
+from hvbench.store import WhatRan
 from hvbench.units import Size
 
 if TYPE_CHECKING:
@@ -446,8 +447,21 @@ class Driver(ABC, Generic[S, I]):
         return LOCAL
 
     def describe(self) -> dict:
-        """Full settings and what was resolved from them (accel chosen, image hash, ...)."""
+        """Full settings and what was resolved from them (accel chosen, image hash, ...): the
+        provenance a reader looks up; what the analysis reads is ``what_ran``."""
         return self.settings.model_dump(mode="json")
+
+    def what_ran(self) -> WhatRan:
+        """What ran, in the typed fields a report reads (the accelerator or mode, the disk
+        path's caching), as far as the driver has decided it: its settings alone until it
+        resolves more. Each driver says it here, so that no report guesses it from its name."""
+        return self.ran_by_settings(self.settings)
+
+    @classmethod
+    def ran_by_settings(cls, settings: S) -> WhatRan:
+        """What ran as far as a platform's settings say, before the driver decides anything
+        (by default nothing to choose, and direct I/O reaching the medium)."""
+        return WhatRan()
 
     def start_parallel(
         self, instances: list[I], start_one: Callable[[I, float], None], deadline: float

@@ -31,7 +31,7 @@ from __future__ import annotations
 import os
 import subprocess
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, get_args
 
 from hvbench.drivers.base import (
     Availability,
@@ -43,6 +43,7 @@ from hvbench.drivers.base import (
 )
 from hvbench.drivers.oslevel import SPAWN, OciDriver, OciInstance, OsLevelSettings
 from hvbench.host.process import which
+from hvbench.store import WhatRan
 
 BUILD_HINT = "./setup.sh --with-gvisor (runs scripts/build-runsc.sh: a static build into .venv)"
 
@@ -63,9 +64,12 @@ native's (its reads come from the host's page cache: see above). A start is 2.7-
 1.4-2.0 s; four at once took 2.4-4.2 s on 2 cores."""
 
 
+Interception = Literal["systrap", "ptrace"]
+
+
 class GvisorSettings(OsLevelSettings):
     driver: Literal["gvisor"]
-    platform: Literal["systrap", "ptrace"] = "systrap"
+    platform: Interception = "systrap"
     """How the Sentry intercepts system calls (KVM is not offered: it needs a usable /dev/kvm)."""
     network: Literal["sandbox", "host"] = "sandbox"
     """sandbox: gVisor's own netstack; host: the host kernel's, from inside the instance's
@@ -125,6 +129,14 @@ class GvisorDriver(OciDriver[GvisorSettings]):
     instance_class = GvisorInstance
     state_mounts = ("null-netns",)
     """runsc bind-mounts an empty network namespace there (for its gofer) and never unmounts it."""
+
+    @classmethod
+    def ran_by_settings(cls, settings: GvisorSettings) -> WhatRan:
+        return WhatRan(
+            mode=settings.platform,
+            modes=get_args(Interception),
+            disk_cache="gVisor's Sentry opens the disk's files without O_DIRECT",
+        )
 
     @classmethod
     def refuses(cls, operation: Operation, settings: PlatformSettings) -> str | None:

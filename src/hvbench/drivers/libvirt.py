@@ -84,6 +84,7 @@ from hvbench.guest.agent import AgentSilent, GuestAgent
 from hvbench.host.hugepages import PAGE_KIB
 from hvbench.host.monitor import LOCAL, STATES, HostCpuSource
 from hvbench.host.resources import Resource
+from hvbench.store import WhatRan
 
 DEFAULT_URI = "qemu:///system"
 BINDING_FIX = (
@@ -828,6 +829,13 @@ class LibvirtDriver(Driver[LibvirtSettings, LibvirtInstance]):
                 "host_cores": cpus,
             }
         return info | builder.images()
+
+    @classmethod
+    def ran_by_settings(cls, settings: LibvirtSettings) -> WhatRan:
+        return MachineBuilder.ran_by_settings(settings)
+
+    def what_ran(self) -> WhatRan:
+        return self._builder.what_ran() if self._builder else super().what_ran()
 
 
 def dotted(version: int) -> str:

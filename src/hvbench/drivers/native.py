@@ -31,6 +31,7 @@ from hvbench.drivers.base import (
 from hvbench.errors import HvbenchError
 from hvbench.host.process import ExecResult, Running, run_bounded
 from hvbench.host.storage import loop_device
+from hvbench.store import WhatRan
 from hvbench.units import Size
 
 
@@ -99,6 +100,10 @@ class NativeDriver(Driver[NativeSettings, NativeInstance]):
     @classmethod
     def check(cls) -> Availability:
         return Availability(True, "the host itself")
+
+    @classmethod
+    def ran_by_settings(cls, settings: NativeSettings) -> WhatRan:
+        return WhatRan(bare=True)
 
     def _instance(self, index: int) -> NativeInstance:
         return NativeInstance(

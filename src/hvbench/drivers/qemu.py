@@ -71,6 +71,7 @@ from hvbench.host.inventory import boot_id
 from hvbench.host.process import which
 from hvbench.host.resources import Ledger, Resource
 from hvbench.host.storage import make_image
+from hvbench.store import WhatRan
 from hvbench.units import Size
 
 BACKPORTS = "qemu-system-x86_64-backports"
@@ -250,6 +251,13 @@ def qemu_version(binary: str) -> str:
     """The first line of ``--version`` (with Debian's package version), for the provenance."""
     out = subprocess.run([binary, "--version"], capture_output=True, text=True, check=False)
     return out.stdout.splitlines()[0] if out.stdout else "unknown"
+
+
+ACCELS = ("kvm", "tcg")
+"""The accelerators a QEMU machine runs under (``accel: auto`` resolves to one)."""
+PAGE_CACHED: tuple[Cache, ...] = ("writeback", "writethrough", "unsafe")
+"""The disk cache modes that read (and for writeback, unsafe: write) through the host page
+cache; none and directsync open the image with O_DIRECT."""
 
 
 # the KVM probe ----------------------------------------------------------------------------
@@ -682,6 +690,27 @@ class MachineBuilder:
             "memory_backing": _memory_backing(self.settings.hugepages),
         }
 
+    @staticmethod
+    def ran_by_settings(settings: QemuSettings) -> WhatRan:
+        """The drivers' ``ran_by_settings``: the accelerator the study names, if it names one,
+        and whether the disk's cache mode goes through the host page cache."""
+        cache = settings.disk.cache
+        return WhatRan(
+            mode=settings.accel if settings.accel in ACCELS else None,
+            modes=ACCELS,
+            disk_cache=f"QEMU disk cache={cache}" if cache in PAGE_CACHED else None,
+        )
+
+    def what_ran(self) -> WhatRan:
+        """The drivers' ``what_ran`` once the accelerator is decided."""
+        accel = self.accel.accel
+        return replace(
+            self.ran_by_settings(self.settings),
+            mode=accel,
+            mode_reason=self.accel.reason if self.settings.accel == "auto" else None,
+            nested=accel == "kvm" and _host_is_a_guest(),
+        )
+
     def images(self) -> dict:
         """What ``describe`` records of the images the machine boots."""
         info: dict = {"image": self.image.manifest}
@@ -725,6 +754,10 @@ class QemuDriver(Driver[QemuSettings, QemuInstance]):
     @classmethod
     def refuses(cls, operation: Operation, settings: PlatformSettings) -> str | None:
         return None  # QEMU migrates and snapshots every machine it makes here
+
+    @classmethod
+    def ran_by_settings(cls, settings: QemuSettings) -> WhatRan:
+        return MachineBuilder.ran_by_settings(settings)
 
     @property
     def builder(self) -> MachineBuilder:
@@ -839,6 +872,9 @@ class QemuDriver(Driver[QemuSettings, QemuInstance]):
                 info["resolved"]["net_queues"] = self._net_queues
             info |= builder.images()
         return info
+
+    def what_ran(self) -> WhatRan:
+        return self._builder.what_ran() if self._builder else super().what_ran()
 
 
 class QemuLifecycle(Lifecycle):

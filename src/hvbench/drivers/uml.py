@@ -70,6 +70,7 @@ from hvbench.guest.agent import GuestAgent
 from hvbench.host.inventory import boot_id
 from hvbench.host.process import run_bounded
 from hvbench.host.resources import Ledger, Resource
+from hvbench.store import WhatRan
 from hvbench.units import Size
 
 UML = "linux.uml"
@@ -603,6 +604,11 @@ class UmlDriver(Driver[UmlSettings, UmlInstance]):
         # each instance boots a fresh tree
         tree = rootfs.unpack(self._image, Path(f"{prefix}.root"), self.ledger, made)
         return ["root=/dev/root", "rootfstype=hostfs", f"rootflags={_safe(str(tree))}", "rw"]
+
+    @classmethod
+    def ran_by_settings(cls, settings: UmlSettings) -> WhatRan:
+        sync = ", O_SYNC writes" if settings.disk.sync else ""
+        return WhatRan(disk_cache=f"UML's ubd has no O_DIRECT{sync}")
 
     def _disk_description(self) -> str:
         disk = self.settings.disk

@@ -46,7 +46,7 @@ import time
 import tty
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar, get_args
 
 import psutil
 from pydantic import PositiveInt, model_validator
@@ -78,6 +78,7 @@ from hvbench.host.monitor import HostCpuSource, read_proc_stat
 from hvbench.host.process import ExecResult, run_bounded
 from hvbench.host.resources import Resource
 from hvbench.host.storage import make_image
+from hvbench.store import WhatRan
 from hvbench.units import Size
 
 CAPABILITIES = Path("/proc/xen/capabilities")
@@ -131,10 +132,13 @@ class XenDisk(HostDisk):
         return self
 
 
+Mode = Literal["pv", "pvh", "hvm"]
+
+
 class XenSettings(PlatformSettings):
     driver: Literal["xen", "libvirt"]
     """``libvirt`` for the same domains through libvirt (``LibvirtXenSettings``)."""
-    mode: Literal["pv", "pvh", "hvm"] = "pv"
+    mode: Mode = "pv"
     vcpus: PositiveInt = 1
     memory: Size = 512 << 20
     nic: Literal["netfront", "e1000", "rtl8139", "none"] = "netfront"
@@ -304,6 +308,12 @@ class XenDriver(Driver[XS, XenInstance]):
         return Availability(
             True, f"Xen {info.get('xen_version', '?')} dom0, virt_caps: {info.get('virt_caps')}"
         )
+
+    @classmethod
+    def ran_by_settings(cls, settings: XS) -> WhatRan:
+        qdisk = "Xen's qdisk backend avoids O_DIRECT without direct-io-safe"
+        cached = settings.disk.backend == "qdisk"
+        return WhatRan(settings.mode, get_args(Mode), disk_cache=qdisk if cached else None)
 
     @classmethod
     def refuses(cls, operation: Operation, settings: PlatformSettings) -> str | None:

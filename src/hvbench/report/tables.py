@@ -240,10 +240,7 @@ def values_table(a: RunAnalysis, workload: str, count: int) -> Table:
             "busier host (see the warnings)"
         ],
     )
-    nested = sorted(
-        {c.platform for c in a.cells if c.platform_settings.get("resolved", {}).get("nested")}
-        & set(platforms)
-    )
+    nested = sorted({c.platform for c in a.cells if c.ran.nested} & set(platforms))
     if nested:
         t.notes.append(
             f"{', '.join(nested)}: KVM nested in a virtual machine (resolved nested: true): "

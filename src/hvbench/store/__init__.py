@@ -19,6 +19,7 @@ from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from hvbench.errors import HvbenchError
+from hvbench.store.records import ADAPTIVE, AdaptiveRecord, PlatformState, WhatRan
 from hvbench.store.schema import (
     Artifact,
     CellRow,
@@ -32,6 +33,8 @@ from hvbench.store.schema import (
 from hvbench.store.upgrade import upgrade
 
 __all__ = [
+    "ADAPTIVE",
+    "AdaptiveRecord",
     "CellRecord",
     "CellView",
     "FunctionRecord",
@@ -39,6 +42,7 @@ __all__ = [
     "HostCpuReading",
     "MetricRecord",
     "MetricView",
+    "PlatformState",
     "ProfileRecord",
     "RawRecord",
     "RawView",
@@ -46,6 +50,7 @@ __all__ = [
     "SampleRecord",
     "SampleView",
     "Store",
+    "WhatRan",
     "default_url",
 ]
 
@@ -97,7 +102,9 @@ class CellRecord:
     workload_name: str
     instances: int
     platform_settings: dict
+    """The driver's ``describe()``: the settings, and the provenance of what it resolved."""
     workload_settings: dict
+    ran: WhatRan
 
 
 @dataclass
@@ -148,7 +155,7 @@ class SampleView(NamedTuple):
     error: str | None
     started_at: datetime
     seconds: float
-    platform_state: dict
+    platform_state: PlatformState
     host_cpu: HostCpuReading | None
 
 
@@ -256,7 +263,7 @@ class SampleRecord:
     error: str | None
     started_at: datetime
     seconds: float
-    platform_state: dict
+    platform_state: PlatformState
     host_cpu: HostCpuReading | None
     """None where the sample failed before its window closed."""
     metrics: list[MetricRecord]
@@ -330,7 +337,7 @@ class Store:
             found = s.scalar(select(CellRow.id).filter_by(run_id=run_id, key=cell.key))
             if found is not None:
                 return found
-            row = CellRow(run_id=run_id, **vars(cell))
+            row = CellRow(run_id=run_id, **{**vars(cell), "ran": cell.ran.to_json()})
             s.add(row)
             s.flush()
             return row.id
@@ -346,7 +353,7 @@ class Store:
                     error=sample.error,
                     started_at=sample.started_at,
                     seconds=sample.seconds,
-                    platform_state=sample.platform_state,
+                    platform_state=sample.platform_state.to_json(),
                     host_cpu=sample.host_cpu.to_json() if sample.host_cpu else {},
                 )
                 s.add(row)
@@ -416,7 +423,9 @@ class Store:
         with Session(self.engine) as s:
             columns = [getattr(CellRow, f.name) for f in fields(CellView)]
             q = select(*columns).filter_by(run_id=run_id).order_by(CellRow.id)
-            return [CellView(*r) for r in s.execute(q)]
+            return [
+                CellView(**{**r._mapping, "ran": WhatRan.from_json(r.ran)}) for r in s.execute(q)
+            ]
 
     def samples(self, run_id: str) -> list[SampleView]:
         """Every sample of a run in the order they were stored (plain rows, not ORM objects,
@@ -428,7 +437,10 @@ class Store:
                 .where(CellRow.run_id == run_id)
                 .order_by(SampleRow.id)
             )
-            return [SampleView(*r[:-1], HostCpuReading.from_json(r[-1])) for r in s.execute(q)]
+            return [
+                SampleView(*r[:-2], PlatformState.from_json(r[-2]), HostCpuReading.from_json(r[-1]))
+                for r in s.execute(q)
+            ]
 
     def metric_rows(self, run_id: str) -> list[MetricView]:
         """Every metric of the ok samples of a run, as named tuples (fast for 100,000s of

@@ -73,6 +73,8 @@ class CellRow(Base):
     instances: Mapped[int] = mapped_column(Integer)
     platform_settings: Mapped[dict] = mapped_column(JSON)
     workload_settings: Mapped[dict] = mapped_column(JSON)
+    ran: Mapped[dict] = mapped_column(JSON)
+    """What the driver ran (``store.WhatRan``), as the analysis reads it."""
 
 
 class SampleRow(Base):
@@ -90,7 +92,7 @@ class SampleRow(Base):
     started_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
     seconds: Mapped[float] = mapped_column(Float)
     platform_state: Mapped[dict] = mapped_column(JSON)
-    """What the driver resolved for this sample's instances (accel chosen, image, overcommit)."""
+    """The platform around the sample (``store.PlatformState``): its instances, overcommit."""
     host_cpu: Mapped[dict] = mapped_column(JSON)
     """Host CPU seconds by state (/proc/stat) and per instance (psutil) during the sample."""
 

@@ -1,0 +1,101 @@
+"""What the drivers and the runner write for the analysis to read, as typed records: each is
+stored as a JSON object of its fields and read back into the record, so that a key is spelt in
+one place only, and an older run's object still reads (a field it lacks takes its default)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any, Literal
+
+ADAPTIVE = "adaptive"
+"""The artifact of a run's adaptive repetitions (``AdaptiveRecord``)."""
+
+
+def _known(record: type, data: dict) -> dict[str, Any]:
+    """The entries of ``data`` that are fields of the dataclass ``record``."""
+    names = {f.name for f in fields(record)}
+    return {k: v for k, v in data.items() if k in names}
+
+
+@dataclass(frozen=True)
+class WhatRan:
+    """What a platform's driver ran, in the terms the analysis reads (labels, verdicts, disk
+    figures above the baseline's): the driver writes it (``Driver.what_ran``) and the store
+    keeps it with each cell, so that a report never works it out from a driver's name. Its
+    free-form provenance (versions, pinning, image manifests) is ``describe()``'s."""
+
+    mode: str | None = None
+    """The accelerator, mode or syscall interception the guests ran under (kvm or tcg; pv, pvh
+    or hvm; systrap or ptrace); None where the driver has nothing to choose, or never decided
+    (it failed before)."""
+    modes: tuple[str, ...] = ()
+    """The values ``mode`` can take on this driver: the words a platform's name may claim."""
+    mode_reason: str | None = None
+    """Why the driver chose ``mode``, where the study left the choice to it (``accel: auto``)."""
+    nested: bool = False
+    """KVM inside a virtual machine: functional, but its figures are no KVM's."""
+    disk_cache: str | None = None
+    """How the data disk's path goes through the host page cache, in a few words; None where
+    direct I/O in the guest reaches the medium."""
+    bare: bool = False
+    """The instances are the host itself: what a study without a baseline is measured
+    against."""
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "modes": list(self.modes)}
+
+    @classmethod
+    def from_json(cls, data: dict) -> WhatRan:
+        known = _known(cls, data)
+        return cls(**{**known, "modes": tuple(known.get("modes") or ())})
+
+
+@dataclass(frozen=True)
+class PlatformState:
+    """The platform around one sample, as the runner recorded it."""
+
+    instances: list[str] = field(default_factory=list)
+    """The names of the sample's instances."""
+    vcpus_total: int = 0
+    host_cores: int = 0
+    """Of the host the instances run on."""
+    overcommit: bool | None = None
+    """More vCPUs than the host has cores: decided here, once; None in a sample that does not
+    say (a failed one)."""
+    data_disks: dict[str, str] = field(default_factory=dict)
+    """Per instance, what backs its data disk: its provenance."""
+    start_retried_after: str | None = None
+    """The error of a first start that failed, where the instances were started again."""
+
+    def to_json(self) -> dict:
+        """Its fields but those left at their defaults: a failed start's state is ``{}``."""
+        return {k: v for k, v in asdict(self).items() if v != getattr(_NO_STATE, k)}
+
+    @classmethod
+    def from_json(cls, data: dict | None) -> PlatformState:
+        return cls(**_known(cls, data or {}))
+
+
+_NO_STATE = PlatformState()
+
+
+@dataclass(frozen=True)
+class AdaptiveRecord:
+    """How a run's adaptive repetitions went (the study's ``adaptive``): the artifact
+    ``ADAPTIVE``, which the report reads to name the cells left short of the target."""
+
+    ci_target: float
+    max_repetitions: int
+    budget_minutes: float
+    stopped_by: Literal["max_repetitions", "budget_minutes"]
+    """What ended the repetitions: every cell got its maximum, or the time ran out."""
+    short: list[str] = field(default_factory=list)
+    """The keys of the cells whose interval is still wider than the target."""
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict | None) -> AdaptiveRecord | None:
+        """The record of a run's artifacts; None where the run had no adaptive repetitions."""
+        return cls(**_known(cls, data)) if data else None
