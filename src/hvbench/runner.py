@@ -46,6 +46,7 @@ from hvbench.host.profile import HostProfiler, Window
 from hvbench.host.resources import Ledger
 from hvbench.store import (
     ADAPTIVE,
+    LABELS,
     AdaptiveRecord,
     CellRecord,
     HostCpuReading,
@@ -196,10 +197,13 @@ class Runner:
     # entry points ----------------------------------------------------------------------
 
     @classmethod
-    def create(cls, study: Study, store: Store, quick: bool, **kw) -> Runner:
+    def create(
+        cls, study: Study, store: Store, quick: bool, labels: dict[str, str] | None = None, **kw
+    ) -> Runner:
         """A new run: stored with its study and the host inventory before anything starts; a
         study whose instances cannot fit this host is refused before that. A ``--quick`` run
-        measures the study's quick form (``Study.quickened``)."""
+        measures the study's quick form (``Study.quickened``). ``labels`` (``--label``: the
+        build under test, say) are kept in its options for ``history`` to order and explain by."""
         study = study.quickened() if quick else study
         misfits = study.misfits(*inventory.capacity())
         if misfits:
@@ -215,7 +219,7 @@ class Runner:
                 created_at=datetime.now(UTC),
                 hvbench_version=__version__,
                 git_commit=_git_commit(),
-                options={"quick": quick},
+                options={"quick": quick, **({LABELS: labels} if labels else {})},
                 inventory=inventory.collect(),
             )
         )

@@ -18,6 +18,7 @@ from rich.table import Table
 
 from hvbench import __version__, doctor
 from hvbench.cli import fleet as fleet_cmd
+from hvbench.cli import history as history_cmd
 from hvbench.cli import host as host_cmd
 from hvbench.cli import image as image_cmd
 from hvbench.cli import reporting
@@ -46,6 +47,7 @@ app.add_typer(host_cmd.app, name="host")
 app.command("run")(run_cmd.run)
 app.command("report")(reporting.report)
 app.command("compare")(reporting.compare)
+app.command("history")(history_cmd.history)
 
 out = Console()
 err = Console(stderr=True)
@@ -74,6 +76,7 @@ def runs(db: DbOption = None, as_json: Annotated[bool, typer.Option("--json")] =
                 "created_at": r.created_at.isoformat(),
                 "finished_at": r.finished_at.isoformat() if r.finished_at else None,
                 "hvbench_version": r.hvbench_version,
+                "labels": r.labels,
             }
             for r in rows
         ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import platform
+import re
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -53,6 +54,14 @@ def run(
     fleet_host: Annotated[
         str, typer.Option(help="the host's name in the fleet (its Ansible inventory name)")
     ] = platform.node(),
+    label: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="KEY=VALUE",
+            help="a label stored with the run (repeatable): the build under test, say "
+            "qemu=10.0.2; `hvbench history --by label:KEY` orders runs by it",
+        ),
+    ] = None,
     report: Annotated[
         bool,
         typer.Option(
@@ -63,6 +72,9 @@ def run(
     ] = True,
 ) -> None:
     """Run a study; prints `run <RUN_ID>` first, the % of native table last."""
+    labels = parse_labels(label or [])
+    if labels and resume:
+        raise HvbenchError("--label is for a new run; a resumed run keeps the labels it had")
     store = Store(db)
     earlier = store.fleet_runs(fleet).get(fleet_host) if fleet else None
     if earlier is not None and earlier.status == "finished":
@@ -83,7 +95,7 @@ def run(
             err.print(f"hvbench: {QUICK_NOTE}", markup=False, highlight=False, soft_wrap=True)
         for line in study.short_jobs(quick=False) if not quick else ():
             err.print(f"hvbench: warning: {line}", markup=False, highlight=False, soft_wrap=True)
-        runner = Runner.create(study, store, quick)
+        runner = Runner.create(study, store, quick, labels=labels)
         if fleet:
             store.add_artifact(runner.run_id, FLEET, {"fleet": fleet, "host": fleet_host})
     print(f"run {runner.run_id}", flush=True)
@@ -126,3 +138,22 @@ def run(
     print(f"run {runner.run_id}: {status}, {runner.failed} failed sample(s); {made}")
     if status == "failed":
         sys.exit(1)
+
+
+LABEL_KEY = re.compile(r"[A-Za-z0-9_.-]+")
+
+
+def parse_labels(given: list[str]) -> dict[str, str]:
+    """``--label KEY=VALUE`` options as a dict; a malformed or repeated key is one clear line."""
+    labels: dict[str, str] = {}
+    for item in given:
+        key, eq, value = item.partition("=")
+        if not eq or not LABEL_KEY.fullmatch(key) or not value:
+            raise HvbenchError(
+                f"--label {item!r}: give KEY=VALUE, KEY of letters, digits, '_', '.' or '-' "
+                "(qemu=10.0.2)"
+            )
+        if key in labels:
+            raise HvbenchError(f"--label {key} given twice ({labels[key]!r}, {value!r})")
+        labels[key] = value
+    return labels

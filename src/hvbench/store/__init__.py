@@ -34,6 +34,7 @@ from hvbench.store.upgrade import upgrade
 
 __all__ = [
     "ADAPTIVE",
+    "LABELS",
     "AdaptiveRecord",
     "CellRecord",
     "CellView",
@@ -56,6 +57,8 @@ __all__ = [
 
 FLEET = "fleet"
 """The artifact that tags a run as one host's part of a fleet run: ``{fleet, host}``."""
+LABELS = "labels"
+"""The run's option that holds what ``hvbench run --label KEY=VALUE`` said: ``{key: value}``."""
 
 
 def default_url() -> str:
@@ -88,6 +91,11 @@ class RunRecord:
     options: dict
     inventory: dict
     finished_at: datetime | None = None
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """What ``--label`` said of the run (the build under test, say); {} where nothing."""
+        return dict((self.options or {}).get(LABELS) or {})
 
 
 @dataclass

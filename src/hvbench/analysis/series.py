@@ -1,0 +1,395 @@
+"""Every run of a study as a history: one series per host and figure, its change points found
+(``changes``) and explained by what the store recorded of the runs on either side.
+
+A point is one run: the run's mean of a figure (its single, per-instance figure, as ``compare``
+reads it) with its 95% interval. A series is one (study, host, platform, workload, instance
+count, metric): runs on different hosts are never mixed (the host is the fleet's name for it
+where the run was part of a fleet run, else the inventory's hostname). Points are ordered by
+run time, or by a version (``ORDERS``): the QEMU that ran (the cell's own, else the host's),
+the host's or the guest's kernel, hvbench's commit (in the order commits first ran: the store
+knows no commit graph), or a label given at run time (``hvbench run --label KEY=VALUE``);
+versions compare as numbers where they hold numbers (10.0 after 7.2), runs of one version by
+time, and runs without the version are left out (counted in ``Series.left_out``).
+
+A change point is explained by the difference of provenance between the last run before it and
+the first run after: QEMU, kernels, the platform's and the workload's settings, the host's
+inventory (tools, conditions; its load, a measurement rather than a setting, left out), the
+hvbench commit and the labels. Empty, it says so: explained by nothing recorded.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from hvbench.analysis import changes
+from hvbench.analysis.compare import _flat, gates
+from hvbench.analysis.model import CellInfo, MetricResult, RunAnalysis
+from hvbench.analysis.run import analyse
+from hvbench.errors import HvbenchError
+from hvbench.store import FLEET, LABELS, Store
+
+TIME = "time"
+QEMU = "qemu"
+KERNEL = "kernel"
+GUEST_KERNEL = "guest-kernel"
+COMMIT = "commit"
+LABEL = "label:"
+ORDERS = (TIME, QEMU, KERNEL, GUEST_KERNEL, COMMIT, f"{LABEL}NAME")
+"""What ``--by`` takes."""
+
+HOST_ITEMS = (
+    "kernel",
+    "cpu_model",
+    "cores_logical",
+    "cores_physical",
+    "memory_bytes",
+    "distribution",
+    "virtualization",
+    "python",
+)
+"""Inventory items a change of which may explain a step (``host.inventory.collect``)."""
+VOLATILE = re.compile(r"load\.|ksm\.pages_sharing$")
+"""Host conditions that are measurements of the moment, different in every run."""
+VERSION = re.compile(r"\d+(?:\.\d+)+")
+
+
+@dataclass(frozen=True)
+class Point:
+    """One run's mean of the series' figure."""
+
+    run_id: str
+    time: datetime
+    version: str | None
+    """The ordering key's value (``Series.by``); for ``time``, what ran: its QEMU, else the
+    host's kernel."""
+    mean: float
+    low: float
+    high: float
+    """95% interval of the mean (NaN with one repetition)."""
+    n: int
+    """Repetitions."""
+    provenance: dict[str, str] = field(repr=False, compare=False)
+    """What the store recorded of the run for this cell, flat: name -> value."""
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One item of provenance that differs between the runs either side of a change."""
+
+    name: str
+    before: str | None
+    after: str | None
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.before or '-'} → {self.after or '-'}"
+
+
+@dataclass(frozen=True)
+class ChangePoint:
+    """The series' level moves from ``after``'s run on (``changes`` tests it against noise)."""
+
+    index: int
+    """Of the first point after the change."""
+    before: Point
+    """The last run before the change."""
+    after: Point
+    """The first run after it."""
+    ratio: float
+    """Geometric mean of the runs' means from ``after`` to the next change, over that of the
+    runs since the previous change up to ``before``."""
+    low: float
+    high: float
+    """Its interval at 1 − ``changes.ALPHA``."""
+    p_value: float
+    """Adjusted for every series loaded together (``changes.find``)."""
+    regression: bool
+    """The change is in the figure's worse direction."""
+    differences: tuple[Difference, ...]
+    """Provenance of ``before`` against ``after``; empty: explained by nothing recorded."""
+
+    @property
+    def change(self) -> float:
+        return self.ratio - 1
+
+    @property
+    def explained(self) -> bool:
+        return bool(self.differences)
+
+
+@dataclass
+class Series:
+    """One figure of one study on one host across its runs."""
+
+    study: str
+    host: str
+    platform: str
+    label: str
+    """The platform as reports name it, with what ran (``kvm-virtio [tcg]``)."""
+    workload: str
+    instances: int
+    metric: str
+    unit: str
+    higher_is_better: bool
+    headline: bool
+    """In the family ``compare`` gates on (``compare.gates``): a headline figure, or a sub-score
+    of a cpu cell's composite (the composite is relative to its own run's baseline, whose own
+    reads 1 in every run)."""
+    by: str
+    """The ordering key (``ORDERS``)."""
+    points: list[Point] = field(default_factory=list)
+    changes: list[ChangePoint] = field(default_factory=list)
+    left_out: int = 0
+    """Runs without the ordering key's version, not in ``points``."""
+
+    @property
+    def name(self) -> str:
+        return f"{self.label} / {self.workload} / {self.instances} inst. / {self.metric}"
+
+    def recent(self, window: int) -> list[ChangePoint]:
+        """Change points whose first run after is among the newest ``window`` points."""
+        return [c for c in self.changes if c.index >= len(self.points) - window]
+
+
+def host_of(run: RunAnalysis) -> str:
+    """The host a run ran on: its fleet name, else its inventory's hostname."""
+    tag = run.artifacts.get(FLEET) or {}
+    return str(tag.get("host") or run.inventory.get("hostname") or "(unnamed)")
+
+
+def _guest_kernel(run: RunAnalysis, cell: CellInfo) -> str | None:
+    """The guest kernel of the cell's image, where its guests booted one."""
+    key = (cell.platform_settings.get("image") or {}).get("key")
+    kernel = (run.artifacts.get(f"image {key}") or {}).get("kernel") or {}
+    if not kernel:
+        return None
+    return f"{kernel.get('release', '')} ({kernel.get('version', '')})".strip()
+
+
+def provenance(run: RunAnalysis, cell: CellInfo) -> dict[str, str]:
+    """What the store recorded of a run for one of its cells, flat (``Difference``'s names)."""
+    inv = run.inventory or {}
+    items: dict[str, object] = {
+        "hvbench commit": run.git_commit,
+        "hvbench version": run.hvbench_version,
+    }
+    settings = _flat(cell.platform_settings)
+    items["QEMU"] = settings.pop("resolved.qemu", None)
+    items["guest kernel"] = _guest_kernel(run, cell)
+    items |= {f"host {k}": inv.get(k) for k in HOST_ITEMS}
+    items |= {f"host tool {k}": v for k, v in (inv.get("tools") or {}).items()}
+    items |= {
+        f"host condition {c.name}": c.value for c in run.conditions if not VOLATILE.match(c.name)
+    }
+    items |= {f"platform {k}": v for k, v in settings.items()}
+    items |= {f"workload {k}": v for k, v in _flat(cell.workload_settings).items()}
+    items |= {f"label {k}": v for k, v in (run.options.get(LABELS) or {}).items()}
+    return {k: str(v) for k, v in items.items() if v is not None}
+
+
+def differences(before: Point, after: Point) -> tuple[Difference, ...]:
+    a, b = before.provenance, after.provenance
+    return tuple(
+        Difference(k, a.get(k), b.get(k)) for k in dict.fromkeys([*a, *b]) if a.get(k) != b.get(k)
+    )
+
+
+def short_version(text: str | None) -> str | None:
+    """ "QEMU emulator version 7.2.22 (Debian …)" → "7.2.22"; other text as it is."""
+    if text is None:
+        return None
+    found = VERSION.search(text)
+    return found.group(0) if found and text.startswith("QEMU") else text
+
+
+def _key(by: str, p: dict[str, str]) -> str | None:
+    """The value of the ordering key ``by`` in a point's provenance."""
+    if by == QEMU:
+        return short_version(p.get("QEMU") or p.get("host tool qemu-system-x86_64"))
+    if by == KERNEL:
+        return p.get("host kernel")
+    if by == GUEST_KERNEL:
+        return p.get("guest kernel")
+    if by == COMMIT:
+        return p.get("hvbench commit")
+    return p.get(f"label {by.removeprefix(LABEL)}")
+
+
+def natural(text: str) -> tuple:
+    """A sort key under which "10.0.2" comes after "7.2.22" and "rc10" after "rc9"."""
+    return tuple(
+        (0, int(t), "") if t.isdigit() else (1, 0, t) for t in re.findall(r"\d+|\D+", text)
+    )
+
+
+def check_order(by: str) -> str:
+    if by in ORDERS[:-1] or (by.startswith(LABEL) and len(by) > len(LABEL)):
+        return by
+    raise HvbenchError(f"--by {by!r}: give one of {', '.join(ORDERS)}")
+
+
+def _ordered(points: list[Point], by: str) -> list[Point]:
+    points = sorted(points, key=lambda p: p.time)
+    if by == TIME:
+        return points
+    if by == COMMIT:  # no commit graph: commits in the order they first ran
+        first: dict[str | None, int] = {}
+        for p in points:
+            first.setdefault(p.version, len(first))
+        return sorted(points, key=lambda p: first[p.version])
+    return sorted(points, key=lambda p: natural(p.version or ""))
+
+
+def _point(run: RunAnalysis, r: MetricResult, by: str) -> Point:
+    prov = provenance(run, r.cell)
+    version = (
+        _key(by, prov) if by != TIME else short_version(prov.get("QEMU")) or prov.get("host kernel")
+    )
+    return Point(
+        run.run_id,
+        run.created_at,
+        version,
+        r.single.mean,
+        r.single.ci_low,
+        r.single.ci_high,
+        r.single.n,
+        prov,
+    )
+
+
+def _matches(r: MetricResult, platform: str | None, workload: str | None, metric: str | None):
+    return (
+        (platform is None or r.cell.platform == platform)
+        and (workload is None or workload in (r.cell.workload, r.cell.workload_name))
+        and (gates(r) if metric is None else fnmatch.fnmatchcase(r.name, metric))
+    )
+
+
+def _runs(store: Store, study: str | None, host: str | None) -> list[RunAnalysis]:
+    """The analysed runs of a study (every study where None) on a host (every host)."""
+    records = store.runs()
+    if not records:
+        raise HvbenchError(f"no runs in {store.url} yet; start one with 'hvbench run'")
+    studies = sorted({r.study_name for r in records})
+    if study is not None and study not in studies:
+        raise HvbenchError(
+            f"no runs of study {study!r} in {store.url}; its studies: {', '.join(studies)}"
+        )
+    analysed = []
+    for record in records:
+        if study is not None and record.study_name != study:
+            continue
+        try:
+            analysed.append(analyse(store, record.id))
+        except HvbenchError:  # a run with no cells yet: no point in any series
+            continue
+    hosts = sorted({host_of(a) for a in analysed})
+    if host is not None and host not in hosts:
+        raise HvbenchError(f"--host {host!r}: no runs on it; the runs' hosts: {', '.join(hosts)}")
+    return [a for a in analysed if host is None or host_of(a) == host]
+
+
+def load(
+    store: Store,
+    study: str | None = None,
+    platform: str | None = None,
+    workload: str | None = None,
+    metric: str | None = None,
+    host: str | None = None,
+    by: str = TIME,
+) -> list[Series]:
+    """Every series of a study's runs in the store (every study's where None), per host, each
+    with its change points; only the figures ``compare`` gates on (``Series.headline``) unless
+    ``metric`` names others (a name or a shell pattern: ``net.*``). ``workload`` is a cell's
+    workload (``disk dd size=2G``) or its name (``disk``). Change points of all of them are
+    judged as one family."""
+    by = check_order(by)
+    runs = _runs(store, study, host)
+    found: dict[tuple, Series] = {}
+    missing: dict[tuple, int] = defaultdict(int)
+    for run in runs:
+        for r in run.results:
+            if not _matches(r, platform, workload, metric):
+                continue
+            key = (run.study_name, host_of(run), r.cell.platform, r.cell.workload)
+            key += (r.cell.instances, r.name)
+            s = found.get(key)
+            if s is None:
+                s = found[key] = Series(
+                    study=run.study_name,
+                    host=key[1],
+                    platform=r.cell.platform,
+                    label=run.label(r.cell.platform),
+                    workload=r.cell.workload,
+                    instances=r.cell.instances,
+                    metric=r.name,
+                    unit=r.unit,
+                    higher_is_better=r.higher_is_better,
+                    headline=gates(r),
+                    by=by,
+                )
+            point = _point(run, r, by)
+            if point.version is None and by != TIME:
+                missing[key] += 1
+            else:
+                s.points.append(point)
+    if not found:
+        raise HvbenchError(_nothing(runs, platform, workload, metric))
+    series = sorted(found.values(), key=lambda s: (s.study, s.platform, s.workload, s.host))
+    for key, s in found.items():
+        s.points = _ordered(s.points, by)
+        s.left_out = missing[key]
+    _find_changes(series)
+    return series
+
+
+def _nothing(
+    runs: list[RunAnalysis], platform: str | None, workload: str | None, metric: str | None
+) -> str:
+    """Which filter matched nothing, and what the runs hold instead."""
+    results = [r for run in runs for r in run.results]
+    if not results:
+        return "the runs hold no figures yet"
+    for what, given, values in (
+        ("--platform", platform, {r.cell.platform for r in results}),
+        ("--workload", workload, {r.cell.workload for r in results}),
+        ("--metric", metric, {r.name for r in results}),
+    ):
+        if given is None:
+            continue
+        hit = (
+            any(fnmatch.fnmatchcase(v, given) for v in values)
+            if what == "--metric"
+            else given in values or any(v.split()[0] == given for v in values)
+        )
+        if not hit:
+            shown = sorted(values)
+            more = f" and {len(shown) - 12} more" if len(shown) > 12 else ""
+            return (
+                f"{what} {given!r} is in none of the runs; they have {', '.join(shown[:12])}{more}"
+            )
+    return "no figure of the runs has that platform, workload and metric together"
+
+
+def _find_changes(series: list[Series]) -> None:
+    """Each series' change points, judged together as one family (``changes.find``)."""
+    judged = changes.find([[p.mean for p in s.points] for s in series])
+    for s, steps in zip(series, judged, strict=True):
+        s.changes = [
+            ChangePoint(
+                index=step.index,
+                before=s.points[step.index - 1],
+                after=s.points[step.index],
+                ratio=step.ratio,
+                low=step.low,
+                high=step.high,
+                p_value=step.p_holm,
+                regression=(step.ratio < 1) == s.higher_is_better,
+                differences=differences(s.points[step.index - 1], s.points[step.index]),
+            )
+            for step in steps
+            if step.significant
+        ]

@@ -1,0 +1,168 @@
+"""``hvbench history``: every run of a study as series, with their change points explained.
+
+Exit codes: 0 ok; 1 (``--check`` only) a headline figure regressed at a change point among the
+newest runs; 2 bad input (HvbenchError, one line).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from hvbench.analysis.series import TIME, ChangePoint, Point, Series, load
+from hvbench.store import Store
+
+WINDOW = 3
+"""Newest runs ``--check`` looks at: a change needs two runs after it (``changes.MIN_SIDE``),
+so a nightly gate sees it on the second and third night after."""
+
+out = Console(highlight=False, soft_wrap=True)
+
+
+def _pct(x: float) -> str:
+    return f"{100 * (x - 1):+.1f}%".replace("-", "−")
+
+
+def _when(p: Point) -> str:
+    version = f", {p.version}" if p.version else ""
+    return f"{p.time:%Y-%m-%d %H:%M}{version}"
+
+
+def change_line(c: ChangePoint) -> str:
+    """ "from run X (date, version) on: −8.1% [−10.2, −6.0]" and what changed."""
+    what = "regression" if c.regression else "improvement"
+    low, high = _pct(c.low).rstrip("%"), _pct(c.high).rstrip("%")
+    return (
+        f"from run {c.after.run_id} ({_when(c.after)}) on: {_pct(c.ratio)} [{low}, {high}] "
+        f"({what}, after run {c.before.run_id})"
+    )
+
+
+def explanation(c: ChangePoint) -> str:
+    if not c.differences:
+        return "explained by nothing recorded"
+    return "changed: " + "; ".join(str(d) for d in c.differences)
+
+
+def _as_json(s: Series) -> dict:
+    def num(x: float) -> float | None:
+        return x if math.isfinite(x) else None
+
+    return {
+        "study": s.study,
+        "host": s.host,
+        "platform": s.platform,
+        "label": s.label,
+        "workload": s.workload,
+        "instances": s.instances,
+        "metric": s.metric,
+        "unit": s.unit,
+        "higher_is_better": s.higher_is_better,
+        "headline": s.headline,
+        "by": s.by,
+        "left_out": s.left_out,
+        "points": [
+            {
+                "run": p.run_id,
+                "time": p.time.isoformat(),
+                "version": p.version,
+                "mean": p.mean,
+                "ci_low": num(p.low),
+                "ci_high": num(p.high),
+                "n": p.n,
+            }
+            for p in s.points
+        ],
+        "changes": [
+            {
+                "index": c.index,
+                "before_run": c.before.run_id,
+                "after_run": c.after.run_id,
+                "ratio": c.ratio,
+                "ci_low": c.low,
+                "ci_high": c.high,
+                "p_adjusted": c.p_value,
+                "regression": c.regression,
+                "explained": c.explained,
+                "differences": [
+                    {"name": d.name, "before": d.before, "after": d.after} for d in c.differences
+                ],
+            }
+            for c in s.changes
+        ],
+    }
+
+
+def _print(s: Series) -> None:
+    better = "higher" if s.higher_is_better else "lower"
+    order = "" if s.by == TIME else f", by {s.by}"
+    left = f" ({s.left_out} runs without it left out)" if s.left_out else ""
+    out.print(f"{s.study} on {s.host}: {s.name} ({s.unit}, {better} is better{order}){left}")
+    for p in s.points:
+        ci = f" [{p.low:.4g}, {p.high:.4g}]" if math.isfinite(p.low) else ""
+        out.print(f"  {p.run_id}  {_when(p)}  {p.mean:.4g}{ci}  n={p.n}")
+    for c in s.changes:
+        out.print(f"  {change_line(c)}")
+        out.print(f"      {explanation(c)}")
+
+
+def history(
+    study: Annotated[
+        str | None, typer.Argument(metavar="[STUDY-NAME]", help="study (default: every study)")
+    ] = None,
+    platform: Annotated[str | None, typer.Option(help="one platform")] = None,
+    workload: Annotated[
+        str | None, typer.Option(help="one workload: its name (disk) or its cells' (disk dd …)")
+    ] = None,
+    metric: Annotated[
+        str | None,
+        typer.Option(help="a metric or a pattern (net.*); default: the headline figures"),
+    ] = None,
+    by: Annotated[
+        str,
+        typer.Option(help="order runs by time, qemu, kernel, guest-kernel, commit or label:KEY"),
+    ] = TIME,
+    host: Annotated[str | None, typer.Option(help="one host (default: each, side by side)")] = None,
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check",
+            help="exit 1 when a headline figure regressed at a change point among the newest "
+            "runs (a gate for nightly CI)",
+        ),
+    ] = False,
+    window: Annotated[int, typer.Option(min=1, help="newest runs --check looks at")] = WINDOW,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+    db: Annotated[str | None, typer.Option("--db", help="SQLAlchemy URL of the store")] = None,
+) -> None:
+    """Every run of a study as one series per host and figure, with its change points: where
+    the level moved, by how much (the ratio of the means either side, with its 99% interval),
+    and what the store recorded differently of the runs either side.
+
+    Exit codes: 0 ok; 1 with --check, a headline figure regressed at a change point among the
+    newest --window runs; 2 bad input.
+    """
+    series = load(Store(db), study, platform, workload, metric, host, by)
+    gate = [(s, c) for s in series if s.headline for c in s.recent(window) if c.regression]
+    if as_json:
+        print(json.dumps([_as_json(s) for s in series], indent=2))
+    elif check:
+        for s, c in gate:
+            out.print(
+                f"regression: {s.study} on {s.host}: {s.name}: {change_line(c)}; {explanation(c)}"
+            )
+        if not gate:
+            heads = sum(s.headline for s in series)
+            out.print(
+                f"no regression at a change point in the newest {window} runs of {heads} "
+                "headline series"
+            )
+    else:
+        for s in series:
+            _print(s)
+    if check and gate:
+        raise typer.Exit(1)
