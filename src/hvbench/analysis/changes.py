@@ -46,9 +46,14 @@ MIN_POINTS = 2 * MIN_SIDE
 PENALTY = 2.0
 """Binary segmentation stops where a split gains less than PENALTY·σ²·log n (BIC's penalty
 for one more mean): generous, since the test that follows judges each candidate."""
+GRID = 100
+"""Places binary segmentation considers, at most: a longer series is searched every n // GRID
+points (ruptures' least-squares cost is quadratic in the length), and each candidate is then
+moved to the best split of its stretch (``_tested``)."""
 NULL_DRAWS = 20_000
 """Noise series drawn per length: p-values down to 5·10⁻⁵ (``ALPHA`` over 200 series); beyond
 the draws, a bound (``p_value``)."""
+MIN_DRAWS = 2_000
 NULL_BATCH = 2_000_000
 """Values drawn at once (bounds the memory of a long series' null to 16 MB)."""
 EXACT_LENGTHS = 64
@@ -103,12 +108,15 @@ def _null_length(m: int) -> int:
 
 @functools.cache
 def _null(m: int) -> np.ndarray:
-    """The largest |t| over the splits of m normal values, ``NULL_DRAWS`` times, sorted."""
+    """The largest |t| over the splits of m normal values, sorted: ``NULL_DRAWS`` of them up
+    to ``EXACT_LENGTHS`` values, fewer beyond (down to ``MIN_DRAWS``), where the Bonferroni
+    bound of ``p_value`` takes over sooner: a step in a long stretch stands far out."""
+    draws = max(MIN_DRAWS, NULL_DRAWS * EXACT_LENGTHS // max(m, EXACT_LENGTHS))
     rng = np.random.default_rng(SEED + m)
     per_batch = max(1, NULL_BATCH // m)
     out = []
-    for start in range(0, NULL_DRAWS, per_batch):
-        z = rng.normal(size=(min(per_batch, NULL_DRAWS - start), m))
+    for start in range(0, draws, per_batch):
+        z = rng.normal(size=(min(per_batch, draws - start), m))
         out.append(_split_t(z).max(axis=-1))
     return np.sort(np.concatenate(out))
 
@@ -144,7 +152,7 @@ def candidates(y: np.ndarray) -> list[int]:
         sigma = float(np.std(y, ddof=1))
     if n < MIN_POINTS or sigma == 0:
         return []
-    algo = ruptures.Binseg(model="l2", min_size=MIN_SIDE, jump=1).fit(y)
+    algo = ruptures.Binseg(model="l2", min_size=MIN_SIDE, jump=max(1, n // GRID)).fit(y)
     return [int(b) for b in algo.predict(pen=PENALTY * sigma**2 * math.log(n))[:-1]]
 
 
