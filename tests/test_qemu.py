@@ -381,6 +381,8 @@ def test_four_instances_pass_the_barrier_together(guest_run: GuestRun):
         assert all(r.ok for r in results), [r.describe_failure() for r in results]
         resolved = d.describe()["resolved"]
         assert resolved["accel"] in ("tcg", "kvm") and resolved["accel_reason"]
+        ran = d.what_ran()  # what the analysis reads: the accelerator the probe chose, and why
+        assert (ran.mode, ran.mode_reason) == (resolved["accel"], resolved["accel_reason"])
     finally:
         d.stop(instances)
 

@@ -11,7 +11,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, PositiveInt
 
@@ -192,8 +192,11 @@ class ParseError(ValueError):
     """A tool's output could not be read; fails the cell with this message."""
 
 
-class Workload(ABC):
-    """A benchmark with parameters."""
+W = TypeVar("W", bound=WorkloadSettings)
+
+
+class Workload(ABC, Generic[W]):
+    """A benchmark with parameters, from its own settings (``W``)."""
 
     name: ClassVar[str]
     tool: ClassVar[str | None] = None
@@ -210,7 +213,7 @@ class Workload(ABC):
     """The platform operation this workload asks of the instance (``Instance.lifecycle``);
     a study pairing it with a platform whose driver refuses it is refused when loaded."""
 
-    def __init__(self, settings: WorkloadSettings) -> None:
+    def __init__(self, settings: W) -> None:
         self.settings = settings
 
     def plan(self) -> MigrationPlan | None:
@@ -236,7 +239,7 @@ class Workload(ABC):
         guests get them from debootstrap; native needs them installed on the host)."""
         return []
 
-    def calibrate(self, instance: Instance, ctx: Context) -> WorkloadSettings:
+    def calibrate(self, instance: Instance, ctx: Context) -> W:
         """The settings with the work of each job sized on ``instance`` (native, after
         ``prepare``), for a run whose settings ``calibrates``: the run stores them, so that
         every platform, and a resumed run, does the same work."""
@@ -252,14 +255,14 @@ class Workload(ABC):
         judge. Read where an ascent stops, to tell a harness limit from the platform's."""
         return None
 
-    def prepare(self, instance: Instance, ctx: Context) -> None:  # noqa: B027 (optional hook)
+    def prepare(self, instance: Instance, ctx: Context) -> None:
         """Untimed set-up inside the instance (format a disk, start a peer server)."""
 
     @abstractmethod
     def measure(self, instance: Instance, ctx: Context) -> Outcome:
         """The measured part; calls ``ctx.barrier()`` right before starting the tool."""
 
-    def cleanup(self, instance: Instance, ctx: Context) -> None:  # noqa: B027 (optional hook)
+    def cleanup(self, instance: Instance, ctx: Context) -> None:
         """Undo ``prepare``; runs even when ``measure`` failed."""
 
     def timed_jobs(self, quick: bool) -> list[TimedJob]:

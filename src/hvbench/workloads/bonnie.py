@@ -97,10 +97,9 @@ def parse_bonnie_csv(output: str) -> list[Metric]:
     return metrics
 
 
-class Bonnie(DiskWorkload):
+class Bonnie(DiskWorkload[BonnieSettings]):
     tool: ClassVar[str] = "bonnie++"
     settings_model = BonnieSettings
-    settings: BonnieSettings
 
     def tools(self) -> list[str]:
         return ["bonnie++"]

@@ -37,7 +37,7 @@ class BootSettings(WorkloadSettings):
     name: Literal["boot"]
 
 
-class Boot(Workload):
+class Boot(Workload[BootSettings]):
     name: ClassVar[str] = "boot"
     settings_model = BootSettings
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from hvbench.errors import InstanceError
 from hvbench.host.process import ExecResult
-from hvbench.workloads.base import Context, ParseError, RawOutput, Workload, WorkloadSettings
+from hvbench.workloads.base import Context, ParseError, RawOutput, W, Workload
 
 if TYPE_CHECKING:
     from hvbench.drivers.base import Instance
@@ -81,11 +81,11 @@ def search(pattern: str, text: str, what: str, flags: int = re.MULTILINE) -> re.
     return m
 
 
-class ScratchWorkload(Workload):
+class ScratchWorkload(Workload[W]):
     """A workload that works in a fresh directory of its own inside each instance, made in
     ``prepare`` and removed in ``cleanup`` (with whatever a killed tool left behind)."""
 
-    def __init__(self, settings: WorkloadSettings) -> None:
+    def __init__(self, settings: W) -> None:
         super().__init__(settings)
         self._scratch: dict[str, str] = {}
         """Per instance name: one Workload object serves every instance of a cell."""

@@ -67,7 +67,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, get_args
 
 from pydantic import (
     BaseModel,
@@ -101,7 +101,7 @@ if TYPE_CHECKING:
     from hvbench.host.resources import Resource
 
 RoleName = Literal["web", "imap", "app", "db", "idle", "nfs"]
-ROLES: tuple[str, ...] = ("web", "imap", "app", "db", "idle", "nfs")
+ROLES: tuple[RoleName, ...] = get_args(RoleName)
 """The fixed order in which a set's ``mix`` is expanded into instance roles; nfs last, so that a
 platform naming one instance fewer than the set (``instances: [5]``) runs the set without it."""
 NFS_FILES = range(9, 17)
@@ -414,7 +414,7 @@ class ConsolidationSettings(WorkloadSettings):
 
     def set_roles(self) -> list[str]:
         """One set's roles, in the order of ROLES."""
-        return [r for r in ROLES for _ in range(self.mix.get(r, 0))]  # type: ignore[call-overload]
+        return [r for r in ROLES for _ in range(self.mix.get(r, 0))]
 
     def roles(self, count: int) -> list[str]:
         """The roles of ``count`` instances: whole sets, one after the other."""
@@ -422,10 +422,10 @@ class ConsolidationSettings(WorkloadSettings):
         return [one[i % len(one)] for i in range(count)]
 
     def role_load(self, role: str) -> RoleLoad:
-        return self.load.get(role) or DEFAULT_LOAD[role]  # type: ignore[call-overload]
+        return (DEFAULT_LOAD | self.load)[role]
 
     def label(self) -> str:
-        mix = ",".join(f"{r}:{self.mix[r]}" for r in ROLES if self.mix.get(r))  # type: ignore
+        mix = ",".join(f"{r}:{self.mix[r]}" for r in ROLES if self.mix.get(r))
         rates = ",".join(f"{r}={self.role_load(r).rate:g}/s" for r in ROLES if r in DEFAULT_LOAD)
         sets = f"auto≤{self.max_sets}" if self.sets == "auto" else self.sets
         return f"consolidation {sets}×[{mix}] {rates}"
@@ -614,17 +614,16 @@ class Running:
     """web with an nfs peer: set when its cleanup has unmounted the peer's export."""
 
 
-class Consolidation(ScratchWorkload):
+class Consolidation(ScratchWorkload[ConsolidationSettings]):
     """Each instance's directory holds its servers' configuration, data and logs, in the
     instance's scratch root: a native run's is the run's own directory, which goes with the run
     (also by ``hvbench cleanup`` after SIGKILL), not the host's /tmp."""
 
     name: ClassVar[str] = "consolidation"
     settings_model = ConsolidationSettings
-    settings: ConsolidationSettings  # type: ignore[assignment]
     needs_userland: ClassVar[bool] = True
 
-    def __init__(self, settings: WorkloadSettings) -> None:
+    def __init__(self, settings: ConsolidationSettings) -> None:
         super().__init__(settings)
         self._running: dict[str, Running] = {}
         """Per instance name."""

@@ -220,12 +220,11 @@ def parse_sysbench(text: str, test: str, pattern: str) -> float:
     return value
 
 
-class Cpu(ScratchWorkload):
+class Cpu(ScratchWorkload[CpuSettings]):
     name: ClassVar[str] = "cpu"
     tool: ClassVar[str | None] = "micro"
     selector: ClassVar[str] = "suite"
     settings_model = CpuSettings
-    settings: CpuSettings
 
     def tools(self) -> list[str]:
         return sorted({p.tool for p in PARTS})

@@ -571,12 +571,11 @@ class CpuAppsSettings(WorkloadSettings):
         return " ".join(parts)
 
 
-class CpuApps(ScratchWorkload):
+class CpuApps(ScratchWorkload[CpuAppsSettings]):
     name: ClassVar[str] = "cpu"
     tool: ClassVar[str | None] = "apps"
     selector: ClassVar[str] = "suite"
     settings_model = CpuAppsSettings
-    settings: CpuAppsSettings
 
     def __init__(self, settings: CpuAppsSettings) -> None:
         super().__init__(settings)

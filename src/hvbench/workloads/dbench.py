@@ -42,10 +42,9 @@ def parse_dbench(text: str, clients: int) -> tuple[float, float]:
     return number(m.group(1), "dbench throughput"), number(m.group(3), "dbench max_latency")
 
 
-class Dbench(DiskWorkload):
+class Dbench(DiskWorkload[DbenchSettings]):
     tool: ClassVar[str] = "dbench"
     settings_model = DbenchSettings
-    settings: DbenchSettings
 
     def tools(self) -> list[str]:
         return ["dbench"]

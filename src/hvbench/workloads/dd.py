@@ -53,10 +53,9 @@ def _last_digit(text: str) -> float:
     return 10.0 ** (int(exponent or 0) - len(mantissa.partition(".")[2]))
 
 
-class Dd(DiskWorkload):
+class Dd(DiskWorkload[DdSettings]):
     tool: ClassVar[str] = "dd"
     settings_model = DdSettings
-    settings: DdSettings
 
     def tools(self) -> list[str]:
         return ["dd", str(clock())]

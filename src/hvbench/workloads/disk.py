@@ -8,7 +8,7 @@ what a killed tool leaves behind goes away in ``cleanup``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal, TypeVar
 
 from hvbench.errors import InstanceError
 from hvbench.units import Size, format_size
@@ -35,12 +35,14 @@ class DiskSettings(WorkloadSettings):
         return f"disk {tool}{size}"
 
 
-class DiskWorkload(ScratchWorkload):
+D = TypeVar("D", bound=DiskSettings)
+
+
+class DiskWorkload(ScratchWorkload[D]):
     """A workload on the data disk: its scratch directory is on the disk under test."""
 
     name: ClassVar[str] = "disk"
     needs_data_disk: ClassVar[bool] = True
-    settings: DiskSettings
 
     def scratch_parent(self, instance: Instance) -> str:
         if instance.data_disk is None:

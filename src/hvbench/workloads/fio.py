@@ -48,10 +48,9 @@ class FioSettings(DiskSettings):
     ioengine: Literal["libaio", "io_uring", "psync"] = "libaio"
 
 
-class Fio(DiskWorkload):
+class Fio(DiskWorkload[FioSettings]):
     tool: ClassVar[str] = "fio"
     settings_model = FioSettings
-    settings: FioSettings
 
     def tools(self) -> list[str]:
         return ["fio"]

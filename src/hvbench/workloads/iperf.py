@@ -42,11 +42,10 @@ def parse_iperf_csv(text: str, direction: str, streams: int) -> Metric:
     return Metric(f"net.iperf.{way}_gbps", bps / 1e9, "Gbit/s", True, headline=True, direction=way)
 
 
-class Iperf(PeerWorkload):
+class Iperf(PeerWorkload[IperfSettings]):
     tool: ClassVar[str] = "iperf"
     base_port: ClassVar[int] = 5001
     settings_model = IperfSettings
-    settings: IperfSettings
 
     def tools(self) -> list[str]:
         return ["iperf"]

@@ -67,11 +67,10 @@ def parse_iperf3_json(text: str, direction: str) -> list[Metric]:
     ]  # fmt: skip
 
 
-class Iperf3(PeerWorkload):
+class Iperf3(PeerWorkload[Iperf3Settings]):
     tool: ClassVar[str] = "iperf3"
     base_port: ClassVar[int] = 5201
     settings_model = Iperf3Settings
-    settings: Iperf3Settings
 
     def tools(self) -> list[str]:
         return ["iperf3"]

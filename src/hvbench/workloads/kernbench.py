@@ -104,13 +104,12 @@ def summarise(cold: dict[str, float] | None, warm: list[dict[str, float]]) -> li
     return metrics
 
 
-class Kernbench(ScratchWorkload):
+class Kernbench(ScratchWorkload[KernbenchSettings]):
     name: ClassVar[str] = "kernbench"
     settings_model = KernbenchSettings
-    settings: KernbenchSettings
     needs_userland: ClassVar[bool] = True
 
-    def __init__(self, settings: WorkloadSettings) -> None:
+    def __init__(self, settings: KernbenchSettings) -> None:
         super().__init__(settings)
         self._trees: dict[str, str] = {}
 

@@ -46,11 +46,10 @@ def parse_sockperf(text: str) -> list[Metric]:
     ]
 
 
-class Latency(PeerWorkload):
+class Latency(PeerWorkload[LatencySettings]):
     tool: ClassVar[str] = "latency"
     base_port: ClassVar[int] = 11111
     settings_model = LatencySettings
-    settings: LatencySettings
 
     def tools(self) -> list[str]:
         return ["sockperf"]

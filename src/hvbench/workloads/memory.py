@@ -72,7 +72,7 @@ class MemorySettings(WorkloadSettings):
     the agent's first commands settle). ``--quick``: 1 s."""
 
 
-class Memory(Workload):
+class Memory(Workload[MemorySettings]):
     name: ClassVar[str] = "memory"
     settings_model = MemorySettings
 
@@ -80,7 +80,6 @@ class Memory(Workload):
         return []
 
     def measure(self, instance: Instance, ctx: Context) -> Outcome:
-        assert isinstance(self.settings, MemorySettings)
         ctx.barrier()
         time.sleep(QUICK_SETTLE_S if ctx.quick else self.settings.settle)
         pids = instance.host_pids()
@@ -118,7 +117,6 @@ class Memory(Workload):
         )
 
     def estimate_seconds(self, quick: bool) -> float:
-        assert isinstance(self.settings, MemorySettings)
         return QUICK_SETTLE_S if quick else self.settings.settle
 
     def fixed_time_seconds(self, quick: bool) -> float:

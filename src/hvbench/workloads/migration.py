@@ -84,25 +84,20 @@ class MigrationSettings(WorkloadSettings):
         return f"migration-{self.mode}{converge}-{format_size(self.dirty_rate)}"
 
 
-class Migration(Workload):
+class Migration(Workload[MigrationSettings]):
     name: ClassVar[str] = "migration"
     settings_model = MigrationSettings
     operation: ClassVar[Operation | None] = "migrate"
-
-    @property
-    def msettings(self) -> MigrationSettings:
-        assert isinstance(self.settings, MigrationSettings)
-        return self.settings
 
     def tools(self) -> list[str]:
         return [str(dirtier())]
 
     def plan(self) -> MigrationPlan:
-        s = self.msettings
+        s = self.settings
         return MigrationPlan(postcopy=s.mode == "postcopy", auto_converge=s.auto_converge)
 
     def measure(self, instance: Instance, ctx: Context) -> Outcome:
-        s = self.msettings
+        s = self.settings
         lifecycle = lifecycle_of(instance)
         buffer = QUICK["buffer"] if ctx.quick else s.buffer
         argv = [str(dirtier()), f"{s.dirty_rate / MIB:g}", str(buffer >> 20), str(TICK_US)]
@@ -132,7 +127,7 @@ class Migration(Workload):
         return self.fixed_time_seconds(quick) + (15 if quick else 60)
 
     def fixed_time_seconds(self, quick: bool) -> float:
-        return QUICK["warmup"] if quick else self.msettings.warmup
+        return QUICK["warmup"] if quick else self.settings.warmup
 
 
 def lifecycle_of(instance: Instance) -> Lifecycle:

@@ -16,7 +16,7 @@ import tempfile
 import time
 from abc import abstractmethod
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal, TypeVar
 
 from pydantic import Field, PositiveFloat, PositiveInt
 
@@ -58,14 +58,16 @@ class ThroughputSettings(NetSettings):
         return f"{super().label()} -P{self.parallel} -w{format_size(self.window)}"
 
 
-class PeerWorkload(Workload):
+N = TypeVar("N", bound=NetSettings)
+
+
+class PeerWorkload(Workload[N]):
     """A client inside the instance against a server of its own on the peer."""
 
     name: ClassVar[str] = "net"
     base_port: ClassVar[int]
-    settings: NetSettings
 
-    def __init__(self, settings: WorkloadSettings) -> None:
+    def __init__(self, settings: N) -> None:
         super().__init__(settings)
         self._servers: dict[str, tuple[subprocess.Popen, Resource]] = {}
         """Per instance name: the peer server and its log directory."""

@@ -32,7 +32,7 @@ class SnapshotSettings(WorkloadSettings):
     name: Literal["snapshot"]
 
 
-class Snapshot(Workload):
+class Snapshot(Workload[SnapshotSettings]):
     name: ClassVar[str] = "snapshot"
     settings_model = SnapshotSettings
     operation: ClassVar[Operation | None] = "snapshot"
