@@ -48,6 +48,8 @@ def test_study_with_kvm_platforms_falls_back_to_tcg_and_finishes():
         settings = cells[platform].platform_settings
         resolved = settings["resolved"]
         assert resolved["accel"] in ("kvm", "tcg") and resolved["accel_reason"]
+        ran = cells[platform].ran  # what the report reads: what the driver wrote it ran
+        assert (ran.mode, ran.mode_reason) == (resolved["accel"], resolved["accel_reason"])
         manifest = store.artifacts(runner.run_id)[f"image {settings['image']['key']}"]
         assert settings["image"] == {"key": manifest["key"]}  # the manifest is kept once
         assert "qemu-guest-agent" in manifest["packages"]
