@@ -458,10 +458,11 @@ class Driver(ABC, Generic[S, I]):
         return self.ran_by_settings(self.settings)
 
     @classmethod
+    @abstractmethod
     def ran_by_settings(cls, settings: S) -> WhatRan:
-        """What ran as far as a platform's settings say, before the driver decides anything
-        (by default nothing to choose, and direct I/O reaching the medium)."""
-        return WhatRan()
+        """What ran as far as a platform's settings say, before the driver decides anything.
+        Every driver says it, even where that is nothing to choose and direct I/O reaching
+        the medium (``WhatRan()``): a guess here would mislabel its figures in every report."""
 
     def start_parallel(
         self, instances: list[I], start_one: Callable[[I, float], None], deadline: float

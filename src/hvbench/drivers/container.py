@@ -25,6 +25,7 @@ from hvbench.drivers.base import (
 )
 from hvbench.drivers.oslevel import OciDriver, OsLevelSettings
 from hvbench.host.process import which
+from hvbench.store import WhatRan
 
 FOOTPRINT = Footprint(memory=512 << 10, tasks=3, net_namespaces=1, pid_namespaces=1)
 """Besides its processes (its ``memory``, which its cgroup bounds): 0.5 MiB, the kernel memory
@@ -61,6 +62,10 @@ class ContainerDriver(OciDriver[ContainerSettings]):
     @classmethod
     def runtime_binary(cls) -> str | None:
         return which("runc")
+
+    @classmethod
+    def ran_by_settings(cls, settings: ContainerSettings) -> WhatRan:
+        return WhatRan()  # the host's kernel; the data disk a loop device with direct I/O
 
     @classmethod
     def check(cls) -> Availability:
