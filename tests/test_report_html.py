@@ -37,8 +37,8 @@ def _chromium() -> None:
 CONSOLE = re.compile(r"CONSOLE|Uncaught|SyntaxError|TypeError|ReferenceError")
 
 
-def chromium(tmp_path: Path, page: Path, *args: str) -> tuple[str, str]:
-    """Run headless chromium on a local file; (stdout, stderr)."""
+def chromium(tmp_path: Path, page: Path | str, *args: str) -> tuple[str, str]:
+    """Run headless chromium on a local file (or a URL); (stdout, stderr)."""
     argv = [
         "chromium",
         "--headless",
@@ -55,7 +55,7 @@ def chromium(tmp_path: Path, page: Path, *args: str) -> tuple[str, str]:
         "--v=0",
         "--virtual-time-budget=5000",
         *args,
-        page.as_uri(),
+        page if isinstance(page, str) else page.as_uri(),
     ]
     result = run_bounded(argv, timeout=120)
     assert result.ok, result.stderr.decode(errors="replace")[-2000:]

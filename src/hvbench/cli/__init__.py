@@ -48,6 +48,7 @@ app.command("run")(run_cmd.run)
 app.command("report")(reporting.report)
 app.command("compare")(reporting.compare)
 app.command("history")(history_cmd.history)
+app.command("publish")(reporting.publish)
 
 out = Console()
 err = Console(stderr=True)

@@ -16,7 +16,7 @@ from hvbench.analysis import RunAnalysis, analyse
 from hvbench.analysis.compare import ALLOWANCE, THRESHOLD, Allowance
 from hvbench.analysis.compare import compare as compare_runs
 from hvbench.analysis.history import measured
-from hvbench.report import emit, render, render_comparison
+from hvbench.report import emit, render, render_comparison, site
 from hvbench.store import Store
 
 FormatOption = Annotated[
@@ -45,6 +45,25 @@ def report(
     """Tables, plots and verdicts of a run, from the store."""
     store = Store(db)
     emit(render(analyse(store, run_id), format), output)
+
+
+def publish(
+    directory: Annotated[Path, typer.Argument(help="the site's directory (made if missing)")],
+    db: DbOption = None,
+    jobs: Annotated[
+        int | None, typer.Option(help="processes making run reports (default: one per core)")
+    ] = None,
+) -> None:
+    """A static site of the store's history: each study on each host, its headline metrics'
+    trends with their change points, and every run's report. Works from file:// and any web
+    server; loads nothing from the network. Run reports already there are kept unless their
+    run or hvbench changed."""
+    done = site.publish(Store(db), directory, jobs)
+    print(
+        f"{done.index} ({len(done.pages)} histor{'y' if len(done.pages) == 1 else 'ies'}; "
+        f"run reports: {done.reports_written} "
+        f"written, {done.reports_kept} kept, {len(done.no_report)} without one)"
+    )
 
 
 def compare(

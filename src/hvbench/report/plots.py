@@ -465,18 +465,25 @@ MARKERS_UP_TO = 60
 """Runs up to which each run's mean is a dot as well (beyond, dots would only blur the line)."""
 
 
-def trend(title: str, unit: str, lines: Sequence[TrendLine], places: dict[float, str]) -> str:
+def trend(
+    title: str,
+    unit: str,
+    lines: Sequence[TrendLine],
+    places: dict[float, str],
+    room: Sequence[str] = (),
+) -> str:
     """A figure's run means across a history, a line per platform with its interval as a band
     and each change point a dashed rule in the line's colour, linked (``set_url``: an SVG link)
-    to what the page says of it; ``places`` labels some places of the x axis."""
-    legend = [line.label for line in lines]
+    to what the page says of it; ``places`` labels some places of the x axis. The legend's
+    column is as wide as for the entries ``room`` as well, so that the figures of one page,
+    given the same, have their axes one above the other."""
     marked = any(line.changes for line in lines)
-    if marked:
-        legend.append("change point")
-    axes_in = _axes_in(legend)
+    legend = [line.label for line in lines] + (["change point"] if marked else [])
+    legend_room = [*legend, *room]
+    axes_in = _axes_in(legend_room)
     labels = ticks(list(places.values()), axes_in / max(len(places), 1))
     below = labels.height
-    with _figure(2.6 + below, legend, bottom_in=0.35 + below) as (fig, out):
+    with _figure(2.6 + below, legend_room, bottom_in=0.35 + below) as (fig, out):
         ax = fig.add_subplot()
         for i, line in enumerate(lines):
             color = COLORS[i % len(COLORS)]

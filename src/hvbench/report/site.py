@@ -1,0 +1,396 @@
+"""``hvbench publish DIR``: a static site of the store's history, as ``asv publish`` makes one.
+
+``index.html`` lists each study on each host (a fleet's hosts side by side: a study's runs on
+two hosts are two histories, never one); each has a page of its own with, per headline metric,
+the trend of its run means with their intervals and the change points marked, each change
+point with the two runs around it and what their provenance says changed; and ``runs/ID.html``
+is each run's own HTML report. Every page is self-contained (inline CSS, SVG and script, as the
+run report is), so the site works from ``file://`` and from any static server and loads
+nothing from the network.
+
+A run's report is the slow part (its analysis and plots, about half a second), and a finished
+run's report never changes: it is written again only where its run changed (status, end) or
+hvbench's analysis and report code did, which ``MANIFEST`` in DIR records; the reports missing
+are made on every core the host gives.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import multiprocessing
+import os
+import re
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+import numpy as np
+from markupsafe import Markup
+
+import hvbench
+from hvbench.analysis import changes
+from hvbench.analysis.series import ChangePoint, Series, load
+from hvbench.errors import HvbenchError
+from hvbench.report.html import ENV
+from hvbench.store import RunRecord, Store
+
+T = TypeVar("T")
+MANIFEST = ".hvbench-site.json"
+RUNS = "runs"
+UNKNOWN_HOST = "(unnamed)"
+TICKS = 8
+"""Runs named on a trend's x axis, at most."""
+
+
+@dataclass(frozen=True)
+class ChangeView:
+    """A change point as the page says it: where, how much, and what changed."""
+
+    anchor: str
+    trend: str
+    """The anchor of its trend's figure."""
+    title: str
+    point: ChangePoint
+
+    @property
+    def pct(self) -> str:
+        return _pct(self.point.ratio)
+
+    @property
+    def interval(self) -> str:
+        return f"[{_pct(self.point.low).rstrip('%')}, {_pct(self.point.high).rstrip('%')}]"
+
+    @property
+    def when(self) -> str:
+        p = self.point.after
+        return f"{p.time:%Y-%m-%d %H:%M}" + (f", {p.version}" if p.version else "")
+
+
+@dataclass(frozen=True)
+class TrendView:
+    """One figure (workload, count, metric) of a history: a line per platform."""
+
+    anchor: str
+    title: str
+    svg: Markup
+    changes: list[ChangeView]
+    notes: list[str]
+
+
+def _pct(ratio: float) -> str:
+    return f"{100 * (ratio - 1):+.1f}%".replace("-", "−")
+
+
+@dataclass
+class History:
+    """A study's runs on one host, oldest first: one page of the site."""
+
+    study: str
+    host: str
+    runs: list[RunRecord]
+    page: str
+    """Its file name in the site."""
+    trends: list[TrendView] = field(default_factory=list)
+    """Its headline metrics' trends."""
+
+    @property
+    def label(self) -> str:
+        return f"{self.study} on {self.host}"
+
+    @property
+    def changes(self) -> list[ChangeView]:
+        return [c for t in self.trends for c in t.changes]
+
+
+@dataclass(frozen=True)
+class Published:
+    """What ``publish`` wrote: for the command's summary and for tests."""
+
+    index: Path
+    pages: list[Path]
+    reports_written: int
+    reports_kept: int
+    no_report: dict[str, str]
+    """Run id -> why it has no report (a run that stored no cell, say)."""
+
+
+def histories(runs: Iterable[RunRecord], hosts: dict[str, str]) -> list[History]:
+    """The store's runs by study and host, studies by name, hosts by name. A run's host is
+    its series' (``series.host_of``: a fleet's name for it, else its hostname), given in
+    ``hosts``; a run with no figure in any series has its inventory's hostname."""
+    grouped: dict[tuple[str, str], list[RunRecord]] = defaultdict(list)
+    for r in runs:
+        host = hosts.get(r.id) or str((r.inventory or {}).get("hostname") or UNKNOWN_HOST)
+        grouped[(r.study_name, host)].append(r)
+    out = []
+    used: set[str] = {"index"}
+    for (study, host), rs in sorted(grouped.items()):
+        page = _unique(f"{_slug(study)}@{_slug(host)}", used) + ".html"
+        out.append(History(study, host, sorted(rs, key=lambda r: r.created_at), page))
+    return out
+
+
+def _slug(text: str) -> str:
+    """A file name's part from a study's, host's or run's name (which may hold anything)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("._") or "_"
+
+
+def _unique(name: str, used: set[str]) -> str:
+    """``name``, or ``name-2``, ``-3``... where two names slug the same (case too, for
+    case-insensitive file systems)."""
+    candidate, k = name, 1
+    while candidate.lower() in used:
+        k += 1
+        candidate = f"{name}-{k}"
+    used.add(candidate.lower())
+    return candidate
+
+
+def report_path(run_id: str) -> str:
+    """A run's report in the site, relative to its root (run ids are unique in a store, and
+    their slugs too: ids are made of letters, digits and dashes)."""
+    return f"{RUNS}/{_slug(run_id)}.html"
+
+
+# run reports ------------------------------------------------------------------------------
+
+
+@functools.cache
+def code_digest() -> str:
+    """hvbench's version and the source of what makes a report (analysis, report): a report
+    made by other code is made again."""
+    root = Path(hvbench.__file__).parent
+    h = hashlib.sha256(hvbench.__version__.encode())
+    for sub in ("analysis", "report"):
+        for p in sorted((root / sub).rglob("*")):
+            if p.is_file() and p.suffix in (".py", ".j2"):
+                h.update(p.relative_to(root).as_posix().encode())
+                h.update(p.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _stamp(run: RunRecord) -> str | None:
+    """What a run's report depends on besides its samples, which only grow while it runs;
+    None while it runs (made again at every publish)."""
+    if run.status == "running":
+        return None
+    end = run.finished_at.isoformat() if run.finished_at else ""
+    return f"{code_digest()}|{run.status}|{end}"
+
+
+_worker_store: Store | None = None
+
+
+def _start_worker(url: str) -> None:
+    global _worker_store
+    _worker_store = Store(url)
+
+
+def _write_report(job: tuple[str, str]) -> tuple[str, str | None]:
+    """Analyse a run and write its HTML report; (run id, why not) where it has none."""
+    from hvbench.analysis import analyse
+    from hvbench.report import html
+
+    run_id, path = job
+    assert _worker_store is not None
+    try:
+        text = html.render(analyse(_worker_store, run_id))
+    except HvbenchError as e:
+        return run_id, str(e)
+    Path(path).write_text(text, encoding="utf-8")
+    return run_id, None
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0))
+
+
+def write_reports(
+    store: Store,
+    runs: list[RunRecord],
+    root: Path,
+    jobs: int | None = None,
+    meanwhile: Callable[[], T] = lambda: None,
+) -> tuple[int, int, dict[str, str], T]:
+    """Each run's report under ``root/RUNS``, made again only where stale; (written, kept,
+    {run id: why no report}, what ``meanwhile`` returned): ``meanwhile`` runs in this process
+    while other processes make the reports."""
+    global _worker_store
+    (root / RUNS).mkdir(parents=True, exist_ok=True)
+    manifest_path = root / MANIFEST
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        manifest = {}
+    stamps = {r.id: _stamp(r) for r in runs}
+
+    def current(run_id: str) -> bool:
+        """Made from this run as it is, and there (or known to have no report: a run that
+        cannot have one keeps its reason in the manifest and is not tried again)."""
+        if stamps[run_id] is None or manifest.get(run_id) != stamps[run_id]:
+            return False
+        return f"!{run_id}" in manifest or (root / report_path(run_id)).exists()
+
+    todo = [(r.id, str(root / report_path(r.id))) for r in runs if not current(r.id)]
+    missing = {r.id: manifest[f"!{r.id}"] for r in runs if f"!{r.id}" in manifest}
+    jobs = max(1, min(jobs or _cores(), len(todo)))
+    if jobs == 1:
+        _worker_store = store
+        done = [_write_report(job) for job in todo]
+        other = meanwhile()
+    else:
+        # spawned, not forked: a forked child would share the parent's database connections
+        spawn = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(
+            jobs, mp_context=spawn, initializer=_start_worker, initargs=(store.url,)
+        ) as pool:
+            pending = pool.map(_write_report, todo, chunksize=4)
+            other = meanwhile()
+            done = list(pending)
+    for run_id, why in done:
+        manifest[run_id] = stamps[run_id]
+        manifest.pop(f"!{run_id}", None)
+        missing.pop(run_id, None)
+        if why is not None:
+            manifest[f"!{run_id}"] = why
+            missing[run_id] = why
+    known = set(stamps) | {f"!{k}" for k in stamps}
+    manifest = {k: v for k, v in manifest.items() if k in known}
+    manifest_path.write_text(json.dumps(manifest, indent=1, sort_keys=True), encoding="utf-8")
+    return len(todo), len(runs) - len(todo), missing, other
+
+
+# trends -----------------------------------------------------------------------------------
+
+
+def trends(h: History, series: list[Series]) -> list[TrendView]:
+    """The history's figures, one per (workload, count, metric) with a line per platform on
+    the history's runs (a platform missing from a run leaves a gap), its change points
+    numbered through the page."""
+    from hvbench.report import plots
+
+    place = {r.id: i for i, r in enumerate(h.runs)}
+    ticks = _ticks(h.runs)
+    room = [*{s.label for s in series}, "change point"]
+    grouped: dict[tuple[str, int, str], list[Series]] = defaultdict(list)
+    for s in series:
+        grouped[(s.workload, s.instances, s.metric)].append(s)
+    out = []
+    number = 0
+    for k, ((workload, count, metric), members) in enumerate(grouped.items(), 1):
+        anchor = f"t{k}"
+        lines, views = [], []
+        for s in members:
+            changes = []
+            for c in s.changes:
+                number += 1
+                view = ChangeView(f"cp{number}", anchor, f"{s.label}: {metric}", c)
+                views.append(view)
+                changes.append((place[c.after.run_id] - 0.5, f"#{view.anchor}"))
+            lines.append(
+                plots.TrendLine(
+                    s.label,
+                    np.array([place[p.run_id] for p in s.points], dtype=float),
+                    np.array([p.mean for p in s.points]),
+                    np.array([p.low for p in s.points]),
+                    np.array([p.high for p in s.points]),
+                    changes,
+                )
+            )
+        first = members[0]
+        better = "higher" if first.higher_is_better else "lower"
+        unit = f"{first.unit} ({better} is better)"
+        title = f"{metric}: {workload}, {count} instance{'s' if count > 1 else ''}"
+        notes = [
+            f"{s.label}: {s.left_out} run{'s' if s.left_out > 1 else ''} without the ordering "
+            "key left out"
+            for s in members
+            if s.left_out
+        ]
+        svg = Markup(plots.trend(title, unit, lines, ticks, room))
+        out.append(TrendView(anchor, title, svg, views, notes))
+    return out
+
+
+def _ticks(runs: list[RunRecord]) -> dict[float, str]:
+    """Up to ``TICKS`` runs of a history, evenly apart, named by their date, or their time
+    where the history spans less than two days."""
+    if not runs:
+        return {}
+    span = runs[-1].created_at - runs[0].created_at
+    fmt = (
+        "%Y-%m-%d"
+        if span.days >= 2
+        else "%m-%d %H:%M"
+        if span.total_seconds() > 3600
+        else "%H:%M:%S"
+    )
+    step = -(-len(runs) // TICKS)
+    return {float(i): runs[i].created_at.strftime(fmt) for i in range(0, len(runs), step)}
+
+
+# pages ------------------------------------------------------------------------------------
+
+
+def _series(store: Store) -> list[Series]:
+    """Every history's series with its change points; none where no run holds a figure."""
+    try:
+        return load(store)
+    except HvbenchError:
+        return []
+
+
+def publish(store: Store, root: Path, jobs: int | None = None) -> Published:
+    """Write the site of every run in the store into ``root``."""
+    runs = store.runs()
+    if not runs:
+        raise HvbenchError(f"no runs in {store.url} to publish; start one with 'hvbench run'")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        written, kept, missing, found_series = write_reports(
+            store, runs, root, jobs, lambda: _series(store)
+        )
+        by_history: dict[tuple[str, str], list[Series]] = defaultdict(list)
+        for s in found_series:
+            by_history[(s.study, s.host)].append(s)
+        hosts = {p.run_id: s.host for s in found_series for p in s.points}
+        found = histories(runs, hosts)
+        for h in found:
+            h.trends = trends(h, by_history[(h.study, h.host)])
+        pages = []
+        for h in found:
+            pages.append(
+                _write(
+                    root / h.page,
+                    ENV.get_template("site_history.html.j2").render(
+                        h=h,
+                        title=f"hvbench: {h.label}",
+                        report=report_path,
+                        missing=missing,
+                        confidence=f"{1 - changes.ALPHA:.0%}",
+                    ),
+                )
+            )
+        index = _write(
+            root / "index.html",
+            ENV.get_template("site_index.html.j2").render(
+                histories=found,
+                title="hvbench results",
+                report=report_path,
+                missing=missing,
+                version=hvbench.__version__,
+            ),
+        )
+    except OSError as e:
+        raise HvbenchError(f"cannot write the site to {root}: {e.strerror}") from None
+    return Published(index, pages, written, kept, missing)
+
+
+def _write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
