@@ -26,9 +26,9 @@ xl info | grep -E '^(virt_caps|xen_version)'
 # consolidation's clients: a cgroup v2 of the run's, vegeta from the virtualenv
 mount -t cgroup2 cgroup2 /sys/fs/cgroup
 export PATH="$(dirname {hvbench}):$PATH"
-{hvbench} run /lab/study.yaml --db sqlite:////tmp/results.db
+{hvbench} run /lab/study.yaml --db sqlite:////var/tmp/hvbench/results.db
 status=$?
-cp /tmp/results.db /lab/results.db
+cp /var/tmp/hvbench/results.db /lab/results.db
 xl dmesg | tail -20
 exit $status
 """

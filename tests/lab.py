@@ -105,6 +105,9 @@ ln -s /proc/self/fd /dev/fd
 ln -s /proc/self/fd/0 /dev/stdin && ln -s /proc/self/fd/1 /dev/stdout
 ln -s /proc/self/fd/2 /dev/stderr
 mount -t tmpfs run /run
+# L1's logs are its own and start empty, as on a fresh machine: nothing the host or another test
+# left in the host's /var/log (a directory a daemon's log needs, say) is seen in L1
+mount -t tmpfs log /var/log
 # the kernel's module loader: the host's kmod wants binary indexes this kernel's tree lacks
 printf '#!/bin/sh\nexec busybox modprobe "$@"\n' > /run/modprobe && chmod +x /run/modprobe
 echo /run/modprobe > /proc/sys/kernel/modprobe
@@ -171,7 +174,10 @@ XEN = Hypervisor(
 KVM = Hypervisor("kvm", (), "kvm_amd vhost_net", KVM_SETUP, "EPYC,+svm,+npt")
 
 
-LIBVIRT_CPU_MAP = """\
+LIBVIRT_SETUP = """\
+# the directories a packaged libvirtd's service makes: the host's root has them only after a test
+# ran a libvirtd there, and L1's /run and /var/log are its own
+mkdir -p /run/lock /var/lib/libvirt /var/log/libvirt /var/cache/libvirt
 # libvirt 9 wants a CPU model that decodes the host's CPU, and each of its models needs VME or
 # SEP, which these nested CPUs lack (QEMU's TCG has no VME, Xen hides SEP); one of the lab's own,
 # in L1's overlay only
@@ -197,7 +203,7 @@ done
 
 
 LIBVIRTD_XEN = (
-    LIBVIRT_CPU_MAP
+    LIBVIRT_SETUP
     + """\
 # the host's QEMU driver, seen through dom0's root, wants a user the host lacks; a dom0 needs none
 rm /usr/lib/x86_64-linux-gnu/libvirt/connection-driver/libvirt_driver_qemu.so
@@ -207,14 +213,13 @@ rm /usr/lib/x86_64-linux-gnu/libvirt/connection-driver/libvirt_driver_qemu.so
 """libvirtd with its libxl driver (xen:///system) in dom0."""
 
 LIBVIRTD_KVM = (
-    LIBVIRT_CPU_MAP
+    LIBVIRT_SETUP
     + """\
 # libvirt's QEMU driver, its domains run as root (L1's /etc is an overlay: the host's is untouched)
 if ! grep -q '^libvirt-qemu:' /etc/passwd; then
     echo 'libvirt-qemu:x:64055:64055::/var/lib/libvirt:/usr/sbin/nologin' >> /etc/passwd
     echo 'libvirt-qemu:x:64055:' >> /etc/group
 fi
-mkdir -p /run/lock /var/lib/libvirt /var/log/libvirt /var/cache/libvirt
 # no private /dev per domain: libvirt's copy of this devtmpfs has no pty for QEMU's serial console
 # ("Failed to create PTY"); L1 is the lab's own, so a domain shares its /dev
 printf 'user = "root"\\ngroup = "root"\\nnamespaces = []\\n' > /etc/libvirt/qemu.conf
@@ -318,6 +323,17 @@ class LabResult:
     """Why L1 was taken for stuck (its kernel's panic, its soft-lockup line held for a minute, or
     no word from it for ``SILENT_FOR``), when the boot was ended for that rather than waited
     out."""
+    load: float = 0.0
+    """The host's highest 1-minute load average during the boot. L1's deadlines (a guest's boot,
+    the KVM probe's 25 s) are missed when the host's CPUs have more to run than the lab: seen
+    with the load at 12-25 on 2 CPUs, a failure of the host's load, not of the code."""
+
+    def why(self, exchange: Path) -> str:
+        """Where the boot's console, logs and stores are, and the host's load, for a message."""
+        return f"the boot's files: {exchange}; host load up to {self.load:.1f} on {CPUS} CPUs"
+
+
+CPUS = os.cpu_count() or 1
 
 
 STUCK = re.compile(rb"soft lockup - CPU#\d+ stuck for (\d+)s![^\r\n]*")
@@ -361,6 +377,43 @@ def _stuck(exchange: Path) -> str | None:
     return None
 
 
+SALVAGED = re.compile(r".+\.(log|db|db-wal|xml|json)")
+"""What is copied off L1's scratch disk after a boot: logs (the guests' consoles among them),
+stores, domain XML and reports; not the guests' disks."""
+SALVAGED_MAX = 64 << 20
+
+
+def _debugfs(scratch: Path, request: str) -> str:
+    return subprocess.run(
+        ["debugfs", "-R", request, str(scratch)], capture_output=True, text=True, check=False
+    ).stdout
+
+
+def _salvage(scratch: Path, into: Path) -> None:
+    """Copy the logs and stores on L1's scratch disk (the runs' work directories, the stores
+    written there) into ``into``: what a failed boot left for reading after the fact, read
+    with e2fsprogs rather than mounted. L1 was killed, not shut down: the journal is replayed
+    first. A disk L1 never formatted yields nothing."""
+    subprocess.run(
+        ["e2fsck", "-p", "-E", "journal_only", str(scratch)], capture_output=True, check=False
+    )
+    pending = [""]
+    while pending:
+        directory = pending.pop()
+        for line in _debugfs(scratch, f'ls -p "{directory or "/"}"').splitlines():
+            fields = line.split("/")  # /inode/mode/uid/gid/name/size/
+            if len(fields) != 8 or fields[5] in (".", "..", "lost+found"):
+                continue
+            mode, name, size = fields[2], fields[5], fields[6]
+            path = f"{directory}/{name}"
+            if mode.startswith("04"):
+                pending.append(path)
+            elif SALVAGED.fullmatch(name) and size.isdigit() and int(size) <= SALVAGED_MAX:
+                out = into / path.lstrip("/")
+                out.parent.mkdir(parents=True, exist_ok=True)
+                _debugfs(scratch, f'dump "{path}" "{out}"')
+
+
 def run(
     files: LabFiles,
     exchange: Path,
@@ -369,7 +422,9 @@ def run(
     memory_mib: int = 2560,
     scratch_size: int = 4 << 30,
 ) -> LabResult:
-    """Boot the lab, run ``commands`` (shell) in L1 with /lab = ``exchange``, power off."""
+    """Boot the lab, run ``commands`` (shell) in L1 with /lab = ``exchange``, power off. The
+    console, the logs and, in ``scratch/``, what L1 left on its scratch disk stay in
+    ``exchange``."""
     hv = files.hypervisor
     exchange.mkdir(parents=True, exist_ok=True)
     (exchange / "stage2.sh").write_text(
@@ -386,6 +441,7 @@ def run(
     )
     for stale in ("exit-code", "output.log"):
         (exchange / stale).unlink(missing_ok=True)
+    shutil.rmtree(exchange / "scratch", ignore_errors=True)
     scratch = exchange / "var-tmp.raw"
     with scratch.open("wb") as f:
         f.truncate(scratch_size)
@@ -420,17 +476,18 @@ def run(
             argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True,
         )  # fmt: skip
-        stuck = None
+        stuck, load = None, os.getloadavg()[0]
         try:
             while stuck is None and time.monotonic() - started < timeout:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     proc.wait(min(10, max(0.1, timeout - (time.monotonic() - started))))
                     break
-                stuck = _stuck(exchange)
+                stuck, load = _stuck(exchange), max(load, os.getloadavg()[0])
         finally:  # also on Ctrl-C: the lab's QEMU and its scratch disk go with the test
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, 9)
             proc.wait()
+            _salvage(scratch, exchange / "scratch")
             scratch.unlink()
     code_file = exchange / "exit-code"
     output = exchange / "output.log"
@@ -440,6 +497,7 @@ def run(
         console.read_text(errors="replace"),
         time.monotonic() - started,
         stuck,
+        load,
     )
 
 
@@ -488,27 +546,78 @@ def build_images(study: str, name: str) -> None:
         userland.build(needs.tools, image, needs.packages)
 
 
+FAULT = re.compile(
+    rb"(Kernel panic - not syncing|BUG:|Oops:|general protection fault|KVM internal error"
+    rb"|KVM: entry failed)[^\r\n]*"
+)
+"""A kernel's word that it faulted (L1's, or an L2 guest's on its console), or QEMU's that KVM
+failed to run its guest. None appears in a boot where all went well."""
+FAILED_RUN = re.compile(r"^(\S+)-exit:? ([1-9]\d*)$", re.MULTILINE)
+"""A run in the lab's commands that failed: its ``<name>-exit <status>`` line."""
+
+
+def _fault(exchange: Path) -> str | None:
+    """The first fault (``FAULT``) on L1's console or on an L2 guest's (among the logs copied
+    off the scratch disk), and where."""
+    for log in (exchange / "console.log", *sorted((exchange / "scratch").rglob("*.log"))):
+        if log.exists() and (found := FAULT.search(log.read_bytes())):
+            return f"{found.group(0).decode(errors='replace')} ({log.relative_to(exchange)})"
+    return None
+
+
+def _emulation_failed(exchange: Path, result: LabResult) -> str | None:
+    """Why a boot is taken for a failure of the nested emulation (TCG's SVM), not of the code
+    under test: L1 stuck (``_stuck``), or a run that failed in a boot where a kernel or KVM
+    faulted (``_fault``). A run that failed without a fault is hvbench's failure, which no
+    second boot may hide; one with a fault fails again in the second boot if it is hvbench's."""
+    if result.stuck:
+        return f"L1 stuck ({result.stuck})"
+    failed = [name for name, _ in FAILED_RUN.findall(result.output)]
+    if failed and (fault := _fault(exchange)):
+        return f"{', '.join(failed)} failed where the emulation faulted: {fault}"
+    return None
+
+
+def _set_aside(exchange: Path, name: str) -> Path:
+    """Move what a boot left in ``exchange`` (all but the studies, the second stage and the
+    boots set aside before) to ``exchange/name``, for the next boot's to take its place."""
+    aside = exchange / name
+    aside.mkdir()
+    for path in exchange.iterdir():
+        if path.suffix not in (".yaml", ".sh") and not path.name.startswith("boot-"):
+            path.rename(aside / path.name)
+    return aside
+
+
 def run_study(
     hv: Hypervisor, exchange: Path, study: str, commands: str, timeout: float, **kw
 ) -> LabRun:
     """One boot of the lab that runs ``commands`` (``{hvbench}`` is the command) with the
-    study at /lab/study.yaml; its images are built here first (``build_images``). Fails
-    unless L1 finished and hvbench started a run."""
+    study at /lab/study.yaml; its images are built here first (``build_images``), and L1 is
+    booted once more where the nested emulation failed (``_emulation_failed``). Fails unless
+    L1 finished and hvbench started a run."""
     (exchange / "study.yaml").write_text(study)
     build_images(study, f"{hv.name}-lab.yaml")
     files, script = prepare(hv), commands.format(hvbench=HVBENCH)
     result = run(files, exchange, script, timeout, **kw)
-    if result.stuck:  # TCG's nested SVM, not the code under test: one more boot in what is left
+    if why := _emulation_failed(exchange, result):  # one more boot in what time is left
+        aside = _set_aside(exchange, "boot-1")
         # a warning, which pytest's summary shows also when the test passes: it costs CI minutes
         warnings.warn(
-            f"{hv.name} lab: L1 stuck after {result.seconds:.0f} s ({result.stuck}); booted again",
+            f"{hv.name} lab: {why} after {result.seconds:.0f} s; booted again "
+            f"({result.why(aside)})",
             stacklevel=2,
         )
         result = run(files, exchange, script, timeout - result.seconds, **kw)
-    assert result.exit_code is not None, f"L1 did not finish:\n{result.console[-3000:]}"
-    print(f"{hv.name} lab: {result.seconds:.0f} s")
+    assert result.exit_code is not None, (
+        f"L1 did not finish ({result.stuck or 'the lab timed out'}; {result.why(exchange)}):\n"
+        f"{result.console[-3000:]}"
+    )
+    print(f"{hv.name} lab: {result.seconds:.0f} s, host load up to {result.load:.1f}")
     run_id = next(
         (ln.split()[1] for ln in result.output.splitlines() if ln.startswith("run ")), None
     )
-    assert run_id, f"hvbench did not start a run in L1:\n{result.output[-3000:]}"
+    assert run_id, (
+        f"hvbench did not start a run in L1 ({result.why(exchange)}):\n{result.output[-3000:]}"
+    )
     return LabRun(result, exchange, run_id)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 
 import lab as nested
@@ -139,3 +140,53 @@ def test_a_panicked_locked_up_or_silent_l1_is_taken_for_stuck(tmp_path):
     past = time.time() - nested.SILENT_FOR - 5
     os.utime(console, (past, past))
     assert nested._stuck(tmp_path) == f"no word from L1 for {nested.SILENT_FOR} s"
+
+
+def test_a_boots_console_logs_and_stores_are_kept(tmp_path):
+    """What L1 left on its scratch disk (a guest's console, a store) is copied off it before
+    the disk goes, the guests' disks are not; a boot set aside for a retry keeps all of it."""
+    scratch, exchange = tmp_path / "var-tmp.raw", tmp_path / "exchange"
+    with scratch.open("wb") as f:
+        f.truncate(16 << 20)
+    nested._salvage(scratch, exchange / "scratch")  # a disk L1 never formatted
+    assert not (exchange / "scratch").exists()
+    subprocess.run(["mkfs.ext4", "-q", "-F", str(scratch)], check=True)
+    (tmp_path / "console").write_text("Kernel panic\n")
+    (tmp_path / "disk").write_bytes(b"\0" * 4096)
+    for request in (
+        "mkdir 20261126-1",
+        f"write {tmp_path / 'console'} 20261126-1/pc-kvm-0.console.log",
+        f"write {tmp_path / 'disk'} 20261126-1/pc-kvm-0.data.raw",
+        f"write {tmp_path / 'disk'} results.db",
+    ):
+        subprocess.run(["debugfs", "-w", "-R", request, str(scratch)], check=True)
+    nested._salvage(scratch, exchange / "scratch")
+    kept = sorted(str(p.relative_to(exchange)) for p in exchange.rglob("*") if p.is_file())
+    assert kept == ["scratch/20261126-1/pc-kvm-0.console.log", "scratch/results.db"]
+    assert (exchange / "scratch/20261126-1/pc-kvm-0.console.log").read_text() == "Kernel panic\n"
+    for name in ("study.yaml", "stage2.sh", "console.log", "output.log"):
+        (exchange / name).write_text(name)
+    aside = nested._set_aside(exchange, "boot-1")
+    assert sorted(p.name for p in exchange.iterdir()) == ["boot-1", "stage2.sh", "study.yaml"]
+    assert sorted(p.name for p in aside.iterdir()) == ["console.log", "output.log", "scratch"]
+
+
+def test_a_failed_run_boots_again_only_where_the_emulation_faulted(tmp_path):
+    (tmp_path / "console.log").write_bytes(
+        b"lab: root ready\r\n[  86.4] kvm [731]: vcpu0, Unhandled WRMSR(0xc0010007) = 0xffff\r\n"
+    )
+    failed = nested.LabResult(0, "run 20261126-1\nhvbench-run-exit 1\nqemus: 0\n", "", 300.0)
+    assert nested._emulation_failed(tmp_path, failed) is None  # hvbench's own failure
+    guest = tmp_path / "scratch" / "20261126-1" / "libvirt-kvm-0.console.log"
+    guest.parent.mkdir(parents=True)
+    guest.write_bytes(b"[   3.1] general protection fault, probably for non-canonical address\r\n")
+    assert nested._emulation_failed(tmp_path, failed) == (
+        "hvbench-run failed where the emulation faulted: general protection fault, probably for"
+        " non-canonical address (scratch/20261126-1/libvirt-kvm-0.console.log)"
+    )
+    passed = nested.LabResult(0, "hvbench-run-exit 0\nsnapshot-exit: 0\n", "", 300.0)
+    assert nested._emulation_failed(tmp_path, passed) is None
+    more = nested.LabResult(0, "hvbench-run-exit 0\nsnapshot-exit: 2\n", "", 300.0)
+    assert nested._emulation_failed(tmp_path, more).startswith("snapshot failed where")
+    stuck = nested.LabResult(None, "", "", 900.0, stuck="no word from L1 for 600 s")
+    assert nested._emulation_failed(tmp_path, stuck) == "L1 stuck (no word from L1 for 600 s)"
