@@ -476,7 +476,8 @@ def trend(
     and each change point a dashed rule in the line's colour, linked (``set_url``: an SVG link)
     to what the page says of it; ``places`` labels some places of the x axis. The legend's
     column is as wide as for the entries ``room`` as well, so that the figures of one page,
-    given the same, have their axes one above the other."""
+    given the same, have their axes one above the other; a line's colour is that of its label's
+    place among them, so that a platform keeps its colour from figure to figure."""
     marked = any(line.changes for line in lines)
     legend = [line.label for line in lines] + (["change point"] if marked else [])
     legend_room = [*legend, *room]
@@ -485,8 +486,9 @@ def trend(
     below = labels.height
     with _figure(2.6 + below, legend_room, bottom_in=0.35 + below) as (fig, out):
         ax = fig.add_subplot()
-        for i, line in enumerate(lines):
-            color = COLORS[i % len(COLORS)]
+        order = list(dict.fromkeys([*room, *(line.label for line in lines)]))
+        for line in lines:
+            color = COLORS[order.index(line.label) % len(COLORS)]
             ax.fill_between(line.x, line.low, line.high, color=color, alpha=0.2, linewidth=0)
             dots = len(line.x) <= MARKERS_UP_TO
             ax.plot(

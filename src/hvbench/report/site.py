@@ -276,7 +276,7 @@ def trends(h: History, series: list[Series]) -> list[TrendView]:
 
     place = {r.id: i for i, r in enumerate(h.runs)}
     ticks = _ticks(h.runs)
-    room = [*{s.label for s in series}, "change point"]
+    room = [*sorted({s.label for s in series}), "change point"]
     grouped: dict[tuple[str, int, str], list[Series]] = defaultdict(list)
     for s in series:
         grouped[(s.workload, s.instances, s.metric)].append(s)
