@@ -30,6 +30,7 @@ from workload_env import run_workload
 from hvbench.drivers import DRIVERS
 from hvbench.drivers.base import Needs
 from hvbench.drivers.libvirt import LibvirtDriver, LibvirtSettings, Source, domain_xml, volume_xml
+from hvbench.drivers.qemu import DATA_SERIAL, data_device, nic_device
 from hvbench.drivers.qemu_devices import AGENT_PORT, Boot, Disk, Machine, Nic
 from hvbench.guest.image import cache_root
 from hvbench.host.network import PEER_ADDRESS
@@ -232,6 +233,23 @@ def test_kvm_users_settings_map_to_the_domain():
     dom = ET.fromstring(domain_xml(plain, "qemu", {"data": Source("file", {"file": "/d"})}))
     assert dom.find("memoryBacking") is None
     assert dom.find("devices/interface/driver").attrib == {"name": "qemu"}  # no vhost-net
+
+
+def test_a_platforms_nic_and_disk_settings_reach_the_domain():
+    """The devices libvirt's guests get are the qemu driver's (``nic_device``, ``data_device``):
+    vhost-net and queues were once dropped on the way, and a study's setting silently ignored."""
+    settings = LibvirtSettings(
+        driver="libvirt", nic="virtio-net", queues=2, disk={"bus": "virtio-blk", "queues": 4}
+    )
+    machine = replace(
+        _machine(),
+        nics=[nic_device(settings, "hvl1t0", "52:54:00:14:00:00")],
+        disks=[data_device(settings, "")],
+    )
+    dom = ET.fromstring(domain_xml(machine, "kvm", {"data": Source("file", {"file": "/d"})}))
+    assert dom.find("devices/interface/driver").attrib == {"name": "qemu", "queues": "2"}
+    assert dom.find("devices/disk/driver").get("queues") == "4"
+    assert dom.find("devices/disk/serial").text == DATA_SERIAL
 
 
 @pytest.mark.parametrize(

@@ -76,9 +76,12 @@ from hvbench.drivers.qemu import (
     Console,
     MachineBuilder,
     QemuSettings,
+    data_device,
+    enable_queues,
     find_disk,
+    nic_device,
 )
-from hvbench.drivers.qemu_devices import AGENT_PORT, AGENT_PORT_NR, Disk, Machine, Nic
+from hvbench.drivers.qemu_devices import AGENT_PORT, AGENT_PORT_NR, Disk, Machine
 from hvbench.errors import HvbenchError, InstanceError
 from hvbench.guest.agent import AgentSilent, GuestAgent
 from hvbench.host.hugepages import PAGE_KIB
@@ -539,6 +542,8 @@ class LibvirtDriver(Driver[LibvirtSettings, LibvirtInstance]):
         self._reserved: list[Resource] = []
         self._count = 0
         """The instances of the group started last, for the pinning ``describe`` reports."""
+        self._net_queues: dict[str, str] = {}
+        """Per guest of the group: how many of the NIC's queues it enabled (``queues``)."""
 
     @classmethod
     def refuses(cls, operation: Operation, settings: PlatformSettings) -> str | None:
@@ -654,7 +659,7 @@ class LibvirtDriver(Driver[LibvirtSettings, LibvirtInstance]):
     def _prepare(self, count: int) -> None:
         """The run's network once; huge pages here for ``count`` guests."""
         assert self._builder, "open() first"
-        self._count = count
+        self._count, self._net_queues = count, {}
         if self.settings.nic != "none":
             self.network.up()  # once, before the threads that adopt their taps
         self._reserved = self._builder.reserve_hugepages(self.ledger, count)
@@ -731,7 +736,7 @@ class LibvirtDriver(Driver[LibvirtSettings, LibvirtInstance]):
         sources: dict[str, Source] = {}
         if s.nic != "none":
             tap, mac = tap_and_mac("l", 0x14, inst.index)
-            machine.nics.append(Nic(s.nic, tap, mac))
+            machine.nics.append(nic_device(s, tap, mac))
         if self.needs.userland:
             assert self._builder, "open() first"
             root = self._builder.root_disk(self.ledger, prefix, made)
@@ -739,9 +744,7 @@ class LibvirtDriver(Driver[LibvirtSettings, LibvirtInstance]):
             sources[root.id] = Source("file", {"file": root.path})
         if self.needs.data_disk:
             sources["data"], description = self._data_disk(inst, prefix)
-            machine.disks.append(
-                Disk("data", "", s.disk.bus, s.disk.format, s.disk.cache, s.disk.aio, DATA_SERIAL)
-            )
+            machine.disks.append(data_device(s, ""))
         xml = domain_xml(
             machine,
             "kvm" if machine.accel == "kvm" else "qemu",
@@ -780,6 +783,8 @@ class LibvirtDriver(Driver[LibvirtSettings, LibvirtInstance]):
             raise InstanceError(f"{inst.name}: the domain {why} ({inst.last_words()})") from e
         inst.console.ready()
         inst.boot = inst.console.boot_phases()
+        if s.queues > 1:
+            self._net_queues[inst.name] = enable_queues(inst, s.queues)
         if self.needs.data_disk:
             format_data_disk(inst, find_disk(inst, DATA_SERIAL), description)
 
@@ -821,6 +826,8 @@ class LibvirtDriver(Driver[LibvirtSettings, LibvirtInstance]):
             "libvirt": dotted(conn.getLibVersion()),
             "uri": self.settings.uri,
         }
+        if self._net_queues:
+            info["resolved"]["net_queues"] = self._net_queues
         if self.remote:
             model, memory_mib, cpus, mhz, *_ = conn.getInfo()
             info["resolved"] |= {

@@ -569,6 +569,18 @@ class QemuInstance(AgentInstance):
         return QemuLifecycle(self.driver, self) if self.driver else None
 
 
+def data_device(settings: QemuSettings, path: str) -> Disk:
+    """The data disk as the platform sets it (bus, format, cache, aio, queues), for the qemu and
+    the libvirt driver alike."""
+    d = settings.disk
+    return Disk("data", path, d.bus, d.format, d.cache, d.aio, DATA_SERIAL, queues=d.queues)
+
+
+def nic_device(settings: QemuSettings, tap: str, mac: str) -> Nic:
+    """The NIC as the platform sets it (model, vhost-net, queues), for both drivers."""
+    return Nic(settings.nic, tap, mac, settings.vhost, settings.queues)
+
+
 @dataclass(frozen=True)
 class MachineBuilder:
     """The QEMU machine of a platform, shared by the qemu driver (which runs it) and the libvirt
@@ -793,12 +805,7 @@ class QemuDriver(Driver[QemuSettings, QemuInstance]):
             machine.disks.append(self.builder.root_disk(self.ledger, prefix, made))
         if self.needs.data_disk:
             image, description = self.builder.data_disk(self, prefix, made)
-            machine.disks.append(
-                Disk(
-                    "data", image.path, s.disk.bus, s.disk.format, s.disk.cache, s.disk.aio,
-                    DATA_SERIAL, queues=s.disk.queues,
-                )
-            )  # fmt: skip
+            machine.disks.append(data_device(s, image.path))
         guest = inst.guest = self.launch(inst, machine, prefix, inst.channels)
         boot_deadline = min(deadline, time.monotonic() + s.boot_timeout)
         try:
@@ -829,7 +836,7 @@ class QemuDriver(Driver[QemuSettings, QemuInstance]):
         if s.nic != "none":
             tap, mac = tap_and_mac("q", 0x12, inst.index)
             made.append(self.network.add_tap(tap, multi_queue=s.queues > 1))
-            machine.nics.append(Nic(s.nic, tap, mac, s.vhost, s.queues))
+            machine.nics.append(nic_device(s, tap, mac))
             netns = self.network.netns
         guest = Guest.launch(machine, prefix, self.ledger, netns)
         made.append(guest.process)
