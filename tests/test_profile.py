@@ -24,7 +24,7 @@ from hvbench.errors import StudyError
 from hvbench.host.profile import NO_SYMBOLS
 from hvbench.report import render
 from hvbench.runner import Runner
-from hvbench.store import FunctionView, Store
+from hvbench.store import FunctionView, Store, WhatRan
 from hvbench.study import parse_study
 
 STUDY = f"""\
@@ -144,8 +144,8 @@ def test_profile_is_a_boolean():
 def test_a_platform_profile_sums_its_samples_counts():
     """Two samples of 200 and 100 perf samples: a function's share is its samples over 300."""
     cells = {
-        1: CellInfo(1, "kvm", "qemu", "cpu", "cpu", 1, {}, {}),
-        2: CellInfo(2, "native", "native", "cpu", "cpu", 1, {}, {}),
+        1: CellInfo("kvm|cpu|1", "kvm", "qemu", "cpu", "cpu", 1, {}, {}, WhatRan(), 1),
+        2: CellInfo("native|cpu|1", "native", "native", "cpu", "cpu", 1, {}, {}, WhatRan(), 2),
     }
     rows = [
         FunctionView(1, 1, 1, 150, 75.0, "vmx_vcpu_run", "[kernel.kallsyms]", 200),

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Literal
 
 from hvbench import __version__
-from hvbench.analysis.run import cell_info, headline_singles
+from hvbench.analysis.run import headline_singles
 from hvbench.analysis.stats import needs_more
 from hvbench.ascent import Ascents
 from hvbench.drivers import driver_class
@@ -361,7 +361,7 @@ class Runner:
         whose CI (over repetitions, instances averaged) is still wider than the target, among
         those with fewer than ``max_count``. Side figures (a retransmits count) do not keep a
         cell going."""
-        cells = {c.id: cell_info(c) for c in self.store.cells(self.run_id)}
+        cells = {c.id: c for c in self.store.cells(self.run_id)}
         singles = headline_singles(self.store.metric_rows(self.run_id), cells)
         return {
             cells[cell_id].key

@@ -16,11 +16,12 @@ from __future__ import annotations
 import math
 import warnings
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
-from hvbench.analysis.model import MetricResult, Starved
+from hvbench.analysis.model import CellInfo, Starved
 from hvbench.store import PlatformState
 
 STARVED_RATIO = 0.7
@@ -139,16 +140,21 @@ def overcommit(states: list[PlatformState]) -> bool | None:
     return any(flags) if flags else None
 
 
-def scaling(results: list[MetricResult]) -> None:
-    """Set each throughput result's scaling efficiency against its platform's smallest count."""
-    groups: dict[tuple[str, str, str], list[MetricResult]] = defaultdict(list)
-    for r in results:
-        if r.aggregate is not None:
-            groups[(r.cell.platform, r.cell.workload, r.name)].append(r)
-    for rs in groups.values():
-        first = min(rs, key=lambda r: r.cell.instances)
-        if first.aggregate.mean <= 0:
+def scaling(
+    aggregates: Mapping[tuple[int, str], tuple[CellInfo, float]],
+) -> dict[tuple[int, str], float]:
+    """Each throughput figure's scaling efficiency against its platform's smallest count, by
+    (cell id, metric); ``aggregates`` are the figures' cell and aggregate mean."""
+    groups: dict[tuple[str, str, str], list[tuple[int, str]]] = defaultdict(list)
+    for key, (cell, _) in aggregates.items():
+        groups[(cell.platform, cell.workload, key[1])].append(key)
+    out: dict[tuple[int, str], float] = {}
+    for keys in groups.values():
+        first_cell, first_mean = min((aggregates[k] for k in keys), key=lambda a: a[0].instances)
+        if first_mean <= 0:
             continue
-        per_first = first.aggregate.mean / first.cell.instances
-        for r in rs:
-            r.efficiency = r.aggregate.mean / (r.cell.instances * per_first)
+        per_first = first_mean / first_cell.instances
+        for k in keys:
+            cell, mean = aggregates[k]
+            out[k] = mean / (cell.instances * per_first)
+    return out

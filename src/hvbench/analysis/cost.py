@@ -9,20 +9,14 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
+from hvbench.analysis.model import Climb, Density, HostCpu, MetricResult
 from hvbench.analysis.stats import Summary
 from hvbench.store import HostCpuReading
-from hvbench.store.ascent import AscentRecord, AscentStop
+from hvbench.store.ascent import AscentRecord
 
-if TYPE_CHECKING:
-    from hvbench.analysis.model import MetricResult  # model imports this module
-
-NOISY_STEAL = 0.05
-"""Steal time above this share of the host's CPU, in any repetition, makes a cell's host
-noisy (one repetition in five with 20% steal averages to 4%: the average would hide it)."""
 HOST_STATES = ("user", "nice", "system", "iowait", "irq", "softirq", "steal", "guest")
 WORK_UNITS = {
     "KiB/s": ("GiB", 2**20),
@@ -34,30 +28,6 @@ WORK_UNITS = {
 }
 """Byte and bit rates -> the amount of work a cost is given for, and how many of the rate's
 units make it: CPU-seconds per KiB would be a column of 1e-06."""
-
-
-@dataclass
-class HostCpu:
-    """Host CPU during a cell's samples, as shares of the host's capacity (0..1), averaged."""
-
-    n: int
-    busy: float
-    states: dict[str, float]
-    busy_cores: dict[int, float]
-    """Per repetition, host cores kept busy (busy seconds / wall seconds)."""
-    steal: dict[int, float]
-    """Per repetition, steal time as a share of the host's CPU."""
-    instance_cores: float | None
-    """Cores used by the instances' own processes (psutil), mean over samples."""
-    clients: float | None = None
-    """The run's load generators' CPU (their cgroup) as a share of the host's, mean over
-    samples; already left out of ``busy`` and ``states``. None where no client ran."""
-
-    @property
-    def virtualization_overhead(self) -> float | None:
-        """Busy time besides guest time, relative to guest time (the consolidation post's 55%)."""
-        guest = self.states.get("guest", 0.0)
-        return (self.busy - guest) / guest if guest > 0 else None
 
 
 def host_cpu_of(samples: list[tuple[int, HostCpuReading | None]]) -> HostCpu | None:
@@ -172,71 +142,6 @@ def work_cost(unit: str, per_core: Summary) -> WorkCost | None:
 FAR_FROM_BUSY = 0.5
 """A host whose CPU (the clients' included) and memory were both below this share at a stop
 was far from busy: the limit was not the platform's CPU or memory."""
-COUNTED = ("slo", "memory", "bound")
-"""How an ascent ends when it measured the platform: an SLO missed with the clients on time,
-the host's memory, or every step held. A failure, the harness (its clients fell behind) and an
-interrupted run say nothing of the platform's density."""
-
-
-@dataclass(frozen=True)
-class Climb:
-    """One ascent of a platform: the steps it held one after the other from the first."""
-
-    number: int
-    steps: int
-    """Steps held, 0 where not even the first was."""
-    stopped_by: str
-    """slo, harness, failed, memory, bound (every step held) or unfinished."""
-    stop: AscentStop | None
-    """Where and why it stopped, with the host and the clients there (None: bound or
-    unfinished)."""
-    stopped_step: int | None
-    """The step it stopped at (None: bound or unfinished)."""
-
-    @property
-    def counted(self) -> bool:
-        """Whether it measured the platform's density (``COUNTED``)."""
-        return self.stopped_by in COUNTED
-
-
-@dataclass(frozen=True)
-class Density:
-    """How far an ascent (consolidation's ``sets: auto``) climbed on one platform, over its
-    climbs: the steps each held, their spread, and the host CPU where they held."""
-
-    platform: str
-    workload: str
-    workload_name: str
-    unit: str
-    """What a step is ("sets")."""
-    climbs: list[Climb]
-    counts: list[int]
-    """Instances at step 1, 2, ..."""
-    host_cpu: dict[int, HostCpu | None]
-    """The host CPU of the ascent's cells by instance count (the clients' left out)."""
-
-    @property
-    def counted(self) -> list[Climb]:
-        return [c for c in self.climbs if c.counted]
-
-    @property
-    def steps(self) -> int | None:
-        """The median of the counted climbs' steps (the lower one of two); None: none
-        counted."""
-        held = sorted(c.steps for c in self.counted)
-        return held[(len(held) - 1) // 2] if held else None
-
-    @property
-    def spread(self) -> tuple[int, int] | None:
-        """The fewest and the most steps a counted climb held."""
-        held = [c.steps for c in self.counted]
-        return (min(held), max(held)) if held else None
-
-    def instances(self, steps: int | None) -> int:
-        return self.counts[steps - 1] if steps else 0
-
-    def cpu_at(self, steps: int | None) -> HostCpu | None:
-        return self.host_cpu.get(self.counts[steps - 1]) if steps else None
 
 
 def density(record: AscentRecord, host_cpu: dict[int, HostCpu | None]) -> Density:

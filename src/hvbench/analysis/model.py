@@ -11,42 +11,151 @@ from typing import NamedTuple
 
 import numpy as np
 
-from hvbench.analysis.cost import NOISY_STEAL, Density, HostCpu
 from hvbench.analysis.normalize import Normalized
-from hvbench.analysis.profile import PlatformProfile
 from hvbench.analysis.stats import ALPHA, Summary, Trend
-from hvbench.store import MetricView, WhatRan
+from hvbench.store import CellView, MetricView
+from hvbench.store.ascent import AscentStop
 
 COMPOSITE = "cpu.composite.score"
 ASYMMETRY = 0.15
 """Directions whose means differ by more than this (relative to the larger) are asymmetric."""
 
 
-@dataclass(frozen=True)
-class CellInfo:
-    id: int
-    platform: str
-    driver: str
-    workload: str
-    workload_name: str
-    instances: int
-    platform_settings: dict
-    """What the driver's describe() recorded: the settings, and what it resolved from them."""
-    workload_settings: dict
-    key: str = ""
-    """The study's key of the cell (platform|workload|count), as the runner knows it."""
-    ran: WhatRan = field(default_factory=WhatRan)
-    """What its driver ran, as it wrote it."""
+CellInfo = CellView
+"""A cell of the run as the analysis reads it: the store's view of it, what ran included."""
 
-    @property
-    def accel(self) -> str | None:
-        """The accelerator or mode its guests ran under."""
-        return self.ran.mode
+
+NOISY_STEAL = 0.05
+"""Steal time above this share of the host's CPU, in any repetition, makes a cell's host
+noisy (one repetition in five with 20% steal averages to 4%: the average would hide it)."""
 
 
 @dataclass
+class HostCpu:
+    """Host CPU during a cell's samples, as shares of the host's capacity (0..1), averaged."""
+
+    n: int
+    busy: float
+    states: dict[str, float]
+    busy_cores: dict[int, float]
+    """Per repetition, host cores kept busy (busy seconds / wall seconds)."""
+    steal: dict[int, float]
+    """Per repetition, steal time as a share of the host's CPU."""
+    instance_cores: float | None
+    """Cores used by the instances' own processes (psutil), mean over samples."""
+    clients: float | None = None
+    """The run's load generators' CPU (their cgroup) as a share of the host's, mean over
+    samples; already left out of ``busy`` and ``states``. None where no client ran."""
+
+    @property
+    def noisy_steal(self) -> dict[int, float]:
+        """Repetitions during which steal time took more than NOISY_STEAL of the host's CPU,
+        with that share."""
+        return {r: x for r, x in self.steal.items() if x > NOISY_STEAL}
+
+    @property
+    def virtualization_overhead(self) -> float | None:
+        """Busy time besides guest time, relative to guest time (the consolidation post's 55%)."""
+        guest = self.states.get("guest", 0.0)
+        return (self.busy - guest) / guest if guest > 0 else None
+
+
+COUNTED = ("slo", "memory", "bound")
+"""How an ascent ends when it measured the platform: an SLO missed with the clients on time,
+the host's memory, or every step held. A failure, the harness (its clients fell behind) and an
+interrupted run say nothing of the platform's density."""
+
+
+@dataclass(frozen=True)
+class Climb:
+    """One ascent of a platform: the steps it held one after the other from the first."""
+
+    number: int
+    steps: int
+    """Steps held, 0 where not even the first was."""
+    stopped_by: str
+    """slo, harness, failed, memory, bound (every step held) or unfinished."""
+    stop: AscentStop | None
+    """Where and why it stopped, with the host and the clients there (None: bound or
+    unfinished)."""
+    stopped_step: int | None
+    """The step it stopped at (None: bound or unfinished)."""
+
+    @property
+    def counted(self) -> bool:
+        """Whether it measured the platform's density (``COUNTED``)."""
+        return self.stopped_by in COUNTED
+
+
+@dataclass(frozen=True)
+class Density:
+    """How far an ascent (consolidation's ``sets: auto``) climbed on one platform, over its
+    climbs: the steps each held, their spread, and the host CPU where they held."""
+
+    platform: str
+    workload: str
+    workload_name: str
+    unit: str
+    """What a step is ("sets")."""
+    climbs: list[Climb]
+    counts: list[int]
+    """Instances at step 1, 2, ..."""
+    host_cpu: dict[int, HostCpu | None]
+    """The host CPU of the ascent's cells by instance count (the clients' left out)."""
+
+    @property
+    def counted(self) -> list[Climb]:
+        return [c for c in self.climbs if c.counted]
+
+    @property
+    def steps(self) -> int | None:
+        """The median of the counted climbs' steps (the lower one of two); None: none
+        counted."""
+        held = sorted(c.steps for c in self.counted)
+        return held[(len(held) - 1) // 2] if held else None
+
+    @property
+    def spread(self) -> tuple[int, int] | None:
+        """The fewest and the most steps a counted climb held."""
+        held = [c.steps for c in self.counted]
+        return (min(held), max(held)) if held else None
+
+    def instances(self, steps: int | None) -> int:
+        return self.counts[steps - 1] if steps else 0
+
+    def cpu_at(self, steps: int | None) -> HostCpu | None:
+        return self.host_cpu.get(self.counts[steps - 1]) if steps else None
+
+
+@dataclass(frozen=True)
+class TopFunction:
+    """One line of a platform's profile."""
+
+    samples: int
+    percent: float
+    """Share of all the samples of the platform's profiles, in %: of the host's CPU time."""
+    symbol: str
+    dso: str
+    """The executable, library or ``[kernel.kallsyms]`` the function is in."""
+
+
+@dataclass(frozen=True)
+class PlatformProfile:
+    """A platform's top functions while it ran one workload, over all its profiled samples."""
+
+    platform: str
+    workload: str
+    samples: int
+    """perf's samples in all, over every CPU and profiled sample."""
+    profiles: int
+    """Samples of the run (repetitions, instance counts) the profile sums."""
+    functions: list[TopFunction]
+
+
+@dataclass(frozen=True, eq=False)
 class MetricResult:
-    """One metric of one cell, with every derived figure."""
+    """One metric of one cell, with every derived figure (built once, with all of them, by
+    ``analysis.run``; equal only to itself, as its arrays cannot be compared)."""
 
     cell: CellInfo
     name: str
@@ -54,7 +163,7 @@ class MetricResult:
     higher_is_better: bool
     throughput: bool
     headline: bool
-    """What the workload's verdict is judged on (see ``_mark_headlines``)."""
+    """What the workload's verdict is judged on (see ``run._headline_names``)."""
     composite: bool
     """A sub-score of its cell's composite (``Metric.composite``)."""
     direction: str | None
@@ -211,13 +320,12 @@ class RunAnalysis:
     def steal_reps(self, cell_id: int) -> dict[int, float]:
         """Repetitions of a cell during which steal time took more than NOISY_STEAL of the
         host's CPU, with that share."""
-        h = self.host_cpu.get(cell_id)
-        return {} if h is None else {r: x for r, x in h.steal.items() if x > NOISY_STEAL}
+        return steal_reps(self.host_cpu, cell_id)
 
     def skewed(self, r: MetricResult) -> bool:
         """Whether some repetitions of this figure ran on a busier host than others (bimodal,
         outliers, steal time): its median says more than its mean."""
-        return bool(r.single.bimodal or r.single.outliers or self.steal_reps(r.cell.id))
+        return skewed(r, self.host_cpu)
 
     def workloads(self) -> list[str]:
         return list(dict.fromkeys(c.workload for c in self.cells))
@@ -237,6 +345,18 @@ class RunAnalysis:
         self._index = {
             (r.cell.platform, r.cell.workload, r.name, r.cell.instances): r for r in self.results
         }
+
+
+def steal_reps(host_cpu: dict[int, HostCpu], cell_id: int) -> dict[int, float]:
+    """``HostCpu.noisy_steal`` of a cell; none where its host CPU was not read."""
+    h = host_cpu.get(cell_id)
+    return {} if h is None else h.noisy_steal
+
+
+def skewed(r: MetricResult, host_cpu: dict[int, HostCpu]) -> bool:
+    """Whether some repetitions of a figure ran on a busier host than others (bimodal,
+    outliers, steal time): its median says more than its mean."""
+    return bool(r.single.bimodal or r.single.outliers or steal_reps(host_cpu, r.cell.id))
 
 
 class Starved(NamedTuple):

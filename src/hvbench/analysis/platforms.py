@@ -13,14 +13,17 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import TypeVar
 
-from hvbench.analysis.model import CellInfo, MetricResult
+from hvbench.analysis.model import CellInfo
+from hvbench.analysis.normalize import Normalized
 from hvbench.analysis.stats import ALPHA, PRACTICAL, holm
 
 DISK_WORKLOAD = "disk"
 RECORDS = ("resolved", "image", "rootfs")
 """What describe() adds to the settings: what was resolved, and manifests of what booted."""
+K = TypeVar("K")
 
 
 def _claims(name: str, words: Iterable[str]) -> set[str]:
@@ -61,12 +64,11 @@ def defining_settings(settings: dict) -> dict:
     return {k: v for k, v in settings.items() if k not in RECORDS}
 
 
-def _disk_headline(r: MetricResult) -> bool:
-    return r.vs_baseline is not None and r.headline and r.cell.workload_name == DISK_WORKLOAD
-
-
-def above_baseline(results: list[MetricResult]) -> None:
-    """Set ``suspect`` on each headline disk figure above the baseline's that is not a win.
+def above_baseline(
+    figures: Mapping[K, tuple[CellInfo, bool, Normalized | None]],
+) -> dict[K, str]:
+    """Why each headline disk figure above the baseline's is not a win; ``figures`` are the
+    run's (cell, headline, against the baseline), and the answer has those that are suspect.
 
     A guest's disk cannot beat the host's own path to the same medium; above it, something
     between the guest and the medium answered instead. A figure is above the baseline when it
@@ -76,20 +78,27 @@ def above_baseline(results: list[MetricResult]) -> None:
     to go through the host page cache, it is put down to it, also at one repetition (where
     nothing can be tested) when the figure is above; elsewhere it is called suspect.
     """
-    family = [r for r in results if _disk_headline(r) and r.vs_baseline.tested]
-    p_holm = holm([r.vs_baseline.p_value for r in family]).tolist()
-    adjusted = {id(r): p for r, p in zip(family, p_holm, strict=True)}
-    for r in results:
-        r.suspect = _above(r, adjusted.get(id(r), math.nan)) if _disk_headline(r) else None
+    disk = {
+        key: (cell, v)
+        for key, (cell, headline, v) in figures.items()
+        if v is not None and headline and cell.workload_name == DISK_WORKLOAD
+    }
+    family = [key for key, (_, v) in disk.items() if v.tested]
+    p_holm = holm([disk[key][1].p_value for key in family]).tolist()
+    adjusted = dict(zip(family, p_holm, strict=True))
+    return {
+        key: why
+        for key, (cell, v) in disk.items()
+        if (why := _above(cell, v, adjusted.get(key, math.nan)))
+    }
 
 
-def _above(r: MetricResult, p_holm: float) -> str | None:
+def _above(cell: CellInfo, v: Normalized, p_holm: float) -> str | None:
     """Why one headline disk figure is above the baseline and not a win (``above_baseline``)."""
-    v = r.vs_baseline
-    if v is None or not v.pct_of_native > 100:
+    if not v.pct_of_native > 100:
         return None
     beyond = p_holm < ALPHA and v.pct_of_native > 100 * (1 + PRACTICAL)
-    cache = r.cell.ran.disk_cache
+    cache = cell.ran.disk_cache
     if cache and (beyond or not math.isfinite(v.p_value)):
         return f"likely the host page cache: {cache}"
     if beyond:

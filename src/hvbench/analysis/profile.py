@@ -12,41 +12,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
+from hvbench.analysis.model import CellInfo, PlatformProfile, TopFunction
 from hvbench.store import FunctionView
-
-if TYPE_CHECKING:
-    from hvbench.analysis.model import CellInfo
 
 TOP = 30
 """Functions a platform's profile shows, as the post's table did."""
-
-
-@dataclass(frozen=True)
-class TopFunction:
-    """One line of a platform's profile."""
-
-    samples: int
-    percent: float
-    """Share of all the samples of the platform's profiles, in %: of the host's CPU time."""
-    symbol: str
-    dso: str
-    """The executable, library or ``[kernel.kallsyms]`` the function is in."""
-
-
-@dataclass(frozen=True)
-class PlatformProfile:
-    """A platform's top functions while it ran one workload, over all its profiled samples."""
-
-    platform: str
-    workload: str
-    samples: int
-    """perf's samples in all, over every CPU and profiled sample."""
-    profiles: int
-    """Samples of the run (repetitions, instance counts) the profile sums."""
-    functions: list[TopFunction]
 
 
 def platform_profiles(

@@ -48,18 +48,22 @@ from hvbench.analysis.aggregate import (
     scaling,
     series,
 )
-from hvbench.analysis.cost import Density, HostCpu, density, host_cpu_of
+from hvbench.analysis.cost import density, host_cpu_of
 from hvbench.analysis.model import (
     COMPOSITE,
     CellInfo,
+    Density,
     HostCondition,
+    HostCpu,
     MetricResult,
     Noise,
     RunAnalysis,
     Symmetry,
     pick_baseline_cell,
+    skewed,
+    steal_reps,
 )
-from hvbench.analysis.normalize import normalize, reference, signed
+from hvbench.analysis.normalize import Normalized, normalize, reference, signed
 from hvbench.analysis.platforms import above_baseline, platform_labels
 from hvbench.analysis.profile import platform_profiles
 from hvbench.analysis.stats import (
@@ -68,6 +72,8 @@ from hvbench.analysis.stats import (
     MAX_REPETITIONS,
     NOISY_CV,
     RESOLUTION_UNKNOWN,
+    Summary,
+    Trend,
     geometric_mean,
     mean_resolution,
     repetitions_for,
@@ -79,29 +85,15 @@ from hvbench.errors import HvbenchError
 from hvbench.store import (
     ADAPTIVE,
     AdaptiveRecord,
-    CellView,
+    FunctionView,
+    HostCpuReading,
     MetricView,
     PlatformState,
+    RunRecord,
+    SampleView,
     Store,
 )
-from hvbench.store.ascent import AscentRecord, read_ascents
-
-
-def cell_info(c: CellView) -> CellInfo:
-    """The model's cell, from the store's row."""
-    return CellInfo(
-        c.id,
-        c.platform,
-        c.driver,
-        c.workload,
-        c.workload_name,
-        c.instances,
-        dict(c.platform_settings or {}),
-        dict(c.workload_settings or {}),
-        c.key,
-        c.ran,
-    )
-
+from hvbench.store.ascent import AscentRecord, ascents_of
 
 # --- building ------------------------------------------------------------------------------
 
@@ -264,26 +256,55 @@ def _composite_gap(
     return f"{lost}: {text}"
 
 
-def analyse(store: Store, run_id: str) -> RunAnalysis:
-    """Read a run from the store and compute every figure of its report, step by step."""
+@dataclass(frozen=True)
+class _Stored:
+    """Everything the analysis reads of a run, read before any figure is computed."""
+
+    run: RunRecord
+    cells: dict[int, CellInfo]
+    samples: list[SampleView]
+    rows: list[MetricView]
+    """The metric rows of the ok samples."""
+    artifacts: dict[str, dict]
+    commands: list[tuple[str, list]]
+    functions: list[FunctionView]
+
+
+def _load(store: Store, run_id: str) -> _Stored:
     run = store.run(run_id)
-    cells = _cells(store, run.id)
+    cells = {c.id: c for c in store.cells(run.id)}
+    if not cells:
+        raise HvbenchError(f"run {run_id} has no cells yet; nothing to report")
+    return _Stored(
+        run,
+        cells,
+        store.samples(run.id),
+        store.metric_rows(run.id),
+        store.artifacts(run.id),
+        store.commands(run.id),
+        store.profile_functions(run.id),
+    )
+
+
+def analyse(store: Store, run_id: str) -> RunAnalysis:
+    """Read a run from the store, then compute every figure of its report: the model is built
+    in one step from what was read."""
+    stored = _load(store, run_id)
+    run, cells = stored.run, stored.cells
     baseline = baseline_of(run.study_text, cells.values())
     inventory = dict(run.inventory or {})
-    samples = _read_samples(store, run.id, cells)
-    rows = store.metric_rows(run.id)
-    grouped = _Grouped(rows)
+    samples = _read_samples(stored.samples, cells)
+    grouped = _Grouped(stored.rows)
     labels, ran = platform_labels(cells.values())
     without: dict[tuple[str, str, int], str] = {}
     composite_notes = _composite_rows(
         grouped, cells, _baseline_means(grouped, cells, baseline), baseline, labels, without
     )
-    results = _results(grouped, cells, samples)
-    _compare_to_baseline(results, list(cells.values()), baseline)
-    above_baseline(results)
-    scaling(results)
-    _trends(results)
-    analysis = RunAnalysis(
+    results = _results(grouped, cells, samples, baseline)
+    noise, noisy_side = _noise(
+        results, samples.host_cpu, AdaptiveRecord.from_json(stored.artifacts.get(ADAPTIVE))
+    )
+    return RunAnalysis(
         run_id=run.id,
         study_name=run.study_name,
         status=run.status,
@@ -293,7 +314,7 @@ def analyse(store: Store, run_id: str) -> RunAnalysis:
         git_commit=run.git_commit,
         options=dict(run.options or {}),
         inventory=inventory,
-        artifacts=store.artifacts(run.id),
+        artifacts=stored.artifacts,
         study_text=run.study_text,
         baseline=baseline,
         cells=list(cells.values()),
@@ -302,20 +323,20 @@ def analyse(store: Store, run_id: str) -> RunAnalysis:
         host_cpu=samples.host_cpu,
         symmetry=_symmetry(results),
         failed=samples.failed,
-        commands=_commands(store, run.id),
+        commands=_commands(stored.commands),
         text_only=_text_only(grouped, cells),
-        rows=rows,
+        rows=stored.rows,
         started=samples.started,
+        warnings=composite_notes + _warnings(results, samples.failed, labels),
+        noise=noise,
+        noisy_side=noisy_side,
         labels=labels,
         ran=ran,
-        profiles=platform_profiles(store.profile_functions(run.id), cells),
-        densities=_densities(read_ascents(store, run.id), cells, samples),
+        profiles=platform_profiles(stored.functions, cells),
+        densities=_densities(ascents_of(stored.artifacts), cells, samples),
         conditions=HostCondition.of(inventory),
         missing=without,
     )
-    analysis.noise, analysis.noisy_side = _noise(analysis)
-    analysis.warnings = composite_notes + _warnings(analysis)
-    return analysis
 
 
 def _densities(
@@ -335,13 +356,6 @@ def _densities(
     ]
 
 
-def _cells(store: Store, run_id: str) -> dict[int, CellInfo]:
-    cells = {c.id: cell_info(c) for c in store.cells(run_id)}
-    if not cells:
-        raise HvbenchError(f"run {run_id} has no cells yet; nothing to report")
-    return cells
-
-
 @dataclass
 class _Samples:
     """What a run's samples say beside their metrics."""
@@ -353,12 +367,12 @@ class _Samples:
     started: dict[tuple[int, int], datetime]
 
 
-def _read_samples(store: Store, run_id: str, cells: dict[int, CellInfo]) -> _Samples:
+def _read_samples(rows: list[SampleView], cells: dict[int, CellInfo]) -> _Samples:
     states: dict[int, list[PlatformState]] = defaultdict(list)
-    cpu_samples: dict[int, list[tuple[int, dict]]] = defaultdict(list)
+    cpu_samples: dict[int, list[tuple[int, HostCpuReading | None]]] = defaultdict(list)
     failed = []
     started = {}
-    for s in store.samples(run_id):
+    for s in rows:
         started[(s.cell_id, s.repetition)] = s.started_at
         if s.status != "ok":
             failed.append((cells[s.cell_id], s.repetition, s.error or "failed"))
@@ -405,12 +419,97 @@ def _per_core(ser: Series, throughput: bool, host_cpu: HostCpu | None) -> np.nda
     )
 
 
+@dataclass(frozen=True)
+class _Figure:
+    """A (cell, metric) with its series and summaries: what its ``MetricResult`` is built from
+    once the figures that compare it with others (the baseline, its smallest count, the run's
+    other headlines) are known."""
+
+    cell: CellInfo
+    name: str
+    unit: str
+    higher_is_better: bool
+    throughput: bool
+    series: Series
+    single: Summary
+    aggregate: Summary | None
+    per_core_values: np.ndarray | None
+    per_core: Summary | None
+
+    @property
+    def single_values(self) -> np.ndarray:
+        return self.series.single
+
+    @property
+    def aggregate_values(self) -> np.ndarray | None:
+        return self.series.aggregate if self.throughput else None
+
+
+_Key = tuple[int, str]
+"""(cell id, metric name)."""
+
+
 def _results(
-    grouped: _Grouped, cells: dict[int, CellInfo], samples: _Samples
+    grouped: _Grouped, cells: dict[int, CellInfo], samples: _Samples, baseline: str | None
 ) -> list[MetricResult]:
     """Every (cell, metric) with its series and summaries, the cell's metrics in the tools'
     order behind its composite, headlines marked; first every series, then all their summaries
-    at once (bootstraps are batched)."""
+    at once (bootstraps are batched), then what sets them against each other; each result is
+    built once, with all of it."""
+    figures = _figures(grouped, cells, samples)
+    headlines = _headline_keys(figures, grouped)
+    compared = _vs_baseline(figures, cells, baseline)
+    suspects = above_baseline(
+        {
+            key: (f.cell, key in headlines, compared[key][0] if key in compared else None)
+            for key, f in figures.items()
+        }
+    )
+    efficiency = scaling(
+        {key: (f.cell, f.aggregate.mean) for key, f in figures.items() if f.aggregate}
+    )
+    trend = _trends({key: figures[key].single_values for key in figures if key in headlines})
+    results = []
+    for key, f in figures.items():
+        said = grouped.declared.get(key)
+        vs, aggregate_vs, cost = compared.get(key, (None, None, None))
+        results.append(
+            MetricResult(
+                cell=f.cell,
+                name=f.name,
+                unit=f.unit,
+                higher_is_better=f.higher_is_better,
+                throughput=f.throughput,
+                headline=key in headlines,
+                composite=bool(said and said.composite),
+                direction=said.direction if said else None,
+                repetitions=f.series.reps,
+                single_values=f.single_values,
+                aggregate_values=f.aggregate_values,
+                per_instance=f.series.per_instance,
+                instance_cv=f.series.instance_cv(),
+                starved=f.series.starved(f.higher_is_better),
+                single=f.single,
+                aggregate=f.aggregate,
+                vs_baseline=vs,
+                aggregate_vs_baseline=aggregate_vs,
+                efficiency=efficiency.get(key),
+                overcommit=overcommit(samples.states[f.cell.id]),
+                per_core_values=f.per_core_values,
+                per_core=f.per_core,
+                cost_vs_baseline=cost,
+                suspect=suspects.get(key),
+                trend=trend.get(key),
+                rotating=f.series.rotating(f.higher_is_better),
+            )
+        )
+    return results
+
+
+def _figures(
+    grouped: _Grouped, cells: dict[int, CellInfo], samples: _Samples
+) -> dict[_Key, _Figure]:
+    """Each (cell, metric)'s series and summaries, in the results' order."""
     specs = []
     arrays: list[np.ndarray] = []
     steps: list[float | None] = []
@@ -432,36 +531,23 @@ def _results(
                 arrays.append(x)
                 steps.append(mean_resolution(q))
     summaries = iter(summarize_many(arrays, steps))
-    results = []
-    for cid, name, unit, hib, ser, throughput, per_core in specs:
-        said = grouped.declared.get((cid, name))
-        results.append(
-            MetricResult(
-                cell=cells[cid],
-                name=name,
-                unit=unit,
-                higher_is_better=hib,
-                throughput=throughput,
-                headline=bool(said and said.headline),
-                composite=bool(said and said.composite),
-                direction=said.direction if said else None,
-                repetitions=ser.reps,
-                single_values=ser.single,
-                aggregate_values=ser.aggregate if throughput else None,
-                per_instance=ser.per_instance,
-                instance_cv=ser.instance_cv(),
-                starved=ser.starved(hib),
-                single=next(summaries),
-                aggregate=next(summaries) if throughput else None,
-                overcommit=overcommit(samples.states[cid]),
-                per_core_values=per_core if len(per_core) else None,
-                per_core=next(summaries) if len(per_core) else None,
-                rotating=ser.rotating(hib),
-            )
+    figures = [
+        _Figure(
+            cell=cells[cid],
+            name=name,
+            unit=unit,
+            higher_is_better=hib,
+            throughput=throughput,
+            series=ser,
+            single=next(summaries),
+            aggregate=next(summaries) if throughput else None,
+            per_core_values=per_core if len(per_core) else None,
+            per_core=next(summaries) if len(per_core) else None,
         )
-    results.sort(key=lambda r: (r.cell.id, r.name != COMPOSITE))  # stable: tool order
-    _mark_headlines(results, grouped)
-    return results
+        for cid, name, unit, hib, ser, throughput, per_core in specs
+    ]
+    figures.sort(key=lambda f: (f.cell.id, f.name != COMPOSITE))  # stable: tool order
+    return {(f.cell.id, f.name): f for f in figures}
 
 
 def _text_only(
@@ -487,14 +573,11 @@ def _headline_names(grouped: _Grouped, cell_id: int, names: list[str]) -> set[st
     return set([n for n in names if is_throughput(*grouped.meta[(cell_id, n)])] or names[:1])
 
 
-def _mark_headlines(results: list[MetricResult], grouped: _Grouped) -> None:
-    by_cell: dict[int, list[MetricResult]] = defaultdict(list)
-    for r in results:
-        by_cell[r.cell.id].append(r)
-    for cid, rs in by_cell.items():
-        chosen = _headline_names(grouped, cid, [r.name for r in rs])
-        for r in rs:
-            r.headline = r.name in chosen
+def _headline_keys(figures: dict[_Key, _Figure], grouped: _Grouped) -> set[_Key]:
+    names: dict[int, list[str]] = defaultdict(list)
+    for cid, name in figures:
+        names[cid].append(name)
+    return {(cid, n) for cid, ns in names.items() for n in _headline_names(grouped, cid, ns)}
 
 
 def headline_singles(
@@ -516,37 +599,40 @@ def headline_singles(
     }
 
 
-def _commands(store: Store, run_id: str) -> list[tuple[str, list[str]]]:
+def _commands(commands: list[tuple[str, list]]) -> list[tuple[str, list[str]]]:
     """Each distinct (tool, argv) the run used, in order."""
     seen: dict[str, tuple[str, list[str]]] = {}
-    for tool, command in store.commands(run_id):
+    for tool, command in commands:
         argv = [str(a) for a in command]
         seen.setdefault(" ".join(argv), (tool, argv))
     return list(seen.values())
 
 
-def _compare_to_baseline(
-    results: list[MetricResult], cells: list[CellInfo], baseline: str | None
-) -> None:
+def _vs_baseline(
+    figures: dict[_Key, _Figure], cells: dict[int, CellInfo], baseline: str | None
+) -> dict[_Key, tuple[Normalized | None, Normalized | None, float | None]]:
+    """Each figure that has a baseline cell to set it against: its single and aggregate
+    figures against the baseline's, and the host CPU it spends per unit relative to it."""
+    out: dict[_Key, tuple[Normalized | None, Normalized | None, float | None]] = {}
     if baseline is None:
-        return
-    base_cells = [c for c in cells if c.platform == baseline]
-    index = {(r.cell.id, r.name): r for r in results}
+        return out
+    base_cells = [c for c in cells.values() if c.platform == baseline]
     values: dict[str, list[np.ndarray]] = defaultdict(list)
-    for r in results:
-        values[r.name].append(r.single_values)
+    for f in figures.values():
+        values[f.name].append(f.single_values)
     difference = {name: signed(name, *xs) for name, xs in values.items()}
-    for r in results:
+    for key, r in figures.items():
         pick = pick_baseline_cell(base_cells, r.cell.workload, r.cell.instances)
-        base = index.get((pick.id, r.name)) if pick else None
+        base = figures.get((pick.id, r.name)) if pick else None
         if base is None:
             continue
+        vs = aggregate_vs = cost = None
         if base is r:
-            r.vs_baseline = reference(r.single.n, difference[r.name], r.unit)
+            vs = reference(r.single.n, difference[r.name], r.unit)
             if r.aggregate is not None:
-                r.aggregate_vs_baseline = reference(r.aggregate.n)
+                aggregate_vs = reference(r.aggregate.n)
         else:
-            r.vs_baseline = normalize(
+            vs = normalize(
                 r.single_values,
                 base.single_values,
                 r.higher_is_better,
@@ -555,23 +641,23 @@ def _compare_to_baseline(
                 r.unit,
             )
             if r.aggregate is not None and base.aggregate is not None:
-                r.aggregate_vs_baseline = normalize(
+                aggregate_vs = normalize(
                     r.aggregate_values,
                     base.aggregate_values,
                     r.higher_is_better,
                     (base.aggregate.resolution, r.aggregate.resolution),
                 )
         if r.per_core is not None and base.per_core is not None and r.per_core.mean > 0:
-            r.cost_vs_baseline = base.per_core.mean / r.per_core.mean
+            cost = base.per_core.mean / r.per_core.mean
+        out[key] = (vs, aggregate_vs, cost)
+    return out
 
 
-def _trends(results: list[MetricResult]) -> None:
+def _trends(singles: dict[_Key, np.ndarray]) -> dict[_Key, Trend | None]:
     """Test each headline figure's repetitions, in the order they ran, for a trend; Holm's
     step-down over the run's headline figures keeps a run of clean cells from being flagged
     more than ``ALPHA`` of the time, however many it has."""
-    headline = [r for r in results if r.headline]
-    for r, t in zip(headline, trends([r.single_values for r in headline]), strict=True):
-        r.trend = t
+    return dict(zip(singles, trends(list(singles.values())), strict=True))
 
 
 def _symmetry(results: list[MetricResult]) -> list[Symmetry]:
@@ -592,28 +678,29 @@ def _symmetry(results: list[MetricResult]) -> list[Symmetry]:
     return out
 
 
-def _cell_where(a: RunAnalysis, cell: CellInfo) -> str:
-    return f"{a.label(cell.platform)} / {cell.workload} / {cell.instances} inst."
+def _cell_where(labels: dict[str, str], cell: CellInfo) -> str:
+    return f"{labels.get(cell.platform, cell.platform)} / {cell.workload} / {cell.instances} inst."
 
 
-def _where(a: RunAnalysis, r: MetricResult) -> str:
-    return f"{_cell_where(a, r.cell)} / {r.name}"
+def _where(labels: dict[str, str], r: MetricResult) -> str:
+    return f"{_cell_where(labels, r.cell)} / {r.name}"
 
 
 def _reps(reps: list[int]) -> str:
     return f"repetition{'s' * (len(reps) > 1)} {', '.join(map(str, reps))}"
 
 
-def _noise(a: RunAnalysis) -> tuple[list[Noise], int]:
+def _noise(
+    results: list[MetricResult], host_cpu: dict[int, HostCpu], adaptive: AdaptiveRecord | None
+) -> tuple[list[Noise], int]:
     """Headline figures whose noise a reader must know of, worst first, with what would help;
     and how many side figures are noisy too. Adaptive repetitions that stopped short of their
     target are the runner's record (artifact ``adaptive``)."""
-    adaptive = AdaptiveRecord.from_json(a.artifacts.get(ADAPTIVE))
     target = adaptive.ci_target if adaptive else CI_TARGET
     short = set(adaptive.short) if adaptive else set()
     out: list[Noise] = []
     side = 0
-    for r in a.results:
+    for r in results:
         s = r.single
         reasons = []
         if s.noisy:
@@ -643,7 +730,7 @@ def _noise(a: RunAnalysis) -> tuple[list[Noise], int]:
             )
         elif s.identical == RESOLUTION_UNKNOWN:
             reasons.append(s.identical)
-        if steal := a.steal_reps(r.cell.id):
+        if steal := steal_reps(host_cpu, r.cell.id):
             reasons.append(
                 f"steal time up to {100 * max(steal.values()):.0f}% of the host's CPU "
                 f"({_reps(sorted(steal))})"
@@ -655,7 +742,7 @@ def _noise(a: RunAnalysis) -> tuple[list[Noise], int]:
                 f"±{100 * target:g}% (adaptive {stopped} reached)"
             )
         if reasons:
-            out.append(Noise(r, reasons, _advice(a, r, target, stopped)))
+            out.append(Noise(r, reasons, _advice(r, host_cpu, target, stopped)))
     out.sort(key=lambda x: -x.result.single.cv if math.isfinite(x.result.single.cv) else 0.0)
     return out, side
 
@@ -670,7 +757,9 @@ def _two_groups(r: MetricResult) -> str:
     return f"bimodal: {len(few)} of {s.n} repetitions {100 * abs(rel):.0f}% {side} the others"
 
 
-def _advice(a: RunAnalysis, r: MetricResult, target: float, stopped_by: str | None) -> str:
+def _advice(
+    r: MetricResult, host_cpu: dict[int, HostCpu], target: float, stopped_by: str | None
+) -> str:
     """A quieter host when some repetitions were disturbed or when the noise is too large for
     repetitions to reach the target within ``MAX_REPETITIONS``; else more repetitions.
     ``stopped_by`` is what ended this cell's adaptive repetitions short of the target."""
@@ -692,7 +781,7 @@ def _advice(a: RunAnalysis, r: MetricResult, target: float, stopped_by: str | No
             "a longer job: its measurement cannot tell the repetitions apart, so more of them "
             "will not narrow the interval; more work per repetition (or a finer clock) will"
         )
-    if a.skewed(r):
+    if skewed(r, host_cpu):
         return (
             "a quieter host: some repetitions ran on a busier host than the rest (other load, "
             "or steal by a hypervisor below); compare the median with the mean"
@@ -712,29 +801,31 @@ def _advice(a: RunAnalysis, r: MetricResult, target: float, stopped_by: str | No
     return f"more repetitions: about {need} for {goal}{hint}"
 
 
-def _warnings(a: RunAnalysis) -> list[str]:
+def _warnings(
+    results: list[MetricResult], failed: list[tuple[CellInfo, int, str]], labels: dict[str, str]
+) -> list[str]:
     """Starved instances (of headline figures) and failed samples, one line each; noise is in
     ``RunAnalysis.noise``."""
     out = []
-    for r in a.results:
+    for r in results:
         if not r.headline:
             continue
         for inst, st in r.starved.items():
             ratio = f"{st.share:.2f}×" if r.higher_is_better else f"{1 / st.share:.2f}× (↓)"
             out.append(
-                f"{_where(a, r)}: instance {inst} is starved: {ratio} the other instances' median "
-                f"in {st.behind} of {st.of} repetitions (CV across instances "
+                f"{_where(labels, r)}: instance {inst} is starved: {ratio} the other instances' "
+                f"median in {st.behind} of {st.of} repetitions (CV across instances "
                 f"{100 * r.instance_cv:.0f}%); the mean per instance hides it"
             )
         if r.rotating is not None:
             behind, of = r.rotating
             out.append(
-                f"{_where(a, r)}: an instance is starved in {behind} of {of} repetitions, not "
+                f"{_where(labels, r)}: an instance is starved in {behind} of {of} repetitions, not "
                 f"the same one in most (below {STARVED_RATIO}× the other instances' median; "
                 f"CV across instances {100 * r.instance_cv:.0f}%); the mean per instance hides "
                 "it: look for what the host gives one guest at a time (CPU pinning, an "
                 "interrupt's CPU, a scheduler's victim)"
             )
-    for cell, rep, error in a.failed:
-        out.append(f"{_cell_where(a, cell)}: repetition {rep} failed: {error}")
+    for cell, rep, error in failed:
+        out.append(f"{_cell_where(labels, cell)}: repetition {rep} failed: {error}")
     return out

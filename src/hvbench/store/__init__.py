@@ -121,6 +121,11 @@ class CellView(CellRecord):
 
     id: int
 
+    @property
+    def accel(self) -> str | None:
+        """The accelerator or mode its guests ran under."""
+        return self.ran.mode
+
 
 @dataclass(frozen=True)
 class HostCpuReading:

@@ -92,7 +92,12 @@ class AscentRecord:
 
 def read_ascents(store: Store, run_id: str) -> dict[str, AscentRecord]:
     """The run's ascents by "platform|workload" (none for a run without one)."""
-    stored = store.artifacts(run_id).get(ASCENT) or {}
+    return ascents_of(store.artifacts(run_id))
+
+
+def ascents_of(artifacts: dict[str, dict]) -> dict[str, AscentRecord]:
+    """The ascents among a run's artifacts (``Store.artifacts``), as ``read_ascents``."""
+    stored = artifacts.get(ASCENT) or {}
     return {key: AscentRecord.from_json(entry) for key, entry in stored.items()}
 
 
