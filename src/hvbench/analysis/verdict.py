@@ -14,10 +14,12 @@ import math
 import numpy as np
 
 from hvbench.analysis import slo
-from hvbench.analysis.cost import FAR_FROM_BUSY, Climb, Density, work_shortfall
+from hvbench.analysis.cost import FAR_FROM_BUSY, work_shortfall
 from hvbench.analysis.model import (
     COMPOSITE,
     CellInfo,
+    Climb,
+    Density,
     MetricResult,
     RunAnalysis,
     pick_baseline_cell,
@@ -410,7 +412,7 @@ def _climb(d: Density, c: Climb) -> str:
 
 def _held(d: Density) -> str:
     """ "4 sets at SLO in 3 of 3 ascents" or "2–4 sets at SLO (3 ascents: 4, 4, 2)"; "no
-    density" where no ascent measured the platform (``cost.COUNTED``)."""
+    density" where no ascent measured the platform (``model.COUNTED``)."""
     spread, n = d.spread, len(d.climbs)
     if spread is None:
         return f"no density: none of {n} ascent{'s' if n != 1 else ''} measured the platform"
