@@ -573,9 +573,11 @@ def role_metrics(
     metrics = [
         Metric(f"{stem}.requests", len(ok), "count", True),
         Metric(f"{stem}.failed", due - len(ok), "count", False),
-        Metric(f"{stem}.achieved_per_s", len(ok) / seconds, "requests/s", True, headline=True),
+        # the clients send at a fixed rate: the achieved one only checks that the work was done
+        # (``work_shortfall``); the headline is the latency the role's SLO limits
+        Metric(f"{stem}.achieved_per_s", len(ok) / seconds, "requests/s", True),
         Metric(f"{stem}.latency_p50_ms", p50, "ms", False),
-        Metric(f"{stem}.latency_p95_ms", p95, "ms", False),
+        Metric(f"{stem}.latency_p95_ms", p95, "ms", False, headline=True),
         Metric(f"{stem}.latency_p99_ms", p99, "ms", False),
         Metric(f"{stem}.slo_met", float(held and p95 <= load.p95_ms), "0/1", True),
         Metric(f"{stem}.client_cpu_pct", 100 * client_cores, "%", False),
