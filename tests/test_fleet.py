@@ -227,7 +227,9 @@ def test_three_hosts_into_postgresql_one_unreachable_then_resumed(lab, fleet_env
 
 def test_a_hosts_sqlite_store_comes_back_and_is_imported(lab, fleet_env):
     inventory = lab.inventory("hosts.yml")
-    code, report, said = _fleet(str(fleet_env), "-i", str(inventory), "--limit", "beta")
+    code, report, said = _fleet(
+        str(fleet_env), "-i", str(inventory), "--limit", "beta", "--label", "night=7"
+    )
     assert code == 0, said
     (beta,) = report["hosts"]
     assert beta["run_status"] == "finished", said
@@ -235,7 +237,7 @@ def test_a_hosts_sqlite_store_comes_back_and_is_imported(lab, fleet_env):
     local = Store()
     assert {h: r.id for h, r in local.fleet_runs(report["fleet"]).items()} == {"beta": beta["run"]}
     run = local.run(beta["run"])
-    assert run.status == "finished"
+    assert run.status == "finished" and run.labels == {"night": "7"}
     assert run.inventory["hostname"]  # provenance came along
     assert local.metric_rows(run.id)
     # alpha and gamma never ran: the fleet run is not complete, the same command continues it

@@ -15,6 +15,7 @@ from rich.table import Table
 from hvbench import fleet as fleet_mod
 from hvbench.analysis import analyse
 from hvbench.analysis.hosts import across_hosts
+from hvbench.cli.run import parse_labels
 from hvbench.errors import HvbenchError
 from hvbench.store import Store
 from hvbench.study import load_study
@@ -44,6 +45,14 @@ def run(
     limit: Annotated[str | None, typer.Option(help="Ansible host pattern")] = None,
     forks: Annotated[int, typer.Option(min=1, help="hosts at once")] = 5,
     quick: Annotated[bool, typer.Option(help="hvbench run --quick on every host")] = False,
+    label: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="KEY=VALUE",
+            help="a label stored with every host's run (repeatable), as `hvbench run --label`; "
+            "other labels make another fleet run",
+        ),
+    ] = None,
     setup: Annotated[
         list[str] | None,
         typer.Option(
@@ -62,7 +71,8 @@ def run(
     hosts = fleet_mod.list_hosts(inventory, limit)
     every = hosts if limit is None else fleet_mod.list_hosts(inventory)
     local = Store(db)  # checked (and made) before any host is touched
-    name = fleet_mod.fleet_name(study.text, study.name, quick, inventory, db or "")
+    labels = parse_labels(label or [])
+    name = fleet_mod.fleet_name(study.text, study.name, quick, inventory, db or "", labels)
     print(f"fleet {name}", flush=True)
     state = fleet_mod.FleetRun(name, {h: fleet_mod.Host(h) for h in hosts})
     with tempfile.TemporaryDirectory(prefix="hvbench-fleet-") as tmp:
@@ -71,6 +81,7 @@ def run(
             "hvbench_study": str(study_file.resolve()),
             "hvbench_fleet": name,
             "hvbench_quick": quick,
+            "hvbench_labels": [f"{k}={v}" for k, v in labels.items()],
             "hvbench_db": db or "",
             "hvbench_fetch_dir": str(Path(tmp) / "fetched"),
             "hvbench_setup": setup or [],

@@ -145,11 +145,14 @@ def state_dir() -> Path:
     return platformdirs.user_data_path("hvbench") / "fleets"
 
 
-def fleet_name(study_text: str, study_name: str, quick: bool, inventory: Path, db: str) -> str:
+def fleet_name(
+    study_text: str, study_name: str, quick: bool, inventory: Path, db: str, labels: dict[str, str]
+) -> str:
     """The fleet run this command continues: the one it started before, while some host of
-    the inventory has not finished; a new one once they all had."""
+    the inventory has not finished; a new one once they all had, or with other labels (the
+    next night's build)."""
     key = hashlib.sha256(
-        json.dumps([study_text, quick, str(inventory.resolve()), db]).encode()
+        json.dumps([study_text, quick, str(inventory.resolve()), db, labels]).encode()
     ).hexdigest()[:16]
     path = state_dir() / f"{key}.json"
     if path.exists():
