@@ -13,8 +13,8 @@ import pytest
 from test_analysis import RunBuilder
 from typer.testing import CliRunner
 
-from hvbench.analysis import changes
-from hvbench.analysis.series import load, natural
+from hvbench.analysis import cache, changes
+from hvbench.analysis.series import FIGURES, load, natural
 from hvbench.cli import app
 from hvbench.cli.run import parse_labels
 from hvbench.errors import HvbenchError
@@ -150,6 +150,60 @@ def _nights(store: Store, host: str, change_at: int, nights: int = 10) -> None:
 def _history(store: Store, *args: str) -> tuple[int, str]:
     res = CliRunner().invoke(app, ["history", *args, "--db", store.url])
     return res.exit_code, res.output
+
+
+def _means(store: Store) -> list[float]:
+    (s,) = load(store)
+    return [p.mean for p in s.points]
+
+
+def test_a_finished_runs_figures_are_kept_and_read_until_its_run_or_the_code_changes(tmp_path):
+    store = Store(f"sqlite:///{tmp_path}/h.db")
+    _nights(store, "h1", change_at=6, nights=4)
+    means = _means(store)
+    kept = store.derived(FIGURES)
+    records = {r.id: r for r in store.runs()}
+    assert {k: key for k, (key, _) in kept.items()} == {
+        k: cache.run_key(r) for k, r in records.items()
+    }
+
+    # what is kept is what is read: a kept figure altered under its key is what load gives
+    key, content = kept["h1-2"]
+    content["figures"][0][10] = 1.0  # Figure.mean
+    store.keep_derived("h1-2", FIGURES, key, content)
+    assert _means(store)[2] == 1.0
+
+    # the run ended anew (resumed): analysed again and kept under its new key
+    store.set_run_status("h1-2", "finished", finished=True)
+    assert _means(store) == means
+    assert store.derived(FIGURES)["h1-2"][0] == cache.run_key(store.run("h1-2")) != key
+
+    # kept by other code: analysed again
+    key, content = store.derived(FIGURES)["h1-1"]
+    content["figures"][0][10] = 1.0
+    store.keep_derived("h1-1", FIGURES, "other code" + key[16:], content)
+    assert _means(store) == means
+
+    # a run not ended keeps nothing (its samples may still grow)
+    store.set_run_status("h1-3", "running")
+    assert cache.run_key(store.run("h1-3")) is None
+    assert _means(store) == means
+
+
+def test_the_code_digest_follows_the_analysis_source(tmp_path, monkeypatch):
+    import hvbench
+
+    root = tmp_path / "hvbench"
+    for sub in cache.ANALYSIS:
+        (root / sub).mkdir(parents=True)
+        (root / sub / "a.py").write_text("x = 1\n")
+    monkeypatch.setattr(hvbench, "__file__", str(root / "__init__.py"))
+    cache.code_digest.cache_clear()
+    before = cache.code_digest(cache.ANALYSIS)
+    (root / cache.ANALYSIS[0] / "a.py").write_text("x = 2\n")
+    cache.code_digest.cache_clear()
+    assert cache.code_digest(cache.ANALYSIS) != before
+    cache.code_digest.cache_clear()
 
 
 def test_history_finds_each_hosts_change_and_names_what_changed(tmp_path):

@@ -24,6 +24,7 @@ from typer.testing import CliRunner
 
 from hvbench.cli.reporting import publish as publish_cmd
 from hvbench.errors import HvbenchError
+from hvbench.report import write_report
 from hvbench.report.plots import COLORS
 from hvbench.report.site import MANIFEST, Published, publish, report_path
 from hvbench.store import Store
@@ -155,6 +156,30 @@ def test_each_run_has_its_report_kept_until_its_run_changes(history, published, 
     assert MANIFEST in os.listdir(root)
 
 
+def test_publish_copies_the_report_its_run_wrote_while_current(tmp_path):
+    store = Store(f"sqlite:///{tmp_path}/r.db")
+    run_id = "h-00"
+    b = RunBuilder(store, run_id=run_id, inventory={"hostname": "h"})
+    cell = b.cell("native", "disk")
+    for rep in range(3):
+        b.sample(cell, rep, {"disk.dd.write_mbps": [500.0 + rep]}, headline={"disk.dd.write_mbps"})
+    own = write_report(store, run_id, tmp_path / "reports" / f"{run_id}.html")
+
+    first = publish(store, tmp_path / "a", jobs=1)
+    assert (first.reports_copied, first.reports_written) == (1, 0)
+    assert (tmp_path / "a" / report_path(run_id)).read_bytes() == own.read_bytes()
+
+    # its bytes changed since: made again
+    own.write_text(own.read_text(encoding="utf-8") + "<!-- edited -->", encoding="utf-8")
+    assert publish(store, tmp_path / "b", jobs=1).reports_copied == 0
+    # the run ended anew since its report was written: made again
+    write_report(store, run_id, own)
+    store.set_run_status(run_id, "finished", finished=True)
+    assert publish(store, tmp_path / "c", jobs=1).reports_copied == 0
+    write_report(store, run_id, own)
+    assert publish(store, tmp_path / "d", jobs=1).reports_copied == 1
+
+
 def test_a_run_without_figures_is_listed_without_a_report(tmp_path):
     store = Store(f"sqlite:///{tmp_path}/r.db")
     RunBuilder(store, run_id="empty", inventory={"hostname": "h"})
@@ -173,7 +198,9 @@ def test_publish_command_and_its_errors(history, site, tmp_path):
     res = runner.invoke(app, [str(tmp_path / "site"), "--db", history.url, "--jobs", "1"])
     assert res.exit_code == 0, res.output
     assert "2 histories" in res.output
-    assert re.search(r"run reports: \d written, \d+ kept, 0 without one", res.output)
+    assert re.search(
+        r"run reports: \d written, 0 copied from the runs. own, \d+ kept, 0 without one", res.output
+    )
     empty = Store(f"sqlite:///{tmp_path}/empty.db")
     with pytest.raises(HvbenchError, match=r"no runs in .* to publish"):
         publish(empty, tmp_path / "none")

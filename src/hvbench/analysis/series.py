@@ -15,22 +15,30 @@ A change point is explained by the difference of provenance between the last run
 the first run after: QEMU, kernels, the platform's and the workload's settings, the host's
 inventory (tools, conditions; its load, a measurement rather than a setting, left out), the
 hvbench commit and the labels. Empty, it says so: explained by nothing recorded.
+
+A series takes little of a run's analysis (``RunFigures``), and a finished run's analysis
+changes only with hvbench's code: that little is kept in the store per run (``FIGURES``, keyed
+by ``cache.run_key``), by ``hvbench run`` as it ends a run or else by the first history that
+analyses it, so that a history of a thousand runs reads them rather than analysing each again.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import math
 import re
 from collections import defaultdict
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 
 from hvbench.analysis import changes
+from hvbench.analysis.cache import run_key
 from hvbench.analysis.compare import _flat, gates
-from hvbench.analysis.model import CellInfo, MetricResult, RunAnalysis
+from hvbench.analysis.model import CellInfo, RunAnalysis
 from hvbench.analysis.run import analyse
 from hvbench.errors import HvbenchError
-from hvbench.store import FLEET, LABELS, Store
+from hvbench.store import FLEET, LABELS, RunRecord, Store
 
 TIME = "time"
 QEMU = "qemu"
@@ -55,6 +63,9 @@ HOST_ITEMS = (
 VOLATILE = re.compile(r"load\.|ksm\.pages_sharing$")
 """Host conditions that are measurements of the moment, different in every run."""
 VERSION = re.compile(r"\d+(?:\.\d+)+")
+FIGURES = "series figures"
+"""A finished run's ``RunFigures``, kept in the store (``Store.keep_derived``) under this
+name: a history reads them rather than analysing every run again."""
 
 
 @dataclass(frozen=True)
@@ -120,6 +131,46 @@ class ChangePoint:
         return bool(self.differences)
 
 
+def pct(ratio: float) -> str:
+    """A ratio as a signed change: 0.92 → "−8.0%"."""
+    return f"{100 * (ratio - 1):+.1f}%".replace("-", "−")
+
+
+def when(p: Point) -> str:
+    """A point's run time, with its version where it has one."""
+    return f"{p.time:%Y-%m-%d %H:%M}" + (f", {p.version}" if p.version else "")
+
+
+CHANGE = "from run {after} ({when}) on: {level} ({what}; the run before: {before})"
+
+
+def change_sentence(
+    c: ChangePoint,
+    run: Callable[[str], str] = str,
+    level: Callable[[str, ChangePoint], str] = lambda text, _: text,
+    kind: Callable[[str], str] = str,
+) -> str:
+    """The one wording of a change point, in ``hvbench history`` and on the site: "from run X
+    (date, version) on: −8.1% [−10.2, −6.0] (regression; the run before: W)". ``run`` shows a
+    run's id and ``level`` the change (the site links and colours them); ``kind`` makes the
+    sentence's text (``Markup`` escapes what it is given that is not markup)."""
+    low, high = pct(c.low).rstrip("%"), pct(c.high).rstrip("%")
+    return kind(CHANGE).format(
+        after=run(c.after.run_id),
+        when=when(c.after),
+        level=level(f"{pct(c.ratio)} [{low}, {high}]", c),
+        what="regression" if c.regression else "improvement",
+        before=run(c.before.run_id),
+    )
+
+
+def explanation(c: ChangePoint) -> str:
+    """What changed between the runs either side, or that nothing recorded did."""
+    if not c.differences:
+        return "explained by nothing recorded"
+    return "changed: " + "; ".join(str(d) for d in c.differences)
+
+
 @dataclass
 class Series:
     """One figure of one study on one host across its runs."""
@@ -152,6 +203,87 @@ class Series:
     def recent(self, window: int) -> list[ChangePoint]:
         """Change points whose first run after is among the newest ``window`` points."""
         return [c for c in self.changes if c.index >= len(self.points) - window]
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One figure of a run as a series reads it: which series, and the run's mean."""
+
+    cell: str
+    """Its cell's key (``RunFigures.provenance``)."""
+    platform: str
+    label: str
+    workload: str
+    workload_name: str
+    instances: int
+    name: str
+    unit: str
+    higher_is_better: bool
+    headline: bool
+    mean: float
+    low: float
+    high: float
+    n: int
+
+
+@dataclass(frozen=True)
+class RunFigures:
+    """What the series take of one run's analysis: little, and kept per finished run."""
+
+    host: str
+    figures: list[Figure]
+    provenance: dict[str, dict[str, str]]
+    """Per cell key (``provenance``)."""
+
+    @classmethod
+    def of(cls, run: RunAnalysis) -> RunFigures:
+        figures = [
+            Figure(
+                r.cell.key,
+                r.cell.platform,
+                run.label(r.cell.platform),
+                r.cell.workload,
+                r.cell.workload_name,
+                r.cell.instances,
+                r.name,
+                r.unit,
+                r.higher_is_better,
+                gates(r),
+                r.single.mean,
+                r.single.ci_low,
+                r.single.ci_high,
+                r.single.n,
+            )
+            for r in run.results
+        ]
+        cells = {c.key: provenance(run, c) for c in run.cells}
+        return cls(host_of(run), figures, cells)
+
+    def to_json(self) -> dict:
+        """As JSON holds it: NaN (one repetition's interval) as null."""
+        return {
+            "host": self.host,
+            "figures": [[_null(v) for v in vars(f).values()] for f in self.figures],
+            "provenance": self.provenance,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> RunFigures:
+        names = [f.name for f in fields(Figure)]
+        figures = [
+            Figure(
+                **{
+                    k: math.nan if v is None and k in ("mean", "low", "high") else v
+                    for k, v in zip(names, row, strict=True)
+                }
+            )
+            for row in data["figures"]
+        ]
+        return cls(data["host"], figures, data["provenance"])
+
+
+def _null(v: object) -> object:
+    return None if isinstance(v, float) and math.isnan(v) else v
 
 
 def host_of(run: RunAnalysis) -> str:
@@ -243,33 +375,24 @@ def _ordered(points: list[Point], by: str) -> list[Point]:
     return sorted(points, key=lambda p: natural(p.version or ""))
 
 
-def _point(run: RunAnalysis, r: MetricResult, by: str) -> Point:
-    prov = provenance(run, r.cell)
+def _point(run: RunRecord, f: Figure, prov: dict[str, str], by: str) -> Point:
     version = (
         _key(by, prov) if by != TIME else short_version(prov.get("QEMU")) or prov.get("host kernel")
     )
-    return Point(
-        run.run_id,
-        run.created_at,
-        version,
-        r.single.mean,
-        r.single.ci_low,
-        r.single.ci_high,
-        r.single.n,
-        prov,
-    )
+    return Point(run.id, run.created_at, version, f.mean, f.low, f.high, f.n, prov)
 
 
-def _matches(r: MetricResult, platform: str | None, workload: str | None, metric: str | None):
+def _matches(f: Figure, platform: str | None, workload: str | None, metric: str | None):
     return (
-        (platform is None or r.cell.platform == platform)
-        and (workload is None or workload in (r.cell.workload, r.cell.workload_name))
-        and (gates(r) if metric is None else fnmatch.fnmatchcase(r.name, metric))
+        (platform is None or f.platform == platform)
+        and (workload is None or workload in (f.workload, f.workload_name))
+        and (f.headline if metric is None else fnmatch.fnmatchcase(f.name, metric))
     )
 
 
-def _runs(store: Store, study: str | None, host: str | None) -> list[RunAnalysis]:
-    """The analysed runs of a study (every study where None) on a host (every host)."""
+def _runs(store: Store, study: str | None, host: str | None) -> list[tuple[RunRecord, RunFigures]]:
+    """The figures of a study's runs (every study's where None) on a host (every host): kept
+    ones where their key (``cache.run_key``) is current, else analysed and kept."""
     records = store.runs()
     if not records:
         raise HvbenchError(f"no runs in {store.url} yet; start one with 'hvbench run'")
@@ -278,18 +401,34 @@ def _runs(store: Store, study: str | None, host: str | None) -> list[RunAnalysis
         raise HvbenchError(
             f"no runs of study {study!r} in {store.url}; its studies: {', '.join(studies)}"
         )
-    analysed = []
+    kept = store.derived(FIGURES)
+    found = []
     for record in records:
         if study is not None and record.study_name != study:
             continue
+        key = run_key(record)
+        if key is not None and kept.get(record.id, ("",))[0] == key:
+            found.append((record, RunFigures.from_json(kept[record.id][1])))
+            continue
         try:
-            analysed.append(analyse(store, record.id))
+            figures = RunFigures.of(analyse(store, record.id))
         except HvbenchError:  # a run with no cells yet: no point in any series
             continue
-    hosts = sorted({host_of(a) for a in analysed})
+        if key is not None:
+            store.keep_derived(record.id, FIGURES, key, figures.to_json())
+        found.append((record, figures))
+    hosts = sorted({f.host for _, f in found})
     if host is not None and host not in hosts:
         raise HvbenchError(f"--host {host!r}: no runs on it; the runs' hosts: {', '.join(hosts)}")
-    return [a for a in analysed if host is None or host_of(a) == host]
+    return [(r, f) for r, f in found if host is None or f.host == host]
+
+
+def keep(store: Store, run: RunAnalysis) -> None:
+    """Keep a run's figures for the history, from its analysis made anyway (``hvbench run``
+    reports every run it ends)."""
+    record = store.run(run.run_id)
+    if (key := run_key(record)) is not None:
+        store.keep_derived(run.run_id, FIGURES, key, RunFigures.of(run).to_json())
 
 
 def load(
@@ -310,28 +449,27 @@ def load(
     runs = _runs(store, study, host)
     found: dict[tuple, Series] = {}
     missing: dict[tuple, int] = defaultdict(int)
-    for run in runs:
-        for r in run.results:
-            if not _matches(r, platform, workload, metric):
+    for run, figures in runs:
+        for f in figures.figures:
+            if not _matches(f, platform, workload, metric):
                 continue
-            key = (run.study_name, host_of(run), r.cell.platform, r.cell.workload)
-            key += (r.cell.instances, r.name)
+            key = (run.study_name, figures.host, f.platform, f.workload, f.instances, f.name)
             s = found.get(key)
             if s is None:
                 s = found[key] = Series(
                     study=run.study_name,
-                    host=key[1],
-                    platform=r.cell.platform,
-                    label=run.label(r.cell.platform),
-                    workload=r.cell.workload,
-                    instances=r.cell.instances,
-                    metric=r.name,
-                    unit=r.unit,
-                    higher_is_better=r.higher_is_better,
-                    headline=gates(r),
+                    host=figures.host,
+                    platform=f.platform,
+                    label=f.label,
+                    workload=f.workload,
+                    instances=f.instances,
+                    metric=f.name,
+                    unit=f.unit,
+                    higher_is_better=f.higher_is_better,
+                    headline=f.headline,
                     by=by,
                 )
-            point = _point(run, r, by)
+            point = _point(run, f, figures.provenance[f.cell], by)
             if point.version is None and by != TIME:
                 missing[key] += 1
             else:
@@ -347,16 +485,19 @@ def load(
 
 
 def _nothing(
-    runs: list[RunAnalysis], platform: str | None, workload: str | None, metric: str | None
+    runs: list[tuple[RunRecord, RunFigures]],
+    platform: str | None,
+    workload: str | None,
+    metric: str | None,
 ) -> str:
     """Which filter matched nothing, and what the runs hold instead."""
-    results = [r for run in runs for r in run.results]
+    results = [f for _, figures in runs for f in figures.figures]
     if not results:
         return "the runs hold no figures yet"
     for what, given, values in (
-        ("--platform", platform, {r.cell.platform for r in results}),
-        ("--workload", workload, {r.cell.workload for r in results}),
-        ("--metric", metric, {r.name for r in results}),
+        ("--platform", platform, {f.platform for f in results}),
+        ("--workload", workload, {f.workload for f in results}),
+        ("--metric", metric, {f.name for f in results}),
     ):
         if given is None:
             continue

@@ -13,7 +13,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from hvbench.analysis.series import TIME, ChangePoint, Point, Series, load
+from hvbench.analysis.series import TIME, Series, change_sentence, explanation, load, when
 from hvbench.store import Store
 
 WINDOW = 3
@@ -21,31 +21,6 @@ WINDOW = 3
 so a nightly gate sees it on the second and third night after."""
 
 out = Console(highlight=False, soft_wrap=True)
-
-
-def _pct(x: float) -> str:
-    return f"{100 * (x - 1):+.1f}%".replace("-", "−")
-
-
-def _when(p: Point) -> str:
-    version = f", {p.version}" if p.version else ""
-    return f"{p.time:%Y-%m-%d %H:%M}{version}"
-
-
-def change_line(c: ChangePoint) -> str:
-    """ "from run X (date, version) on: −8.1% [−10.2, −6.0]" and what changed."""
-    what = "regression" if c.regression else "improvement"
-    low, high = _pct(c.low).rstrip("%"), _pct(c.high).rstrip("%")
-    return (
-        f"from run {c.after.run_id} ({_when(c.after)}) on: {_pct(c.ratio)} [{low}, {high}] "
-        f"({what}, after run {c.before.run_id})"
-    )
-
-
-def explanation(c: ChangePoint) -> str:
-    if not c.differences:
-        return "explained by nothing recorded"
-    return "changed: " + "; ".join(str(d) for d in c.differences)
 
 
 def _as_json(s: Series) -> dict:
@@ -104,9 +79,9 @@ def _print(s: Series) -> None:
     out.print(f"{s.study} on {s.host}: {s.name} ({s.unit}, {better} is better{order}){left}")
     for p in s.points:
         ci = f" [{p.low:.4g}, {p.high:.4g}]" if math.isfinite(p.low) else ""
-        out.print(f"  {p.run_id}  {_when(p)}  {p.mean:.4g}{ci}  n={p.n}")
+        out.print(f"  {p.run_id}  {when(p)}  {p.mean:.4g}{ci}  n={p.n}")
     for c in s.changes:
-        out.print(f"  {change_line(c)}")
+        out.print(f"  {change_sentence(c)}")
         out.print(f"      {explanation(c)}")
 
 
@@ -152,9 +127,8 @@ def history(
         print(json.dumps([_as_json(s) for s in series], indent=2))
     elif check:
         for s, c in gate:
-            out.print(
-                f"regression: {s.study} on {s.host}: {s.name}: {change_line(c)}; {explanation(c)}"
-            )
+            line = f"{change_sentence(c)}; {explanation(c)}"
+            out.print(f"regression: {s.study} on {s.host}: {s.name}: {line}")
         if not gate:
             heads = sum(s.headline for s in series)
             out.print(

@@ -61,8 +61,8 @@ def publish(
     done = site.publish(Store(db), directory, jobs)
     print(
         f"{done.index} ({len(done.pages)} histor{'y' if len(done.pages) == 1 else 'ies'}; "
-        f"run reports: {done.reports_written} "
-        f"written, {done.reports_kept} kept, {len(done.no_report)} without one)"
+        f"run reports: {done.reports_written} written, {done.reports_copied} copied from "
+        f"the runs' own, {done.reports_kept} kept, {len(done.no_report)} without one)"
     )
 
 

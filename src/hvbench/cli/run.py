@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from hvbench import doctor
-from hvbench.analysis import analyse
+from hvbench.analysis import analyse, series
 from hvbench.errors import HvbenchError
 from hvbench.report import write_report
 from hvbench.report.markdown import render_summary
@@ -130,6 +130,7 @@ def run(
         status = runner.run()
     if report:
         analysis = analyse(store, runner.run_id)
+        series.keep(store, analysis)  # the history reads it, not analyse again
         print(render_summary(analysis))
         html = REPORTS / f"{runner.run_id}.html"
         made = f"report: {write_report(store, runner.run_id, html, analysis=analysis)}"

@@ -6,9 +6,11 @@ runs also have ``render_comparison(comparison) -> str``.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from pathlib import Path
 
+from hvbench.analysis.cache import ANALYSIS, run_key
 from hvbench.analysis.compare import Comparison
 from hvbench.analysis.model import RunAnalysis
 from hvbench.analysis.run import analyse
@@ -47,6 +49,14 @@ def render_comparison(comparison: Comparison, fmt: str) -> str:
 SUFFIXES = {".md": "md", ".jsonl": "json", ".json": "json", ".csv": "csv", ".html": "html"}
 
 
+HTML_REPORT = "html report"
+"""Where a run's HTML report was written when it ended, kept in the store under this name
+(``Store.keep_derived``) with its digest: ``hvbench publish`` copies it rather than make it
+again while it is current."""
+REPORT_CODE = (*ANALYSIS, "report")
+"""The packages a run's report is made by."""
+
+
 def write_report(
     store: Store,
     run_id: str,
@@ -57,7 +67,14 @@ def write_report(
     """Write a run's report (format from ``fmt``, else from the file's suffix, else HTML): what
     ``hvbench run`` calls at the end of every run. Pass ``analysis`` if it is already made."""
     fmt = fmt or SUFFIXES.get(output.suffix.lower(), "html")
-    emit(render(analysis or analyse(store, run_id), fmt), output)
+    analysis = analysis or analyse(store, run_id)
+    text = render(analysis, fmt)
+    emit(text, output)
+    key = run_key(store.run(analysis.run_id), REPORT_CODE)
+    if fmt == "html" and key is not None:
+        digest = hashlib.sha256(text.encode()).hexdigest()
+        where = {"path": str(output.resolve()), "sha256": digest}
+        store.keep_derived(analysis.run_id, HTML_REPORT, key, where)
     return output
 
 

@@ -9,14 +9,15 @@ run report is), so the site works from ``file://`` and from any static server an
 nothing from the network.
 
 A run's report is the slow part (its analysis and plots, about half a second), and a finished
-run's report never changes: it is written again only where its run changed (status, end) or
-hvbench's analysis and report code did, which ``MANIFEST`` in DIR records; the reports missing
-are made on every core the host gives.
+run's report never changes: it is written again only where its run changed (its end) or
+hvbench's analysis and report code did, which ``MANIFEST`` in DIR records. A report missing
+there is copied from the one ``hvbench run`` wrote when the run ended, where that is current
+(``report.HTML_REPORT``: same run, same code, same bytes), else made, on every core the host
+gives.
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import multiprocessing
@@ -34,8 +35,10 @@ from markupsafe import Markup
 
 import hvbench
 from hvbench.analysis import changes
-from hvbench.analysis.series import ChangePoint, Series, load
+from hvbench.analysis.cache import run_key
+from hvbench.analysis.series import ChangePoint, Series, change_sentence, load
 from hvbench.errors import HvbenchError
+from hvbench.report import HTML_REPORT, REPORT_CODE
 from hvbench.report.html import ENV
 from hvbench.store import RunRecord, Store
 
@@ -58,17 +61,17 @@ class ChangeView:
     point: ChangePoint
 
     @property
-    def pct(self) -> str:
-        return _pct(self.point.ratio)
+    def sentence(self) -> Markup:
+        """``series.change_sentence``, its runs linked to their reports."""
+        return change_sentence(self.point, _run_link, _level, Markup)
 
-    @property
-    def interval(self) -> str:
-        return f"[{_pct(self.point.low).rstrip('%')}, {_pct(self.point.high).rstrip('%')}]"
 
-    @property
-    def when(self) -> str:
-        p = self.point.after
-        return f"{p.time:%Y-%m-%d %H:%M}" + (f", {p.version}" if p.version else "")
+def _run_link(run_id: str) -> Markup:
+    return Markup('<a href="{}">{}</a>').format(report_path(run_id), run_id)
+
+
+def _level(text: str, c: ChangePoint) -> Markup:
+    return Markup('<span class="{}">{}</span>').format("loss" if c.regression else "gain", text)
 
 
 @dataclass(frozen=True)
@@ -80,10 +83,6 @@ class TrendView:
     svg: Markup
     changes: list[ChangeView]
     notes: list[str]
-
-
-def _pct(ratio: float) -> str:
-    return f"{100 * (ratio - 1):+.1f}%".replace("-", "−")
 
 
 @dataclass
@@ -114,6 +113,8 @@ class Published:
     index: Path
     pages: list[Path]
     reports_written: int
+    reports_copied: int
+    """From the report ``hvbench run`` wrote when the run ended (``report.HTML_REPORT``)."""
     reports_kept: int
     no_report: dict[str, str]
     """Run id -> why it has no report (a run that stored no cell, say)."""
@@ -160,27 +161,23 @@ def report_path(run_id: str) -> str:
 # run reports ------------------------------------------------------------------------------
 
 
-@functools.cache
-def code_digest() -> str:
-    """hvbench's version and the source of what makes a report (analysis, report): a report
-    made by other code is made again."""
-    root = Path(hvbench.__file__).parent
-    h = hashlib.sha256(hvbench.__version__.encode())
-    for sub in ("analysis", "report"):
-        for p in sorted((root / sub).rglob("*")):
-            if p.is_file() and p.suffix in (".py", ".j2"):
-                h.update(p.relative_to(root).as_posix().encode())
-                h.update(p.read_bytes())
-    return h.hexdigest()[:16]
-
-
-def _stamp(run: RunRecord) -> str | None:
-    """What a run's report depends on besides its samples, which only grow while it runs;
-    None while it runs (made again at every publish)."""
-    if run.status == "running":
-        return None
-    end = run.finished_at.isoformat() if run.finished_at else ""
-    return f"{code_digest()}|{run.status}|{end}"
+def _reuse(store: Store, runs: list[RunRecord], root: Path) -> set[str]:
+    """Copy into the site the reports of ``runs`` that ``hvbench run`` wrote when each ended,
+    where still current (same run, same code, same bytes); the ids of those copied."""
+    kept = store.derived(HTML_REPORT)
+    copied = set()
+    for r in runs:
+        key = run_key(r, REPORT_CODE)
+        if key is None or r.id not in kept or kept[r.id][0] != key:
+            continue
+        try:
+            data = Path(kept[r.id][1]["path"]).read_bytes()
+        except OSError:  # moved or removed since: made again
+            continue
+        if hashlib.sha256(data).hexdigest() == kept[r.id][1]["sha256"]:
+            (root / report_path(r.id)).write_bytes(data)
+            copied.add(r.id)
+    return copied
 
 
 _worker_store: Store | None = None
@@ -216,10 +213,10 @@ def write_reports(
     root: Path,
     jobs: int | None = None,
     meanwhile: Callable[[], T] = lambda: None,
-) -> tuple[int, int, dict[str, str], T]:
-    """Each run's report under ``root/RUNS``, made again only where stale; (written, kept,
-    {run id: why no report}, what ``meanwhile`` returned): ``meanwhile`` runs in this process
-    while other processes make the reports."""
+) -> tuple[int, int, int, dict[str, str], T]:
+    """Each run's report under ``root/RUNS``, copied or made again only where stale;
+    (written, copied from the run's own, kept, {run id: why no report}, what ``meanwhile``
+    returned): ``meanwhile`` runs in this process while other processes make the reports."""
     global _worker_store
     (root / RUNS).mkdir(parents=True, exist_ok=True)
     manifest_path = root / MANIFEST
@@ -227,7 +224,7 @@ def write_reports(
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         manifest = {}
-    stamps = {r.id: _stamp(r) for r in runs}
+    stamps = {r.id: run_key(r, REPORT_CODE) for r in runs}
 
     def current(run_id: str) -> bool:
         """Made from this run as it is, and there (or known to have no report: a run that
@@ -236,7 +233,9 @@ def write_reports(
             return False
         return f"!{run_id}" in manifest or (root / report_path(run_id)).exists()
 
-    todo = [(r.id, str(root / report_path(r.id))) for r in runs if not current(r.id)]
+    stale = [r for r in runs if not current(r.id)]
+    copied = _reuse(store, stale, root)
+    todo = [(r.id, str(root / report_path(r.id))) for r in stale if r.id not in copied]
     missing = {r.id: manifest[f"!{r.id}"] for r in runs if f"!{r.id}" in manifest}
     jobs = max(1, min(jobs or _cores(), len(todo)))
     if jobs == 1:
@@ -252,7 +251,7 @@ def write_reports(
             pending = pool.map(_write_report, todo, chunksize=4)
             other = meanwhile()
             done = list(pending)
-    for run_id, why in done:
+    for run_id, why in [*done, *((run_id, None) for run_id in copied)]:
         manifest[run_id] = stamps[run_id]
         manifest.pop(f"!{run_id}", None)
         missing.pop(run_id, None)
@@ -262,7 +261,7 @@ def write_reports(
     known = set(stamps) | {f"!{k}" for k in stamps}
     manifest = {k: v for k, v in manifest.items() if k in known}
     manifest_path.write_text(json.dumps(manifest, indent=1, sort_keys=True), encoding="utf-8")
-    return len(todo), len(runs) - len(todo), missing, other
+    return len(todo), len(copied), len(runs) - len(stale), missing, other
 
 
 # trends -----------------------------------------------------------------------------------
@@ -352,7 +351,7 @@ def publish(store: Store, root: Path, jobs: int | None = None) -> Published:
         raise HvbenchError(f"no runs in {store.url} to publish; start one with 'hvbench run'")
     try:
         root.mkdir(parents=True, exist_ok=True)
-        written, kept, missing, found_series = write_reports(
+        written, copied, kept, missing, found_series = write_reports(
             store, runs, root, jobs, lambda: _series(store)
         )
         by_history: dict[tuple[str, str], list[Series]] = defaultdict(list)
@@ -388,7 +387,7 @@ def publish(store: Store, root: Path, jobs: int | None = None) -> Published:
         )
     except OSError as e:
         raise HvbenchError(f"cannot write the site to {root}: {e.strerror}") from None
-    return Published(index, pages, written, kept, missing)
+    return Published(index, pages, written, copied, kept, missing)
 
 
 def _write(path: Path, text: str) -> Path:

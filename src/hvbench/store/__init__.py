@@ -23,6 +23,7 @@ from hvbench.store.records import ADAPTIVE, AdaptiveRecord, PlatformState, WhatR
 from hvbench.store.schema import (
     Artifact,
     CellRow,
+    Derived,
     MetricRow,
     ProfileFunctionRow,
     ProfileRow,
@@ -344,6 +345,15 @@ class Store:
             elif replace:
                 found.content = content
 
+    def keep_derived(self, run_id: str, name: str, key: str, content: dict) -> None:
+        """Keep what was worked out of a run under ``name``, in place of what was before."""
+        with Session(self.engine) as s, s.begin():
+            found = s.scalar(select(Derived).filter_by(run_id=run_id, name=name))
+            if found is None:
+                s.add(Derived(run_id=run_id, name=name, key=key, content=content))
+            else:
+                found.key, found.content = key, content
+
     def cell_id(self, run_id: str, cell: CellRecord) -> int:
         """The id of a run's cell, made on first use (so a resumed run finds its cells)."""
         with Session(self.engine) as s, s.begin():
@@ -534,6 +544,12 @@ class Store:
         with Session(self.engine) as s:
             q = select(Artifact.name, Artifact.content).filter_by(run_id=run_id)
             return {name: content for name, content in s.execute(q)}
+
+    def derived(self, name: str) -> dict[str, tuple[str, dict]]:
+        """Every run's ``name`` kept by ``keep_derived``: {run id: (key, content)}."""
+        with Session(self.engine) as s:
+            q = select(Derived.run_id, Derived.key, Derived.content).filter_by(name=name)
+            return {run_id: (key, content) for run_id, key, content in s.execute(q)}
 
     def fleet_runs(self, fleet: str) -> dict[str, RunRecord]:
         """The runs of a fleet run, by the host (its inventory name) that made each."""

@@ -57,6 +57,20 @@ class Artifact(Base):
     content: Mapped[dict] = mapped_column(JSON)
 
 
+class Derived(Base):
+    """What hvbench worked out of a run and keeps to save working it out again, valid while
+    ``key`` (the code and the run's state it came from) is: a cache, never a record."""
+
+    __tablename__ = "derived"
+    __table_args__ = (UniqueConstraint("run_id", "name"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(100), index=True)
+    key: Mapped[str] = mapped_column(String(200))
+    content: Mapped[dict] = mapped_column(JSON)
+
+
 class CellRow(Base):
     """One (platform, workload, instance count) point of a run's matrix."""
 
