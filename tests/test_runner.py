@@ -3,6 +3,7 @@ interruption and resumption, and cleanup of everything a run made."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -198,7 +199,10 @@ def test_interrupt_cleans_up_and_marks_the_run(tmp_path, sig):
     study = tmp_path / "study.yaml"
     study.write_text(STUDY)
     scratch = _host_scratch()
-    proc = _hvbench("run", str(study))
+    # Ctrl-C as a terminal delivers it, whatever this test's own disposition: a shell's
+    # background job starts with SIGINT ignored, and Python then installs no handler for it
+    default = functools.partial(signal.signal, signal.SIGINT, signal.SIG_DFL)
+    proc = _hvbench("run", str(study), preexec_fn=default)
     run_id = proc.stdout.readline().split()[1]
     store = Store()
     _wait_for_samples(store, run_id, 1)
