@@ -15,7 +15,7 @@ from rich.table import Table
 from hvbench import fleet as fleet_mod
 from hvbench.analysis import analyse
 from hvbench.analysis.hosts import across_hosts
-from hvbench.cli.run import parse_labels
+from hvbench.cli.run import LabelOption, parse_labels
 from hvbench.errors import HvbenchError
 from hvbench.store import Store
 from hvbench.study import load_study
@@ -45,14 +45,7 @@ def run(
     limit: Annotated[str | None, typer.Option(help="Ansible host pattern")] = None,
     forks: Annotated[int, typer.Option(min=1, help="hosts at once")] = 5,
     quick: Annotated[bool, typer.Option(help="hvbench run --quick on every host")] = False,
-    label: Annotated[
-        list[str] | None,
-        typer.Option(
-            metavar="KEY=VALUE",
-            help="a label stored with every host's run (repeatable), as `hvbench run --label`; "
-            "other labels make another fleet run",
-        ),
-    ] = None,
+    label: LabelOption = None,
     setup: Annotated[
         list[str] | None,
         typer.Option(

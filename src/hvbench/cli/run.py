@@ -32,6 +32,17 @@ REPORTS = platformdirs.user_data_path("hvbench") / "reports"
 """Where the HTML report of every run is written, next to the default store."""
 
 
+LabelOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        metavar="KEY=VALUE",
+        help="a label stored with the run (repeatable): the build under test, say "
+        "qemu=10.0.2; `hvbench history --by label:KEY` orders runs by it",
+    ),
+]
+"""``--label``, of a run and of every host's run of a fleet."""
+
+
 def run(
     study_file: Annotated[
         Path | None, typer.Argument(metavar="[STUDY]", help="study file (default: built in)")
@@ -54,14 +65,7 @@ def run(
     fleet_host: Annotated[
         str, typer.Option(help="the host's name in the fleet (its Ansible inventory name)")
     ] = platform.node(),
-    label: Annotated[
-        list[str] | None,
-        typer.Option(
-            metavar="KEY=VALUE",
-            help="a label stored with the run (repeatable): the build under test, say "
-            "qemu=10.0.2; `hvbench history --by label:KEY` orders runs by it",
-        ),
-    ] = None,
+    label: LabelOption = None,
     report: Annotated[
         bool,
         typer.Option(
