@@ -17,7 +17,9 @@ from test_analysis import RunBuilder
 
 from hvbench import runner as runner_module
 from hvbench.analysis import analyse
+from hvbench.analysis.cache import run_key
 from hvbench.analysis.model import COMPOSITE
+from hvbench.analysis.series import FIGURES, RunFigures
 from hvbench.cli.run import REPORTS
 from hvbench.host.resources import STATE_ROOT
 from hvbench.runner import START_TIMEOUT_S, Runner, start_allowance
@@ -192,6 +194,28 @@ def test_sigkill_mid_cell_then_cleanup_and_resume_gives_every_sample_once(tmp_pa
     assert all(s.status == "ok" for s in samples)
     assert store.run(run_id).status == "finished"
     assert leftovers(run_id) == []
+
+
+def test_a_finished_run_is_summarised_reported_and_kept_for_the_history(tmp_path):
+    """What ``hvbench run`` does as it ends a run (without ``--no-report``): the summary, the
+    HTML report, and the figures a history reads in place of analysing the run again."""
+    study = tmp_path / "study.yaml"
+    study.write_text(STUDY.replace("repetitions: 3", "repetitions: 1"))
+    db = f"sqlite:///{tmp_path}/results.db"
+    out, errors = _hvbench("run", str(study), "--db", db).communicate(timeout=300)
+    run_id = out.splitlines()[0].split()[1]
+    html = REPORTS / f"{run_id}.html"
+    try:
+        assert out.splitlines()[-1] == (
+            f"run {run_id}: finished, 0 failed sample(s); report: {html}"
+        ), errors
+        assert "<html" in html.read_text(encoding="utf-8")
+    finally:
+        html.unlink(missing_ok=True)
+    store = Store(db)
+    key, content = store.derived(FIGURES)[run_id]
+    assert key == run_key(store.run(run_id))
+    assert content == RunFigures.of(analyse(store, run_id)).to_json()
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
