@@ -165,9 +165,13 @@ def change_sentence(
 
 
 def explanation(c: ChangePoint) -> str:
-    """What changed between the runs either side, or that nothing recorded did."""
+    """What changed between the runs either side, or that nothing recorded did: the one
+    wording, in ``hvbench history`` and on the site."""
     if not c.differences:
-        return "explained by nothing recorded"
+        return (
+            "explained by nothing recorded: host, versions, platform and workload settings, "
+            "hvbench and labels are the same in both runs"
+        )
     return "changed: " + "; ".join(str(d) for d in c.differences)
 
 

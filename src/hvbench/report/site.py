@@ -36,7 +36,7 @@ from markupsafe import Markup
 import hvbench
 from hvbench.analysis import changes
 from hvbench.analysis.cache import run_key
-from hvbench.analysis.series import ChangePoint, Series, change_sentence, load
+from hvbench.analysis.series import ChangePoint, Series, change_sentence, explanation, load
 from hvbench.errors import HvbenchError
 from hvbench.report import HTML_REPORT, REPORT_CODE
 from hvbench.report.html import ENV
@@ -64,6 +64,10 @@ class ChangeView:
     def sentence(self) -> Markup:
         """``series.change_sentence``, its runs linked to their reports."""
         return change_sentence(self.point, _run_link, _level, Markup)
+
+    @property
+    def explanation(self) -> str:
+        return explanation(self.point)
 
 
 def _run_link(run_id: str) -> Markup:
