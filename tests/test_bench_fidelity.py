@@ -3,30 +3,18 @@ effect "OUTSIDE" about as often as its 5% level says, and catches a real one."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from types import ModuleType
 
+import bench_scripts
 import numpy as np
 import pytest
 
 
 @pytest.fixture(scope="module")
 def bench() -> Iterator[ModuleType]:
-    """bench/ is not a package: the script is loaded from its file (and registered while the
-    tests run, as its dataclass needs)."""
-    path = Path(__file__).parents[1] / "bench" / "fidelity.py"
-    spec = importlib.util.spec_from_file_location("fidelity_bench", path)
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
+    with bench_scripts.load("fidelity") as module:
         yield module
-    finally:
-        del sys.modules[spec.name]
 
 
 def simulate(rng: np.random.Generator, rounds: int, effect: float, cv: float) -> dict:
