@@ -17,6 +17,7 @@ import os
 import subprocess
 import time
 
+import bench_scripts
 import lab as nested
 import pytest
 
@@ -190,3 +191,35 @@ def test_a_failed_run_boots_again_only_where_the_emulation_faulted(tmp_path):
     assert nested._emulation_failed(tmp_path, more).startswith("snapshot failed where")
     stuck = nested.LabResult(None, "", "", 900.0, stuck="no word from L1 for 600 s")
     assert nested._emulation_failed(tmp_path, stuck) == "L1 stuck (no word from L1 for 600 s)"
+
+
+FAKE_LAB = """
+import warnings
+
+def test_booted():
+    warnings.warn("kvm lab: L1 stuck (no word from L1 for 600 s) after 212 s; booted again (x)")
+
+def test_passed():
+    pass
+
+def test_failed():
+    assert 1 == 2, "the lab's run failed"
+"""
+
+
+def test_the_pass_rate_bench_reads_a_session_as_its_tests_left_it(tmp_path):
+    """bench/lab_boots.py's reading of one pytest session: its failed tests with their first
+    line, and the boot set aside for a second, each counted as a failed boot."""
+    module = tmp_path / "test_fake_lab.py"
+    module.write_text(FAKE_LAB)
+    with bench_scripts.load("lab_boots") as bench:
+        failed = bench.run_session(module, tmp_path / "session-1")
+        module.write_text(FAKE_LAB.replace("1 == 2", "2 == 2"))
+        passed = bench.run_session(module, tmp_path / "session-2")
+    assert failed.passed == 2 and failed.failed == {
+        "test_failed": "AssertionError: the lab's run failed"
+    }
+    assert failed.retried == "L1 stuck (no word from L1 for 600 s) after 212 s"
+    assert not failed.ok and failed.boots == [False, False]
+    assert passed.ok and passed.boots == [False, True]
+    assert (tmp_path / "session-2" / "pytest.log").exists()

@@ -1,0 +1,117 @@
+"""A nested lab's pass rate: its test module run again and again, each run one session of pytest.
+
+Not a test: it prints figures. Each session boots the lab (tests/lab.py) as CI does, once, or
+twice where the first boot's nested emulation failed (L1 stuck, or a run failed where a kernel
+or KVM faulted: the boot is set aside and L1 booted again). Per session it prints the seconds,
+the host's highest 1-minute load, each boot's outcome and, for a failed test, its first line.
+Then the pass rates with their 95% Wilson intervals: sessions that passed (what CI sees), and
+L1 boots that passed on their own (what the retry hides). Each session's files (the L1
+console, the guests' consoles and stores copied off the scratch disk, the pytest log) stay in
+OUT/session-N for reading after the fact.
+
+    .venv/bin/python bench/lab_boots.py tests/test_kvm_lab.py OUT [--sessions 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from scipy.stats import binomtest
+
+RETRIED = re.compile(r"(\w+) lab: (.+?) after (\d+) s; booted again")
+"""The warning tests/lab.py gives when it sets a boot aside and boots L1 once more."""
+
+
+@dataclass
+class Session:
+    """One pytest session of the lab's module: its tests' outcomes and its boots."""
+
+    seconds: float
+    load: float
+    passed: int = 0
+    skipped: int = 0
+    failed: dict[str, str] = field(default_factory=dict)
+    """A failed test's name: the first line of its failure."""
+    retried: str | None = None
+    """Why the first boot was set aside, where it was."""
+
+    @property
+    def ok(self) -> bool:
+        return self.passed > 0 and not self.failed and not self.skipped
+
+    @property
+    def boots(self) -> list[bool]:
+        """Each L1 boot's outcome: a boot set aside failed; the last passed if the tests did."""
+        return ([False] if self.retried else []) + [self.ok]
+
+
+def run_session(module: Path, out: Path) -> Session:
+    """Run the module's tests in a pytest of their own, sampling the host's load meanwhile."""
+    out.mkdir(parents=True)
+    junit, log = out / "junit.xml", out / "pytest.log"
+    argv = [sys.executable, "-m", "pytest", str(module), "-p", "no:cacheprovider",
+            f"--basetemp={out / 'tmp'}", f"--junitxml={junit}", "-rw"]  # fmt: skip
+    started, load = time.monotonic(), 0.0
+    with log.open("w") as f:
+        proc = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT)
+        while proc.poll() is None:
+            load = max(load, os.getloadavg()[0])
+            time.sleep(5)
+    session = Session(time.monotonic() - started, load)
+    if retried := RETRIED.search(log.read_text(errors="replace")):
+        session.retried = f"{retried.group(2)} after {retried.group(3)} s"
+    for case in ET.parse(junit).iter("testcase") if junit.exists() else ():
+        failure = case.find("failure")
+        if failure is None:
+            failure = case.find("error")
+        if failure is not None:
+            first = (failure.get("message") or "").strip().splitlines() or ["(no message)"]
+            session.failed[case.get("name", "?")] = first[0][:160]
+        elif case.find("skipped") is not None:
+            session.skipped += 1
+        else:
+            session.passed += 1
+    return session
+
+
+def rate(k: int, n: int) -> str:
+    ci = binomtest(k, n).proportion_ci(method="wilson")
+    return f"{k} of {n} ({k / n:.0%}; 95% CI {ci.low:.0%} to {ci.high:.0%})"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("module", type=Path, help="the lab's test module")
+    parser.add_argument("out", type=Path, help="a new directory for the sessions' files")
+    parser.add_argument("--sessions", type=int, default=10)
+    args = parser.parse_args()
+    sessions = []
+    for i in range(1, args.sessions + 1):
+        s = run_session(args.module.resolve(), args.out / f"session-{i}")
+        sessions.append(s)
+        outcome = "passed" if s.ok else f"FAILED ({len(s.failed)} failed, {s.skipped} skipped)"
+        print(f"session {i}: {outcome} in {s.seconds:.0f} s, host load up to {s.load:.1f}")
+        if s.retried:
+            print(f"  first boot set aside: {s.retried}")
+        for name, why in s.failed.items():
+            print(f"  {name}: {why}")
+    boots = [b for s in sessions for b in s.boots]
+    seconds = [s.seconds for s in sessions]
+    print(f"sessions passed: {rate(sum(s.ok for s in sessions), len(sessions))}")
+    print(f"L1 boots passed: {rate(sum(boots), len(boots))}")
+    print(f"session seconds: median {statistics.median(seconds):.0f}, "
+          f"range {min(seconds):.0f}-{max(seconds):.0f}")  # fmt: skip
+    return 0 if all(s.ok for s in sessions) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
