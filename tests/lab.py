@@ -554,6 +554,14 @@ FAULT = re.compile(
 failed to run its guest. None appears in a boot where all went well."""
 FAILED_RUN = re.compile(r"^(\S+)-exit:? ([1-9]\d*)$", re.MULTILINE)
 """A run in the lab's commands that failed: its ``<name>-exit <status>`` line."""
+ENDED_ITSELF = re.compile(
+    r"died during \S+ \((?:exit status 0;|.*shutting down, reason=shutdown\)$)", re.DOTALL
+)
+"""A failed sample's error where an L2 guest ended itself in the middle of a command: QEMU
+(run with -no-reboot) exited 0, or libvirt's log of the domain says the guest shut it down.
+hvbench stops a guest by killing QEMU or destroying its domain, and a stock kernel's panic is
+on its console (``FAULT``): what ends a guest silently is a reset, as a triple fault makes.
+Seen in the KVM lab on 2026-11-27, in 1 of 10 sessions: libvirt-kvm's guest during iperf3."""
 
 
 def _fault(exchange: Path) -> str | None:
@@ -565,15 +573,30 @@ def _fault(exchange: Path) -> str | None:
     return None
 
 
+def _ended_itself(exchange: Path) -> str | None:
+    """The first failed sample (in the store the lab's commands left in ``exchange``) whose
+    guest ended itself (``ENDED_ITSELF``), and its instance."""
+    db = exchange / "results.db"
+    if not db.exists():
+        return None
+    store = Store(f"sqlite:///{db}")
+    for run in store.runs():
+        for sample in store.samples(run.id):
+            if sample.error and ENDED_ITSELF.search(sample.error):
+                return f"{sample.error.split(': ')[0]}'s guest ended itself (results.db)"
+    return None
+
+
 def _emulation_failed(exchange: Path, result: LabResult) -> str | None:
     """Why a boot is taken for a failure of the nested emulation (TCG's SVM), not of the code
     under test: L1 stuck (``_stuck``), or a run that failed in a boot where a kernel or KVM
-    faulted (``_fault``). A run that failed without a fault is hvbench's failure, which no
-    second boot may hide; one with a fault fails again in the second boot if it is hvbench's."""
+    faulted (``_fault``) or a guest ended itself (``_ended_itself``). A run that failed
+    otherwise is hvbench's failure, which no second boot may hide; one with a fault fails
+    again in the second boot if it is hvbench's."""
     if result.stuck:
         return f"L1 stuck ({result.stuck})"
     failed = [name for name, _ in FAILED_RUN.findall(result.output)]
-    if failed and (fault := _fault(exchange)):
+    if failed and (fault := _fault(exchange) or _ended_itself(exchange)):
         return f"{', '.join(failed)} failed where the emulation faulted: {fault}"
     return None
 

@@ -16,10 +16,14 @@ import json
 import os
 import subprocess
 import time
+from datetime import UTC, datetime
 
 import bench_scripts
 import lab as nested
 import pytest
+from test_analysis import RunBuilder
+
+from hvbench.store import PlatformState, SampleRecord, Store
 
 pytestmark = pytest.mark.timeout(2600)  # the lab's boot (and one retry) in the first test's time
 
@@ -191,6 +195,40 @@ def test_a_failed_run_boots_again_only_where_the_emulation_faulted(tmp_path):
     assert nested._emulation_failed(tmp_path, more).startswith("snapshot failed where")
     stuck = nested.LabResult(None, "", "", 900.0, stuck="no word from L1 for 600 s")
     assert nested._emulation_failed(tmp_path, stuck) == "L1 stuck (no word from L1 for 600 s)"
+
+
+@pytest.mark.parametrize(
+    ("error", "ended"),
+    [
+        # libvirt's log of the domain: the guest shut it down (a reset: on_reboot destroys)
+        ("libvirt-kvm-0: the domain died during iperf3 (console: hvbench: up; qemu log: ... | "
+         "2026-11-27 23:35:55.400+0000: shutting down, reason=shutdown)", True),
+        # QEMU runs with -no-reboot: a reset ends it with status 0
+        ("pc-kvm-0: QEMU died during iperf3 (exit status 0; stderr: (empty); console: ...)", True),
+        ("pc-kvm-0: QEMU died during iperf3 (killed by SIGKILL; stderr: (empty))", False),
+        ("libvirt-kvm-0: the domain died during iperf3 (qemu log: ... shutting down, "
+         "reason=destroyed)", False),
+        ("pc-kvm-0: iperf3 exited 1: unable to connect to server", False),
+    ],
+)  # fmt: skip
+def test_a_guest_that_ended_itself_is_the_emulations_failure(tmp_path, error, ended):
+    """A failed sample whose guest reset itself mid-command, with nothing on its console (a
+    triple fault): a second boot; one that hvbench's own stop or a tool's error failed: none."""
+    store = Store(f"sqlite:///{tmp_path / 'results.db'}")
+    cell = RunBuilder(store).cell("libvirt-kvm", "net iperf3")
+    store.add_sample(
+        cell,
+        SampleRecord(1, "failed", error, datetime.now(UTC), 9.0, PlatformState(), None, [], []),
+    )
+    (tmp_path / "console.log").write_bytes(b"lab: root ready\r\n")
+    failed = nested.LabResult(0, "run run-a\nhvbench-run-exit 1\nqemus: 0\n", "", 300.0)
+    instance = error.split(":")[0]
+    assert nested._emulation_failed(tmp_path, failed) == (
+        f"hvbench-run failed where the emulation faulted: {instance}'s guest ended itself "
+        "(results.db)"
+        if ended
+        else None
+    )
 
 
 FAKE_LAB = """
