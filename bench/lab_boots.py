@@ -1,9 +1,10 @@
 """A nested lab's pass rate: its test module run again and again, each run one session of pytest.
 
 Not a test: it prints figures. Each session boots the lab (tests/lab.py) as CI does, once, or
-twice where the first boot's nested emulation failed (L1 stuck, or a run failed where a kernel
-or KVM faulted: the boot is set aside and L1 booted again). Per session it prints the seconds,
-the host's highest 1-minute load, each boot's outcome and, for a failed test, its first line.
+twice where the lab takes the first boot's failure for the nested emulation's
+(``_emulation_failed``: the boot is set aside and L1 booted again). Per session it prints the
+seconds, the host's highest 1-minute load, each boot's outcome and, for a failed test, its
+first line.
 Then the pass rates with their 95% Wilson intervals: sessions that passed (what CI sees), and
 L1 boots that passed on their own (what the retry hides). Each session's files (the L1
 console, the guests' consoles and stores copied off the scratch disk, the pytest log) stay in
@@ -59,7 +60,7 @@ def run_session(module: Path, out: Path) -> Session:
     out.mkdir(parents=True)
     junit, log = out / "junit.xml", out / "pytest.log"
     argv = [sys.executable, "-m", "pytest", str(module), "-p", "no:cacheprovider",
-            f"--basetemp={out / 'tmp'}", f"--junitxml={junit}", "-rw"]  # fmt: skip
+            f"--basetemp={out / 'tmp'}", f"--junitxml={junit}"]  # fmt: skip
     started, load = time.monotonic(), 0.0
     with log.open("w") as f:
         proc = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT)
