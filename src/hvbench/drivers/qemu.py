@@ -18,9 +18,8 @@ import os
 import re
 import subprocess
 import tempfile
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, Literal
@@ -47,6 +46,7 @@ from hvbench.drivers.base import (
     rootfs_summary,
     tap_and_mac,
 )
+from hvbench.drivers.console import Console
 from hvbench.drivers.last_words import last_words
 from hvbench.drivers.qemu_devices import (
     QEMU,
@@ -77,8 +77,6 @@ from hvbench.units import Size
 BACKPORTS = "qemu-system-x86_64-backports"
 """Debian 12 backports' QEMU 10.0 in hvbench's virtualenv (scripts/install-qemu-backports.sh):
 under TCG it migrates a guest that writes its memory without losing writes, which 7.2 does not."""
-CONSOLE_LIMIT = 16 << 20
-"""Bytes of a guest's console kept in its log file; the rest is dropped."""
 QMP_CONNECT_S = 10.0
 MIGRATION_POLL_S = 0.05
 """Seconds between two query-migrate of a migration in progress."""
@@ -351,72 +349,6 @@ def _scratch_ledger():
 
 
 # one QEMU process -------------------------------------------------------------------------
-
-
-class Console(threading.Thread):
-    """Drains QEMU's stdout (the guest's serial console) into a bounded log and timestamps the
-    boot phases, in seconds since the process started."""
-
-    MARKERS: ClassVar[dict[str, bytes]] = {"init": b"hvbench: init", "agent": b"hvbench: agent"}
-    _STAMP = re.compile(rb"^\[\s*(\d+\.\d+)\]")
-
-    def __init__(self, pipe, log: Path, started: float) -> None:
-        super().__init__(daemon=True)
-        self.pipe, self.log, self.started = pipe, log, started
-        self.phases: dict[str, float] = {}
-        self.kernel_clock: dict[str, float] = {}
-        self._cond = threading.Condition()
-
-    def run(self) -> None:
-        kept = 0
-        partial = b""
-        with self.log.open("wb") as out:
-            while chunk := self.pipe.read1(65536):
-                now = time.monotonic() - self.started
-                if kept < CONSOLE_LIMIT:
-                    out.write(chunk[: CONSOLE_LIMIT - kept])
-                    out.flush()
-                    kept += len(chunk)
-                lines = (partial + chunk).split(b"\n")
-                partial = lines.pop()[-4096:]
-                for line in [*lines, partial]:
-                    self._note(line.strip(b"\r"), now)
-        with self._cond:
-            self._cond.notify_all()
-
-    def _note(self, line: bytes, now: float) -> None:
-        stamp = self._STAMP.match(line)
-        if stamp:
-            # the kernel started at (arrival - its own clock) at the latest; the earliest
-            # such estimate over all lines is the closest
-            start = now - float(stamp.group(1))
-            self.phases["kernel"] = min(self.phases.get("kernel", start), max(0.0, start))
-            if b"Run /init as init process" in line:
-                self.kernel_clock["init"] = float(stamp.group(1))
-        for phase, marker in self.MARKERS.items():
-            if phase not in self.phases and line.startswith(marker):
-                with self._cond:
-                    self.phases[phase] = now
-                    self._cond.notify_all()
-
-    def wait_for(self, phase: str, deadline: float, alive: Callable[[], bool]) -> float | None:
-        """Seconds since start at which the phase was reached, or None by the deadline."""
-        with self._cond:
-            while phase not in self.phases:
-                left = deadline - time.monotonic()
-                if left <= 0 or not alive():
-                    return None
-                self._cond.wait(min(left, 0.5))
-            return self.phases[phase]
-
-    def ready(self) -> None:
-        """Note the boot's last phase: the guest's agent answered, now."""
-        self.phases["ready"] = time.monotonic() - self.started
-
-    def boot_phases(self) -> dict[str, float]:
-        """The phases an instance reports (``Instance.boot``), to the millisecond: kernel,
-        init and ready (the agent's start is only a step towards ready)."""
-        return {k: round(v, 3) for k, v in self.phases.items() if k != "agent"}
 
 
 @dataclass
@@ -698,7 +630,7 @@ class MachineBuilder:
             "qemu": qemu,
             "cpu": self.settings.cpu or ("host" if accel == "kvm" else "max"),
             # KVM inside a virtual machine: functional, its figures are no KVM's
-            "nested": accel == "kvm" and _host_is_a_guest(),
+            "nested": accel == "kvm" and host_is_a_guest(),
             "memory_backing": _memory_backing(self.settings.hugepages),
         }
 
@@ -720,7 +652,7 @@ class MachineBuilder:
             self.ran_by_settings(self.settings),
             mode=accel,
             mode_reason=self.accel.reason if self.settings.accel == "auto" else None,
-            nested=accel == "kvm" and _host_is_a_guest(),
+            nested=accel == "kvm" and host_is_a_guest(),
         )
 
     def images(self) -> dict:
@@ -1053,7 +985,7 @@ def _follow(qmp: QEMUMonitorProtocol, name: str, deadline: float, postcopy: bool
         time.sleep(MIGRATION_POLL_S)
 
 
-def _host_is_a_guest() -> bool:
+def host_is_a_guest() -> bool:
     """Whether this host is itself a virtual machine (the CPU's hypervisor flag)."""
     with contextlib.suppress(OSError):
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -1084,23 +1016,27 @@ def enable_queues(inst: Instance, queues: int) -> str:
     return f"{active} of {queues} active (ethtool -L failed: {result.describe_failure()[:120]})"
 
 
-def guest_disks(inst: Instance) -> dict[str, str]:
-    """Serial -> device node of the guest's disks (guest output parsed defensively)."""
+def guest_disks(inst: Instance, by: Literal["serial", "name"] = "serial") -> dict[str, str]:
+    """Serial (or kernel name) -> device node of the guest's disks (guest output parsed
+    defensively)."""
     result = inst.exec([DISK_LIST], timeout=60)
     disks: dict[str, str] = {}
     for line in result.text().splitlines()[:256]:
         parts = line.split()
-        if len(parts) >= 3 and re.fullmatch(r"[a-z0-9]{1,32}", parts[0]):
-            disks[parts[2]] = f"/dev/{parts[0]}"
+        if len(parts) >= (3 if by == "serial" else 2) and re.fullmatch(r"[a-z0-9]{1,32}", parts[0]):
+            disks[parts[2] if by == "serial" else parts[0]] = f"/dev/{parts[0]}"
     return disks
 
 
-def find_disk(inst: Instance, serial: str, timeout: float = 30) -> str:
-    """The device node of the disk with this serial, waiting a little: disks behind a
-    controller are probed asynchronously."""
+def find_disk(
+    inst: Instance, key: str, by: Literal["serial", "name"] = "serial", timeout: float = 30
+) -> str:
+    """The device node of the disk with this serial (or kernel name, where the VMM gives its
+    disks no serial of the host's choosing), waiting a little: disks behind a controller are
+    probed asynchronously."""
     deadline = time.monotonic() + timeout
-    while (device := guest_disks(inst).get(serial)) is None:
+    while (device := guest_disks(inst, by).get(key)) is None:
         if time.monotonic() > deadline:
-            raise InstanceError(f"{inst.name}: no disk with serial {serial} in the guest")
+            raise InstanceError(f"{inst.name}: no disk with {by} {key} in the guest")
         time.sleep(0.5)
     return device

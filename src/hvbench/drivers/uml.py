@@ -60,8 +60,8 @@ from hvbench.drivers.base import (
     rootfs_summary,
     tap_and_mac,
 )
+from hvbench.drivers.console import Console
 from hvbench.drivers.last_words import last_words
-from hvbench.drivers.qemu import Console
 from hvbench.drivers.serial_relay import LineRelay
 from hvbench.errors import CommandTimeout, HvbenchError, InstanceError
 from hvbench.guest import image as guest_image
