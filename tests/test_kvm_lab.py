@@ -22,6 +22,7 @@ import bench_scripts
 import lab as nested
 import pytest
 from test_analysis import RunBuilder
+from vmm_binaries import vmm_binary
 
 from hvbench.store import PlatformState, SampleRecord, Store
 
@@ -29,8 +30,8 @@ pytestmark = pytest.mark.timeout(2600)  # the lab's boot (and one retry) in the 
 
 STUDY = """\
 name: kvm-lab
-description: the qemu driver under KVM, nested in a TCG guest with SVM
-baseline: pc-kvm
+description: the qemu, libvirt and microVM drivers under KVM, nested in a TCG guest with SVM
+baseline: microvm-auto
 platforms:
   pc-kvm: {driver: qemu, accel: kvm, machine: pc, memory: 256M, vcpus: 2, nic: virtio-net,
            vhost: true, queues: 2, disk: {bus: nvme, size: 256M}}
@@ -40,14 +41,24 @@ platforms:
                  disk: {bus: virtio-blk, size: 256M, queues: 2}}
   libvirt-kvm: {driver: libvirt, accel: kvm, machine: q35, memory: 256M, vcpus: 2, nic: e1000,
                 disk: {bus: virtio-blk, size: 256M}}
+  firecracker: {driver: firecracker, binary: FIRECRACKER, memory: 256M,
+                disk: {size: 256M, io_engine: Async}}
+  cloud-hypervisor: {driver: cloud-hypervisor, binary: CLOUD_HYPERVISOR, memory: 256M,
+                     disk: {size: 256M, num_queues: 2}}
 workloads:
+  - {name: boot, platforms: [microvm-auto, firecracker, cloud-hypervisor]}
+  - {name: memory, platforms: [microvm-auto, firecracker, cloud-hypervisor]}
   - {name: cpu, suite: micro, integer: {duration: 2}, float: {duration: 2}, memory: {duration: 2},
      branchy: {duration: 2}, memory_block: 4M}
   - {name: disk, tool: dd, size: 32M}
   - {name: net, tool: iperf3, directions: [in, out], parallel: 1, seconds: 2}
+  - {name: snapshot, platforms: [microvm-auto, firecracker, cloud-hypervisor]}
 instances: [1]
 repetitions: 1
 """
+MICROVMS = ("microvm-auto", "firecracker", "cloud-hypervisor")
+"""The microVM VMMs and QEMU's microvm machine, which the lab compares on boot, memory and
+snapshot besides cpu, disk and net."""
 
 LAB_COMMANDS = (
     nested.LIBVIRTD_KVM
@@ -60,6 +71,7 @@ echo "hvbench-run-exit $?"
 {hvbench} doctor --json > /lab/doctor.json
 cp /var/tmp/hvbench/results.db /lab/results.db
 echo "qemus: $(pgrep -c qemu-system)"
+echo "vmms: $(pgrep -c -f 'vmm/(firecracker|cloud-hypervisor) ')"
 echo "netns: $(ip netns list | wc -l)"
 echo "ledgers: $(ls /run/hvbench 2>/dev/null | wc -l)"
 echo "libvirt-domains: $(virsh -c qemu:///system list --all --name | grep -c hvb-)"
@@ -71,8 +83,11 @@ echo "libvirt-domains: $(virsh -c qemu:///system list --all --name | grep -c hvb
 def kvm_lab(tmp_path_factory) -> nested.LabRun:
     """One boot of the lab for the module: L1 with kvm_amd, doctor and STUDY run in it."""
     exchange = tmp_path_factory.mktemp("kvmlab")
+    study = STUDY.replace("FIRECRACKER", vmm_binary("firecracker")).replace(
+        "CLOUD_HYPERVISOR", vmm_binary("cloud-hypervisor")
+    )
     return nested.run_study(
-        nested.KVM, exchange, STUDY, LAB_COMMANDS, timeout=2400, memory_mib=4096
+        nested.KVM, exchange, study, LAB_COMMANDS, timeout=2400, memory_mib=4096
     )
 
 
@@ -91,10 +106,11 @@ def test_lab_runs_cpu_disk_and_net_under_kvm(kvm_lab):
         (cells[s.cell_id].platform, cells[s.cell_id].workload_name): (s.status, s.error)
         for s in store.samples(kvm_lab.run_id)
     }
-    platforms = ("pc-kvm", "q35-kvm", "microvm-auto", "libvirt-kvm")
-    assert samples == {(p, w): ("ok", None) for p in platforms for w in ("cpu", "disk", "net")}, (
-        kvm_lab.result.output[-3000:]
-    )
+    platforms = ("pc-kvm", "q35-kvm", "microvm-auto", "libvirt-kvm", "firecracker",
+                 "cloud-hypervisor")  # fmt: skip
+    want = {(p, w): ("ok", None) for p in platforms for w in ("cpu", "disk", "net")}
+    want |= {(p, w): ("ok", None) for p in MICROVMS for w in ("boot", "memory", "snapshot")}
+    assert samples == want, kvm_lab.result.output[-3000:]
     by_platform = {c.platform: c for c in cells.values()}
     for platform in platforms:
         resolved = by_platform[platform].platform_settings["resolved"]
@@ -110,9 +126,58 @@ def test_lab_runs_cpu_disk_and_net_under_kvm(kvm_lab):
 def test_lab_leaves_nothing_in_l1(kvm_lab):
     assert "hvbench-run-exit 0" in kvm_lab.result.output
     assert kvm_lab.count("qemus") == 0
+    assert kvm_lab.count("vmms") == 0
     assert kvm_lab.count("netns") == 0
     assert kvm_lab.count("ledgers") == 0
     assert kvm_lab.count("libvirt-domains") == 0
+
+
+@pytest.mark.guest
+def test_lab_runs_the_microvm_vmms_through_their_own_apis(kvm_lab):
+    """Firecracker and Cloud Hypervisor booted, measured and snapshotted: each VMM's own start
+    and Firecracker's boot time beside QEMU's phases, the VMM's memory beyond its guest's RAM,
+    Firecracker's diff snapshot beside its full one, and the version that ran."""
+    store = kvm_lab.store()
+    cells = {c.id: c for c in store.cells(kvm_lab.run_id)}
+    figures: dict[tuple[str, str], float | None] = {
+        (cells[m.cell_id].platform, m.name): m.value for m in store.metric_rows(kvm_lab.run_id)
+    }
+    for vmm in ("firecracker", "cloud-hypervisor"):
+        phases = [figures[(vmm, f"boot.{p}_s")] for p in ("api", "kernel", "init", "ready")]
+        assert all(p is not None and p > 0 for p in phases), (vmm, phases)
+        assert phases[0] < phases[2] < phases[3], (vmm, phases)
+        assert 0 < figures[(vmm, "boot.start_to_init_s")] < phases[2]
+        # the guest's RAM is told apart from the VMM's own memory
+        assert figures[(vmm, "memory.guest_ram_mib")] > 10, vmm
+        assert 0 < figures[(vmm, "memory.overhead_mib")] < 100, vmm
+        assert figures[(vmm, "snapshot.restore_s")] > 0 and figures[(vmm, "snapshot.size_mib")] > 0
+    assert ("microvm-auto", "boot.start_to_init_s") not in figures  # QEMU has no such call
+    assert (
+        0
+        < figures[("firecracker", "snapshot.diff_size_mib")]
+        < figures[("firecracker", "snapshot.size_mib")]
+    )
+    by_platform = {c.platform: c for c in cells.values()}
+    assert (
+        by_platform["firecracker"]
+        .platform_settings["resolved"]["vmm"]
+        .startswith("Firecracker v1.")
+    )
+    assert (
+        by_platform["cloud-hypervisor"]
+        .platform_settings["resolved"]["vmm"]
+        .startswith("cloud-hypervisor v")
+    )
+
+
+@pytest.mark.guest
+def test_lab_report_names_the_vmms_nested(kvm_lab):
+    out = subprocess.run(
+        [str(nested.HVBENCH), "report", kvm_lab.run_id, "--db", kvm_lab.db, "--format", "json"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    labels = {json.loads(line).get("label") for line in out.stdout.splitlines() if line.strip()}
+    assert {"firecracker [kvm, nested]", "cloud-hypervisor [kvm, nested]"} <= labels, labels
 
 
 @pytest.mark.guest
@@ -120,7 +185,8 @@ def test_lab_report_says_the_figures_are_nested(kvm_lab):
     out = kvm_lab.report()
     assert out.returncode == 0, out.stderr
     assert (
-        "libvirt-kvm, microvm-auto, pc-kvm, q35-kvm: KVM nested in a virtual machine" in out.stdout
+        "cloud-hypervisor, firecracker, libvirt-kvm, microvm-auto, pc-kvm, q35-kvm: KVM nested in "
+        "a virtual machine" in out.stdout
     )
 
 

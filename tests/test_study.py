@@ -60,6 +60,11 @@ EXAMPLES = {
     "consolidation": ({"native", "qemu"}, ["consolidation"], "native"),  # seed 003
     "kvm-settings": ({"qemu"}, ["cpu", "net", "net"], "plain"),
     "lifecycle": ({"qemu"}, ["migration"] * 4 + ["snapshot"], None),  # seed 004
+    "microvm": (
+        {"native", "qemu", "firecracker", "cloud-hypervisor", "container", "gvisor"},
+        ["boot", "memory", "cpu", "disk", "net", "snapshot"],
+        "native",
+    ),  # issue 35
     "oslevel": ({"container", "gvisor", "native", "qemu"}, ["cpu", "disk", "net"], "native"),
     "paravirt": ({"native", "qemu", "uml"}, ["cpu", "disk", "disk", "net"], "native"),
     "qemu-versions": ({"qemu"}, ["boot", "cpu", "migration", "migration", "snapshot"], "qemu-7-2"),
@@ -162,6 +167,9 @@ def test_labels_name_what_each_driver_ran():
     assert labelled(study, AccelVerdict("kvm", "probe booted"))["kvm-virtio"] == "kvm-virtio"
     assert ran(study, "kvm-virtio").mode is None  # the start failed before it resolved
     assert label("kvm-virtio", ["kvm", "tcg"]) == "kvm-virtio [kvm/tcg]"
+    # KVM nested in a virtual machine: its figures are no KVM's, and the label says so
+    assert label("firecracker", ["kvm"], ["kvm"], nested=True) == "firecracker [kvm, nested]"
+    assert label("pc-kvm", ["kvm"], ["kvm", "tcg"], nested=True) == "pc-kvm [nested]"
 
 
 # (study text, line, words the message must contain)
@@ -406,3 +414,17 @@ def test_jobs_too_short_for_their_clock_are_warned_about_with_the_fix(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.count(f"{path}: warning: ") == 5, proc.stderr
+
+
+def test_an_operation_the_baseline_cannot_do_runs_on_the_other_platforms_alone():
+    """native cannot snapshot itself: a snapshot workload leaves it out (nothing to divide by),
+    where a workload with figures to normalise must hold the baseline."""
+    text = (
+        "name: s\nbaseline: native\nplatforms:\n  native: {driver: native}\n"
+        "  q: {driver: qemu, accel: tcg}\nworkloads:\n  - {name: %s, platforms: [q]}\n"
+    )
+    assert [w.name for w in parse_study(text % "snapshot", "s.yaml").workloads] == ["snapshot"]
+    with pytest.raises(StudyError, match="expected the baseline 'native' among them"):
+        parse_study(text % "boot", "s.yaml")
+    with pytest.raises(StudyError, match="snapshot cannot run on platform native"):
+        parse_study(text.replace(", platforms: [q]", "") % "snapshot", "s.yaml")

@@ -50,6 +50,12 @@ class _Booted:
     name, boot = "qemu-0", {"kernel": 0.2, "init": 1.5, "ready": 1.8}
 
 
+class _MicroVmBooted:
+    """A Firecracker or Cloud Hypervisor guest: the VMM's own phases besides."""
+
+    name, boot = "fc-0", {**_Booted.boot, "api": 0.01, "start_to_init": 1.2}
+
+
 def memory_metrics() -> list[Metric]:
     """The memory workload's metrics as it makes them: on native ("not attributable") and,
     with a value, each of its table."""
@@ -122,6 +128,7 @@ def all_metrics() -> list[Metric]:
         *summarise(time_line, [time_line, time_line]),
         *Boot(BootSettings(name="boot")).measure(_NoBoot(), ctx).metrics,  # type: ignore[arg-type]
         *Boot(BootSettings(name="boot")).measure(_Booted(), storm_ctx).metrics,  # type: ignore[arg-type]
+        *Boot(BootSettings(name="boot")).measure(_MicroVmBooted(), ctx).metrics,  # type: ignore[arg-type]
         *memory_metrics(),
         *lifecycle_metrics(),
     ]

@@ -470,9 +470,14 @@ def parse_study(text: str, source: str) -> Study:
     for i, label in enumerate(labels):
         if label in labels[:i]:
             raise loc.error(("workloads", i), f"duplicate workload {label!r}; list each once")
+    baseless: set[int] = set()
+    """Workloads the baseline's driver cannot do (snapshot on native): they need not run on it."""
     for i, w in enumerate(workloads):
         workload = workload_class(w.name, getattr(w, selector(w.name), None))(w)
         operation, plan = workload.operation, workload.plan()
+        base = platforms.get(top.baseline or "")
+        if operation and base is not None and driver_class(base).refuses(operation, base):
+            baseless.add(i)
         for name, settings in platforms.items() if operation else ():
             if not w.runs_on(name):
                 continue
@@ -495,7 +500,7 @@ def parse_study(text: str, source: str) -> Study:
                 ("workloads", i, "platforms"),
                 f"expected names of the study's platforms {list(platforms)}, found {unknown}",
             )
-        if top.baseline in platforms and not w.runs_on(top.baseline):
+        if top.baseline in platforms and not w.runs_on(top.baseline) and i not in baseless:
             raise loc.error(
                 ("workloads", i, "platforms"),
                 f"expected the baseline {top.baseline!r} among them, found {w.platforms}: "

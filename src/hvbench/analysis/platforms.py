@@ -32,28 +32,31 @@ def _claims(name: str, words: Iterable[str]) -> set[str]:
     return {w for w in words if re.search(rf"(?<![a-z]){re.escape(w)}(?![a-z])", name)}
 
 
-def label(name: str, ran: list[str], words: Iterable[str] = ()) -> str:
+def label(name: str, ran: list[str], words: Iterable[str] = (), nested: bool = False) -> str:
     """``name`` alone if it names exactly what ran, else ``name [what ran]``; ``ran`` lists the
     distinct values of the platform's cells (two if a resumed run found another accelerator),
-    ``words`` what its driver could have run instead (``WhatRan.modes``)."""
-    if not ran:
-        return name
-    if len(ran) == 1 and _claims(name, {*words, *ran}) == {ran[0]}:
-        return name
-    return f"{name} [{'/'.join(ran)}]"
+    ``words`` what its driver could have run instead (``WhatRan.modes``). KVM nested in a
+    virtual machine says so in the label too (``firecracker [kvm, nested]``, ``pc-kvm
+    [nested]``): its figures are no KVM's, wherever the label goes."""
+    said = len(ran) == 1 and _claims(name, {*words, *ran}) == {ran[0]}
+    parts = ([] if said or not ran else ["/".join(ran)]) + (["nested"] if nested else [])
+    return f"{name} [{', '.join(parts)}]" if parts else name
 
 
 def platform_labels(cells: Iterable[CellInfo]) -> tuple[dict[str, str], dict[str, str | None]]:
     """Per platform, its label and what ran ("kvm", or "kvm/tcg" if its cells differ)."""
     ran: dict[str, list[str]] = {}
     words: dict[str, set[str]] = {}
+    nested: set[str] = set()
     for c in cells:
         values = ran.setdefault(c.platform, [])
         words.setdefault(c.platform, set()).update(c.ran.modes)
         if (v := c.ran.mode) is not None and v not in values:
             values.append(v)
+        if c.ran.nested:
+            nested.add(c.platform)
     return (
-        {p: label(p, v, words[p]) for p, v in ran.items()},
+        {p: label(p, v, words[p], p in nested) for p, v in ran.items()},
         {p: "/".join(v) or None for p, v in ran.items()},
     )
 

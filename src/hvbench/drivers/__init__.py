@@ -4,7 +4,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from hvbench.drivers.base import Driver, PlatformSettings
+from hvbench.drivers.cloud_hypervisor import CloudHypervisorDriver
 from hvbench.drivers.container import ContainerDriver
+from hvbench.drivers.firecracker import FirecrackerDriver
 from hvbench.drivers.gvisor import GvisorDriver
 from hvbench.drivers.libvirt import LibvirtDriver
 from hvbench.drivers.libvirt_xen import LibvirtXenDriver, scheme
@@ -23,6 +25,8 @@ DRIVERS: dict[str, type[Driver]] = {
         UmlDriver,
         LibvirtDriver,
         XenDriver,
+        FirecrackerDriver,
+        CloudHypervisorDriver,
     )
 }
 

@@ -92,9 +92,18 @@ class GuestAgent:
             except OSError as e:
                 sock.close()
                 raise InstanceError(f"{self.name}: agent socket {self.path}: {e.strerror}") from e
+            try:
+                self._greet(sock)
+            except BaseException:
+                sock.close()
+                raise
             sock.settimeout(None)
             self._sock = sock
         return self._sock
+
+    def _greet(self, sock: socket.socket) -> None:
+        """What the VMM's socket wants before it carries the agent's stream (nothing: QEMU's
+        chardev is the port itself)."""
 
     def _unread(self) -> int:
         """Bytes sent on the connection that the peer has not read yet (SIOCOUTQ), 0 if unknown.
@@ -386,3 +395,30 @@ def _exit_code(status: dict) -> int:
         return 128 + status["signal"]
     code = status.get("exitcode")
     return code if isinstance(code, int) else -1
+
+
+class VsockAgent(GuestAgent):
+    """qemu-ga listening on a vsock port in the guest, reached through the Unix socket that
+    Firecracker and Cloud Hypervisor give a guest's vsock on the host (their "hybrid vsock"):
+    ``CONNECT <port>`` on it, answered ``OK <host port>``, then the agent's stream. A guest
+    whose agent is not listening yet gets the connection closed, which ``wait_ready`` retries."""
+
+    def __init__(self, socket_path: str, name: str, port: int) -> None:
+        super().__init__(socket_path, name)
+        self.port = port
+
+    def _greet(self, sock: socket.socket) -> None:
+        try:
+            sock.sendall(f"CONNECT {self.port}\n".encode())
+            answer = b""
+            while not answer.endswith(b"\n") and len(answer) < 64:
+                data = sock.recv(1)
+                if not data:
+                    break
+                answer += data
+        except OSError as e:
+            raise InstanceError(f"{self.name}: vsock {self.path}: {e.strerror or e}") from e
+        if not answer.startswith(b"OK "):
+            raise InstanceError(
+                f"{self.name}: vsock port {self.port} not listening yet ({answer[:40]!r})"
+            )

@@ -26,6 +26,7 @@ MODULES = (
     "virtio_pci",
     "virtio_mmio",
     "virtio_console",
+    "vmw_vsock_virtio_transport",
     "virtio_net",
     "virtio_blk",
     "virtio_scsi",
@@ -43,7 +44,8 @@ MODULES = (
     "nfsd",
     "nfsv4",
 )
-"""Drivers the guest may need for the devices QEMU can give it, the data disk's filesystem, and
+"""Drivers the guest may need for the devices its VMM can give it (virtio-vsock: the agent's
+channel under Firecracker and Cloud Hypervisor), the data disk's filesystem, and
 the NFS server and client (consolidation's nfs role and the web role that mounts it); their
 dependencies come along. Only modules whose hardware is present, or that a workload asks for,
 get loaded."""

@@ -30,6 +30,9 @@ class HostMemory:
     guest_ram: int
     """PSS of the mappings that hold the guest's memory: the guest memory it touched."""
     processes: int
+    largest: tuple[tuple[str, int, int, bool], ...] = ()
+    """The largest mappings (path, size, PSS, whether guest RAM), for the provenance: what the
+    split was made of."""
 
     @property
     def overhead(self) -> int:
@@ -41,6 +44,7 @@ def host_memory(pids: list[int], guest_ram: Callable[[str, int], bool]) -> HostM
     hold the guest's RAM (``Instance.guest_ram``); a process that is gone counts nothing."""
     pss = guest = 0
     seen: list[int] = []
+    mappings: list[tuple[str, int, int, bool]] = []
     for pid in pids:
         if any(_same_address_space(pid, other) for other in seen):
             continue
@@ -51,9 +55,16 @@ def host_memory(pids: list[int], guest_ram: Callable[[str, int], bool]) -> HostM
         seen.append(pid)
         for m in maps:
             pss += m.pss
-            if guest_ram(m.path, m.size):
+            ram = guest_ram(m.path, m.size)
+            if ram:
                 guest += m.pss
-    return HostMemory(pss, guest, len(seen))
+            mappings.append((m.path or "[anon]", m.size, m.pss, ram))
+    largest = tuple(sorted(mappings, key=lambda m: -m[2])[:LARGEST])
+    return HostMemory(pss, guest, len(seen), largest)
+
+
+LARGEST = 4
+"""Mappings the provenance names, the largest by PSS."""
 
 
 _SYS_KCMP = {"x86_64": 312, "aarch64": 272}.get(platform.machine())

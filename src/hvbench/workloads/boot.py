@@ -29,6 +29,9 @@ if TYPE_CHECKING:
     from hvbench.drivers.base import Instance
 
 PHASES = ("kernel", "init", "ready")
+VMM_PHASES = ("api", "start_to_init")
+"""Phases of the microVM VMMs' own, where the driver records them: the VMM's API answering, and
+from the API call that starts the guest to the guest's init (Firecracker's boot time)."""
 STORM = ("all_ready_s", "ready_p50_s", "ready_p99_s", "failed")
 NO_BOOT = "no boot"
 
@@ -63,7 +66,7 @@ class Boot(Workload[BootSettings]):
         return Outcome(
             [
                 Metric(f"boot.{p}_s", float(phases[p]), "s", False, headline=p == "ready")
-                for p in PHASES
+                for p in (*PHASES, *VMM_PHASES)
                 if p in phases
             ]
             + storm,

@@ -104,7 +104,9 @@ class Memory(Workload[MemorySettings]):
         raw = (
             f"{instance.name}: {used.processes} host processes {pids}, PSS {used.pss} B, "
             f"guest memory ({guest_bytes} B) PSS {used.guest_ram} B, kernel memory of its "
-            f"cgroup {kernel} B, overhead {overhead} B; host memory {host_total} B"
+            f"cgroup {kernel} B, overhead {overhead} B; host memory {host_total} B; largest "
+            "mappings (path, size B, PSS B, guest RAM): "
+            + "; ".join(f"{p} {size} {pss} {ram}" for p, size, pss, ram in used.largest)
         )
         return Outcome(
             [

@@ -24,6 +24,8 @@ METRICS: dict[str, tuple[str, bool, bool]] = {
     "save_s": ("s", False, True),
     "size_mib": ("MiB", False, False),
     "restore_s": ("s", False, True),
+    "diff_save_s": ("s", False, False),
+    "diff_size_mib": ("MiB", False, False),
 }
 """Figures of the platform's report -> (unit, higher is better, headline)."""
 

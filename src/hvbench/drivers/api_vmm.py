@@ -1,0 +1,487 @@
+"""What Firecracker and Cloud Hypervisor share: a VMM process per guest, configured through its
+REST API on a Unix socket (``vmm_api``), booting Debian's uncompressed kernel (``vmlinux``) with
+hvbench's initramfs directly, its serial console on the VMM's stdout, and qemu-guest-agent on a
+vsock port that the VMM exposes on a host Unix socket (``VsockAgent``): the control channel is
+never the NIC or the disk under test.
+
+Each driver says how to start its VMM and what to ask of its API (``ApiVmmDriver``'s hooks);
+the lifecycle around them (the run's network, huge pages, taps, data disks, the ledger, boot
+phases, readiness, stopping) is the same for both, as QEMU's is for the qemu driver.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import subprocess
+import time
+from abc import abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar, Literal, TypeVar
+
+import psutil
+from pydantic import Field, PositiveInt, model_validator
+
+from hvbench.drivers.agent_instance import AgentInstance
+from hvbench.drivers.base import (
+    Availability,
+    DataImage,
+    Driver,
+    Footprint,
+    Pace,
+    PlatformSettings,
+    format_data_disk,
+    rootfs_summary,
+    tap_and_mac,
+    time_left,
+)
+from hvbench.drivers.console import Console
+from hvbench.drivers.last_words import last_words
+from hvbench.drivers.qemu import host_is_a_guest
+from hvbench.drivers.vmm_api import VmmApi
+from hvbench.errors import CommandTimeout, HvbenchError, InstanceError
+from hvbench.guest import image as guest_image
+from hvbench.guest import userland
+from hvbench.guest.agent import VsockAgent
+from hvbench.host import hugepages
+from hvbench.host.process import which
+from hvbench.host.resources import Ledger, Resource
+from hvbench.store import WhatRan
+from hvbench.units import Size
+
+GUEST_CID = 3
+"""The guest's vsock address (the host is 2); each VMM has a vsock device of its own."""
+AGENT_VSOCK_PORT = 1024
+"""The vsock port qemu-ga listens on in the guest."""
+BOOT_ARGS = "console=ttyS0 loglevel=6 panic=-1 oops=panic reboot=k"
+"""As QEMU's guests boot (an oops ends the guest rather than leave it half alive), with the
+keyboard controller's reset, which ends a Firecracker guest's VMM."""
+
+
+class ApiVmmSettings(PlatformSettings):
+    """Settings both microVM VMMs take: what a user of either tunes first."""
+
+    binary: str
+    """The VMM to run: a path, or a program in hvbench's virtualenv or on PATH, so that two
+    versions can be two platforms of one study."""
+    vcpus: PositiveInt = 1
+    memory: Size = 512 << 20
+    nic: Literal["virtio-net", "none"] = "virtio-net"
+    kernel_args: str = ""
+    boot_timeout: float = Field(default=300, gt=0)
+
+    @model_validator(mode="after")
+    def _memory(self) -> ApiVmmSettings:
+        if self.memory < 128 << 20:
+            raise ValueError("memory: at least 128M (the initramfs lives in guest memory)")
+        if self.memory % (2 << 20):
+            raise ValueError("memory: a multiple of 2M")
+        return self
+
+    def footprint(self) -> Footprint | None:
+        return Footprint(FOOTPRINT_MIB << 20, 6 + self.vcpus, address=self.nic != "none")
+
+    def pace(self, kvm: bool) -> Pace:
+        return KVM_PACE
+
+
+KVM_PACE = Pace(slowdown=1.05, io_slowdown=1.1, start_s=1.0, core_s=1.0)
+"""As QEMU's under KVM (``qemu.KVM_PACE``): guest code on the CPU. These VMMs run only on KVM."""
+FOOTPRINT_MIB = 32
+"""MiB a microVM VMM holds besides guest memory, rounded up from what Firecracker promises (its
+threads at most 5 MiB beyond the guest); checked by the memory workload of the KVM lab."""
+
+
+def vmm_binary(name: str) -> str | None:
+    """The executable a platform's ``binary`` names: a path, or a program looked up in
+    hvbench's virtualenv, then PATH; None if there is none."""
+    if "/" in name:
+        path = os.path.abspath(name)
+        return path if os.path.isfile(path) and os.access(path, os.X_OK) else None
+    return which(name)
+
+
+@functools.cache
+def vmm_version(binary: str) -> str:
+    """The VMM's own version line (``--version``), for the provenance."""
+    out = subprocess.run([binary, "--version"], capture_output=True, text=True, check=False)
+    line = next((ln for ln in out.stdout.splitlines() if ln.strip()), "")
+    return line.strip() or "unknown"
+
+
+def kvm_availability(vmm: str, binary: str | None, fix: str) -> Availability:
+    """Doctor's word on a microVM VMM: found (with its version), and whether this host's KVM
+    runs a stock guest (both VMMs need KVM; where /dev/kvm is PVM's, none boots)."""
+    if binary is None:
+        return Availability(False, f"{vmm} not found", fix)
+    version = vmm_version(binary)
+    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        return Availability(False, f"{version}: no usable /dev/kvm (it needs KVM)", "")
+    if Path("/sys/module/kvm_pvm").exists():
+        return Availability(
+            False,
+            f"{version}: /dev/kvm is kvm_pvm, which runs only PVM-enabled guest kernels, "
+            "not a stock Debian guest",
+            "",
+        )
+    return Availability(True, f"{version} on KVM")
+
+
+@dataclass
+class Vmm:
+    """One running VMM process: its console reader, its API and its guest's agent."""
+
+    name: str
+    proc: subprocess.Popen
+    process: Resource
+    console: Console
+    api: VmmApi
+    agent: VsockAgent
+    stderr: Path
+    log: Path | None
+    """The VMM's own log where it keeps one apart from stderr (Firecracker's ``--log-path``)."""
+    api_up: float | None = None
+    """Seconds from the process's start until its API answered: the VMM's own start."""
+    guest_started: float | None = None
+    """Seconds from the process's start until the API call that started the guest."""
+
+    @classmethod
+    def launch(
+        cls,
+        argv: list[str],
+        name: str,
+        prefix: Path,
+        sockets: tuple[str, str],
+        ledger: Ledger,
+        netns: str | None,
+        log: Path | None = None,
+    ) -> Vmm:
+        """Start the VMM (inside ``netns`` if given, where its tap is) and record it in the
+        ledger; ``sockets`` are its API's and its vsock's."""
+        if netns:
+            argv = ["nsenter", f"--net=/run/netns/{netns}", "--", *argv]
+        stderr = prefix.with_suffix(".stderr")
+        started = time.monotonic()
+        with stderr.open("wb") as err:
+            proc = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                start_new_session=True,
+            )
+        console = Console(proc.stdout, prefix.with_suffix(".console.log"), started)
+        console.start()
+        try:
+            process = ledger.add_process(proc.pid)
+        except psutil.Error as e:
+            proc.wait()
+            console.join(5)
+            words = last_words(proc.returncode, stderr=stderr, console=console.log)
+            raise InstanceError(f"{name}: the VMM exited at once ({words})") from e
+        api = VmmApi(sockets[0], name)
+        agent = VsockAgent(sockets[1], name, AGENT_VSOCK_PORT)
+        return cls(name, proc, process, console, api, agent, stderr, log)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def since_start(self) -> float:
+        """Seconds since the process started, on the console's clock."""
+        return time.monotonic() - self.console.started
+
+    def wait_ready(self, deadline: float) -> None:
+        """Wait for the agent; raise InstanceError with the VMM's last words if it died."""
+        try:
+            self.agent.wait_ready(deadline, self.alive)
+        except InstanceError as e:
+            if not self.alive():
+                raise InstanceError(f"{self.name}: the VMM exited ({self.last_words()})") from e
+            raise
+        self.console.ready()
+
+    def last_words(self) -> str:
+        """How the VMM ended, what it said (stderr, its log) and the guest's console."""
+        return last_words(
+            self.proc.poll(), stderr=self.stderr, log=self.log, console=self.console.log
+        )
+
+    def kill(self) -> None:
+        self.agent.close()
+        self.api.close()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, 9)
+        self.proc.wait()
+        self.console.join(5)
+
+
+@dataclass
+class ApiVmmInstance(AgentInstance):
+    vmm: ClassVar[str] = "the VMM"
+    process: Vmm | None = None
+    channels: list[Resource] = field(default_factory=list)
+    """What belongs to the VMM process running the instance now (the process, its sockets):
+    replaced when the instance is restored or migrated; its ``resources`` (its tap, its disks)
+    outlive one process."""
+    tap: str | None = None
+    mac: str | None = None
+
+    def agent_channel(self) -> VsockAgent | None:
+        return self.process.agent if self.process else None
+
+    def kill(self) -> None:
+        if self.process:
+            self.process.kill()
+
+    def last_words(self) -> str:
+        return self.process.last_words() if self.process else "never started"
+
+    def host_pids(self) -> list[int]:
+        return [self.process.proc.pid] if self.process and self.process.alive() else []
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.alive()
+
+
+@dataclass(frozen=True)
+class GuestSpec:
+    """What one instance's VMM is asked to run, in the terms both APIs take."""
+
+    kernel: str
+    initrd: str
+    cmdline: str
+    data: DataImage | None
+    """The data disk's image (its drive is named ``DATA_SERIAL``), where workloads need one."""
+    root: str | None
+    """The instance's own copy of the root filesystem image (sparse), where workloads need a
+    full userland: the first drive, /dev/vda."""
+
+
+S = TypeVar("S", bound=ApiVmmSettings)
+I = TypeVar("I", bound=ApiVmmInstance)  # noqa: E741 (the usual name of a type variable)
+
+
+class ApiVmmDriver(Driver[S, I]):
+    """The lifecycle both microVM VMMs share; a driver says how to start its VMM (``_argv``)
+    and how to configure and boot a guest through its API (``_boot``)."""
+
+    vmm_name: ClassVar[str]
+    """The VMM as messages name it."""
+    guest_modules: ClassVar[tuple[str, ...]]
+    """The guest's drivers for the VMM's transport and devices, in load order."""
+    install_hint: ClassVar[str]
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._binary: str | None = None
+        self._image: guest_image.GuestImage | None = None
+        self._rootfs: userland.RootImage | None = None
+        self._reserved: list[Resource] = []
+
+    @classmethod
+    def check(cls) -> Availability:
+        default = cls.settings_model.model_fields["binary"].default
+        return kvm_availability(cls.vmm_name, vmm_binary(default), cls.install_hint)
+
+    @classmethod
+    def ran_by_settings(cls, settings: S) -> WhatRan:
+        return WhatRan(mode="kvm", modes=("kvm",), disk_cache=cls.disk_cache(settings))
+
+    @classmethod
+    @abstractmethod
+    def disk_cache(cls, settings: S) -> str | None:
+        """How the data disk goes through the host page cache (``WhatRan.disk_cache``)."""
+
+    def what_ran(self) -> WhatRan:
+        ran = self.ran_by_settings(self.settings)
+        return WhatRan(
+            mode=ran.mode, modes=ran.modes, disk_cache=ran.disk_cache, nested=host_is_a_guest()
+        )
+
+    @property
+    def binary(self) -> str:
+        assert self._binary, "open() first"
+        return self._binary
+
+    @property
+    def image(self) -> guest_image.GuestImage:
+        assert self._image, "open() first"
+        return self._image
+
+    def _resolve(self) -> None:
+        binary = vmm_binary(self.settings.binary)
+        if binary is None:
+            raise HvbenchError(
+                f"platform {self.platform}: binary: {self.settings.binary} not found "
+                f"({self.install_hint})"
+            )
+        image = guest_image.build(set(self.needs.tools), "amd64")
+        if image.vmlinux is None:
+            raise HvbenchError(
+                f"platform {self.platform}: {self.vmm_name} boots an uncompressed vmlinux, "
+                "which could not be extracted from the guest kernel"
+            )
+        self._binary, self._image = binary, image
+        if self.needs.userland:
+            self._rootfs = userland.build(set(self.needs.tools), image, self.needs.packages)
+
+    def _prepare(self, count: int) -> None:
+        if self.settings.nic != "none":
+            self.network.up()
+        size = self._hugepage_size()
+        if size:
+            pages = hugepages.pages_for(size, count * self.settings.memory)
+            self._reserved = [
+                hugepages.reserve(self.ledger, size, pages, f"platform {self.platform}")
+            ]
+
+    def _hugepage_size(self) -> str | None:
+        """The huge page size guest memory is on (reserved for the group), or None."""
+        return None
+
+    def _start_one(self, inst: I, deadline: float) -> None:
+        prefix = self.workdir / f"{self.platform}-{inst.index}"
+        made = inst.resources
+        append = [BOOT_ARGS, f"hvbench.hostname={inst.name}", self.settings.kernel_args]
+        if self.settings.nic != "none":
+            inst.address = self.network.address(inst.index)
+            append.append(f"hvbench.ip={inst.address}/24")
+            inst.tap, inst.mac = tap_and_mac(self.tap_tag, self.mac_byte, inst.index)
+            made.append(self.network.add_tap(inst.tap))
+        root = None
+        if self._rootfs:
+            root = f"{prefix}.root.ext4"
+            made.append(self.ledger.add("path", root))
+            subprocess.run(["cp", "--sparse=always", str(self._rootfs.disk), root], check=True)
+            append.append(self._rootfs.boot_args("/dev/vda"))
+        data = None
+        if self.needs.data_disk:
+            data = DataImage.make(self, self.data_settings(), f"{prefix.name}.data.raw", made)
+        modules = [*self.guest_modules, *self._device_modules()]
+        append += [
+            f"hvbench.agent_vsock={GUEST_CID}:{AGENT_VSOCK_PORT}",
+            f"hvbench.modules={','.join(modules)}",
+        ]
+        spec = GuestSpec(
+            str(self.image.vmlinux),
+            str(self.image.initrd),
+            " ".join(a for a in append if a),
+            data,
+            root,
+        )
+        boot_deadline = min(deadline, time.monotonic() + self.settings.boot_timeout)
+        inst.process = self.launch(inst, prefix, spec, boot_deadline, inst.channels)
+        try:
+            inst.process.wait_ready(boot_deadline)
+        except CommandTimeout as e:
+            raise InstanceError(f"{inst.name}: not ready in time ({e})") from e
+        inst.boot = inst.process.console.boot_phases() | self._vmm_phases(inst.process)
+        if data is not None:
+            device = self._data_device(inst, spec)
+            format_data_disk(inst, device, self.data_description(data))
+
+    @abstractmethod
+    def _data_device(self, inst: I, spec: GuestSpec) -> str:
+        """The data disk's device node in the guest, once it is there."""
+
+    def _device_modules(self) -> list[str]:
+        modules = []
+        if self.settings.nic != "none":
+            modules.append("virtio_net")
+        if self.needs.data_disk or self._rootfs:
+            modules.append("virtio_blk")
+        return modules
+
+    @abstractmethod
+    def data_settings(self):
+        """The platform's data disk settings (``DiskSettings``)."""
+
+    @abstractmethod
+    def data_description(self, data: DataImage) -> str:
+        """What backs the data disk, for the report."""
+
+    tap_tag: ClassVar[str]
+    mac_byte: ClassVar[int]
+
+    def launch(
+        self, inst: I, prefix: Path, spec: GuestSpec, deadline: float, made: list[Resource]
+    ) -> Vmm:
+        """Start a VMM for the instance with sockets of its own (recorded in ``made``), wait
+        for its API and boot the guest through it (``_boot``)."""
+        api_socket, vsock = f"{prefix}.api.sock", f"{prefix}.vsock"
+        for path in (api_socket, vsock):
+            made.append(self.ledger.add("path", path))
+        vmm = self.start_vmm(inst, prefix, (api_socket, vsock), made)
+        self._boot(vmm, inst, spec, vsock, time_left(deadline))
+        return vmm
+
+    def start_vmm(
+        self, inst: I, prefix: Path, sockets: tuple[str, str], made: list[Resource]
+    ) -> Vmm:
+        """Start the VMM process alone, its API answering (for a boot, a restore or a
+        migration's destination)."""
+        log = self._log_file(prefix, made)
+        argv = self._argv(sockets[0], inst, log)
+        netns = self.network.netns if self.settings.nic != "none" else None
+        vmm = Vmm.launch(argv, inst.name, prefix, sockets, self.ledger, netns, log)
+        made.append(vmm.process)
+        try:
+            vmm.api.wait(time.monotonic() + 30, vmm.alive, self.api_probe)
+        except InstanceError as e:
+            raise InstanceError(f"{e} ({vmm.last_words()})") from e
+        vmm.api_up = vmm.since_start()
+        return vmm
+
+    def _log_file(self, prefix: Path, made: list[Resource]) -> Path | None:
+        """A log file of the VMM's own (made empty, in the ledger), where it keeps one."""
+        return None
+
+    api_probe: ClassVar[str]
+    """A GET that the VMM answers as soon as its API is up."""
+
+    @abstractmethod
+    def _argv(self, api_socket: str, inst: I, log: Path | None) -> list[str]:
+        """The VMM's command line, serving its API on ``api_socket``."""
+
+    @abstractmethod
+    def _boot(self, vmm: Vmm, inst: I, spec: GuestSpec, vsock: str, timeout: float) -> None:
+        """Configure the guest through the API and start it, noting when the start was asked
+        for (``vmm.guest_started``)."""
+
+    @staticmethod
+    def _vmm_phases(vmm: Vmm) -> dict[str, float]:
+        """The VMM's own phases beside kernel, init and ready: its API up (``api``) and, from
+        the call that started the guest, the guest's init (``start_to_init``: Firecracker's
+        definition of its boot time)."""
+        out = {} if vmm.api_up is None else {"api": round(vmm.api_up, 3)}
+        init = vmm.console.phases.get("init")
+        if vmm.guest_started is not None and init is not None:
+            out["start_to_init"] = round(init - vmm.guest_started, 3)
+        return out
+
+    def _end(self, inst: I) -> None:
+        if inst.process:
+            inst.process.kill()
+        while inst.channels:
+            self.ledger.release(inst.channels.pop())
+
+    def _stopped(self, instances: list[I]) -> None:
+        while self._reserved:
+            self.ledger.release(self._reserved.pop())
+
+    def describe(self) -> dict:
+        info = super().describe()
+        if self._binary:
+            info["resolved"] = {
+                "vmm": vmm_version(self._binary),
+                "vmm_binary": self._binary,
+                "accel": "kvm",
+                "nested": host_is_a_guest(),
+            }
+        if self._image:
+            info["image"] = self._image.manifest
+        if self._rootfs:
+            info["rootfs"] = rootfs_summary(self._rootfs)
+        return info

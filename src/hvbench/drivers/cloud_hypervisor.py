@@ -1,0 +1,246 @@
+"""Cloud Hypervisor guests (``driver: cloud-hypervisor``): the Rust VMM behind Kata Containers
+and Azure's confidential VMs.
+
+One Cloud Hypervisor process per guest, configured through its API socket (``api_vmm``):
+``vm.create`` with the Debian kernel's ``vmlinux`` (booted at its PVH entry) and hvbench's
+initramfs, virtio-pci devices (virtio-net on a tap of the run's bridge, virtio-blk for the data
+disk with a serial the host names), qemu-guest-agent on virtio-vsock, then ``vm.boot``. It runs
+only on KVM; it has no emulated NICs or disks.
+
+Its snapshot (``CloudHypervisorLifecycle.snapshot``) pauses the guest and writes its state and
+memory to a directory; a new Cloud Hypervisor restores it from there and resumes it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, PositiveInt, model_validator
+
+from hvbench.drivers.api_vmm import (
+    GUEST_CID,
+    ApiVmmDriver,
+    ApiVmmInstance,
+    ApiVmmSettings,
+    GuestSpec,
+    Vmm,
+)
+from hvbench.drivers.base import (
+    DataImage,
+    Lifecycle,
+    MigrationPlan,
+    Operation,
+    OperationReport,
+    PlatformSettings,
+)
+from hvbench.drivers.qemu import DATA_SERIAL, find_disk
+from hvbench.errors import CommandTimeout, InstanceError
+from hvbench.host import hugepages
+from hvbench.host.resources import Resource
+from hvbench.units import Size
+
+
+class Queues(BaseModel):
+    """A virtio device's queues, as Cloud Hypervisor's ``num_queues`` and ``queue_size``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    num_queues: PositiveInt | None = None
+    """None: Cloud Hypervisor's default (a disk: 1; a NIC: 2, one pair)."""
+    queue_size: PositiveInt | None = None
+
+
+class CloudHypervisorDisk(Queues):
+    """The data disk: a raw image file (or the user's block device) on virtio-blk."""
+
+    backing: Literal["file", "block"] = "file"
+    path: str | None = None
+    size: Size = 2 << 30
+    direct: bool = False
+    """O_DIRECT on the host side (bypassing the host page cache)."""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> CloudHypervisorDisk:
+        if self.backing == "block" and not self.path:
+            raise ValueError("backing: block needs a path (a partition, LV or loop device)")
+        return self
+
+
+class CloudHypervisorSettings(ApiVmmSettings):
+    driver: Literal["cloud-hypervisor"]
+    binary: str = "cloud-hypervisor"
+    hugepages: bool = False
+    """Guest memory on the host's 2M hugetlbfs pages (reserved for the run, given back after)."""
+    shared: bool = False
+    """Guest memory mapped shared (MAP_SHARED), as vhost-user devices need."""
+    net: Queues = Queues()
+    disk: CloudHypervisorDisk = CloudHypervisorDisk()
+
+    @model_validator(mode="after")
+    def _queues(self) -> CloudHypervisorSettings:
+        if self.net.num_queues is not None and self.net.num_queues % 2:
+            raise ValueError("net num_queues: an even number (a receive and a send queue a pair)")
+        return self
+
+    def host_misfits(self, count: int) -> list[str]:
+        if not self.hugepages:
+            return []
+        return list(filter(None, [hugepages.misfit("2M", count * self.memory)]))
+
+
+@dataclass
+class CloudHypervisorInstance(ApiVmmInstance):
+    vmm: ClassVar[str] = "Cloud Hypervisor"
+    driver: CloudHypervisorDriver | None = None
+
+    def lifecycle(self) -> Lifecycle | None:
+        return CloudHypervisorLifecycle(self.driver, self) if self.driver else None
+
+
+def _queues(q: Queues) -> dict:
+    return {k: v for k, v in q.model_dump().items() if k in ("num_queues", "queue_size") and v}
+
+
+class CloudHypervisorDriver(ApiVmmDriver[CloudHypervisorSettings, CloudHypervisorInstance]):
+    name: ClassVar[str] = "cloud-hypervisor"
+    settings_model = CloudHypervisorSettings
+    vmm_name: ClassVar[str] = "Cloud Hypervisor"
+    install_hint: ClassVar[str] = (
+        "install Cloud Hypervisor's release binary on PATH, or name it with binary:"
+    )
+    guest_modules: ClassVar[tuple[str, ...]] = ("virtio_pci", "vmw_vsock_virtio_transport")
+    tap_tag: ClassVar[str] = "c"
+    mac_byte: ClassVar[int] = 0x17
+    api_probe: ClassVar[str] = "/api/v1/vmm.ping"
+    no_lifecycle: ClassVar[str] = (
+        "has no live migration here: a second Cloud Hypervisor on the same host would take the "
+        "guest's vsock socket and tap by the same names, which the first still holds"
+    )
+
+    @classmethod
+    def refuses(cls, operation: Operation, settings: PlatformSettings) -> str | None:
+        if operation == "migrate":
+            return f"the cloud-hypervisor driver {cls.no_lifecycle}"
+        return None
+
+    @classmethod
+    def disk_cache(cls, settings: CloudHypervisorSettings) -> str | None:
+        if settings.disk.direct:
+            return None
+        return "Cloud Hypervisor virtio-blk without direct=on: the host page cache"
+
+    def _instance(self, index: int) -> CloudHypervisorInstance:
+        s = self.settings
+        return CloudHypervisorInstance(self.platform, index, s.vcpus, s.memory >> 20)
+
+    def _hugepage_size(self) -> str | None:
+        return "2M" if self.settings.hugepages else None
+
+    def data_settings(self) -> CloudHypervisorDisk:
+        return self.settings.disk
+
+    def data_description(self, data: DataImage) -> str:
+        d = self.settings.disk
+        what = "block device" if data.file is None else "raw image file"
+        queues = ", ".join(f"{k}={v}" for k, v in _queues(d).items())
+        return (
+            f"{what} {data.path} on Cloud Hypervisor virtio-blk (virtio-pci), direct={d.direct}"
+            + (f", {queues}" if queues else "")
+        )
+
+    def _data_device(self, inst: CloudHypervisorInstance, spec: GuestSpec) -> str:
+        return find_disk(inst, DATA_SERIAL)
+
+    def _argv(self, api_socket: str, inst: CloudHypervisorInstance, log: Path | None) -> list[str]:
+        return [self.binary, "--api-socket", f"path={api_socket}"]
+
+    def _boot(
+        self, vmm: Vmm, inst: CloudHypervisorInstance, spec: GuestSpec, vsock: str, timeout: float
+    ) -> None:
+        s = self.settings
+        memory: dict = {"size": s.memory, "shared": s.shared}
+        if s.hugepages:
+            memory |= {"hugepages": True, "hugepage_size": 2 << 20}
+        disks = [{"path": spec.root, "id": "rootfs"}] if spec.root else []
+        if spec.data:
+            disks.append(
+                {"path": spec.data.path, "serial": DATA_SERIAL, "direct": s.disk.direct}
+                | _queues(s.disk)
+            )
+        config = {
+            "cpus": {"boot_vcpus": s.vcpus, "max_vcpus": s.vcpus},
+            "memory": memory,
+            "payload": {"kernel": spec.kernel, "initramfs": spec.initrd, "cmdline": spec.cmdline},
+            "disks": disks,
+            "net": [{"tap": inst.tap, "mac": inst.mac} | _queues(s.net)] if inst.tap else [],
+            "vsock": {"cid": GUEST_CID, "socket": vsock},
+            "serial": {"mode": "Tty"},
+            "console": {"mode": "Off"},
+        }
+        vmm.api.call("PUT", "/api/v1/vm.create", config)
+        vmm.guest_started = vmm.since_start()
+        vmm.api.call("PUT", "/api/v1/vm.boot")
+
+
+class CloudHypervisorLifecycle(Lifecycle):
+    """Snapshot and restore: ``vm.snapshot`` of the paused guest into a directory, then a new
+    Cloud Hypervisor that ``vm.restore``s it and resumes."""
+
+    def __init__(self, driver: CloudHypervisorDriver, inst: CloudHypervisorInstance) -> None:
+        self.driver, self.inst = driver, inst
+
+    def migrate(self, plan: MigrationPlan, deadline: float) -> OperationReport:
+        raise InstanceError(f"{self.inst.name}: {CloudHypervisorDriver.no_lifecycle}")
+
+    def snapshot(self, deadline: float) -> OperationReport:
+        """Pause and snapshot (``save_s``; ``size_mib``: the directory's files), end that
+        Cloud Hypervisor, restore into a new one and resume until the guest's agent answers
+        (``restore_s``, from the new process's start). The new process takes the same socket
+        paths and tap, which the snapshot's configuration names."""
+        vmm = self.inst.process
+        if vmm is None or not vmm.alive():
+            raise InstanceError(
+                f"{self.inst.name}: Cloud Hypervisor is not running ({self.inst.last_words()})"
+            )
+        directory = self.driver.workdir / f"{self.inst.name}.snapshot"
+        made = self.driver.ledger.add("path", str(directory))
+        directory.mkdir()
+        try:
+            t0 = time.monotonic()
+            vmm.api.call("PUT", "/api/v1/vm.pause")
+            vmm.api.call("PUT", "/api/v1/vm.snapshot", {"destination_url": f"file://{directory}"})
+            save_s = time.monotonic() - t0
+            size = sum(p.stat().st_size for p in directory.iterdir())
+            api_socket, vsock = vmm.api.path, vmm.agent.path
+            vmm.kill()
+            while self.inst.channels:
+                self.driver.ledger.release(self.inst.channels.pop())
+            t1 = time.monotonic()
+            prefix = self.driver.workdir / f"{self.inst.name}-in{next(_operations)}"
+            channels: list[Resource] = [
+                self.driver.ledger.add("path", p) for p in (api_socket, vsock)
+            ]
+            self.inst.channels = channels
+            vmm = self.inst.process = self.driver.start_vmm(
+                self.inst, prefix, (api_socket, vsock), channels
+            )
+            vmm.api.call("PUT", "/api/v1/vm.restore", {"source_url": f"file://{directory}"})
+            vmm.api.call("PUT", "/api/v1/vm.resume")
+            try:
+                vmm.wait_ready(deadline)
+            except CommandTimeout as e:
+                raise InstanceError(f"{self.inst.name}: no answer after the restore ({e})") from e
+            restore_s = time.monotonic() - t1
+        finally:
+            self.driver.ledger.release(made)
+        figures = {"save_s": save_s, "size_mib": size / (1 << 20), "restore_s": restore_s}
+        raw = {"kind": "Cloud Hypervisor vm.snapshot, vm.restore", "figures": figures}
+        return OperationReport(figures, json.dumps(raw))
+
+
+_operations = itertools.count(1)

@@ -1,0 +1,150 @@
+"""Firecracker and Cloud Hypervisor on this host: their settings as a study states them, their
+real API's answers through hvbench's client, doctor's word, and the snapshot's merge. Their
+guests boot in the KVM lab (test_kvm_lab.py): this host's /dev/kvm runs no stock guest."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from vmm_binaries import vmm_binary
+
+from hvbench.drivers.firecracker import merge_layer
+from hvbench.drivers.vmm_api import VmmApi
+from hvbench.errors import HvbenchError, InstanceError
+from hvbench.study import parse_study
+
+HEAD = "name: s\nbaseline: a\nworkloads: [{name: boot}]\nplatforms:\n"
+
+
+def _refusal(platforms: str, workloads: str = "[{name: boot}]") -> str:
+    text = HEAD.replace("[{name: boot}]", workloads) + platforms
+    with pytest.raises(HvbenchError) as e:
+        parse_study(text, "s.yaml")
+    return str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("platform", "words"),
+    [
+        ("{driver: firecracker, nic: e1000}", "a.nic: expected one of 'virtio-net' or 'none'"),
+        ("{driver: cloud-hypervisor, nic: rtl8139}", "expected one of 'virtio-net' or 'none'"),
+        ("{driver: firecracker, machine: q35}", "known settings: driver, instances, binary"),
+        ("{driver: cloud-hypervisor, disk: {bus: ide}}", "platforms.a.disk.bus: unknown setting"),
+        ("{driver: firecracker, vcpus: 3}", "vcpus: 1 or an even number"),
+        ("{driver: cloud-hypervisor, net: {num_queues: 3}}", "net num_queues: an even number"),
+        ("{driver: firecracker, memory: 100M}", "memory: at least 128M"),
+        ("{driver: firecracker, cpu_template: T9}", "expected one of 'None', 'C3'"),
+    ],
+)  # fmt: skip
+def test_a_setting_the_vmm_lacks_is_refused_with_what_it_has(platform, words):
+    assert words in _refusal(f"  a: {platform}\n")
+
+
+def test_an_operation_the_vmm_lacks_is_refused_when_the_study_loads():
+    fc = _refusal("  a: {driver: firecracker}\n", "[{name: migration}]")
+    assert "migration cannot run on platform a: the firecracker driver has no live migration" in fc
+    assert "restores from a snapshot instead" in fc
+    ch = _refusal("  a: {driver: cloud-hypervisor}\n", "[{name: migration}]")
+    assert "the cloud-hypervisor driver has no live migration here" in ch
+    huge = _refusal("  a: {driver: firecracker, hugepages: 2M}\n", "[{name: snapshot}]")
+    assert "userfaultfd" in huge
+    parse_study(HEAD + "  a: {driver: cloud-hypervisor}\n".replace("boot", "snapshot"), "s.yaml")
+
+
+def test_a_diff_layer_is_merged_onto_its_base_page_by_page(tmp_path):
+    """Firecracker's diff snapshot holds the pages written since the full one, sparse, at their
+    offsets: merged, the base holds the newest page wherever the layer has one, its own
+    elsewhere."""
+    page, pages = 4096, 64
+    base, layer = tmp_path / "mem", tmp_path / "diff"
+    old = os.urandom(page * pages)
+    base.write_bytes(old)
+    written = {3: os.urandom(page), 4: os.urandom(page), 40: os.urandom(page), 63: os.urandom(page)}
+    with layer.open("wb") as f:
+        f.truncate(page * pages)
+        for index, data in written.items():
+            f.seek(index * page)
+            f.write(data)
+    merge_layer(layer, base)
+    merged = base.read_bytes()
+    for index in range(pages):
+        want = written.get(index, old[index * page : (index + 1) * page])
+        assert merged[index * page : (index + 1) * page] == want, index
+    assert len(merged) == page * pages
+
+
+@pytest.mark.parametrize(
+    ("vmm", "argv", "probe", "call", "message"),
+    [
+        (
+            "firecracker",
+            ["--api-sock", "{sock}", "--id", "t"],
+            "/",
+            ("PUT", "/boot-source", {"kernel_image_path": "/nonexistent/vmlinux"}),
+            "refused (400)",
+        ),
+        (
+            "cloud-hypervisor",
+            ["--api-socket", "path={sock}"],
+            "/api/v1/vmm.ping",
+            ("PUT", "/api/v1/vm.boot", None),
+            "refused (",
+        ),
+    ],
+)
+def test_an_api_error_is_one_line_with_the_vmms_own_message(
+    tmp_path, vmm, argv, probe, call, message
+):
+    """The real VMM, its API up without a guest (that needs KVM): a call it refuses raises one
+    line naming the VMM's instance, the call and what the VMM said."""
+    sock = tmp_path / "api.sock"
+    binary = vmm_binary(vmm)
+    proc = subprocess.Popen(
+        [binary, *(a.format(sock=sock) for a in argv)],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    api = VmmApi(str(sock), f"{vmm}-0")
+    try:
+        api.wait(time.monotonic() + 30, lambda: proc.poll() is None, probe)
+        assert api.call("GET", probe) is not None or vmm == "cloud-hypervisor"
+        with pytest.raises(InstanceError) as e:
+            api.call(*call)
+    finally:
+        api.close()
+        proc.kill()
+        proc.wait()
+    text = str(e.value)
+    assert text.startswith(f"{vmm}-0: API {call[0]} {call[1]} {message}"), text
+    assert "\n" not in text and len(text.split(": ", 2)[2]) > 10, text
+
+
+def test_a_vmm_that_exits_before_its_api_is_named(tmp_path):
+    api = VmmApi(str(tmp_path / "none.sock"), "fc-0")
+    with pytest.raises(InstanceError, match="fc-0: the VMM exited before its API"):
+        api.wait(time.monotonic() + 5, lambda: False, "/")
+    api.close()
+
+
+def test_doctor_names_each_vmm_with_its_version_and_why_it_cannot_run_here(tmp_path):
+    fc, ch = vmm_binary("firecracker"), vmm_binary("cloud-hypervisor")
+    path = f"{Path(fc).parent}:{Path(ch).parent}:{os.environ['PATH']}"
+    hvbench = Path(__file__).parents[1] / ".venv" / "bin" / "hvbench"
+    out = subprocess.run(
+        [str(hvbench if hvbench.exists() else "hvbench"), "doctor", "--json"],
+        capture_output=True, text=True, check=True, env={**os.environ, "PATH": path},
+    )  # fmt: skip
+    found = {f["name"]: f for f in json.loads(out.stdout) if f["kind"] == "driver"}
+    assert found["firecracker"]["detail"].startswith("Firecracker v1."), found["firecracker"]
+    assert found["cloud-hypervisor"]["detail"].startswith("cloud-hypervisor v"), found
+    if Path("/sys/module/kvm_pvm").exists():  # this project's machines
+        for name in ("firecracker", "cloud-hypervisor"):
+            assert not found[name]["ok"]
+            assert (
+                "/dev/kvm is kvm_pvm, which runs only PVM-enabled guest kernels"
+                in (found[name]["detail"])
+            )
