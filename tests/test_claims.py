@@ -4,11 +4,21 @@ simulations of how often the wording errs; a run built from real figures of this
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import pytest
+from test_analysis import RunBuilder
+from typer.testing import CliRunner
 
-from hvbench.analysis.claims import HELD, REFUTED, Figure, judge_claims
+from hvbench.analysis import analyse
+from hvbench.analysis.claims import HELD, INCONCLUSIVE, REFUTED, Figure, judge_claims
+from hvbench.analysis.verdict import verdicts
+from hvbench.cli import app
 from hvbench.errors import StudyError
+from hvbench.report import render
+from hvbench.store import Store
 from hvbench.study import parse_study
 
 STUDY = """name: claims
@@ -124,3 +134,52 @@ def test_the_wording_errs_as_the_family_allows():
     near = [_family(rng, 3, 0.03, [(0.98, 1.0, True, False)])[0] for _ in range(500)]
     held, refuted = near.count(HELD) / 500, near.count(REFUTED) / 500
     assert refuted <= 0.025 and 0.05 < held < 0.9, (held, refuted)
+
+
+REAL = {
+    # the run of examples/tcg-claims.yaml on this project's 2-core host, 2026-11-28 (run
+    # 20261128-044330-d69f, TCG under a loaded host): each repetition's figure as stored
+    ("tcg", "boot"): {"boot.ready_s": [10.949, 13.895, 12.954, 20.978, 9.836]},
+    ("native", "cpu"): {
+        "cpu.integer.zlib_ops_per_s": [26.1107, 36.2873, 26.4556, 34.3647, 43.8639],
+        "cpu.float.matrix_ops_per_s": [210.5063, 155.1748, 161.115, 195.5677, 207.7823],
+        "cpu.memory.write_mib_per_s": [3760.8, 3143.42, 3095.26, 4450.2, 4379.63],
+        "cpu.branchy.primes_events_per_s": [1980.53, 1449.4, 1511.55, 1292.91, 3001.23],
+    },
+    ("tcg", "cpu"): {
+        "cpu.integer.zlib_ops_per_s": [7.2973, 8.0692, 7.9749, 5.8893, 6.0973],
+        "cpu.float.matrix_ops_per_s": [27.2816, 10.3744, 13.9919, 6.3803, 13.1938],
+        "cpu.memory.write_mib_per_s": [3048.98, 1182.39, 1126.52, 973.2, 1600.54],
+        "cpu.branchy.primes_events_per_s": [264.99, 145.32, 212.93, 124.93, 205.24],
+    },
+}
+
+
+def test_a_run_of_real_figures_holds_refutes_and_cannot_tell(tmp_path):
+    """examples/tcg-claims.yaml's three claims on this host's figures: TCG boots in under a
+    minute (13.7 s [8.3–19.2 s]: held), keeps 95% of native CPU (16.1% [9.8–23.7%]: refuted),
+    and boots in at most its own measured mean, 13.7 s (inconclusive): one each in the verdict,
+    the report, the JSON lines and ``hvbench claims --json``, which exits 1 (refuted)."""
+    store = Store(f"sqlite:///{tmp_path}/real.db")
+    text = (Path(__file__).parent.parent / "examples/tcg-claims.yaml").read_text()
+    b = RunBuilder(store, study_text=text)
+    for (platform, workload), metrics in REAL.items():
+        cell = b.cell(platform, workload)
+        kinds = {n: ("s", False) for n in metrics if n.startswith("boot.")}
+        for rep in range(5):
+            b.sample(cell, rep + 1, {n: [v[rep]] for n, v in metrics.items()}, kinds=kinds)
+    a = analyse(store, "latest")
+    lines = [v for v in verdicts(a) if v.startswith("claim: ")]
+    assert len(lines) == 3, lines
+    assert "boot.ready_s at most 60 s: 13.7 s [8.3–19.2 s]: held" in lines[0]
+    assert "16.1% [9.8–23.7%] of native: refuted" in lines[1]
+    assert "inconclusive (the interval straddles its bound" in lines[2]
+    report = render(a, "md")
+    claims_section = report.split("## Claims")[1].split("## Tables")[0]
+    assert [claims_section.count(f"| {o} ") for o in (HELD, REFUTED, INCONCLUSIVE)] == [1, 1, 1]
+    exported = [json.loads(x) for x in render(a, "json").splitlines()]
+    judged = [x["metadata"]["outcome"] for x in exported if x["metric"] == "claim"]
+    assert judged == [HELD, REFUTED, INCONCLUSIVE]
+    res = CliRunner().invoke(app, ["claims", "latest", "--db", store.url, "--json"])
+    assert res.exit_code == 1, res.output
+    assert [c["outcome"] for c in json.loads(res.output)] == [HELD, REFUTED, INCONCLUSIVE]
