@@ -157,9 +157,10 @@ REAL = {
 
 def test_a_run_of_real_figures_holds_refutes_and_cannot_tell(tmp_path):
     """examples/tcg-claims.yaml's three claims on this host's figures: TCG boots in under a
-    minute (13.7 s [8.3–19.2 s]: held), keeps 95% of native CPU (16.1% [9.8–23.7%]: refuted),
-    and boots in at most its own measured mean, 13.7 s (inconclusive): one each in the verdict,
-    the report, the JSON lines and ``hvbench claims --json``, which exits 1 (refuted)."""
+        minute (13.7 s [8.3–19.2 s]: held), keeps 95% of native CPU (16.1% [9.8–23.7%]: refuted),
+        and boots in at most its own measured mean, 13.7 s (inconclusive): one each in the verdict,
+        the report, the JSON lines, ``hvbench claims --json``, which exits 1 (refuted), and in the
+    claims' history."""
     store = Store(f"sqlite:///{tmp_path}/real.db")
     text = (Path(__file__).parent.parent / "examples/tcg-claims.yaml").read_text()
     b = RunBuilder(store, study_text=text)
@@ -183,3 +184,6 @@ def test_a_run_of_real_figures_holds_refutes_and_cannot_tell(tmp_path):
     res = CliRunner().invoke(app, ["claims", "latest", "--db", store.url, "--json"])
     assert res.exit_code == 1, res.output
     assert [c["outcome"] for c in json.loads(res.output)] == [HELD, REFUTED, INCONCLUSIVE]
+    res = CliRunner().invoke(app, ["history", "--claims", "--json", "--db", store.url])
+    runs = [h["runs"] for h in json.loads(res.output)]
+    assert sorted(r[0]["outcome"] for r in runs) == sorted([HELD, REFUTED, INCONCLUSIVE])
