@@ -69,6 +69,7 @@ EXAMPLES = {
     "paravirt": ({"native", "qemu", "uml"}, ["cpu", "disk", "disk", "net"], "native"),
     "qemu-versions": ({"qemu"}, ["boot", "cpu", "migration", "migration", "snapshot"], "qemu-7-2"),
     "snapshot": ({"container", "gvisor", "libvirt", "qemu"}, ["snapshot"], None),  # seed 004
+    "tcg-claims": ({"native", "qemu"}, ["boot", "cpu"], "native"),  # issue 36's claims
     "virtio-article": ({"native", "qemu"}, ["disk", "net"], "native"),  # seed 002
     "wiki-disk": ({"native", "qemu"}, ["disk", "disk", "kernbench", "boot"], "native"),  # 001
     "xen-vs-kvm": ({"native", "qemu", "xen"}, ["cpu", "net", "disk"], "native"),  # seed 000
@@ -86,9 +87,14 @@ def test_every_example_is_what_it_reproduces_with_jobs_long_enough(name):
     assert study.short_jobs(quick=False) == []  # every timed job a second or more natively
 
 
+PENDING = {"firecracker-spec"}
+"""Examples for a driver not on this branch yet (firecracker, being written in main): listed in
+EXAMPLES, and so loaded, once it is."""
+
+
 def test_the_examples_are_all_listed():
     found = {p.stem for p in (Path(__file__).parent.parent / "examples").glob("*.yaml")}
-    assert found == set(EXAMPLES)
+    assert found - PENDING == set(EXAMPLES)
 
 
 def test_default_study_keeps_only_available_drivers():

@@ -143,3 +143,14 @@ def test_metric_is_documented(metric: Metric):
     if direction != "as above":
         assert unit == metric.unit, metric.name
         assert direction == ("↑" if metric.higher_is_better else "↓"), metric.name
+
+
+def test_what_a_study_may_claim_is_the_table():
+    """``workloads.produces``, against which a study's claims are checked when it loads, is
+    docs/metrics.md's table: the same names with the same units ("as above": None)."""
+    from hvbench.workloads.produces import PRODUCES
+
+    text = (ROOT / "docs/metrics.md").read_text().split("## The host")[0]
+    rows = dict(re.findall(r"^\| `([^`]+)` \| ([^|]+) \|", text, re.MULTILINE))
+    declared = {n: u for names in PRODUCES.values() for n, u in names.items()}
+    assert declared == {n: None if u.strip() == "as above" else u.strip() for n, u in rows.items()}

@@ -7,7 +7,7 @@ line, because a study is written by hand and a traceback helps nobody.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,8 @@ from pydantic import (
     ValidationError,
 )
 
+from hvbench.analysis.claims import ALL, Claim, ClaimModel
+from hvbench.analysis.normalize import DIFFERENCES
 from hvbench.drivers import DRIVERS, driver_class
 from hvbench.drivers.base import SAMPLE_TASKS, PlatformSettings, start_allowance
 from hvbench.drivers.qemu import kvm_runs_guests
@@ -31,9 +33,10 @@ from hvbench.errors import StudyError
 from hvbench.host.inventory import capacity
 from hvbench.host.limits import KernelLimits, kernel_limits
 from hvbench.host.network import INSTANCE_ADDRESSES
-from hvbench.units import format_size
+from hvbench.units import format_size, unit_scale
 from hvbench.workloads import WORKLOADS, selector, workload_class, workload_of
 from hvbench.workloads.base import Workload, WorkloadSettings
+from hvbench.workloads.produces import match, produced
 
 PLATFORM_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
 SHORT_JOB_S = 0.5
@@ -76,6 +79,8 @@ class StudyModel(BaseModel):
     profile: StrictBool = False
     """Record a host-wide profile (Linux perf, cpu-clock) during each sample's measured window:
     the report shows each platform's top functions."""
+    expect: list[Any] = []
+    """Claims the run is judged against (``analysis.claims``), checked by ``_claims``."""
 
 
 @dataclass(frozen=True)
@@ -108,6 +113,8 @@ class Study:
     source: str
     profile: bool = False
     """Profile the host during each sample's measured window (``hvbench.host.profile``)."""
+    claims: list[Claim] = field(default_factory=list)
+    """What the study expects (``expect:``), each checked against what it produces."""
 
     def workload(self, index: int) -> Workload:
         return workload_of(self.workloads[index])
@@ -517,7 +524,7 @@ def parse_study(text: str, source: str) -> Study:
             ("baseline",),
             f"expected one of the platforms {list(platforms)}, found {top.baseline!r}",
         )
-    return Study(
+    study = Study(
         name=top.name,
         description=top.description,
         baseline=top.baseline,
@@ -530,6 +537,89 @@ def parse_study(text: str, source: str) -> Study:
         source=source,
         profile=top.profile,
     )
+    study.claims = [_claim(loc, study, i, raw) for i, raw in enumerate(top.expect)]
+    return study
+
+
+def _claim(loc: _Located, study: Study, index: int, raw: Any) -> Claim:
+    """One claim of ``expect:``, refused where it names what the study does not produce: a
+    platform, a workload, a metric of it, an instance count, a unit of another kind."""
+    path = ("expect", index)
+    if not isinstance(raw, dict):
+        raise loc.error(
+            path,
+            "expected a mapping such as {workload: boot, metric: boot.ready_s, at_most: 60s}, "
+            f"found {raw!r}",
+        )
+    try:
+        claim = Claim.of(ClaimModel.model_validate(raw))
+    except ValidationError as e:
+        raise loc.from_validation(e, path, ClaimModel) from None
+    if claim.platform != ALL and claim.platform not in study.platforms:
+        raise loc.error(
+            (*path, "platform"),
+            f"expected {ALL!r} or one of the study's platforms {list(study.platforms)}, "
+            f"found {claim.platform!r}",
+        )
+    named = [w for w in study.workloads if claim.workload in (w.name, w.label())]
+    labels = [w.label() for w in study.workloads]
+    if len(named) != 1:
+        what = "one of" if not named else "one of them by its label, of"
+        raise loc.error(
+            (*path, "workload"),
+            f"expected {what} the study's workloads {labels}, found {claim.workload!r}",
+        )
+    (workload,) = named
+    runs = [p for p in study.platforms if study.counts(p, workload)]
+    if claim.platform != ALL and claim.platform not in runs:
+        raise loc.error(
+            (*path, "platform"),
+            f"expected a platform that runs {workload.label()} {runs}, found {claim.platform!r}",
+        )
+    metrics = produced(workload)
+    pattern = match(claim.metric, metrics)
+    if pattern is None:
+        raise loc.error(
+            (*path, "metric"),
+            f"expected a metric {workload.label()} produces {list(metrics)}, "
+            f"found {claim.metric!r}",
+        )
+    unit = metrics[pattern]
+    if claim.of_native:
+        native = (p for p, settings in study.platforms.items() if settings.driver == "native")
+        base = study.baseline or next(native, None)
+        if base is None or claim.platform == base:
+            raise loc.error(
+                (*path, "platform"),
+                "a bound in % is a share of the baseline's figure: expected a platform other "
+                f"than the baseline ({base}), found {claim.platform!r}",
+            )
+        if claim.metric in DIFFERENCES or unit == "%":
+            why = "it is itself in %" if unit == "%" else "it can be below 0"
+            raise loc.error(
+                path,
+                f"{claim.metric} has no % of native ({why}): bound it with a number in its "
+                f"unit ({unit})",
+            )
+    elif claim.unit is not None and unit is not None:
+        mine, theirs = unit_scale(claim.unit), unit_scale(unit)
+        if theirs is None or mine[0] != theirs[0]:
+            raise loc.error(
+                path,
+                f"the bound is in {claim.unit}, {claim.metric} in {unit}: expected a bound in "
+                f"a unit of that kind, or a bare number in {unit}",
+            )
+    if claim.instances is not None:
+        counts = sorted(
+            {n for p in runs for n in study.counts(p, workload) if claim.platform in (ALL, p)}
+        )
+        if claim.instances not in counts:
+            raise loc.error(
+                (*path, "instances"),
+                f"expected one of the counts {workload.label()} runs at {counts}, "
+                f"found {claim.instances}",
+            )
+    return claim
 
 
 def _platform(loc: _Located, name: Any, raw: Any) -> PlatformSettings:

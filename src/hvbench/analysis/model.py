@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
@@ -15,6 +15,9 @@ from hvbench.analysis.normalize import Normalized
 from hvbench.analysis.stats import ALPHA, Summary, Trend
 from hvbench.store import CellView, MetricView
 from hvbench.store.ascent import AscentStop
+
+if TYPE_CHECKING:
+    from hvbench.analysis.claims import Judged
 
 COMPOSITE = "cpu.composite.score"
 ASYMMETRY = 0.15
@@ -313,6 +316,9 @@ class RunAnalysis:
     missing: dict[tuple[str, str, int], str] = field(default_factory=dict)
     """(platform, workload, count) -> why the cell has no headline figure at all (a composite
     with a sub-score of 0 in every repetition), for its verdict line to say."""
+    claims: list[Judged] = field(default_factory=list)
+    """What the study expects and the consolidation's SLOs, judged as one family
+    (``claims.judged``)."""
 
     def label(self, platform: str) -> str:
         return self.labels.get(platform, platform)

@@ -40,6 +40,7 @@ from datetime import datetime
 import numpy as np
 import yaml
 
+from hvbench.analysis import claims
 from hvbench.analysis.aggregate import (
     STARVED_RATIO,
     Series,
@@ -304,7 +305,7 @@ def analyse(store: Store, run_id: str) -> RunAnalysis:
     noise, noisy_side = _noise(
         results, samples.host_cpu, AdaptiveRecord.from_json(stored.artifacts.get(ADAPTIVE))
     )
-    return RunAnalysis(
+    analysis = RunAnalysis(
         run_id=run.id,
         study_name=run.study_name,
         status=run.status,
@@ -337,6 +338,8 @@ def analyse(store: Store, run_id: str) -> RunAnalysis:
         conditions=HostCondition.of(inventory),
         missing=without,
     )
+    analysis.claims = claims.judged(analysis)
+    return analysis
 
 
 def _densities(

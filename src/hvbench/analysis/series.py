@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 
-from hvbench.analysis import changes
+from hvbench.analysis import changes, claims
 from hvbench.analysis.cache import run_key
 from hvbench.analysis.compare import _flat, gates
 from hvbench.analysis.model import CellInfo, RunAnalysis
@@ -238,6 +238,8 @@ class RunFigures:
     figures: list[Figure]
     provenance: dict[str, dict[str, str]]
     """Per cell key (``provenance``)."""
+    claims: list[dict] = field(default_factory=list)
+    """The run's judged claims (``claims.as_json``), for a claim's outcome run by run."""
 
     @classmethod
     def of(cls, run: RunAnalysis) -> RunFigures:
@@ -261,7 +263,7 @@ class RunFigures:
             for r in run.results
         ]
         cells = {c.key: provenance(run, c) for c in run.cells}
-        return cls(host_of(run), figures, cells)
+        return cls(host_of(run), figures, cells, [claims.as_json(j) for j in run.claims])
 
     def to_json(self) -> dict:
         """As JSON holds it: NaN (one repetition's interval) as null."""
@@ -269,6 +271,7 @@ class RunFigures:
             "host": self.host,
             "figures": [[_null(v) for v in vars(f).values()] for f in self.figures],
             "provenance": self.provenance,
+            "claims": self.claims,
         }
 
     @classmethod
@@ -283,7 +286,7 @@ class RunFigures:
             )
             for row in data["figures"]
         ]
-        return cls(data["host"], figures, data["provenance"])
+        return cls(data["host"], figures, data["provenance"], data["claims"])
 
 
 def _null(v: object) -> object:
@@ -538,3 +541,29 @@ def _find_changes(series: list[Series]) -> None:
             for step in steps
             if step.significant
         ]
+
+
+@dataclass
+class ClaimHistory:
+    """One claim on one platform of a study on one host, run by run: (run, its time, the
+    judged claim as ``claims.as_json`` gives it), oldest first."""
+
+    study: str
+    host: str
+    label: str
+    workload: str
+    claim: str
+    runs: list[tuple[str, datetime, dict]] = field(default_factory=list)
+
+
+def claim_histories(
+    store: Store, study: str | None = None, host: str | None = None
+) -> list[ClaimHistory]:
+    """Each claim's outcome in every run of a study (every study's where None) on each host."""
+    found: dict[tuple, ClaimHistory] = {}
+    for run, figures in sorted(_runs(store, study, host), key=lambda x: x[0].created_at):
+        for c in figures.claims:
+            key = (run.study_name, figures.host, c["label"], c["workload"], c["claim"])
+            h = found.setdefault(key, ClaimHistory(*key))
+            h.runs.append((run.id, run.created_at, c))
+    return sorted(found.values(), key=lambda h: (h.study, h.host, h.label, h.workload, h.claim))

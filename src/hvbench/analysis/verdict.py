@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from hvbench.analysis import slo
+from hvbench.analysis import claims, slo
 from hvbench.analysis.cost import FAR_FROM_BUSY, work_shortfall
 from hvbench.analysis.model import (
     COMPOSITE,
@@ -188,7 +188,8 @@ def keeps_line(a: RunAnalysis, workload: str) -> str | None:
 def same_work_lines(a: RunAnalysis, workload: str) -> list[str] | None:
     """For a workload of fixed-rate clients (consolidation), the seeds' figure of merit in
     place of ``keeps_line``: the host CPU for the same work against the baseline's, with its
-    interval, then each platform's SLOs (``slo``); None for any other workload. The achieved
+    interval, then each platform's SLOs (claims, ``claims.slo_claims``); None for any other
+    workload. The achieved
     rates only check that the work was the same (``work_shortfall``)."""
     count = min(a.counts(workload))
     cells = {c.platform: c for c in a.cells if c.workload == workload and c.instances == count}
@@ -197,12 +198,19 @@ def same_work_lines(a: RunAnalysis, workload: str) -> list[str] | None:
     base = cells.get(a.baseline) if a.baseline else None
     costs = [_same_work(a, c, base) for p, c in cells.items() if base is None or c is not base]
     where = f"{count} instance{'s' if count > 1 else ''}"
-    levels = [f"{a.label(p)}: {slo.slo_text(slo.role_slos(a.rows, c))}" for p, c in cells.items()]
-    return [
-        f"{workload} ({where}, host CPU for the same work): " + "; ".join(costs),
-        f"{workload} SLOs (p95 of the worst instance and repetition against its limit): "
-        + "; ".join(levels),
+    slos = [j for j in a.claims if j.claim.slo and j.workload == workload]
+    levels = [
+        f"{a.label(p)}: " + ", ".join(claims.slo_part(j) for j in slos if j.platform == p)
+        for p in cells
+        if any(j.platform == p for j in slos)
     ]
+    out = [f"{workload} ({where}, host CPU for the same work): " + "; ".join(costs)]
+    if levels:  # the SLOs are claims (``claims.slo_claims``), judged with the run's others
+        out.append(
+            f"{workload} SLOs (mean p95 over the repetitions, 95% interval, against its "
+            "limit): " + "; ".join(levels)
+        )
+    return out
 
 
 def _same_work(a: RunAnalysis, cell: CellInfo, base: CellInfo | None) -> str:
@@ -493,4 +501,4 @@ def verdicts(a: RunAnalysis) -> list[str]:
             density_line(a, w),
         )
         out.extend(line for line in lines if line is not None)
-    return out + ascent_lines(a)
+    return out + ascent_lines(a) + claims.lines(a)

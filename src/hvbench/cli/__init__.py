@@ -47,6 +47,7 @@ app.add_typer(host_cmd.app, name="host")
 app.command("run")(run_cmd.run)
 app.command("report")(reporting.report)
 app.command("compare")(reporting.compare)
+app.command("claims")(reporting.claims)
 app.command("history")(history_cmd.history)
 app.command("publish")(reporting.publish)
 

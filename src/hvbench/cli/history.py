@@ -13,7 +13,16 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from hvbench.analysis.series import TIME, Series, change_sentence, explanation, load, when
+from hvbench.analysis.series import (
+    TIME,
+    ClaimHistory,
+    Series,
+    change_sentence,
+    claim_histories,
+    explanation,
+    load,
+    when,
+)
 from hvbench.store import Store
 
 WINDOW = 3
@@ -85,6 +94,32 @@ def _print(s: Series) -> None:
         out.print(f"      {explanation(c)}")
 
 
+def _claims(histories: list[ClaimHistory], as_json: bool) -> None:
+    """Each claim's outcome run by run (``history --claims``)."""
+    if as_json:
+        data = [
+            {
+                "study": h.study,
+                "host": h.host,
+                "label": h.label,
+                "workload": h.workload,
+                "claim": h.claim,
+                "runs": [{"run": r, "time": t.isoformat(), **c} for r, t, c in h.runs],
+            }
+            for h in histories
+        ]
+        print(json.dumps(data, indent=2, ensure_ascii=False))
+        return
+    for h in histories:
+        out.print(f"{h.study} on {h.host}: {h.label} / {h.workload}: {h.claim}")
+        for run_id, time, c in h.runs:
+            ci = f" [{c['ci_low']:.4g}, {c['ci_high']:.4g}]" if c["ci_low"] is not None else ""
+            est = (
+                "not measured" if c["estimate"] is None else f"{c['estimate']:.4g}{ci} {c['unit']}"
+            )
+            out.print(f"  {run_id}  {time:%Y-%m-%d %H:%M}  {c['outcome']}: {est}  n={c['n']}")
+
+
 def history(
     study: Annotated[
         str | None, typer.Argument(metavar="[STUDY-NAME]", help="study (default: every study)")
@@ -112,15 +147,22 @@ def history(
     ] = False,
     window: Annotated[int, typer.Option(min=1, help="newest runs --check looks at")] = WINDOW,
     as_json: Annotated[bool, typer.Option("--json")] = False,
+    claims: Annotated[
+        bool, typer.Option("--claims", help="each claim's outcome run by run, not the figures")
+    ] = False,
     db: Annotated[str | None, typer.Option("--db", help="SQLAlchemy URL of the store")] = None,
 ) -> None:
     """Every run of a study as one series per host and figure, with its change points: where
     the level moved, by how much (the ratio of the means either side, with its 99% interval),
-    and what the store recorded differently of the runs either side.
+    and what the store recorded differently of the runs either side. --claims: each claim's
+    outcome (held, refuted, inconclusive) run by run instead.
 
     Exit codes: 0 ok; 1 with --check, a headline figure regressed at a change point among the
     newest --window runs; 2 bad input.
     """
+    if claims:
+        _claims(claim_histories(Store(db), study, host), as_json)
+        return
     series = load(Store(db), study, platform, workload, metric, host, by)
     gate = [(s, c) for s in series if s.headline for c in s.recent(window) if c.regression]
     if as_json:

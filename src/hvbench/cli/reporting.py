@@ -2,20 +2,23 @@
 
 Exit codes: 0 ok, 1 a significant regression (compare only, so it can gate an upgrade in CI),
 2 bad input (HvbenchError, one line), 3 no regression but a headline metric inconclusive
-(compare only).
+(compare only); ``hvbench claims``: 1 a claim refuted, 3 none refuted but one inconclusive.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from hvbench.analysis import RunAnalysis, analyse
+from hvbench.analysis import claims as claims_of
 from hvbench.analysis.compare import ALLOWANCE, THRESHOLD, Allowance
 from hvbench.analysis.compare import compare as compare_runs
 from hvbench.analysis.history import measured
+from hvbench.errors import HvbenchError
 from hvbench.report import emit, render, render_comparison, site
 from hvbench.store import Store
 
@@ -133,3 +136,32 @@ def compare(
     emit(render_comparison(result, format), output)
     if result.exit_code:
         raise typer.Exit(result.exit_code)
+
+
+def claims(
+    run_id: Annotated[str, typer.Argument(help="run id, or 'latest'")] = "latest",
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+    db: DbOption = None,
+) -> None:
+    """Judge a stored run's claims again (its study's expect: and its SLOs), each by its 95%
+    interval against its bound, the run's claims one family (Holm's step-down): held, refuted
+    or inconclusive, with the repetitions that would settle an inconclusive one.
+
+    Exit codes: 0 every claim held; 1 a claim refuted; 2 bad input (or nothing to judge);
+    3 none refuted, but one inconclusive.
+    """
+    a = analyse(Store(db), run_id)
+    if not a.claims:
+        raise HvbenchError(
+            f"run {a.run_id}: its study expects nothing (no expect:) and has no SLOs; "
+            "add claims to the study (README: Claims)"
+        )
+    if as_json:
+        print(json.dumps([claims_of.as_json(j) for j in a.claims], indent=2, ensure_ascii=False))
+    else:
+        counts = [f"{sum(j.outcome == o for j in a.claims)} {o}" for o in claims_of.OUTCOMES]
+        print(f"run {a.run_id}: {len(a.claims)} claims: {', '.join(counts)}")
+        for j in a.claims:
+            print(j.line())
+    if code := claims_of.exit_code(a.claims):
+        raise typer.Exit(code)

@@ -21,6 +21,7 @@ from hvbench.report.comparison import changes_table, summary_lines
 from hvbench.report.tables import (
     SUSPECT,
     Table,
+    claims_table,
     conditions_table,
     cost_table,
     host_table,
@@ -80,6 +81,7 @@ def render(a: RunAnalysis) -> str:
         noise_table=noise,
         warnings=([] if noise else [x for x in (side_noise(a),) if x]) + a.warnings,
         conditions_table=conditions_table(a),
+        claims_table=claims_table(a),
         workloads=sections,
         symmetry_table=symmetry_table(a),
         symmetry_plot=next(iter(_svg(plots.symmetry(a))), None),

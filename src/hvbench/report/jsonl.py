@@ -22,6 +22,11 @@ ratio. ``resolution`` is the smallest change of the cell's mean its measurement 
 "identical repetitions: resolution unknown" where the repetitions show no spread it resolves,
 else null. Other derived figures (aggregates, per-core costs) are the CSV's business.
 
+Each claim of the study (``expect:``) and each SLO of a consolidation is a line too: metric
+``claim``, its measured figure (in ``unit``; % for a % of native), its metadata the claim, its
+bound and source, the 95% interval, the p-values (raw and Holm's over the run's claims), the
+outcome (held, refuted, inconclusive) and the repetitions that would settle an inconclusive one.
+
 Where the study profiled the host, each function of a platform's profile (``profiles``) is a
 line too: metric ``host.profile.share``, its % of the host's CPU time, with ``rank``,
 ``symbol``, ``dso``, ``samples``, ``profile_samples`` and ``profiled_samples`` in its metadata.
@@ -34,6 +39,7 @@ import math
 import uuid
 from datetime import UTC, datetime
 
+from hvbench.analysis import claims
 from hvbench.analysis.compare import Comparison
 from hvbench.analysis.model import MetricResult, RunAnalysis
 from hvbench.analysis.platforms import defining_settings
@@ -90,6 +96,7 @@ def render(a: RunAnalysis) -> str:
         )
     lines += _profile_lines(a)
     lines += _density_lines(a)
+    lines += _claim_lines(a)
     return "".join(
         json.dumps(_sample(a, i, x), ensure_ascii=False) + "\n" for i, x in enumerate(lines)
     )
@@ -151,6 +158,23 @@ def _density_lines(a: RunAnalysis) -> list[dict]:
         }
         lines.append(line)
     return lines
+
+
+def _claim_lines(a: RunAnalysis) -> list[dict]:
+    """One line per judged claim (``RunAnalysis.claims``): metric ``claim``, its measured
+    figure as the value (null: not measured), everything else in its metadata
+    (``claims.as_json``: the claim, its bound, interval, p-values and outcome)."""
+    return [
+        {
+            "metric": "claim",
+            "value": None if math.isnan(j.estimate) else j.estimate,
+            "unit": j.unit,
+            "metadata": {"study": a.study_name, "baseline": a.baseline, **claims.as_json(j)},
+            "timestamp": None,
+            "test": "claims",
+        }
+        for j in a.claims
+    ]
 
 
 def _profile_lines(a: RunAnalysis) -> list[dict]:

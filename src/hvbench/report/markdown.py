@@ -9,6 +9,7 @@ from hvbench.report.comparison import changes_table, summary_lines
 from hvbench.report.tables import (
     Table,
     all_tables,
+    claims_table,
     conditions_table,
     fit,
     noise_table,
@@ -39,6 +40,8 @@ def render(a: RunAnalysis) -> str:
     out = [f"# hvbench report: {_cell(a.study_name)} (run {a.run_id})", ""]
     if lines := verdicts(a):
         out += ["## Verdict", "", *(f"- {_cell(v)}" for v in lines), ""]
+    if (claims := claims_table(a)) is not None:
+        out += ["## Claims", "", table_markdown(claims).removeprefix("### Claims\n\n"), ""]
     out += ["## Tables", ""]
     for t in all_tables(a):
         out += [table_markdown(t), ""]

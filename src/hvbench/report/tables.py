@@ -10,6 +10,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from hvbench.analysis.claims import OUTCOMES
 from hvbench.analysis.cost import HOST_STATES, same_work, work_cost, work_shortfall
 from hvbench.analysis.model import (
     ASYMMETRY,
@@ -798,3 +799,35 @@ def provenance(a: RunAnalysis) -> list[tuple[str, str]]:
     if a.options:
         items.append(("options", ", ".join(f"{k}={v}" for k, v in sorted(a.options.items()))))
     return items
+
+
+def claims_table(a: RunAnalysis) -> Table | None:
+    """The report's "Claims": each claim the study wrote (and the consolidation's SLOs) on each
+    platform, its source, the measured figure with its 95% interval and its outcome, judged as
+    one family (``analysis.claims``). A claim on a platform whose guests ran nested is noted:
+    its figures are this lab's, not the bare metal's a vendor's claim is about, and its outcome
+    stands for this host only."""
+    if not a.claims:
+        return None
+    rows = []
+    for j in a.claims:
+        figure, interval = j.figure()
+        where = f"{j.label} / {j.workload}" + (f" / {j.instances} inst." if j.instances else "")
+        outcome = j.outcome + (f" ({s})" if (s := j.settle()) else "")
+        rows.append([where, j.claim.text, j.claim.source, figure, interval, outcome])
+    counts = {o: sum(j.outcome == o for j in a.claims) for o in OUTCOMES}
+    notes = [
+        ", ".join(f"{n} {o}" for o, n in counts.items() if n)
+        + f" of {len(a.claims)}: 95% intervals; held or refuted only where the test of the "
+        "claim's bound passes Holm's step-down over all of the run's claims (5% family-wise)"
+    ]
+    judged = {j.platform for j in a.claims}
+    nested = sorted({c.platform for c in a.cells if c.ran.nested} & judged)
+    if nested:
+        notes.append(
+            f"{', '.join(map(a.label, nested))}: measured in a guest nested in a virtual "
+            "machine: a claim about bare metal is judged here on this lab's figures, and its "
+            "outcome holds for this host only"
+        )
+    columns = ["where", "claim", "source", "measured", "95% CI", "outcome"]
+    return Table("Claims", columns, rows, notes, kind="claims")
