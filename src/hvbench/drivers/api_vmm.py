@@ -376,7 +376,8 @@ class ApiVmmDriver(Driver[S, I]):
         try:
             inst.process.wait_ready(boot_deadline)
         except CommandTimeout as e:
-            raise InstanceError(f"{inst.name}: not ready in time ({e})") from e
+            words = inst.process.last_words()
+            raise InstanceError(f"{inst.name}: not ready in time ({e}; {words})") from e
         inst.boot = inst.process.console.boot_phases() | self._vmm_phases(inst.process)
         if data is not None:
             device = self._data_device(inst, spec)
@@ -414,7 +415,10 @@ class ApiVmmDriver(Driver[S, I]):
         for path in (api_socket, vsock):
             made.append(self.ledger.add("path", path))
         vmm = self.start_vmm(inst, prefix, (api_socket, vsock), made)
-        self._boot(vmm, inst, spec, vsock, time_left(deadline))
+        try:
+            self._boot(vmm, inst, spec, vsock, time_left(deadline))
+        except InstanceError as e:  # a refused setting or kernel: the VMM's word, its console's
+            raise InstanceError(f"{e} ({vmm.last_words()})") from e
         return vmm
 
     def start_vmm(

@@ -104,6 +104,8 @@ PRODUCES: dict[tuple[str, str | None], dict[str, str | None]] = {
         "boot.kernel_s": "s",
         "boot.init_s": "s",
         "boot.ready_s": "s",
+        "boot.api_s": "s",
+        "boot.start_to_init_s": "s",
         "boot.storm.all_ready_s": "s",
         "boot.storm.ready_p50_s": "s",
         "boot.storm.ready_p99_s": "s",
@@ -130,6 +132,8 @@ PRODUCES: dict[tuple[str, str | None], dict[str, str | None]] = {
     ("snapshot", None): {
         "snapshot.save_s": "s",
         "snapshot.size_mib": "MiB",
+        "snapshot.diff_save_s": "s",
+        "snapshot.diff_size_mib": "MiB",
         "snapshot.restore_s": "s",
     },
 }
