@@ -618,3 +618,55 @@ def test_an_inconclusive_line_significant_only_at_the_assumed_allowance_is_marke
     assert meta["significant_only_at_assumed_allowance"]
     text = render_comparison(compare(analyse(store, "a"), analyse(store, "b")), "md")
     assert "worse, significant only at the assumed allowance of 1.0% (Holm p = " in text
+
+
+def test_a_platform_that_did_no_work_lost_100_percent(store):
+    """Native [100, 101, 102] against a platform at [0, 0, 0]: a kept fraction of 0 was NaN,
+    and identical zeros of unknown resolution "not tested", so the verdict read "kvm n/a%: not
+    tested" ("keeps n/a% [0°–1%]" with a resolution of 1), and compare of B = [0]×5 against a
+    working A "not tested", exit 3. A throughput of 0 is no work done, exactly: a loss of 100%,
+    and in compare a regression."""
+    from hvbench.analysis.verdict import verdicts
+
+    for run_id, resolution in (("none", None), ("tick", 1.0)):
+        b = RunBuilder(store, run_id=run_id)
+        cells = {p: b.cell(p, "disk") for p in ("native", "kvm")}
+        for rep, v in enumerate((100.0, 101.0, 102.0)):
+            for p, value in (("native", v), ("kvm", 0.0)):
+                steps = {"disk.write_mbps": [resolution]} if resolution else None
+                b.sample(cells[p], rep, {"disk.write_mbps": [value]}, resolutions=steps)
+        v = analyse(store, run_id).result("kvm", "disk", "disk.write_mbps", 1).vs_baseline
+        assert v.pct_of_native == 0 and v.reading() == "loss" and v.tested
+        line = next(x for x in verdicts(analyse(store, run_id)) if x.startswith("disk"))
+        assert ("kvm keeps 0% of native" if resolution is None else "kvm keeps 0% [0°–1%]") in line
+    write(store, "a", np.array([100.0, 101, 99, 100.5, 99.5]), np.full(5, 50.0) + np.arange(5))
+    write(store, "b", np.zeros(5), np.full(5, 50.0) + np.arange(5))
+    res = CliRunner().invoke(app(), ["a", "b", "--db", store.url, "-f", "json"])
+    assert res.exit_code == 1, res.output
+    meta = {x["metric"]: x for x in map(json.loads, res.output.splitlines())}["disk.write_mbps"]
+    assert meta["value"] == -1 and meta["metadata"]["verdict"] == "regression"
+
+
+def test_what_would_settle_it_never_asks_for_fewer_repetitions_than_ran(store):
+    """A = [100, 101, 99, 100.5, 99.5], B = [95.5, 96.5, 94.5, 96, 95], --allowance 0.005:
+    inconclusive, and it read "would settle it: 3 repetitions a run (one run a side), or 3 runs
+    a side" after 5 (so on 99% of inconclusive lines at a true −4%). 3 would settle an unchanged
+    metric; with 5, its own change keeps a bound past 5%, and the line says so."""
+    from hvbench.report.comparison import to_settle
+
+    write(store, "a", np.array([100, 101, 99, 100.5, 99.5]), np.arange(50.0, 55.0))
+    write(store, "b", np.array([95.5, 96.5, 94.5, 96, 95]), np.arange(50.0, 55.0))
+    res = CliRunner().invoke(
+        app(), ["a", "b", "--db", store.url, "-f", "json", "--allowance", "0.005"]
+    )
+    meta = {x["metric"]: x["metadata"] for x in map(json.loads, res.output.splitlines())}
+    assert meta["disk.write_mbps"]["verdict"] == "inconclusive"
+    assert meta["disk.write_mbps"]["repetitions_to_settle"] <= meta["disk.write_mbps"]["n_a"] == 5
+    c = compare(analyse(store, "a"), analyse(store, "b"), allowance=0.005)
+    ch = next(ch for ch in c.changes if ch.name == "disk.write_mbps")
+    said = to_settle(c, ch)
+    assert said.startswith("3 repetitions a run, were it unchanged; with 5, its own change (-4.")
+    assert said.endswith(
+        "keeps a bound past ±5%: more repetitions a run, or 3 runs a side, narrow it"
+    )
+    assert f"would settle it: {said}" in render_comparison(c, "md")

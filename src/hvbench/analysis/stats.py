@@ -537,11 +537,13 @@ def _variances(
     """The variance of each side's mean, as Fieller's interval and the difference's use it: the
     estimated part (sample variance / n; 0 where the resolution's floor binds), the known part
     (the floor resolution²/12 where it binds, the run-to-run allowance), and which pairs can be
-    tested at all (2 values a side, neither identical with no resolution known)."""
+    tested at all (2 values a side, neither identical with no resolution known). A side of
+    zeros alone is not unresolved: a throughput of 0 is no work done, exactly, whatever the
+    tool's resolution, and against a baseline that did work it is a loss of 100%."""
     with np.errstate(invalid="ignore"):
         sa, sb = np.sqrt(var_a), np.sqrt(var_b)
-    unresolved = ((na >= 2) & np.isnan(ra) & identical(sa, ma)) | (
-        (nb >= 2) & np.isnan(rb) & identical(sb, mb)
+    unresolved = ((na >= 2) & np.isnan(ra) & identical(sa, ma) & (ma != 0)) | (
+        (nb >= 2) & np.isnan(rb) & identical(sb, mb) & (mb != 0)
     )
     tested = (na >= 2) & (nb >= 2) & ~unresolved
     with np.errstate(divide="ignore", invalid="ignore"):

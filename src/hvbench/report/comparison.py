@@ -126,8 +126,10 @@ def _ran_apart(c: Comparison) -> list[str]:
 
 
 def to_settle(c: Comparison, ch: Change) -> str:
-    """What would settle an unsettled metric, were it unchanged: "3 runs a side (or 12
-    repetitions a run)"; "" where nothing is to settle."""
+    """What would settle an unsettled metric, were it unchanged: "12 repetitions a run (one run
+    a side), or 3 runs a side"; never fewer than were given: where those would settle it
+    unchanged, its own change keeps it open, and that is what it says; "" where nothing is to
+    settle."""
     j = ch.judged
     if ch.verdict == NOT_TESTED:
         if min(j.ratio.n_a, j.ratio.n_b) >= 2:
@@ -137,11 +139,15 @@ def to_settle(c: Comparison, ch: Change) -> str:
         return ""
     runs = f"{j.runs} runs a side" if j.runs is not None else f"more than {MAX_RUNS} runs a side"
     have = min(j.ratio.n_a, j.ratio.n_b)
-    if c.by_run and j.runs is not None and j.runs <= have:
-        # enough runs for an unchanged metric: what keeps it open is its change itself
+    need = j.runs if c.by_run else j.repetitions
+    if need is not None and need <= have:
+        # enough for an unchanged metric (runs a side, or repetitions a run): what keeps it
+        # open is its change itself, and fewer than were run would not settle it
+        counted = runs if c.by_run else f"{need} repetitions a run"
+        more = "more runs" if c.by_run else f"more repetitions a run, or {runs},"
         return (
-            f"{runs}, were it unchanged; with {have}, its own change ({ch.change:+.1%}) keeps a "
-            f"bound past ±{c.threshold:.0%}: more runs narrow it"
+            f"{counted}, were it unchanged; with {have}, its own change ({ch.change:+.1%}) keeps "
+            f"a bound past ±{c.threshold:.0%}: {more} narrow it"
         )
     if c.by_run or j.repetitions is None:
         return runs

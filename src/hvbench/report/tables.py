@@ -179,7 +179,7 @@ def relative(v: Normalized, kind: str = "pct") -> str:
     if what == NOT_TESTED:
         return f"{text}, {v.describe()}"
     mark = {EQUIVALENT: NOT_SIGNIFICANT, INCONCLUSIVE: INCONCLUSIVE_MARK}.get(what, "")
-    return f"{text} {interval}{mark}"
+    return f"{text} {interval}{mark}".rstrip()
 
 
 def muted(cell: str) -> bool:
