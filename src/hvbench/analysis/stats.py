@@ -226,16 +226,17 @@ def confidence_interval(values: np.ndarray, confidence: float = CONFIDENCE) -> t
 
 def _left_out_t(x: np.ndarray) -> np.ndarray:
     """Per row of a (samples × n) array, each value's distance from the mean of the others in
-    units of their standard deviation (n − 2 degrees of freedom): the suspect does not widen
-    the yardstick it is measured with. Infinite when the others are all equal."""
+    units of their standard deviation (n − 2 degrees of freedom), signed (below them: < 0):
+    the suspect does not widen the yardstick it is measured with. Infinite when the others are
+    all equal."""
     n = x.shape[-1]
     c = x - x.mean(axis=-1, keepdims=True)  # centred: the others' sum is −c
     others_mean = -c / (n - 1)
     others_ss = np.sum(c * c, axis=-1, keepdims=True) - c * c - c * c / (n - 1)
     sd = np.sqrt(np.maximum(others_ss, 0.0) / (n - 2))
-    dist = np.abs(c - others_mean)
+    dist = c - others_mean
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(dist > 0, dist / sd, 0.0)
+        return np.where(dist != 0, dist / sd, 0.0)
 
 
 def _gap_t(x: np.ndarray) -> np.ndarray:
@@ -254,20 +255,34 @@ def _gap_t(x: np.ndarray) -> np.ndarray:
         return np.where(gap > 0, gap / sd, 0.0)
 
 
+def behind_most(x: np.ndarray) -> np.ndarray:
+    """Per (repetitions × instances) table in the last two axes, how far the instance furthest
+    below the others of its repetition is, in their standard deviations (``_left_out_t``), in
+    more than half of the repetitions: the largest value that most repetitions reach. Starvation
+    that rotates puts some instance far below the others in most repetitions; clean instances
+    rarely do."""
+    per_repetition = (-_left_out_t(x)).max(axis=-1)
+    n = x.shape[-2]
+    return np.sort(per_repetition, axis=-1)[..., n - (n // 2 + 1)]
+
+
 _NULL_STATISTICS = {
-    "outlier": lambda z: _left_out_t(z).max(axis=-1),
+    "outlier": lambda z: np.abs(_left_out_t(z)).max(axis=-1),
     "bimodal": lambda z: _gap_t(np.sort(z, axis=-1)).max(axis=-1),
+    "rotating": behind_most,
 }
 
 
 @functools.cache
-def null_threshold(statistic: str, n: int, level: float) -> float:
+def null_threshold(statistic: str, n: int, level: float, k: int = 1) -> float:
     """The value of ``statistic`` ("outlier": the largest ``_left_out_t``; "bimodal": the
-    largest ``_gap_t``) that clean samples of n normal values exceed with probability
-    ``level``. Both are free of location and scale, so one seeded simulation per n serves every
-    cell, and a report is the same each time it is made."""
-    draws = max(2000, min(NULL_SAMPLES, NULL_VALUES // n))
-    z = np.random.default_rng(SEED + n).normal(size=(draws, n))
+    largest ``_gap_t``; "rotating": ``behind_most`` of n repetitions of k instances) that clean
+    samples of n normal values (n × k) exceed with probability ``level``. Each is free of
+    location and scale (the rotating one per repetition), so one seeded simulation per size
+    serves every cell, and a report is the same each time it is made."""
+    draws = max(2000, min(NULL_SAMPLES, NULL_VALUES // (n * k)))
+    shape = (draws, n) if statistic != "rotating" else (draws, n, k)
+    z = np.random.default_rng(SEED + n + 1000 * (k - 1)).normal(size=shape)
     return float(np.quantile(_NULL_STATISTICS[statistic](z), 1 - level))
 
 
@@ -286,7 +301,7 @@ def outliers(values: np.ndarray) -> tuple[int, ...]:
     if n < OUTLIER_MIN_N:
         return ()
     far = np.abs(x - np.median(x)) > OUTLIER_MIN_REL * abs(float(np.median(x)))
-    t = _left_out_t(x)
+    t = np.abs(_left_out_t(x))
     return tuple(
         int(i) for i in np.flatnonzero((t > null_threshold("outlier", n, OUTLIER_LEVEL)) & far)
     )

@@ -236,8 +236,8 @@ def values_table(a: RunAnalysis, workload: str, count: int) -> Table:
         kind="values",
         notes=[
             "mean per instance ±half-width of its 95% confidence interval; n = repetitions; "
-            "↑ higher is better, ↓ lower is better; (median …) where some repetitions ran on a "
-            "busier host (see the warnings)"
+            "↑ higher is better, ↓ lower is better; (median …) where some repetitions stand "
+            "apart from the rest (outliers, two groups, steal time: see the noise table)"
         ],
     )
     nested = sorted({c.platform for c in a.cells if c.ran.nested} & set(platforms))
