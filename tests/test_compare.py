@@ -12,7 +12,15 @@ from test_analysis import RunBuilder
 from typer.testing import CliRunner
 
 from hvbench.analysis import analyse
-from hvbench.analysis.compare import ALARM, ALLOWANCE, ALPHA, THRESHOLD, compare, judge_family
+from hvbench.analysis.compare import (
+    ALARM,
+    ALLOWANCE,
+    ALPHA,
+    FEWEST,
+    THRESHOLD,
+    compare,
+    judge_family,
+)
 from hvbench.analysis.stats import repetitions_to_settle, run_to_run, runs_to_settle
 from hvbench.cli.reporting import compare as compare_cmd
 from hvbench.errors import HvbenchError
@@ -313,25 +321,26 @@ def test_identical_data_of_a_low_noise_metric_passes(cv):
     assert not any(judge_family([(r, r)], [True], allowance=0.03)[0].settled for r in x[:50])
 
 
-def _runs(rng, trials: int, k: int, metrics: int, run_sd: float, n: int = 5) -> np.ndarray:
-    """(trials × k runs × metrics × n repetitions): each run's mean off by ``run_sd``, 1% noise
+def _runs(
+    rng, trials: int, k: int, metrics: int, run_sd: float, n: int = 5, shared: bool = False
+) -> np.ndarray:
+    """(trials × k runs × metrics × n repetitions): each run's mean off by ``run_sd`` (one
+    offset for all its metrics where ``shared``: the host slower for the whole run), 1% noise
     within a run, metrics of scales 10 to 1000 (the same in every run)."""
     scale = np.random.default_rng(7).uniform(10, 1000, (1, 1, metrics, 1))
-    shape = (trials, k, metrics, 1)
-    return scale * (1 + rng.normal(0, run_sd, shape)) * (1 + rng.normal(0, 0.01, (*shape[:3], n)))
+    offsets = rng.normal(0, run_sd, (trials, k, 1 if shared else metrics, 1))
+    return scale * (1 + offsets) * (1 + rng.normal(0, 0.01, (trials, k, metrics, n)))
 
 
-def _aa(rng, run_sd: float, history: int, trials: int = 200, metrics: int = 10):
+def _aa(rng, run_sd: float, history: int, trials: int = 200, metrics: int = 10, shared=False):
     """A/A comparisons of one run a side: (share calling a regression, share settling every
-    metric), the allowance measured from ``history`` earlier runs, or assumed without."""
-    a, b = (
-        _runs(rng, trials, 1, metrics, run_sd)[:, 0],
-        _runs(rng, trials, 1, metrics, run_sd)[:, 0],
-    )
-    earlier = _runs(rng, trials, history, metrics, run_sd) if history else None
+    metric), the allowance measured from ``history`` earlier runs where they are enough to
+    (``FEWEST``), else assumed."""
+    a, b = (_runs(rng, trials, 1, metrics, run_sd, shared=shared)[:, 0] for _ in range(2))
+    earlier = _runs(rng, trials, history, metrics, run_sd, shared=shared)
     false = passed = 0
     for t in range(trials):
-        if earlier is None:
+        if history < FEWEST:
             kw = {"allowance": ALLOWANCE, "alarm": ALARM}
         else:
             sd, df = run_to_run(earlier[t].mean(-1), earlier[t].var(-1, ddof=1) / 5)
@@ -344,21 +353,36 @@ def _aa(rng, run_sd: float, history: int, trials: int = 200, metrics: int = 10):
 
 def test_an_allowance_measured_from_earlier_runs_holds_the_error_and_lets_a_quiet_host_pass():
     """A/A, 10 metrics, 5 repetitions at CV 1%, one run a side; the host's runs differ by
-    0.5%, 3% or 5%. The former fixed 3% called a false regression in 0.7%, 6.7% and 20.7% of
-    comparisons at 3%, 4% and 5% (57% over 100 metrics at 5%), and passed none. Measured from 4
-    earlier runs (its degrees of freedom in the interval): at most 1% at every spread
-    (measured over 300 comparisons), and 77% of comparisons pass on the quiet host (all 10
-    metrics settled). With no earlier run, the assumed 1% for the interval and 3% for any
-    regression: passes are possible, and false regressions are the fixed 3%'s."""
+    0.5%, 3% or 5%, each metric by its own offset. The former fixed 3% called a false
+    regression in 0.7%, 6.7% and 20.7% of comparisons at 3%, 4% and 5% (57% over 100 metrics
+    at 5%), and passed none. Measured from 4 earlier runs (3 degrees of freedom in the
+    interval): at most 1% at every spread (measured over 300 comparisons), and 42% of
+    comparisons pass on the quiet host (all 10 metrics settled; 77% when its degrees of
+    freedom were counted per metric, 30, which a shared offset does not give). With no earlier
+    run, the assumed 1% for the interval and 3% for any regression: passes are possible, and
+    false regressions are the fixed 3%'s."""
     rng = np.random.default_rng(42)
     for run_sd in (0.005, 0.03, 0.05):
         false, passed = _aa(rng, run_sd, history=4)
         assert false <= 0.03, (run_sd, false)
         if run_sd < 0.01:
-            assert passed >= 0.6, passed
+            assert passed >= 0.3, passed
     false, passed = _aa(rng, 0.03, history=0)
     assert false <= 0.03 and passed == 0
     assert _aa(rng, 0.0, history=0)[1] >= 0.08  # 19% measured; none at the fixed 3%
+
+
+@pytest.mark.parametrize(("history", "trials"), [(2, 300), (3, 600), (5, 300), (10, 300)])
+def test_a_run_offset_shared_by_its_metrics_holds_false_regressions_at_1_percent(history, trials):
+    """A/A, 10 metrics at CV 1%, 5 repetitions, one run a side; each run's offset (sd 3%) shared
+    by all its metrics, as when the host was slower for the whole run. With the allowance's
+    degrees of freedom counted per metric ((runs − 1) × 10) false regressions were 4.6%, 2.7%,
+    1.7% and 0.5% of comparisons with 2, 3, 5 and 10 earlier runs (1000 each). Counted from runs,
+    with 3 earlier runs needed to measure it (2 leave it assumed, its regressions held at 3%):
+    0.2% ± 0.1% (3000), 0.7% ± 0.1%, 0.3% ± 0.1% and 0.2% ± 0.1% (5000 each; ± one standard
+    error)."""
+    false, _ = _aa(np.random.default_rng(60 + history), 0.03, history, trials, shared=True)
+    assert false <= 0.01, false
 
 
 def test_what_would_settle_a_metric_does():
@@ -497,7 +521,7 @@ def test_without_earlier_runs_the_allowance_is_assumed_and_said_to_be(store):
     assert res.exit_code == 3, res.output
     assert (
         "1.0% a run, assumed, not measured (0 earlier runs of study 'hand-made' on host "
-        "'h1' in the store; 2 or more would measure it" in res.output
+        "'h1' in the store; 3 or more would measure it" in res.output
     )
     assert "(significant only at the assumed allowance)" in res.output
 
@@ -540,3 +564,109 @@ def test_runs_enough_for_an_unchanged_metric_say_the_change_itself_keeps_it_open
     ch = next(ch for ch in c.changes if ch.name == "disk.write_mbps")
     assert ch.verdict == "inconclusive" and ch.judged.runs is not None and ch.judged.runs <= 4
     assert "were it unchanged; with 4, its own change (+4." in to_settle(c, ch)
+
+
+def test_a_pass_at_the_assumed_allowance_is_not_called_settled_and_names_its_risk(store):
+    """A build 7% slower on both headline metrics, one run a side, no earlier run: each run's
+    offset (sd 3%) shared by its metrics, CV 1%, 5 repetitions. At the assumed 1% it passed
+    in 2.6% ± 0.4% of 2000 comparisons, each said to be "settled", under a warning of false
+    regressions (which are held at 3%). Passes stay possible, but none is called settled: the
+    first line says the allowance was assumed and that a regression can pass unseen."""
+    rng = np.random.default_rng(45)
+    trials, turn = 400, np.array([[1], [-1]])  # a slower host: less throughput, more time
+
+    def runs(speed: float) -> np.ndarray:
+        host = (speed * (1 + rng.normal(0, 0.03, (trials, 1, 1)))) ** turn
+        return np.array([[100.0], [50.0]]) * host * rng.normal(1, 0.01, (trials, 2, 5))
+
+    a, b = runs(1.0), runs(0.93)
+    passed = [
+        t
+        for t in range(trials)
+        if all(
+            j.settled and j.verdict != "regression"
+            for j in judge_family(
+                list(zip(a[t], b[t], strict=True)), [True, False], allowance=ALLOWANCE, alarm=ALARM
+            )
+        )
+    ]
+    assert 0.01 <= len(passed) / trials <= 0.08, len(passed)
+    write(store, "a", *a[passed[0]])
+    write(store, "b", *b[passed[0]])
+    c = compare(analyse(store, "a"), analyse(store, "b"))
+    assert c.exit_code == 0 and len(c.assumed) == 2
+    first = render_comparison(c, "md").splitlines()[4]
+    assert first.startswith("- pass: no regression") and "settled" in first
+    assert "but not settled: all of them at the assumed run-to-run allowance of 1.0%" in first
+    assert "a regression can pass unseen" in first and "false regressions" not in first
+
+
+def test_an_inconclusive_line_significant_only_at_the_assumed_allowance_is_marked(store):
+    """A metric 5% lower at CV 1%, one run a side, no earlier run: at the assumed 1% its
+    interval lies below 0 (Holm p < 0.01), at 3% it does not; its change is not past the 5%
+    threshold, so it was "inconclusive" with nothing said of that. It is marked now, as a
+    regression held back by the larger allowance is."""
+    rng = np.random.default_rng(46)
+    write(store, "a", rng.normal(100, 1, 5), rng.normal(50, 0.5, 5))
+    write(store, "b", rng.normal(95.2, 1, 5), rng.normal(50, 0.5, 5))
+    res = CliRunner().invoke(app(), ["a", "b", "--db", store.url, "-f", "json"])
+    assert res.exit_code == 3, res.output
+    meta = {x["metric"]: x["metadata"] for x in map(json.loads, res.output.splitlines())}[
+        "disk.write_mbps"
+    ]
+    assert meta["verdict"] == "inconclusive" and meta["p_holm"] < 0.01 and meta["ci_high"] < 0
+    assert meta["significant_only_at_assumed_allowance"]
+    text = render_comparison(compare(analyse(store, "a"), analyse(store, "b")), "md")
+    assert "worse, significant only at the assumed allowance of 1.0% (Holm p = " in text
+
+
+def test_a_platform_that_did_no_work_lost_100_percent(store):
+    """Native [100, 101, 102] against a platform at [0, 0, 0]: a kept fraction of 0 was NaN,
+    and identical zeros of unknown resolution "not tested", so the verdict read "kvm n/a%: not
+    tested" ("keeps n/a% [0°–1%]" with a resolution of 1), and compare of B = [0]×5 against a
+    working A "not tested", exit 3. A throughput of 0 is no work done, exactly: a loss of 100%,
+    and in compare a regression."""
+    from hvbench.analysis.verdict import verdicts
+
+    for run_id, resolution in (("none", None), ("tick", 1.0)):
+        b = RunBuilder(store, run_id=run_id)
+        cells = {p: b.cell(p, "disk") for p in ("native", "kvm")}
+        for rep, v in enumerate((100.0, 101.0, 102.0)):
+            for p, value in (("native", v), ("kvm", 0.0)):
+                steps = {"disk.write_mbps": [resolution]} if resolution else None
+                b.sample(cells[p], rep, {"disk.write_mbps": [value]}, resolutions=steps)
+        v = analyse(store, run_id).result("kvm", "disk", "disk.write_mbps", 1).vs_baseline
+        assert v.pct_of_native == 0 and v.reading() == "loss" and v.tested
+        line = next(x for x in verdicts(analyse(store, run_id)) if x.startswith("disk"))
+        assert ("kvm keeps 0% of native" if resolution is None else "kvm keeps 0% [0°–1%]") in line
+    write(store, "a", np.array([100.0, 101, 99, 100.5, 99.5]), np.full(5, 50.0) + np.arange(5))
+    write(store, "b", np.zeros(5), np.full(5, 50.0) + np.arange(5))
+    res = CliRunner().invoke(app(), ["a", "b", "--db", store.url, "-f", "json"])
+    assert res.exit_code == 1, res.output
+    meta = {x["metric"]: x for x in map(json.loads, res.output.splitlines())}["disk.write_mbps"]
+    assert meta["value"] == -1 and meta["metadata"]["verdict"] == "regression"
+
+
+def test_what_would_settle_it_never_asks_for_fewer_repetitions_than_ran(store):
+    """A = [100, 101, 99, 100.5, 99.5], B = [95.5, 96.5, 94.5, 96, 95], --allowance 0.005:
+    inconclusive, and it read "would settle it: 3 repetitions a run (one run a side), or 3 runs
+    a side" after 5 (so on 99% of inconclusive lines at a true −4%). 3 would settle an unchanged
+    metric; with 5, its own change keeps a bound past 5%, and the line says so."""
+    from hvbench.report.comparison import to_settle
+
+    write(store, "a", np.array([100, 101, 99, 100.5, 99.5]), np.arange(50.0, 55.0))
+    write(store, "b", np.array([95.5, 96.5, 94.5, 96, 95]), np.arange(50.0, 55.0))
+    res = CliRunner().invoke(
+        app(), ["a", "b", "--db", store.url, "-f", "json", "--allowance", "0.005"]
+    )
+    meta = {x["metric"]: x["metadata"] for x in map(json.loads, res.output.splitlines())}
+    assert meta["disk.write_mbps"]["verdict"] == "inconclusive"
+    assert meta["disk.write_mbps"]["repetitions_to_settle"] <= meta["disk.write_mbps"]["n_a"] == 5
+    c = compare(analyse(store, "a"), analyse(store, "b"), allowance=0.005)
+    ch = next(ch for ch in c.changes if ch.name == "disk.write_mbps")
+    said = to_settle(c, ch)
+    assert said.startswith("3 repetitions a run, were it unchanged; with 5, its own change (-4.")
+    assert said.endswith(
+        "keeps a bound past ±5%: more repetitions a run, or 3 runs a side, narrow it"
+    )
+    assert f"would settle it: {said}" in render_comparison(c, "md")

@@ -16,7 +16,16 @@ from collections import defaultdict
 
 import numpy as np
 
-from hvbench.analysis.compare import ALARM, ALLOWANCE, ASSUMED, MEASURED, Allowance, Key, gates
+from hvbench.analysis.compare import (
+    ALARM,
+    ALLOWANCE,
+    ASSUMED,
+    FEWEST,
+    MEASURED,
+    Allowance,
+    Key,
+    gates,
+)
 from hvbench.analysis.model import RunAnalysis
 from hvbench.analysis.run import analyse
 from hvbench.analysis.stats import run_to_run
@@ -90,13 +99,13 @@ def measured(store: Store, a: RunAnalysis, b: RunAnalysis) -> Allowance:
             history.append(analyse(store, run_id))
         except HvbenchError:  # a run with no cells yet: nothing to measure
             continue
-    workloads = pooled(history, a) if len(history) >= 2 else {}
+    workloads = pooled(history, a) if len(history) >= FEWEST else {}
     if not workloads:
         what = (
             "A and B are not runs of one study on one named host"
             if _apart(a, b)
             else f"{len(history)} earlier run{'s' * (len(history) != 1)} of {where} in the "
-            "store; 2 or more would measure it"
+            f"store; {FEWEST} or more would measure it"
         )
         return Allowance(ALLOWANCE, ASSUMED, note=what, alarm=ALARM)
     used = tuple(r.run_id for r in history)

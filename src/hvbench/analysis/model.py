@@ -329,7 +329,7 @@ class RunAnalysis:
         return steal_reps(self.host_cpu, cell_id)
 
     def skewed(self, r: MetricResult) -> bool:
-        """Whether some repetitions of this figure ran on a busier host than others (bimodal,
+        """Whether some repetitions of this figure stand apart from the others (bimodal,
         outliers, steal time): its median says more than its mean."""
         return skewed(r, self.host_cpu)
 
@@ -360,8 +360,9 @@ def steal_reps(host_cpu: dict[int, HostCpu], cell_id: int) -> dict[int, float]:
 
 
 def skewed(r: MetricResult, host_cpu: dict[int, HostCpu]) -> bool:
-    """Whether some repetitions of a figure ran on a busier host than others (bimodal,
-    outliers, steal time): its median says more than its mean."""
+    """Whether some repetitions of a figure stand apart from the others (bimodal, outliers,
+    steal time): its median says more than its mean. Not always a busier host: a repetition
+    apart on the fast side is not contention (``run._advice``)."""
     return bool(r.single.bimodal or r.single.outliers or steal_reps(host_cpu, r.cell.id))
 
 

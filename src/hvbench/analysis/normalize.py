@@ -156,7 +156,8 @@ def figure(v: Normalized, kind: str = "pct", unit: str = "") -> tuple[str, str]:
     after the figure and the interval; a signed figure's difference in its own unit whatever
     the kind ("+3.0 MiB", "[+1.2–+4.8 MiB]"). Bounds are rounded outward, with more digits
     where one would print on the boundary it does not reach (``rounded``); a bound raised to 0
-    is marked ``CLIPPED``; no interval (""), where none was computed."""
+    is marked ``CLIPPED``; no interval (""), where none was computed or a platform did no work
+    at all (0 in every repetition, a ratio of exactly 0)."""
     if v.signed and v.reference:
         return f"0 {v.unit}".rstrip(), ""
     if v.signed:
@@ -176,6 +177,8 @@ def figure(v: Normalized, kind: str = "pct", unit: str = "") -> tuple[str, str]:
         clipped_low = v.clipped and (kind == "ratio" or (kind == "pct" and up)) and low == 0
         clipped_high = v.clipped and kind == "loss" and up and high == 100
     if v.reference or math.isnan(v.ratio_low if not v.signed else v.difference_low):
+        return est + unit, ""
+    if not v.signed and v.ratio_high == 0:  # no work done: exactly 0, no interval to give
         return est + unit, ""
     if lo == hi == "unbounded":
         return est + unit, "[unbounded]"
@@ -278,7 +281,7 @@ def from_ratio(r: Ratio, higher_is_better: bool, unit: str = "") -> Normalized:
         ratio=r.estimate,
         ratio_low=r.low,
         ratio_high=r.high,
-        pct_of_native=100 * kept if math.isfinite(kept) and kept else math.nan,
+        pct_of_native=100 * kept if math.isfinite(kept) else math.nan,
         pct_low=100 * low,
         pct_high=100 * high,
         p_value=r.p_value,

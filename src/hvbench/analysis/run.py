@@ -784,6 +784,14 @@ def _advice(
             "a longer job: its measurement cannot tell the repetitions apart, so more of them "
             "will not narrow the interval; more work per repetition (or a finer clock) will"
         )
+    if skewed(r, host_cpu) and not steal_reps(host_cpu, r.cell.id) and _faster_apart(r):
+        return (
+            "not a busier host, which makes no repetition faster: the repetitions that stand "
+            "apart ran faster than the rest; noise with heavier tails than normal (which the "
+            "outlier and bimodal rules assume) flags such a one, or it did less work or found "
+            f"something warm (check its output); read the median ({r.single.median:.4g}) "
+            "rather than the mean"
+        )
     if skewed(r, host_cpu):
         return (
             "a quieter host: some repetitions ran on a busier host than the rest (other load, "
@@ -802,6 +810,17 @@ def _advice(
         "budget_minutes": " (a larger adaptive budget_minutes)",
     }.get(stopped_by or "", "")
     return f"more repetitions: about {need} for {goal}{hint}"
+
+
+def _faster_apart(r: MetricResult) -> bool:
+    """The repetitions that stand apart (outliers, the smaller group of a bimodal cell) all ran
+    better than the median of the others, in the metric's direction: what a busier host, other
+    load or steal, cannot do."""
+    s = r.single
+    apart = sorted(set(s.outliers) | set(s.bimodal))
+    rest = float(np.median(np.delete(r.single_values, apart)))
+    better = r.single_values[apart] > rest if r.higher_is_better else r.single_values[apart] < rest
+    return bool(better.all())
 
 
 def _warnings(

@@ -226,16 +226,17 @@ def confidence_interval(values: np.ndarray, confidence: float = CONFIDENCE) -> t
 
 def _left_out_t(x: np.ndarray) -> np.ndarray:
     """Per row of a (samples × n) array, each value's distance from the mean of the others in
-    units of their standard deviation (n − 2 degrees of freedom): the suspect does not widen
-    the yardstick it is measured with. Infinite when the others are all equal."""
+    units of their standard deviation (n − 2 degrees of freedom), signed (below them: < 0):
+    the suspect does not widen the yardstick it is measured with. Infinite when the others are
+    all equal."""
     n = x.shape[-1]
     c = x - x.mean(axis=-1, keepdims=True)  # centred: the others' sum is −c
     others_mean = -c / (n - 1)
     others_ss = np.sum(c * c, axis=-1, keepdims=True) - c * c - c * c / (n - 1)
     sd = np.sqrt(np.maximum(others_ss, 0.0) / (n - 2))
-    dist = np.abs(c - others_mean)
+    dist = c - others_mean
     with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(dist > 0, dist / sd, 0.0)
+        return np.where(dist != 0, dist / sd, 0.0)
 
 
 def _gap_t(x: np.ndarray) -> np.ndarray:
@@ -254,20 +255,34 @@ def _gap_t(x: np.ndarray) -> np.ndarray:
         return np.where(gap > 0, gap / sd, 0.0)
 
 
+def behind_most(x: np.ndarray) -> np.ndarray:
+    """Per (repetitions × instances) table in the last two axes, how far the instance furthest
+    below the others of its repetition is, in their standard deviations (``_left_out_t``), in
+    more than half of the repetitions: the largest value that most repetitions reach. Starvation
+    that rotates puts some instance far below the others in most repetitions; clean instances
+    rarely do."""
+    per_repetition = (-_left_out_t(x)).max(axis=-1)
+    n = x.shape[-2]
+    return np.sort(per_repetition, axis=-1)[..., n - (n // 2 + 1)]
+
+
 _NULL_STATISTICS = {
-    "outlier": lambda z: _left_out_t(z).max(axis=-1),
+    "outlier": lambda z: np.abs(_left_out_t(z)).max(axis=-1),
     "bimodal": lambda z: _gap_t(np.sort(z, axis=-1)).max(axis=-1),
+    "rotating": behind_most,
 }
 
 
 @functools.cache
-def null_threshold(statistic: str, n: int, level: float) -> float:
+def null_threshold(statistic: str, n: int, level: float, k: int = 1) -> float:
     """The value of ``statistic`` ("outlier": the largest ``_left_out_t``; "bimodal": the
-    largest ``_gap_t``) that clean samples of n normal values exceed with probability
-    ``level``. Both are free of location and scale, so one seeded simulation per n serves every
-    cell, and a report is the same each time it is made."""
-    draws = max(2000, min(NULL_SAMPLES, NULL_VALUES // n))
-    z = np.random.default_rng(SEED + n).normal(size=(draws, n))
+    largest ``_gap_t``; "rotating": ``behind_most`` of n repetitions of k instances) that clean
+    samples of n normal values (n × k) exceed with probability ``level``. Each is free of
+    location and scale (the rotating one per repetition), so one seeded simulation per size
+    serves every cell, and a report is the same each time it is made."""
+    draws = max(2000, min(NULL_SAMPLES, NULL_VALUES // (n * k)))
+    shape = (draws, n) if statistic != "rotating" else (draws, n, k)
+    z = np.random.default_rng(SEED + n + 1000 * (k - 1)).normal(size=shape)
     return float(np.quantile(_NULL_STATISTICS[statistic](z), 1 - level))
 
 
@@ -286,7 +301,7 @@ def outliers(values: np.ndarray) -> tuple[int, ...]:
     if n < OUTLIER_MIN_N:
         return ()
     far = np.abs(x - np.median(x)) > OUTLIER_MIN_REL * abs(float(np.median(x)))
-    t = _left_out_t(x)
+    t = np.abs(_left_out_t(x))
     return tuple(
         int(i) for i in np.flatnonzero((t > null_threshold("outlier", n, OUTLIER_LEVEL)) & far)
     )
@@ -537,11 +552,13 @@ def _variances(
     """The variance of each side's mean, as Fieller's interval and the difference's use it: the
     estimated part (sample variance / n; 0 where the resolution's floor binds), the known part
     (the floor resolution²/12 where it binds, the run-to-run allowance), and which pairs can be
-    tested at all (2 values a side, neither identical with no resolution known)."""
+    tested at all (2 values a side, neither identical with no resolution known). A side of
+    zeros alone is not unresolved: a throughput of 0 is no work done, exactly, whatever the
+    tool's resolution, and against a baseline that did work it is a loss of 100%."""
     with np.errstate(invalid="ignore"):
         sa, sb = np.sqrt(var_a), np.sqrt(var_b)
-    unresolved = ((na >= 2) & np.isnan(ra) & identical(sa, ma)) | (
-        (nb >= 2) & np.isnan(rb) & identical(sb, mb)
+    unresolved = ((na >= 2) & np.isnan(ra) & identical(sa, ma) & (ma != 0)) | (
+        (nb >= 2) & np.isnan(rb) & identical(sb, mb) & (mb != 0)
     )
     tested = (na >= 2) & (nb >= 2) & ~unresolved
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -834,11 +851,16 @@ def run_to_run(means: np.ndarray, variances: np.ndarray) -> tuple[float, float]:
     variance of each of those means from its own repetitions (NaN where unknown: counted as 0).
     Per metric, the variance of its run means less what their repetitions already carry (one
     way ANOVA's between-run component), relative to its mean squared; pooled over the metrics,
-    each weighted by its degrees of freedom (runs − 1), and not below 0. Returns (standard
-    deviation, degrees of freedom); (NaN, 0) where no metric has 2 runs."""
+    each weighted by its runs − 1, and not below 0. Its degrees of freedom are the runs' − 1,
+    not the metrics' sum: a run's offset is mostly shared by its metrics (the host was slower
+    for the whole run), so 10 metrics of 2 runs measure it once, not 10 times (counted per
+    metric, A/A comparisons of 10 metrics called false regressions in 4.6% with 2 earlier runs
+    at a shared 3%). Returns (standard deviation, degrees of freedom); (NaN, 0) where no metric
+    has 2 runs."""
     y = np.asarray(means, dtype=float)
     w = np.nan_to_num(np.asarray(variances, dtype=float))
-    total, dfs = 0.0, 0
+    total, weight = 0.0, 0
+    runs = np.zeros(len(y), dtype=bool)
     for col, var in zip(y.T, w.T, strict=True):
         have = np.isfinite(col)
         k = int(have.sum())
@@ -847,10 +869,11 @@ def run_to_run(means: np.ndarray, variances: np.ndarray) -> tuple[float, float]:
             continue
         between = float(np.var(col[have], ddof=1)) - float(np.mean(var[have]))
         total += (k - 1) * between / centre**2
-        dfs += k - 1
-    if not dfs:
+        weight += k - 1
+        runs |= have
+    if not weight:
         return math.nan, 0.0
-    return math.sqrt(max(total / dfs, 0.0)), float(dfs)
+    return math.sqrt(max(total / weight, 0.0)), float(runs.sum() - 1)
 
 
 def _first_settled(

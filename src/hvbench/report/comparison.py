@@ -6,6 +6,7 @@ import math
 
 from hvbench.analysis.compare import (
     ASSUMED,
+    FEWEST,
     IMPROVEMENT,
     MEASURED,
     NOT_TESTED,
@@ -64,10 +65,7 @@ def allowance_text(c: Comparison) -> str:
         return f"{_pct(a.value)} a run (--allowance)"
     assumed = f"{_pct(a.value)} a run, assumed, not measured"
     if a.source == ASSUMED:
-        return (
-            f"{assumed} ({a.note}; or give --allowance): a host whose runs differ by more than "
-            "that calls false regressions at it"
-        )
+        return f"{assumed} ({a.note}; or give --allowance): {_unguarded(c)}"
     shared = dict.fromkeys(ch.workload for ch in c.changes)
     parts = [f"{w} {_pct(v)} ({df:.0f} degrees of freedom)" for w, (v, df) in a.workloads.items()]
     rest = [w for w in shared if w not in a.workloads]
@@ -76,6 +74,16 @@ def allowance_text(c: Comparison) -> str:
     return (
         f"measured from the spread of the run means of {a.note}, beyond what their repetitions "
         "carry, pooled per workload over its headline metrics: " + "; ".join(parts)
+    )
+
+
+def _unguarded(c: Comparison) -> str:
+    """What an assumed allowance risks: not a false regression (those must hold at ``ALARM``
+    too), a false pass."""
+    a = c.allowance
+    return (
+        f"a regression must hold at {_pct(a.alarm or 0.0)} as well, a pass cannot: on a host "
+        f"whose runs differ by more than {_pct(a.value)}, a regression can pass unseen"
     )
 
 
@@ -118,8 +126,10 @@ def _ran_apart(c: Comparison) -> list[str]:
 
 
 def to_settle(c: Comparison, ch: Change) -> str:
-    """What would settle an unsettled metric, were it unchanged: "3 runs a side (or 12
-    repetitions a run)"; "" where nothing is to settle."""
+    """What would settle an unsettled metric, were it unchanged: "12 repetitions a run (one run
+    a side), or 3 runs a side"; never fewer than were given: where those would settle it
+    unchanged, its own change keeps it open, and that is what it says; "" where nothing is to
+    settle."""
     j = ch.judged
     if ch.verdict == NOT_TESTED:
         if min(j.ratio.n_a, j.ratio.n_b) >= 2:
@@ -129,11 +139,15 @@ def to_settle(c: Comparison, ch: Change) -> str:
         return ""
     runs = f"{j.runs} runs a side" if j.runs is not None else f"more than {MAX_RUNS} runs a side"
     have = min(j.ratio.n_a, j.ratio.n_b)
-    if c.by_run and j.runs is not None and j.runs <= have:
-        # enough runs for an unchanged metric: what keeps it open is its change itself
+    need = j.runs if c.by_run else j.repetitions
+    if need is not None and need <= have:
+        # enough for an unchanged metric (runs a side, or repetitions a run): what keeps it
+        # open is its change itself, and fewer than were run would not settle it
+        counted = runs if c.by_run else f"{need} repetitions a run"
+        more = "more runs" if c.by_run else f"more repetitions a run, or {runs},"
         return (
-            f"{runs}, were it unchanged; with {have}, its own change ({ch.change:+.1%}) keeps a "
-            f"bound past ±{c.threshold:.0%}: more runs narrow it"
+            f"{counted}, were it unchanged; with {have}, its own change ({ch.change:+.1%}) keeps "
+            f"a bound past ±{c.threshold:.0%}: {more} narrow it"
         )
     if c.by_run or j.repetitions is None:
         return runs
@@ -173,8 +187,9 @@ def changes_table(c: Comparison) -> Table:
             f"than 2 observations on a side, or a side's {RESOLUTION_UNKNOWN}; "
             f"{BEFORE_CORRECTION}: the interval (each metric's own, what 'no significant "
             "change' reads) excludes no change, but Holm's step-down over the family does not "
-            f"pass; {ASSUMED_ONLY}: no earlier run measured this host's run-to-run variation, "
-            "and a regression must hold at the larger allowance as well",
+            f"pass; {ASSUMED_ONLY}: Holm's step-down passes at the allowance assumed (no "
+            "earlier run measured this host's run-to-run variation) but not at the larger one "
+            "a regression must hold at as well",
             "could detect: the smallest change that would be called a regression about 80% of "
             "the time, were it the only one in its family (from this data's spread); would "
             "settle it: the repetitions a run, or runs a side, that would show the metric "
@@ -229,9 +244,18 @@ def _outcome(c: Comparison) -> str:
     )
     if c.regressions:
         return f"fail: {len(c.regressions)} of {heads} regressed ({family})"
+    each = "the" if n == 1 else "each of the"
+    if not c.unsettled and c.assumed:
+        k = len(c.assumed)
+        return (
+            f"pass: no regression, and {each} {heads} within ±{100 * c.threshold:.0f}% or "
+            f"significantly better, but not settled: {k if k < n else 'all'} of them at the "
+            f"assumed run-to-run allowance of {_pct(c.allowance.value)}, not measured; "
+            f"{_unguarded(c)} ({family})"
+        )
     if not c.unsettled:
         return (
-            f"pass: no regression, and {'the' if n == 1 else 'each of the'} {heads} settled: "
+            f"pass: no regression, and {each} {heads} settled: "
             f"within ±{100 * c.threshold:.0f}%, or significantly better ({family})"
         )
     inconclusive = [ch for ch in c.unsettled if ch.verdict != NOT_TESTED]
@@ -334,10 +358,10 @@ def summary_lines(c: Comparison) -> list[str]:
         )
         if j.assumed_only:
             raw += (
-                f"; {'worse' if ch.better < 0 else 'better'} beyond "
-                f"{100 * c.threshold:.0f}% at the assumed run-to-run allowance of "
-                f"{_pct(ch.allowance)}, not at {_pct(c.allowance.alarm or 0.0)}: measure this "
-                "host's (2 or more earlier runs of the study)"
+                f"; {'worse' if ch.better < 0 else 'better'}, {ASSUMED_ONLY} of "
+                f"{_pct(ch.allowance)} (Holm p = {j.p_holm:.2g}), not at "
+                f"{_pct(c.allowance.alarm or 0.0)}: measure this host's ({FEWEST} or more "
+                "earlier runs of the study)"
             )
         out.append(
             f"inconclusive: {_where(c, ch)}: between {low} and {high}{raw}; could detect "

@@ -242,7 +242,8 @@ def render_comparison(c: Comparison) -> str:
     ``difference`` in its unit), its interval (null where not tested or unbounded:
     ``ci_bounded`` tells which; ``ci_clipped``: a lower bound raised to 0), Welch's p-value raw
     and adjusted by Holm's step-down within its family (``family``: headline, which gates the
-    exit code, or other; ``significant_before_correction``), the smallest change it could have
+    exit code, or other; ``significant_before_correction``;
+    ``significant_only_at_assumed_allowance``), the smallest change it could have
     detected, the repetitions a run and runs a side that would settle it, the run-to-run
     allowance and its source, and the verdict."""
     lines = []
@@ -292,6 +293,7 @@ def render_comparison(c: Comparison) -> str:
                         "gating": ch.headline,
                         "detectable": _finite(ch.judged.detectable),
                         "significant_before_correction": ch.judged.before_correction,
+                        "significant_only_at_assumed_allowance": ch.judged.assumed_only,
                         "repetitions_to_settle": ch.judged.repetitions,
                         "runs_to_settle": ch.judged.runs,
                         "threshold": c.threshold,

@@ -180,7 +180,7 @@ def relative(v: Normalized, kind: str = "pct") -> str:
     if what == NOT_TESTED:
         return f"{text}, {v.describe()}"
     mark = {EQUIVALENT: NOT_SIGNIFICANT, INCONCLUSIVE: INCONCLUSIVE_MARK}.get(what, "")
-    return f"{text} {interval}{mark}"
+    return f"{text} {interval}{mark}".rstrip()
 
 
 def muted(cell: str) -> bool:
@@ -237,8 +237,8 @@ def values_table(a: RunAnalysis, workload: str, count: int) -> Table:
         kind="values",
         notes=[
             "mean per instance ±half-width of its 95% confidence interval; n = repetitions; "
-            "↑ higher is better, ↓ lower is better; (median …) where some repetitions ran on a "
-            "busier host (see the warnings)"
+            "↑ higher is better, ↓ lower is better; (median …) where some repetitions stand "
+            "apart from the rest (outliers, two groups, steal time: see the noise table)"
         ],
     )
     nested = sorted({c.platform for c in a.cells if c.ran.nested} & set(platforms))
