@@ -57,7 +57,7 @@ def test_claims_are_read_with_their_units():
         (
             "{workload: boot, metric: boot.ready, at_most: 60s}",
             "s.yaml:11: expect.0.metric: expected a metric boot produces ['boot.kernel_s', "
-            "'boot.init_s', 'boot.ready_s', 'boot.storm.all_ready_s',",
+            "'boot.init_s', 'boot.ready_s', 'boot.api_s',",
         ),
         (
             "{platform: kvm, workload: boot, metric: boot.ready_s, at_most: 60s}",
