@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
+from oslevel_checks import container_leftovers
 from vmm_binaries import vmm_binary
 
 from hvbench.drivers.firecracker import merge_layer
@@ -148,3 +150,37 @@ def test_doctor_names_each_vmm_with_its_version_and_why_it_cannot_run_here(tmp_p
                 "/dev/kvm is kvm_pvm, which runs only PVM-enabled guest kernels"
                 in (found[name]["detail"])
             )
+
+
+@pytest.mark.guest
+@pytest.mark.parametrize("driver", ["firecracker", "cloud-hypervisor"])
+def test_a_killed_run_leaves_nothing_after_cleanup(tmp_path, driver):
+    """SIGKILL ``hvbench run`` while the VMM boots its guest (this host's KVM never gets it
+    there, which leaves time to kill): ``hvbench cleanup`` ends the VMM and removes its
+    sockets, its data disk, its tap and the run's namespace and directories."""
+    study = tmp_path / "study.yaml"
+    study.write_text(
+        f"name: killed\nplatforms:\n  p: {{driver: {driver}, binary: {vmm_binary(driver)}, "
+        "memory: 256M, boot_timeout: 900, disk: {size: 64M}}\n"
+        "workloads:\n  - {name: disk, tool: dd, size: 16M}\nrepetitions: 1\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hvbench", "run", str(study), "--db",
+         f"sqlite:///{tmp_path / 'results.db'}"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )  # fmt: skip
+    run_id = proc.stdout.readline().split()[1]
+    deadline = time.monotonic() + 600  # the guest image may be built first
+    while not any(f.startswith("process") and driver in f for f in container_leftovers(run_id)):
+        assert time.monotonic() < deadline and proc.poll() is None, "no VMM started"
+        time.sleep(0.5)
+    proc.kill()
+    proc.wait()
+    left = container_leftovers(run_id)
+    assert any(f"hvb-{run_id[-8:]}" in f for f in left), left  # the namespace with the tap
+    cleanup = subprocess.run(
+        [sys.executable, "-m", "hvbench", "cleanup", "--json"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert run_id in [r["run"] for r in json.loads(cleanup.stdout)]
+    assert container_leftovers(run_id) == []

@@ -53,8 +53,14 @@ from hvbench.units import Size
 
 GUEST_CID = 3
 """The guest's vsock address (the host is 2); each VMM has a vsock device of its own."""
+ANY_CID = 0xFFFFFFFF
+"""VMADDR_CID_ANY: the agent listens whatever CID the guest has (a snapshot's restore sets the
+guest's CID anew from its VMM's device)."""
 AGENT_VSOCK_PORT = 1024
 """The vsock port qemu-ga listens on in the guest."""
+AGENT_LET_GO_S = 1.0
+"""Seconds a closed agent connection is given to reach the guest's agent (a vsock shutdown, one
+packet) before the guest is paused: ample at two levels of emulation."""
 BOOT_ARGS = "console=ttyS0 loglevel=6 panic=-1 oops=panic reboot=k"
 """As QEMU's guests boot (an oops ends the guest rather than leave it half alive), with the
 keyboard controller's reset, which ends a Firecracker guest's VMM."""
@@ -201,6 +207,21 @@ class Vmm:
                 raise InstanceError(f"{self.name}: the VMM exited ({self.last_words()})") from e
             raise
         self.console.ready()
+
+    def release_agent(self, deadline: float) -> None:
+        """Close the agent's connection and let the guest's agent take it as closed, before the
+        guest is paused for a snapshot: a vsock connection open across a snapshot is reset
+        under qemu-ga, which then waits on it for good (it watches its client for input and
+        hang-up, not for the error a reset raises), and the guest answers no one again. A new
+        connection answering shows that the agent let the old one go; its own close is given
+        ``AGENT_LET_GO_S`` to reach the guest."""
+        self.agent.close()
+        try:
+            self.agent.wait_ready(deadline, self.alive)
+        except CommandTimeout as e:
+            raise InstanceError(f"{self.name}: the agent did not answer before a snapshot") from e
+        self.agent.close()
+        time.sleep(AGENT_LET_GO_S)
 
     def last_words(self) -> str:
         """How the VMM ended, what it said (stderr, its log) and the guest's console."""
@@ -374,7 +395,7 @@ class ApiVmmDriver(Driver[S, I]):
             data = DataImage.make(self, self.data_settings(), f"{prefix.name}.data.raw", made)
         modules = [*self.guest_modules, *self._device_modules()]
         append += [
-            f"hvbench.agent_vsock={GUEST_CID}:{AGENT_VSOCK_PORT}",
+            f"hvbench.agent_vsock={ANY_CID}:{AGENT_VSOCK_PORT}",
             f"hvbench.modules={','.join(modules)}",
         ]
         spec = GuestSpec(

@@ -166,10 +166,17 @@ class CloudHypervisorDriver(ApiVmmDriver[CloudHypervisorSettings, CloudHyperviso
         memory: dict = {"size": s.memory, "shared": s.shared}
         if s.hugepages:
             memory |= {"hugepages": True, "hugepage_size": 2 << 20}
-        disks = [{"path": spec.root, "id": "rootfs"}] if spec.root else []
+        disks = [{"path": spec.root, "id": "rootfs", "image_type": "Raw"}] if spec.root else []
         if spec.data:
             disks.append(
-                {"path": spec.data.path, "serial": DATA_SERIAL, "direct": s.disk.direct}
+                # the image's type said, not guessed: a guessed raw image has its sector 0
+                # made read-only (Cloud Hypervisor's guard against a guest writing a header)
+                {
+                    "path": spec.data.path,
+                    "serial": DATA_SERIAL,
+                    "direct": s.disk.direct,
+                    "image_type": "Raw",
+                }
                 | _queues(s.disk)
             )
         config = {
@@ -211,6 +218,7 @@ class CloudHypervisorLifecycle(Lifecycle):
         made = self.driver.ledger.add("path", str(directory))
         directory.mkdir()
         try:
+            vmm.release_agent(deadline)
             t0 = time.monotonic()
             vmm.api.call("PUT", "/api/v1/vm.pause")
             vmm.api.call("PUT", "/api/v1/vm.snapshot", {"destination_url": f"file://{directory}"})

@@ -232,16 +232,11 @@ class FirecrackerLifecycle(Lifecycle):
         vmm = self._running()
         files = {what: self._path(what) for what in ("state", "mem", "diff-state", "diff-mem")}
         path = {what: res.name for what, res in files.items()}
+        vmm.release_agent(deadline)
         save_s = self._save(vmm, "Full", path["state"], path["mem"])
         size = sum(os.path.getsize(path[w]) for w in ("state", "mem"))
         vmm.api.call("PATCH", "/vm", {"state": "Resumed"})
-        # a snapshot closes the guest's vsock connections (Firecracker resets the device):
-        # the agent is reached anew, its answer the guest's work between the two snapshots
-        vmm.agent.close()
-        try:
-            vmm.agent.wait_ready(deadline, vmm.alive)
-        except CommandTimeout as e:
-            raise InstanceError(f"{self.inst.name}: no answer after a full snapshot ({e})") from e
+        vmm.release_agent(deadline)  # the guest answers between the two: what the diff holds
         diff_save_s = self._save(vmm, "Diff", path["diff-state"], path["diff-mem"])
         diff_bytes = os.path.getsize(path["diff-state"]) + os.stat(path["diff-mem"]).st_blocks * 512
         self._end_process()
