@@ -21,7 +21,8 @@ import sys
 
 from study_figures import run_and_print
 
-from hvbench.drivers.qemu import QEMU, qemu_binary, qemu_version
+from hvbench.drivers.qemu import QEMU, qemu_version
+from hvbench.host.process import executable
 
 SHOWN = (
     "migration.total_s",
@@ -39,7 +40,7 @@ SHOWN = (
 
 def platform(binary: str) -> str:
     """The study's line for one QEMU, named after its version."""
-    path = qemu_binary(binary)
+    path = executable(binary)
     if path is None:
         sys.exit(f"bench/migration.py: --binary {binary}: not found")
     version = re.search(r"version (\S+)", qemu_version(path))

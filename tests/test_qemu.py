@@ -29,12 +29,12 @@ from hvbench.drivers.qemu import (
     find_disk,
     guest_disks,
     kvm_verdict,
-    qemu_binary,
 )
 from hvbench.drivers.qemu_devices import AGENT_PORT, AGENT_PORT_NR, QEMU, Disk, opts
 from hvbench.errors import CommandTimeout, InstanceError, StudyError
 from hvbench.host import hugepages
 from hvbench.host.inventory import capacity
+from hvbench.host.process import executable
 from hvbench.host.storage import make_image
 from hvbench.study import parse_study
 from hvbench.workloads.kernbench import Kernbench, KernbenchSettings
@@ -191,7 +191,7 @@ def test_options_are_escaped_not_pasted():
 
 def test_accel_auto_verdict_on_this_host():
     """Here /dev/kvm is PVM and cannot run a stock guest: the probe must say TCG and why."""
-    binary = qemu_binary(QEMU)
+    binary = executable(QEMU)
     assert binary is not None
     verdict = kvm_verdict(binary)
     assert verdict is not None

@@ -12,7 +12,8 @@ import psutil
 import pytest
 from conftest import require
 
-from hvbench.drivers.qemu import BACKPORTS, qemu_binary
+from hvbench.drivers.qemu import BACKPORTS
+from hvbench.host.process import executable
 from hvbench.runner import Runner
 from hvbench.store import Store
 from hvbench.study import parse_study
@@ -139,7 +140,7 @@ repetitions: 1
 def test_backports_qemu_migrates_a_writing_guest_under_tcg_without_losing_a_page():
     """QEMU 7.2 loses writes a TCG guest makes during its migration (workloads/migration.py);
     10.0, in hvbench's virtualenv, must not, and the run records which QEMU ran."""
-    binary = qemu_binary(BACKPORTS)
+    binary = executable(BACKPORTS)
     require(binary is not None, f"{BACKPORTS} (./setup.sh --with-qemu-backports)")
     store = Store()
     runner = Runner.create(parse_study(MIGRATION_STUDY, "qemu10.yaml"), store, quick=True)

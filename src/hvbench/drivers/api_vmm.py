@@ -46,7 +46,7 @@ from hvbench.guest import image as guest_image
 from hvbench.guest import userland
 from hvbench.guest.agent import VsockAgent
 from hvbench.host import hugepages
-from hvbench.host.process import which
+from hvbench.host.process import executable
 from hvbench.host.resources import Ledger, Resource
 from hvbench.store import WhatRan
 from hvbench.units import Size
@@ -98,15 +98,6 @@ KVM_PACE = Pace(slowdown=1.05, io_slowdown=1.1, start_s=1.0, core_s=1.0)
 FOOTPRINT_MIB = 32
 """MiB a microVM VMM holds besides guest memory, rounded up from what Firecracker promises (its
 threads at most 5 MiB beyond the guest); checked by the memory workload of the KVM lab."""
-
-
-def vmm_binary(name: str) -> str | None:
-    """The executable a platform's ``binary`` names: a path, or a program looked up in
-    hvbench's virtualenv, then PATH; None if there is none."""
-    if "/" in name:
-        path = os.path.abspath(name)
-        return path if os.path.isfile(path) and os.access(path, os.X_OK) else None
-    return which(name)
 
 
 @functools.cache
@@ -317,7 +308,7 @@ class ApiVmmDriver(Driver[S, I]):
     @classmethod
     def check(cls) -> Availability:
         default = cls.settings_model.model_fields["binary"].default
-        return kvm_availability(cls.vmm_name, vmm_binary(default), cls.install_hint)
+        return kvm_availability(cls.vmm_name, executable(default), cls.install_hint)
 
     @classmethod
     def ran_by_settings(cls, settings: S) -> WhatRan:
@@ -345,7 +336,7 @@ class ApiVmmDriver(Driver[S, I]):
         return self._image
 
     def _resolve(self) -> None:
-        binary = vmm_binary(self.settings.binary)
+        binary = executable(self.settings.binary)
         if binary is None:
             raise HvbenchError(
                 f"platform {self.platform}: binary: {self.settings.binary} not found "

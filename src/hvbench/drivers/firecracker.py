@@ -154,6 +154,12 @@ class FirecrackerDriver(ApiVmmDriver[FirecrackerSettings, FirecrackerInstance]):
             f"io_engine={d.io_engine}, cache_type={d.cache_type}"
         )
 
+    def describe(self) -> dict:
+        info = super().describe()
+        if "resolved" in info:  # none is configured: Firecracker's devices then run unlimited
+            info["resolved"]["rate_limiters"] = "none"
+        return info
+
     def _data_device(self, inst: FirecrackerInstance, spec: GuestSpec) -> str:
         """Firecracker's drives appear in the order they were configured (its virtio-blk
         serial is an id of the host file, not the drive's): the root filesystem's first."""

@@ -68,7 +68,7 @@ from hvbench.guest.files import DISK_LIST
 from hvbench.host import hugepages
 from hvbench.host.hugepages import PAGE_KIB
 from hvbench.host.inventory import boot_id
-from hvbench.host.process import which
+from hvbench.host.process import executable, which
 from hvbench.host.resources import Ledger, Resource
 from hvbench.host.storage import make_image
 from hvbench.store import WhatRan
@@ -175,7 +175,7 @@ class QemuSettings(PlatformSettings):
     @field_validator("binary")
     @classmethod
     def _installed(cls, binary: str) -> str:
-        if qemu_binary(binary) is None:
+        if executable(binary) is None:
             raise ValueError(
                 "an installed QEMU (./setup.sh --with-qemu-backports installs this one)"
                 if binary == BACKPORTS
@@ -214,7 +214,7 @@ class QemuSettings(PlatformSettings):
         if self.hugepages != "thp":
             out += filter(None, [hugepages.misfit(self.hugepages, count * self.memory)])
         model = (self.cpu or "").split(",")[0]
-        binary = qemu_binary(self.binary)
+        binary = executable(self.binary)
         if model and binary and model not in cpu_models(binary):
             out.append(f"cpu: {model} is no CPU model of this QEMU (see {binary} -cpu help)")
         return out
@@ -226,15 +226,6 @@ class QemuSettings(PlatformSettings):
     def pace(self, kvm: bool) -> Pace:
         on_kvm = self.accel == "kvm" or (self.accel == "auto" and kvm)
         return KVM_PACE if on_kvm else TCG_PACE
-
-
-def qemu_binary(name: str) -> str | None:
-    """The executable a platform's ``binary`` names: a path, or a program looked up in
-    hvbench's virtualenv, then PATH; None if there is none."""
-    if "/" in name:
-        path = os.path.abspath(name)
-        return path if os.path.isfile(path) and os.access(path, os.X_OK) else None
-    return which(name)
 
 
 @functools.cache
@@ -328,7 +319,7 @@ def kvm_runs_guests() -> bool:
     """Whether KVM runs stock guests on this host, without booting a probe (``study show`` and
     ETAs): the probe's verdict where one was made since the host booted, else what /dev/kvm
     shows (there, usable by this user, and not kvm_pvm's, which runs only PVM guest kernels)."""
-    binary = qemu_binary(QEMU)
+    binary = executable(QEMU)
     verdict = kvm_verdict(binary, probe=False) if binary else None
     if verdict is not None:
         return verdict.accel == "kvm"
@@ -535,7 +526,7 @@ class MachineBuilder:
     ) -> MachineBuilder:
         """Find or build the images (cached across runs) and decide the accelerator; ``accel``
         is a verdict made elsewhere (for a remote host, by its own word)."""
-        binary = qemu_binary(settings.binary)
+        binary = executable(settings.binary)
         if binary is None:
             raise HvbenchError(f"platform {platform}: binary: {settings.binary} is no longer here")
         tools = set(needs.tools)
@@ -677,7 +668,7 @@ class QemuDriver(Driver[QemuSettings, QemuInstance]):
 
     @classmethod
     def check(cls) -> Availability:
-        binary = qemu_binary(QEMU)
+        binary = executable(QEMU)
         if binary is None:
             return Availability(False, f"{QEMU} not found", "apt-get install qemu-system-x86")
         if not which("qemu-ga"):
@@ -687,7 +678,7 @@ class QemuDriver(Driver[QemuSettings, QemuInstance]):
         except HvbenchError as e:
             return Availability(True, f"TCG (KVM probe could not run: {e})")
         assert verdict is not None
-        backports = qemu_binary(BACKPORTS)
+        backports = executable(BACKPORTS)
         other = (
             f"binary: {BACKPORTS} runs {qemu_version(backports)}"
             if backports

@@ -161,6 +161,15 @@ def _feed(pipe: IO[bytes], data: bytes) -> None:
         pipe.close()
 
 
+def executable(name: str) -> str | None:
+    """The program a setting names (a VMM's ``binary``): a path, or a program looked up in
+    hvbench's virtualenv, then PATH (``which``); None if there is none."""
+    if "/" in name:
+        path = os.path.abspath(name)
+        return path if os.path.isfile(path) and os.access(path, os.X_OK) else None
+    return which(name)
+
+
 def which(name: str) -> str | None:
     """A program from hvbench's own virtualenv first (where setup installs runsc and vegeta),
     then PATH."""
