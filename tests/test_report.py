@@ -76,9 +76,53 @@ def test_verdicts_in_plain_words(store):
     # tcg: 41% of the throughput for 2×41% of the CPU -> per core half of the others'
     # throughput and host CPU move together here: the per-core figures have no spread, and
     # nobody said how finely they are measured, so no interval can be given (not [2.00–2.00×])
+    same = "not tested (identical repetitions: resolution unknown)"
     assert (
-        "net: host CPU per Gbit/s 2.0× (tcg vs native, net.iperf3.inbound_gbps): not tested "
-        "(identical repetitions: resolution unknown)" in lines
+        "net: host CPU per Gbit/s against native's (net.iperf3.inbound_gbps): "
+        f"virtio 1.0×: {same}; e1000 1.0×: {same}; tcg 2.0×: {same}" in lines
+    )
+
+
+def test_cost_is_against_the_baseline(tmp_path):
+    """Every platform's host CPU for the same work is a multiple of the baseline's, also where
+    another platform is cheaper than the baseline (a container's, here)."""
+    s = Store(f"sqlite:///{tmp_path}/results.db")
+    b = RunBuilder(s)
+    for platform, busy in (("native", 10.0), ("container", 8.0), ("tcg", 20.0)):
+        cell = b.cell(platform, "net", driver="container" if platform == "container" else None)
+        for rep, n in enumerate([-0.02, 0.0, 0.02]):
+            b.sample(
+                cell,
+                rep,
+                {"net.x.inbound_gbps": [10.0]},
+                "Gbit/s",
+                host_cpu=host(10, busy * (1 + n)),
+            )
+    assert (
+        "net: host CPU per Gbit/s against native's (net.x.inbound_gbps): "
+        "container 0.8× [0.76–0.84×]; tcg 2.0× [1.91–2.10×]" in verdicts(analyse(s, "latest"))
+    )
+
+
+def test_cost_without_a_baseline_says_its_reference(tmp_path):
+    """No baseline: the cheapest platform is the reference, and the line says why."""
+    s = Store(f"sqlite:///{tmp_path}/results.db")
+    b = RunBuilder(s)
+    for platform, busy in (("kvm", 10.0), ("tcg", 20.0)):
+        cell = b.cell(platform, "net")
+        for rep, n in enumerate([-0.02, 0.0, 0.02]):
+            b.sample(
+                cell,
+                rep,
+                {"net.x.inbound_gbps": [10.0]},
+                "Gbit/s",
+                host_cpu=host(10, busy * (1 + n)),
+            )
+    a = analyse(s, "latest")
+    assert a.baseline is None
+    assert (
+        "net: host CPU per Gbit/s against kvm's, the cheapest (no baseline) (net.x.inbound_gbps): "
+        "tcg 2.0× [1.91–2.10×]" in verdicts(a)
     )
 
 
