@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import csv
+import html as html_lib
 import io
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -19,6 +21,7 @@ from hvbench.cli.reporting import report as report_cmd
 from hvbench.drivers import driver_class
 from hvbench.errors import HvbenchError
 from hvbench.report import render
+from hvbench.report.tables import warnings
 from hvbench.store import Store, WhatRan
 
 
@@ -646,3 +649,36 @@ def test_aggregate_loss_of_n_instances_against_the_bare_host(tmp_path):
     single = tables["cpu, 2 instances: % loss from native"]
     (row,) = [r for r in single.rows if r[0] == "kvm"]
     assert float(row[1].split()[0]) == pytest.approx(52.5, abs=0.01)  # one guest against 200
+
+
+def test_report_reads_verdict_results_then_warnings(tmp_path):
+    """The HTML and Markdown reports open with a line that counts the warnings and links to
+    them, then the verdict and the results; the warnings come after, all of them."""
+    s = Store(f"sqlite:///{tmp_path}/results.db")
+    b = RunBuilder(s)
+    for platform, values in (("native", [100, 101, 99, 100, 100]), ("kvm", [80, 81, 79, 80, 130])):
+        cell = b.cell(platform, "disk")
+        for rep, v in enumerate(values):
+            b.sample(cell, rep, {"disk.x": [v]}, headline={"disk.x"})
+    b.sample(cell, 9, {"disk.x": [1.0]}, status="failed")
+    a = analyse(s, "latest")
+    found = warnings(a)
+    assert found.noise is not None and len(found.noise.rows) == 1
+    assert found.lines == ["kvm / disk / 1 inst.: repetition 9 failed: guest crashed"]
+    assert found.summary() == "2 warnings, 1 of them noisy figures"
+    html = render(a, "html")
+    sections = re.findall(r'<h2 id="([^"]+)"', html)
+    assert sections.index("verdict") < sections.index("w-1") < sections.index("warnings")
+    assert sections[sections.index("warnings") :] == ["warnings", "provenance"]
+    top = html.index('<p class="warnings-count">')
+    assert top < html.index('<h2 id="verdict">')
+    assert f'<a href="#warnings">{found.summary()}</a>' in html
+    assert all(html_lib.escape(w, quote=False) in html for w in found.lines)
+    md = render(a, "md")
+    assert md.index(f"[{found.summary()}](#warnings)") < md.index("## Verdict")
+    assert md.index("## Verdict") < md.index("## Tables") < md.index("## Warnings")
+    assert all(_md_line(w) in md.split("## Warnings")[1] for w in found.lines)
+
+
+def _md_line(line: str) -> str:
+    return "- " + line.replace("|", "\\|")
