@@ -17,6 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from hvbench import doctor
 from hvbench.analysis import analyse, series
 from hvbench.errors import HvbenchError
+from hvbench.host import packages
 from hvbench.report import write_report
 from hvbench.report.markdown import render_summary
 from hvbench.runner import Progress as RunProgress
@@ -98,6 +99,8 @@ def run(
             study = load_study(study_file)
         else:
             study = default_study(doctor.available_drivers(doctor.examine()))
+        if lacking := packages.missing(study):
+            raise HvbenchError(f"{study.source}: cannot run on this host: {'; '.join(lacking)}")
         if quick:
             err.print(f"hvbench: {QUICK_NOTE}", markup=False, highlight=False, soft_wrap=True)
         for line in study.short_jobs(quick=False) if not quick else ():
