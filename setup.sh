@@ -1,32 +1,58 @@
 #!/usr/bin/env bash
-# Installs hvbench on Debian 12 as root: the Debian packages it drives (scripts/debian-packages.txt),
-# a virtualenv in .venv and the package itself. `--dev` adds what the tests need (gVisor's runsc,
-# which the tests boot, vegeta, the consolidation workload's HTTP client, CRIU 4.1, with which
-# runc checkpoints a container, and QEMU 10.0 beside the system's 7.2, which the migration tests
-# run); `--with-gvisor` builds runsc for `driver: gvisor` alone, `--with-vegeta` vegeta alone,
-# `--with-criu` installs CRIU alone (scripts/install-criu.sh), `--with-qemu-backports` QEMU 10.0
-# alone (scripts/install-qemu-backports.sh; a platform runs it with
-# `binary: qemu-system-x86_64-backports`).
+# Installs hvbench on Debian 12 as root: the Debian packages the default study needs
+# (src/hvbench/debian-packages.txt, its lines without an option), a virtualenv in .venv and the
+# package itself. What other studies need comes with the option hvbench names when it refuses
+# one: `--with-tools` (the other workloads' programs: fio, bonnie++, dbench, iperf 2, sockperf,
+# sysbench, stress-ng, POV-Ray, stockfish, zstd), `--with-kernbench` (a compiler, the kernel
+# source), `--with-consolidation` (its servers, and vegeta, its HTTP client), `--with-libvirt`
+# (libvirtd and the libvirt-python binding), `--with-perf` (a study's `profile: true`),
+# `--with-fleet` (Ansible, for `hvbench fleet run`), `--with-gvisor` (builds runsc),
+# `--with-vegeta` (vegeta alone), `--with-criu` (CRIU 4.1, scripts/install-criu.sh, with which
+# runc checkpoints a container), `--with-qemu-backports` (QEMU 10.0 beside the system's 7.2,
+# scripts/install-qemu-backports.sh; a platform runs it with
+# `binary: qemu-system-x86_64-backports`). `--dev` installs all of it and what the tests need
+# (chromium for the HTML report's, ...). `--packages` prints the Debian packages the other
+# options install, on one line, and installs nothing.
 # Safe to run again: every step is idempotent.
 set -euo pipefail
 cd "$(dirname "$0")"
 
-extras=""
+extras=()
+chosen=()
+dev=0
+print_packages=0
 with_gvisor=0
 with_vegeta=0
 with_criu=0
 with_qemu_backports=0
 for arg in "$@"; do
   case "$arg" in
-    --dev) extras="[dev]"; with_gvisor=1; with_vegeta=1; with_criu=1; with_qemu_backports=1 ;;
+    --dev) dev=1; extras+=(dev); with_gvisor=1; with_vegeta=1; with_criu=1; with_qemu_backports=1 ;;
     --with-gvisor) with_gvisor=1 ;;
     --with-vegeta) with_vegeta=1 ;;
-    --with-criu) with_criu=1 ;;
+    --with-criu) with_criu=1; chosen+=("$arg") ;;
     --with-qemu-backports) with_qemu_backports=1 ;;
-    *) echo "setup.sh: unknown option $arg (known: --dev, --with-gvisor, --with-vegeta," \
-         "--with-criu, --with-qemu-backports)" >&2; exit 2 ;;
+    --with-consolidation) with_vegeta=1; chosen+=("$arg") ;;
+    --with-libvirt) extras+=(libvirt); chosen+=("$arg") ;;
+    --with-tools | --with-kernbench | --with-perf | --with-fleet) chosen+=("$arg") ;;
+    --packages) print_packages=1 ;;
+    *) echo "setup.sh: unknown option $arg (known: --dev, --with-tools, --with-kernbench," \
+         "--with-consolidation, --with-libvirt, --with-perf, --with-fleet, --with-gvisor," \
+         "--with-vegeta, --with-criu, --with-qemu-backports, --packages)" >&2; exit 2 ;;
   esac
 done
+
+# a line's package, then the options that install it: none, every set-up; --dev, all of them
+packages=$(sed -e 's/#.*//' src/hvbench/debian-packages.txt | awk -v dev="$dev" \
+  -v chosen=" ${chosen[*]} " 'NF {
+    keep = NF == 1 || dev
+    for (i = 2; i <= NF; i++) if (index(chosen, " " $i " ")) keep = 1
+    if (keep) print $1
+  }' | xargs)
+if [ "$print_packages" = 1 ]; then
+  echo "$packages"
+  exit 0
+fi
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "setup.sh: run as root (hvbench makes namespaces, taps and loop devices)" >&2
@@ -34,13 +60,14 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 export DEBIAN_FRONTEND=noninteractive
-packages=$(sed -e 's/#.*//' scripts/debian-packages.txt | xargs)
 apt-get update -q
 # shellcheck disable=SC2086
 apt-get install -y -q --no-install-recommends $packages
 
 [ -x .venv/bin/python ] || /usr/bin/python3 -m venv .venv
-.venv/bin/pip install -q --disable-pip-version-check -e ".${extras}"
+spec="."
+[ "${#extras[@]}" = 0 ] || spec=".[$(IFS=,; echo "${extras[*]}")]"
+.venv/bin/pip install -q --disable-pip-version-check -e "$spec"
 # the extras side by side, each with its output kept until it ends: two Go builds (CPU) beside
 # two private roots fetched with apt (network, disk), minutes on a fresh machine
 steps=()

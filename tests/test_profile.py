@@ -114,8 +114,7 @@ def test_without_perf_the_run_says_so_once_and_goes_on(tmp_path, monkeypatch, ca
     assert runner.run() == "finished"
     said = [line for line in capsys.readouterr().err.splitlines() if "perf" in line]
     assert said == [
-        "profile: perf is not installed (apt-get install linux-perf); the run goes on without "
-        "profiles"
+        "profile: perf is not installed (./setup.sh --with-perf); the run goes on without profiles"
     ]
     assert [s.status for s in store.samples(runner.run_id)] == ["ok", "ok"]
     assert store.profile_functions(runner.run_id) == []
@@ -129,7 +128,7 @@ def test_study_check_warns_where_perf_is_missing(tmp_path):
     check = [sys.executable, "-m", "hvbench", "study", "check", str(study)]
     warned = subprocess.run(check, capture_output=True, text=True, env=env, check=True)
     assert warned.stderr.splitlines() == [
-        f"{study}: warning: profile: perf is not installed (apt-get install linux-perf); runs "
+        f"{study}: warning: profile: perf is not installed (./setup.sh --with-perf); runs "
         "here will have no profiles"
     ]
     assert subprocess.run(check, capture_output=True, text=True, check=True).stderr == ""

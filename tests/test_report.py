@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import csv
+import html as html_lib
 import io
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -19,6 +21,7 @@ from hvbench.cli.reporting import report as report_cmd
 from hvbench.drivers import driver_class
 from hvbench.errors import HvbenchError
 from hvbench.report import render
+from hvbench.report.tables import warnings
 from hvbench.store import Store, WhatRan
 
 
@@ -76,9 +79,53 @@ def test_verdicts_in_plain_words(store):
     # tcg: 41% of the throughput for 2×41% of the CPU -> per core half of the others'
     # throughput and host CPU move together here: the per-core figures have no spread, and
     # nobody said how finely they are measured, so no interval can be given (not [2.00–2.00×])
+    same = "not tested (identical repetitions: resolution unknown)"
     assert (
-        "net: host CPU per Gbit/s 2.0× (tcg vs native, net.iperf3.inbound_gbps): not tested "
-        "(identical repetitions: resolution unknown)" in lines
+        "net: host CPU per Gbit/s against native's (net.iperf3.inbound_gbps): "
+        f"virtio 1.0×: {same}; e1000 1.0×: {same}; tcg 2.0×: {same}" in lines
+    )
+
+
+def test_cost_is_against_the_baseline(tmp_path):
+    """Every platform's host CPU for the same work is a multiple of the baseline's, also where
+    another platform is cheaper than the baseline (a container's, here)."""
+    s = Store(f"sqlite:///{tmp_path}/results.db")
+    b = RunBuilder(s)
+    for platform, busy in (("native", 10.0), ("container", 8.0), ("tcg", 20.0)):
+        cell = b.cell(platform, "net", driver="container" if platform == "container" else None)
+        for rep, n in enumerate([-0.02, 0.0, 0.02]):
+            b.sample(
+                cell,
+                rep,
+                {"net.x.inbound_gbps": [10.0]},
+                "Gbit/s",
+                host_cpu=host(10, busy * (1 + n)),
+            )
+    assert (
+        "net: host CPU per Gbit/s against native's (net.x.inbound_gbps): "
+        "container 0.8× [0.76–0.84×]; tcg 2.0× [1.91–2.10×]" in verdicts(analyse(s, "latest"))
+    )
+
+
+def test_cost_without_a_baseline_says_its_reference(tmp_path):
+    """No baseline: the cheapest platform is the reference, and the line says why."""
+    s = Store(f"sqlite:///{tmp_path}/results.db")
+    b = RunBuilder(s)
+    for platform, busy in (("kvm", 10.0), ("tcg", 20.0)):
+        cell = b.cell(platform, "net")
+        for rep, n in enumerate([-0.02, 0.0, 0.02]):
+            b.sample(
+                cell,
+                rep,
+                {"net.x.inbound_gbps": [10.0]},
+                "Gbit/s",
+                host_cpu=host(10, busy * (1 + n)),
+            )
+    a = analyse(s, "latest")
+    assert a.baseline is None
+    assert (
+        "net: host CPU per Gbit/s against kvm's, the cheapest (no baseline) (net.x.inbound_gbps): "
+        "tcg 2.0× [1.91–2.10×]" in verdicts(a)
     )
 
 
@@ -602,3 +649,36 @@ def test_aggregate_loss_of_n_instances_against_the_bare_host(tmp_path):
     single = tables["cpu, 2 instances: % loss from native"]
     (row,) = [r for r in single.rows if r[0] == "kvm"]
     assert float(row[1].split()[0]) == pytest.approx(52.5, abs=0.01)  # one guest against 200
+
+
+def test_report_reads_verdict_results_then_warnings(tmp_path):
+    """The HTML and Markdown reports open with a line that counts the warnings and links to
+    them, then the verdict and the results; the warnings come after, all of them."""
+    s = Store(f"sqlite:///{tmp_path}/results.db")
+    b = RunBuilder(s)
+    for platform, values in (("native", [100, 101, 99, 100, 100]), ("kvm", [80, 81, 79, 80, 130])):
+        cell = b.cell(platform, "disk")
+        for rep, v in enumerate(values):
+            b.sample(cell, rep, {"disk.x": [v]}, headline={"disk.x"})
+    b.sample(cell, 9, {"disk.x": [1.0]}, status="failed")
+    a = analyse(s, "latest")
+    found = warnings(a)
+    assert found.noise is not None and len(found.noise.rows) == 1
+    assert found.lines == ["kvm / disk / 1 inst.: repetition 9 failed: guest crashed"]
+    assert found.summary() == "2 warnings, 1 of them noisy figures"
+    html = render(a, "html")
+    sections = re.findall(r'<h2 id="([^"]+)"', html)
+    assert sections.index("verdict") < sections.index("w-1") < sections.index("warnings")
+    assert sections[sections.index("warnings") :] == ["warnings", "provenance"]
+    top = html.index('<p class="warnings-count">')
+    assert top < html.index('<h2 id="verdict">')
+    assert f'<a href="#warnings">{found.summary()}</a>' in html
+    assert all(html_lib.escape(w, quote=False) in html for w in found.lines)
+    md = render(a, "md")
+    assert md.index(f"[{found.summary()}](#warnings)") < md.index("## Verdict")
+    assert md.index("## Verdict") < md.index("## Tables") < md.index("## Warnings")
+    assert all(_md_line(w) in md.split("## Warnings")[1] for w in found.lines)
+
+
+def _md_line(line: str) -> str:
+    return "- " + line.replace("|", "\\|")

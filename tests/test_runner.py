@@ -183,10 +183,12 @@ def test_sigkill_mid_cell_then_cleanup_and_resume_gives_every_sample_once(tmp_pa
     out, errors = resumed.communicate(timeout=300)
     assert resumed.returncode == 0, errors
     assert out.splitlines()[0] == f"run {run_id}"
-    # --no-report: the results stored, neither summary nor HTML report made
-    assert out.splitlines()[1:] == [
+    # --no-report: the results stored, neither summary nor HTML report made; where the time
+    # went (three lines), then the last line
+    assert out.splitlines()[1].startswith("time: ") and len(out.splitlines()) == 5
+    assert out.splitlines()[-1] == (
         f"run {run_id}: finished, 0 failed sample(s); no report (hvbench report {run_id} makes it)"
-    ]
+    )
     assert not (REPORTS / f"{run_id}.html").exists()
     samples = store.samples(run_id)
     keys = [(s.cell_id, s.repetition) for s in samples]
@@ -212,6 +214,18 @@ def test_a_finished_run_is_summarised_reported_and_kept_for_the_history(tmp_path
         assert "<html" in html.read_text(encoding="utf-8")
     finally:
         html.unlink(missing_ok=True)
+    lines = out.splitlines()
+    time_line = next(i for i, line in enumerate(lines) if line.startswith("time: "))
+    assert time_line == len(lines) - 4  # where the run's time went, above the last line
+    assert lines[time_line + 2].startswith("  workloads: cpu ")
+    listed = json.loads(_hvbench("runs", "--json", "--db", db).communicate(timeout=60)[0])
+    spent = next(r["time"] for r in listed if r["id"] == run_id)
+    assert set(spent["steps"]) == {"images", "boots", "analysis"}
+    assert set(spent["workloads"]) == {"cpu"}
+    # each sample of the two platforms lasts over 4 s (four 1 s parts)
+    assert spent["workloads"]["cpu"] >= 8
+    parts = sum(spent["steps"].values()) + sum(spent["workloads"].values())
+    assert parts + spent["other_s"] == pytest.approx(spent["total_s"])
     store = Store(db)
     key, content = store.derived(FIGURES)[run_id]
     assert key == run_key(store.run(run_id))

@@ -47,6 +47,7 @@ from hvbench.host.resources import Ledger
 from hvbench.store import (
     ADAPTIVE,
     LABELS,
+    TIME,
     AdaptiveRecord,
     CellRecord,
     HostCpuReading,
@@ -57,6 +58,7 @@ from hvbench.store import (
     RunRecord,
     SampleRecord,
     Store,
+    TimeRecord,
 )
 from hvbench.study import Cell, Study, parse_study
 from hvbench.workloads.base import (
@@ -171,6 +173,31 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+class Stopwatch:
+    """Where the run's time goes (the artifact ``time``): each step's monotonic seconds, read
+    before and after it, never inside a measured window, added to what the run's earlier
+    sessions kept."""
+
+    def __init__(self, earlier: TimeRecord, started: float) -> None:
+        self.record = earlier
+        self._started = started
+        self._earlier_s = earlier.total_s
+
+    @contextmanager
+    def step(self, name: str, workload: bool = False) -> Iterator[None]:
+        t0 = time.monotonic()
+        try:
+            yield
+        finally:
+            into = self.record.workloads if workload else self.record.steps
+            into[name] = into.get(name, 0.0) + time.monotonic() - t0
+
+    def now(self) -> TimeRecord:
+        """The record with its total up to this moment."""
+        self.record.total_s = self._earlier_s + time.monotonic() - self._started
+        return self.record
+
+
 class Runner:
     """Runs one study into one run of the store."""
 
@@ -181,7 +208,10 @@ class Runner:
         run_id: str,
         quick: bool,
         on_progress: Callable[[Progress], None] = lambda p: None,
+        started: float | None = None,
     ) -> None:
+        """``started``: when ``hvbench run`` started (``time.monotonic()``), where the run's
+        time is counted from (default: now)."""
         self.study = study
         self.store = store
         self.run_id = run_id
@@ -193,6 +223,8 @@ class Runner:
         self._drivers: dict[str, Driver] = {}
         """One driver per platform for the run, made at its first group, closed at the end."""
         self._ascents = Ascents(study, store, run_id)
+        earlier = TimeRecord.from_json(store.artifacts(run_id).get(TIME))
+        self.stopwatch = Stopwatch(earlier, time.monotonic() if started is None else started)
 
     # entry points ----------------------------------------------------------------------
 
@@ -257,8 +289,15 @@ class Runner:
                     self._drivers.popitem()[1].close()
             finally:
                 ledger.release_all()
+                self.keep_time()
                 self.store.set_run_status(self.run_id, status, finished=status != "interrupted")
         return status
+
+    def keep_time(self) -> TimeRecord:
+        """Store where the run's time went so far (the artifact ``time``) and return it."""
+        record = self.stopwatch.now()
+        self.store.add_artifact(self.run_id, TIME, record.to_json(), replace=True)
+        return record
 
     # the plan --------------------------------------------------------------------------
 
@@ -324,36 +363,43 @@ class Runner:
             if settings.calibrates() and str(i) not in stored and not self.quick
         ]
         if todo:
-            platform = NativeSettings(driver="native")
-            needs = needs_of(replace(self.study, workloads=[self.study.workloads[i] for i in todo]))
-            driver = NativeDriver(
-                CALIBRATION, platform, replace(needs, data_disk=False), ledger, self._network,
-                workdir / CALIBRATION,
-            )  # fmt: skip
-            (workdir / CALIBRATION).mkdir(exist_ok=True)
-            fix = "pin the work instead (a scale, or work per program)"
-            try:
-                instances = driver.start(1, time.monotonic() + START_TIMEOUT_S)
-            except (InstanceError, HvbenchError) as e:
-                raise HvbenchError(
-                    f"calibration: no native instance ({_one_line(e)}); {fix}"
-                ) from e
-            try:
-                for i in todo:
-                    workload = self.study.workload(i)
-                    label = workload.settings.label()
-                    print(
-                        f"hvbench: sizing the jobs of {label} natively", file=sys.stderr, flush=True
-                    )
-                    try:
-                        settings = calibrate(workload, instances[0], self._network)
-                    except (InstanceError, ValueError) as e:
-                        raise HvbenchError(f"sizing {label} natively: {_one_line(e)}; {fix}") from e
-                    stored[str(i)] = settings.model_dump(mode="json")
-                    self.store.add_artifact(self.run_id, CALIBRATION, stored, replace=True)
-            finally:
-                driver.stop(instances)
-                driver.close()
+            with self.stopwatch.step("calibration"):
+                platform = NativeSettings(driver="native")
+                needs = needs_of(
+                    replace(self.study, workloads=[self.study.workloads[i] for i in todo])
+                )
+                driver = NativeDriver(
+                    CALIBRATION, platform, replace(needs, data_disk=False), ledger, self._network,
+                    workdir / CALIBRATION,
+                )  # fmt: skip
+                (workdir / CALIBRATION).mkdir(exist_ok=True)
+                fix = "pin the work instead (a scale, or work per program)"
+                try:
+                    instances = driver.start(1, time.monotonic() + START_TIMEOUT_S)
+                except (InstanceError, HvbenchError) as e:
+                    raise HvbenchError(
+                        f"calibration: no native instance ({_one_line(e)}); {fix}"
+                    ) from e
+                try:
+                    for i in todo:
+                        workload = self.study.workload(i)
+                        label = workload.settings.label()
+                        print(
+                            f"hvbench: sizing the jobs of {label} natively",
+                            file=sys.stderr,
+                            flush=True,
+                        )
+                        try:
+                            settings = calibrate(workload, instances[0], self._network)
+                        except (InstanceError, ValueError) as e:
+                            raise HvbenchError(
+                                f"sizing {label} natively: {_one_line(e)}; {fix}"
+                            ) from e
+                        stored[str(i)] = settings.model_dump(mode="json")
+                        self.store.add_artifact(self.run_id, CALIBRATION, stored, replace=True)
+                finally:
+                    driver.stop(instances)
+                    driver.close()
         self.study = self.study.calibrated({int(i): data for i, data in stored.items()})
 
     def _imprecise_cells(self, ci_target: float, max_count: float) -> set[str]:
@@ -468,7 +514,10 @@ class Runner:
                             error = f"start: {_one_line(e)}"
                             yield rest, self._failed(rep, started, t0, error), error, None
                         return
-                with self._profiler.window() as profile:
+                with (
+                    self.stopwatch.step(cell.workload, workload=True),
+                    self._profiler.window() as profile,
+                ):
                     record, missed, pace = self._sample(
                         self.study.workload(cell.workload_index),
                         driver,
@@ -490,20 +539,33 @@ class Runner:
             if instances is not None:
                 driver.stop(instances)
 
-    @staticmethod
-    def _start(driver: Driver, count: int) -> tuple[list[Instance], GroupStart, str | None]:
+    def _start(self, driver: Driver, count: int) -> tuple[list[Instance], GroupStart, str | None]:
         """Start the instances, timed; a guest that did not come up is no measurement, so a
         failed start is tried once more, the first error is kept with the next sample and the
         instances that failed in it are counted in the GroupStart."""
         try:
-            return (*_timed_start(driver, count, failed=0), None)
+            return (*self._timed_start(driver, count, failed=0), None)
         except InstanceError as e:
             first = _one_line(e)
             failed = e.failed if isinstance(e, StartFailed) else count
         try:
-            return (*_timed_start(driver, count, failed), first)
+            return (*self._timed_start(driver, count, failed), first)
         except (InstanceError, HvbenchError) as e:
             raise InstanceError(f"{first}; tried again: {_one_line(e)}") from e
+
+    def _timed_start(
+        self, driver: Driver, count: int, failed: int
+    ) -> tuple[list[Instance], GroupStart]:
+        """Start the instances; the driver opened first (its images built or found, once a
+        run), so that the run's time tells image builds from boots."""
+        deadline = time.monotonic() + start_allowance(driver.settings)
+        with self.stopwatch.step("images"):
+            driver.open()
+        with self.stopwatch.step("boots"):
+            instances = driver.start(count, deadline)
+        seconds = driver.parallel_start_s
+        assert seconds is not None, f"{driver.name}: start did not go through start_parallel"
+        return instances, GroupStart(seconds, {i.name: dict(i.boot) for i in instances}, failed)
 
     @staticmethod
     def _failed(rep: int, started: datetime, t0: float, error: str) -> SampleRecord:
@@ -668,13 +730,6 @@ def _record(rep: int, run: SampleRun, instances: list[Instance], cores: int) -> 
         ],
         profile=run.profile,
     )
-
-
-def _timed_start(driver: Driver, count: int, failed: int) -> tuple[list[Instance], GroupStart]:
-    instances = driver.start(count, time.monotonic() + start_allowance(driver.settings))
-    seconds = driver.parallel_start_s
-    assert seconds is not None, f"{driver.name}: start did not go through start_parallel"
-    return instances, GroupStart(seconds, {i.name: dict(i.boot) for i in instances}, failed)
 
 
 def _one_line(e: BaseException) -> str:

@@ -268,50 +268,56 @@ def symmetry_line(a: RunAnalysis, workload: str) -> str | None:
 
 
 def cost_line(a: RunAnalysis, workload: str) -> str | None:
-    """ "same Gbit/s costs emulated 2.1× [1.9–2.3×] the host CPU of virtio" (per-core figures,
-    headline), read off the interval of the ratio like a % of native."""
+    """ "net: host CPU per Gbit/s against native's (net.iperf3.inbound_gbps): virtio 1.1× [1.0–
+    1.2×]; tcg 2.0× [1.9–2.1×]" (per-core figures, headline), each platform's read off the
+    interval of its ratio to the baseline's like a % of native. Without the baseline's figure
+    (no baseline, or its host CPU not measured) the reference is the cheapest platform, and the
+    line says why."""
     name = headline(a, workload)
     count = min(a.counts(workload))
-    rs = [
-        r
-        for rs in _at(a, workload, count).values()
+    per_core = {
+        p: r
+        for p, rs in _at(a, workload, count).items()
         for r in rs
         if r.name == name and r.per_core is not None and r.per_core.mean > 0 and not r.suspect
-    ]
-    if len(rs) < 2:
+    }
+    if len(per_core) < 2:
         return None
-    best = max(rs, key=lambda r: r.per_core.mean)
-    worst = min(rs, key=lambda r: r.per_core.mean)
-    work = "composite score" if name == COMPOSITE else rs[0].unit
-    r = ratio(
-        worst.per_core_values,
-        best.per_core_values,
-        resolutions=(worst.per_core.resolution, best.per_core.resolution),
-    )
-    times = f"{r.estimate:.1f}×"
-    cheap, dear = a.label(best.cell.platform), a.label(worst.cell.platform)
-    pair = f"{dear} vs {cheap}"
-    what = reading(r.low, r.high, r.tested)
-    if what == GAIN:
-        _, low, high = rounded(r.estimate, r.low, r.high, 1.0, 2)
-        return (
-            f"{workload}: the same {work} costs {dear} {times} [{low}–{high}×] the host CPU of "
-            f"{cheap} ({name})"
-        )
-    if what == NOT_TESTED:
-        n = min(r.n_a, r.n_b)
-        why = f"{n} repetition{'s' if n != 1 else ''}" if n < 2 else RESOLUTION_UNKNOWN
-        return f"{workload}: host CPU per {work} {times} ({pair}, {name}): {NOT_TESTED} ({why})"
-    if what == EQUIVALENT:
-        return (
-            f"{workload}: {EQUIVALENT} in host CPU per {work} (within ±{100 * PRACTICAL:.0f}%; "
-            f"{name}, {pair})"
-        )
-    _, low, high = rounded(r.estimate, r.low, r.high, 1.0, 2)
+    if a.baseline in per_core:
+        ref, why = per_core[a.baseline], ""
+    else:
+        ref = max(per_core.values(), key=lambda r: r.per_core.mean if r.per_core else 0.0)
+        missing = "no baseline" if a.baseline is None else f"{a.label(a.baseline)}'s not measured"
+        why = f", the cheapest ({missing})"
+    work = "composite score" if name == COMPOSITE else ref.unit
+    parts = [_cost_part(a, r, ref) for r in per_core.values() if r is not ref]
     return (
-        f"{workload}: host CPU per {work} {INCONCLUSIVE}: {dear} between "
-        f"{low}× and {high}× that of {cheap} ({name})"
+        f"{workload}: host CPU per {work} against {a.label(ref.cell.platform)}'s{why} "
+        f"({name}): " + "; ".join(parts)
     )
+
+
+def _cost_part(a: RunAnalysis, r: MetricResult, ref: MetricResult) -> str:
+    """One platform's host CPU per unit of work as a multiple of the reference's: "tcg 2.0×
+    [1.9–2.1×]", or what its interval lets one say."""
+    assert r.per_core is not None and ref.per_core is not None, "cost_line keeps measured ones"
+    x = ratio(
+        r.per_core_values,
+        ref.per_core_values,
+        resolutions=(r.per_core.resolution, ref.per_core.resolution),
+    )  # the reference's work per core over this platform's: above 1, it costs more
+    name = a.label(r.cell.platform)
+    what = reading(x.low, x.high, x.tested)
+    if what == NOT_TESTED:
+        n = min(x.n_a, x.n_b)
+        why = f"{n} repetition{'s' if n != 1 else ''}" if n < 2 else RESOLUTION_UNKNOWN
+        return f"{name} {x.estimate:.1f}×: {NOT_TESTED} ({why})"
+    if what == EQUIVALENT:
+        return f"{name}: {EQUIVALENT} (within ±{100 * PRACTICAL:.0f}%)"
+    _, low, high = rounded(x.estimate, x.low, x.high, 1.0, 2)
+    if what == INCONCLUSIVE:
+        return f"{name}: {INCONCLUSIVE}, between {low}× and {high}×"
+    return f"{name} {x.estimate:.1f}× [{low}–{high}×]"
 
 
 def scaling_line(a: RunAnalysis, workload: str) -> str | None:

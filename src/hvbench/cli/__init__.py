@@ -29,7 +29,7 @@ from hvbench.errors import HvbenchError
 from hvbench.host.inventory import capacity
 from hvbench.host.profile import MISSING
 from hvbench.host.resources import orphan_ledgers
-from hvbench.store import Store
+from hvbench.store import TIME, Store, TimeRecord
 from hvbench.study import load_study
 
 app = typer.Typer(
@@ -68,8 +68,10 @@ def version() -> None:
 @app.command()
 def runs(db: DbOption = None, as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """List the runs in the store."""
-    rows = Store(db).runs()
+    store = Store(db)
+    rows = store.runs()
     if as_json:
+        times = store.artifact_of_runs(TIME)
         data = [
             {
                 "id": r.id,
@@ -79,6 +81,7 @@ def runs(db: DbOption = None, as_json: Annotated[bool, typer.Option("--json")] =
                 "finished_at": r.finished_at.isoformat() if r.finished_at else None,
                 "hvbench_version": r.hvbench_version,
                 "labels": r.labels,
+                "time": _time_json(times.get(r.id)),
             }
             for r in rows
         ]
@@ -90,6 +93,15 @@ def runs(db: DbOption = None, as_json: Annotated[bool, typer.Option("--json")] =
             r.id, r.study_name, r.status, f"{r.created_at:%Y-%m-%d %H:%M}", r.inventory["hostname"]
         )
     out.print(table)
+
+
+def _time_json(stored: dict | None) -> dict | None:
+    """Where a run's time went (the artifact ``time``), with the part no step accounts for;
+    None for a run stored before it was kept."""
+    if stored is None:
+        return None
+    t = TimeRecord.from_json(stored)
+    return {**t.to_json(), "other_s": t.other_s()}
 
 
 @study_app.command("check")

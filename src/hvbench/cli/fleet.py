@@ -50,7 +50,7 @@ def run(
         list[str] | None,
         typer.Option(
             help="an option of setup.sh for every host (repeatable): what the study needs "
-            "beyond the packages, e.g. --setup=--with-gvisor"
+            "beyond the default study's, e.g. --setup=--with-kernbench --setup=--with-gvisor"
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import platform
 import re
 import sys
+import time
 from pathlib import Path
 from typing import Annotated
 
@@ -16,11 +17,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from hvbench import doctor
 from hvbench.analysis import analyse, series
 from hvbench.errors import HvbenchError
+from hvbench.host import packages
 from hvbench.report import write_report
 from hvbench.report.markdown import render_summary
 from hvbench.runner import Progress as RunProgress
 from hvbench.runner import Runner
-from hvbench.store import FLEET, Store
+from hvbench.store import FLEET, Store, TimeRecord
 from hvbench.study import default_study, load_study
 
 err = Console(stderr=True)
@@ -75,7 +77,9 @@ def run(
         ),
     ] = True,
 ) -> None:
-    """Run a study; prints `run <RUN_ID>` first, the % of native table last."""
+    """Run a study; prints `run <RUN_ID>` first, the % of native table and where the run's
+    time went last."""
+    started = time.monotonic()
     labels = parse_labels(label or [])
     if labels and resume:
         raise HvbenchError("--label is for a new run; a resumed run keeps the labels it had")
@@ -85,21 +89,23 @@ def run(
         print(f"run {earlier.id}: finished, in fleet {fleet} already", flush=True)
         return
     if earlier is not None:
-        runner = Runner.resume(store, earlier.id)
+        runner = Runner.resume(store, earlier.id, started=started)
     elif resume:
         if study_file is not None:
             raise HvbenchError("--resume takes the study stored with the run; give no STUDY")
-        runner = Runner.resume(store, resume)
+        runner = Runner.resume(store, resume, started=started)
     else:
         if study_file is not None:
             study = load_study(study_file)
         else:
             study = default_study(doctor.available_drivers(doctor.examine()))
+        if lacking := packages.missing(study):
+            raise HvbenchError(f"{study.source}: cannot run on this host: {'; '.join(lacking)}")
         if quick:
             err.print(f"hvbench: {QUICK_NOTE}", markup=False, highlight=False, soft_wrap=True)
         for line in study.short_jobs(quick=False) if not quick else ():
             err.print(f"hvbench: warning: {line}", markup=False, highlight=False, soft_wrap=True)
-        runner = Runner.create(study, store, quick, labels=labels)
+        runner = Runner.create(study, store, quick, labels=labels, started=started)
         if fleet:
             store.add_artifact(runner.run_id, FLEET, {"fleet": fleet, "host": fleet_host})
     print(f"run {runner.run_id}", flush=True)
@@ -133,16 +139,39 @@ def run(
         runner.on_progress = on_progress
         status = runner.run()
     if report:
-        analysis = analyse(store, runner.run_id)
-        series.keep(store, analysis)  # the history reads it, not analyse again
+        with runner.stopwatch.step("analysis"):
+            analysis = analyse(store, runner.run_id)
+            series.keep(store, analysis)  # the history reads it, not analyse again
+            html = REPORTS / f"{runner.run_id}.html"
+            made = f"report: {write_report(store, runner.run_id, html, analysis=analysis)}"
         print(render_summary(analysis))
-        html = REPORTS / f"{runner.run_id}.html"
-        made = f"report: {write_report(store, runner.run_id, html, analysis=analysis)}"
     else:
         made = f"no report (hvbench report {runner.run_id} makes it)"
+    print("\n".join(time_lines(runner.keep_time())))
     print(f"run {runner.run_id}: {status}, {runner.failed} failed sample(s); {made}")
     if status == "failed":
         sys.exit(1)
+
+
+def time_lines(t: TimeRecord) -> list[str]:
+    """Where the run's time went, in three lines: its total, the steps, the workloads; each
+    part longest first."""
+
+    def parts(seconds: dict[str, float]) -> str:
+        longest = sorted(seconds.items(), key=lambda kv: -kv[1])
+        return ", ".join(f"{k} {span(v)}" for k, v in longest) or "none"
+
+    return [
+        f"time: {span(t.total_s)} in all",
+        f"  {parts({**t.steps, 'other': t.other_s()})}",
+        f"  workloads: {parts(t.workloads)}",
+    ]
+
+
+def span(seconds: float) -> str:
+    """ "9 min 25 s", "48 s"."""
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} min {rest} s" if minutes else f"{rest} s"
 
 
 LABEL_KEY = re.compile(r"[A-Za-z0-9_.-]+")

@@ -90,9 +90,7 @@ from hvbench.host.resources import Resource
 from hvbench.store import WhatRan
 
 DEFAULT_URI = "qemu:///system"
-BINDING_FIX = (
-    "pip install libvirt-python (builds from source: apt-get install libvirt-dev pkg-config gcc)"
-)
+BINDING_FIX = "./setup.sh --with-libvirt (libvirtd, and the libvirt-python binding it builds)"
 NIC_MODELS = {"virtio-net": "virtio", "e1000": "e1000", "rtl8139": "rtl8139"}
 AGENT_CHUNK = 1 << 20
 QEMU_LOGS = Path("/var/log/libvirt/qemu")

@@ -65,9 +65,7 @@ class FleetRun:
 def _ansible(tool: str) -> str:
     path = shutil.which(tool)
     if path is None:
-        raise HvbenchError(
-            f"{tool} is not installed: apt-get install ansible-core (or run ./setup.sh)"
-        )
+        raise HvbenchError(f"{tool} is not installed: ./setup.sh --with-fleet")
     return path
 
 

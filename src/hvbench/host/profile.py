@@ -49,7 +49,7 @@ _JIT = re.compile(r"^\[JIT\] tid \d+$")
 """perf's name for executable memory no file backs, one per thread."""
 
 
-MISSING = "perf is not installed (apt-get install linux-perf)"
+MISSING = "perf is not installed (./setup.sh --with-perf)"
 
 
 class ProfileError(Exception):

@@ -1,7 +1,8 @@
 """HTML: one self-contained file (inline CSS, JavaScript and SVG) that opens with no network.
 
-Verdicts first, then the warnings and the host's conditions, then per workload its plots and
-tables, then network symmetry, host CPU cost and the host's profile, then the provenance. Every
+In the order a reader looks: a line that counts the warnings and links to them, the verdicts,
+then per workload its plots and tables, network symmetry, host CPU cost and the host's profile,
+then the warnings in full and the host's conditions, then the provenance. Every
 string that came from a study, a host or a guest goes through Jinja2's autoescaping; only the SVG
 that matplotlib wrote (itself escaped) is inserted as is.
 """
@@ -26,11 +27,10 @@ from hvbench.report.tables import (
     cost_table,
     host_table,
     muted,
-    noise_table,
     profile_tables,
     provenance,
-    side_noise,
     symmetry_table,
+    warnings,
     workload_tables,
 )
 
@@ -71,15 +71,13 @@ def render(a: RunAnalysis) -> str:
         sections.append(_Section(w, figs, workload_tables(a, w)))
     platforms = {a.label(c.platform): c.platform_settings for c in a.cells}
     workloads = {c.workload: c.workload_settings for c in a.cells}
-    noise = noise_table(a)
     return ENV.get_template("report.html.j2").render(
         a=a,
         title=f"hvbench report: {a.study_name}",
         started=a.created_at.strftime("%Y-%m-%d %H:%M") if a.created_at else "",
         hostname=str(a.inventory.get("hostname", "unknown host")),
         verdicts=verdicts(a),
-        noise_table=noise,
-        warnings=([] if noise else [x for x in (side_noise(a),) if x]) + a.warnings,
+        warnings=warnings(a),
         conditions_table=conditions_table(a),
         claims_table=claims_table(a),
         workloads=sections,

@@ -17,6 +17,7 @@ from hvbench.report.tables import (
     provenance,
     side_noise,
     values_table,
+    warnings,
 )
 
 
@@ -38,6 +39,9 @@ def table_markdown(t: Table) -> str:
 
 def render(a: RunAnalysis) -> str:
     out = [f"# hvbench report: {_cell(a.study_name)} (run {a.run_id})", ""]
+    found = warnings(a)
+    if (count := found.summary()) is not None:
+        out += [f"[{count}](#warnings), after the results", ""]
     if lines := verdicts(a):
         out += ["## Verdict", "", *(f"- {_cell(v)}" for v in lines), ""]
     if (claims := claims_table(a)) is not None:
@@ -45,12 +49,10 @@ def render(a: RunAnalysis) -> str:
     out += ["## Tables", ""]
     for t in all_tables(a):
         out += [table_markdown(t), ""]
-    noise = noise_table(a)
-    lines = ([] if noise else [x for x in (side_noise(a),) if x]) + a.warnings
-    if lines or noise:
+    if found.count():
         out += ["## Warnings", ""]
-        out += [table_markdown(noise), ""] if noise else []
-        out += [*(f"- {_cell(w)}" for w in lines), ""] if lines else []
+        out += [table_markdown(found.noise), ""] if found.noise else []
+        out += [*(f"- {_cell(w)}" for w in found.lines), ""] if found.lines else []
     if (hc := conditions_table(a)) is not None:
         out += ["## Host conditions", ""]
         if hc.rows:

@@ -721,6 +721,36 @@ def noise_table(a: RunAnalysis) -> Table | None:
     return t
 
 
+@dataclass
+class Warnings:
+    """The run's warnings as a report shows them, in full at its end and counted at its top:
+    the noisy figures' table, and every other warning a line."""
+
+    noise: Table | None
+    lines: list[str]
+
+    def count(self) -> int:
+        return (len(self.noise.rows) if self.noise else 0) + len(self.lines)
+
+    def summary(self) -> str | None:
+        """The report's top line: how many there are ("17 warnings, 14 of them noisy
+        figures"); None where there are none."""
+        n = self.count()
+        if n == 0:
+            return None
+        noisy = len(self.noise.rows) if self.noise else 0
+        of = {0: "", n: " (noisy figures)"}.get(noisy, f", {noisy} of them noisy figures")
+        return f"{n} warning{'s' if n > 1 else ''}{of}"
+
+
+def warnings(a: RunAnalysis) -> Warnings:
+    """The noise table and the warning lines (the noisy side figures' line where no headline
+    figure is noisy: otherwise it is a note under the table)."""
+    noise = noise_table(a)
+    side = [] if noise or (line := side_noise(a)) is None else [line]
+    return Warnings(noise, side + a.warnings)
+
+
 def conditions_table(a: RunAnalysis) -> Table | None:
     """The host conditions of the run that were not benchmark-grade, what each does to the
     figures and its fix; the others named in the notes. None for a run recorded without them."""

@@ -19,7 +19,14 @@ from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from hvbench.errors import HvbenchError
-from hvbench.store.records import ADAPTIVE, AdaptiveRecord, PlatformState, WhatRan
+from hvbench.store.records import (
+    ADAPTIVE,
+    TIME,
+    AdaptiveRecord,
+    PlatformState,
+    TimeRecord,
+    WhatRan,
+)
 from hvbench.store.schema import (
     Artifact,
     CellRow,
@@ -36,6 +43,7 @@ from hvbench.store.upgrade import upgrade
 __all__ = [
     "ADAPTIVE",
     "LABELS",
+    "TIME",
     "AdaptiveRecord",
     "CellRecord",
     "CellView",
@@ -52,6 +60,7 @@ __all__ = [
     "SampleRecord",
     "SampleView",
     "Store",
+    "TimeRecord",
     "WhatRan",
     "default_url",
 ]
@@ -544,6 +553,12 @@ class Store:
         with Session(self.engine) as s:
             q = select(Artifact.name, Artifact.content).filter_by(run_id=run_id)
             return {name: content for name, content in s.execute(q)}
+
+    def artifact_of_runs(self, name: str) -> dict[str, dict]:
+        """Every run's artifact ``name``, by run id (runs without one left out)."""
+        with Session(self.engine) as s:
+            q = select(Artifact.run_id, Artifact.content).filter_by(name=name)
+            return {run_id: content for run_id, content in s.execute(q)}
 
     def derived(self, name: str) -> dict[str, tuple[str, dict]]:
         """Every run's ``name`` kept by ``keep_derived``: {run id: (key, content)}."""

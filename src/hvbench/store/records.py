@@ -99,3 +99,35 @@ class AdaptiveRecord:
     def from_json(cls, data: dict | None) -> AdaptiveRecord | None:
         """The record of a run's artifacts; None where the run had no adaptive repetitions."""
         return cls(**_known(cls, data)) if data else None
+
+
+TIME = "time"
+"""The artifact of where a run's wall time went (``TimeRecord``)."""
+
+
+@dataclass
+class TimeRecord:
+    """Where a run's wall time went, in seconds of a monotonic clock read between the runner's
+    steps (never inside a measured window), added up over its sessions where it was resumed:
+    what a user waits for, and what a shorter study would cut."""
+
+    total_s: float = 0.0
+    """From ``hvbench run``'s start to its end, the analysis included."""
+    steps: dict[str, float] = field(default_factory=dict)
+    """By step: ``images`` (each platform's driver opened: guest images built or found, root
+    filesystems, accelerator probes), ``boots`` (instances started), ``calibration`` (jobs
+    sized natively), ``analysis``."""
+    workloads: dict[str, float] = field(default_factory=dict)
+    """By workload (its label): its samples, from preparing them to cleaning up after them."""
+
+    def other_s(self) -> float:
+        """What no step accounts for: the host checks before the run, stopping instances,
+        writing the store."""
+        return max(0.0, self.total_s - sum(self.steps.values()) - sum(self.workloads.values()))
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict | None) -> TimeRecord:
+        return cls(**_known(cls, data or {}))

@@ -595,7 +595,9 @@ def _vegeta() -> str:
     """The HTTP clients' program, or a clear error saying how to get it."""
     vegeta = which("vegeta")
     if vegeta is None:
-        raise HvbenchError("consolidation: vegeta is missing (./setup.sh --with-vegeta builds it)")
+        raise HvbenchError(
+            "consolidation: vegeta is missing (./setup.sh --with-consolidation builds it)"
+        )
     return vegeta
 
 

@@ -322,7 +322,7 @@ class Povray(Program):
         if not instance.exec(["test", "-r", f"{POVRAY_SCENE}/benchmark.pov"], timeout=60).ok:
             raise InstanceError(
                 f"{instance.name}: POV-Ray's benchmark scene {POVRAY_SCENE}/benchmark.pov is "
-                "missing (apt-get install povray-examples on the host)"
+                "missing on the host (./setup.sh --with-tools installs povray-examples)"
             )
 
     def size_at(self, scale: float) -> int:
