@@ -39,6 +39,7 @@ def _refusal(platforms: str, workloads: str = "[{name: boot}]") -> str:
         ("{driver: cloud-hypervisor, disk: {bus: ide}}", "platforms.a.disk.bus: unknown setting"),
         ("{driver: firecracker, vcpus: 3}", "vcpus: 1 or an even number"),
         ("{driver: cloud-hypervisor, net: {num_queues: 3}}", "net num_queues: an even number"),
+        ("{driver: cloud-hypervisor, disk: {num_queues: 2}}", "disk num_queues: at most vcpus"),
         ("{driver: firecracker, memory: 100M}", "memory: at least 128M"),
         ("{driver: firecracker, cpu_template: T9}", "expected one of 'None', 'C3'"),
     ],

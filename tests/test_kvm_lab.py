@@ -43,7 +43,7 @@ platforms:
                 disk: {bus: virtio-blk, size: 256M}}
   firecracker: {driver: firecracker, binary: FIRECRACKER, memory: 256M,
                 disk: {size: 256M, io_engine: Async}}
-  cloud-hypervisor: {driver: cloud-hypervisor, binary: CLOUD_HYPERVISOR, memory: 256M,
+  cloud-hypervisor: {driver: cloud-hypervisor, binary: CLOUD_HYPERVISOR, memory: 256M, vcpus: 2,
                      disk: {size: 256M, num_queues: 2}}
 workloads:
   - {name: boot, platforms: [microvm-auto, firecracker, cloud-hypervisor]}

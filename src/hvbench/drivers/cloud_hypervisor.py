@@ -85,6 +85,8 @@ class CloudHypervisorSettings(ApiVmmSettings):
     def _queues(self) -> CloudHypervisorSettings:
         if self.net.num_queues is not None and self.net.num_queues % 2:
             raise ValueError("net num_queues: an even number (a receive and a send queue a pair)")
+        if (self.disk.num_queues or 1) > self.vcpus:
+            raise ValueError("disk num_queues: at most vcpus (Cloud Hypervisor's rule)")
         return self
 
     def host_misfits(self, count: int) -> list[str]:
