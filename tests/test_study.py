@@ -14,6 +14,7 @@ from hvbench.analysis.platforms import label
 from hvbench.drivers import DRIVERS, driver_class
 from hvbench.drivers.qemu import AccelVerdict
 from hvbench.errors import StudyError
+from hvbench.plan import estimate_seconds, misfits, this_host
 from hvbench.store import Store, WhatRan
 from hvbench.study import Study, default_study, load_study, parse_study
 
@@ -36,7 +37,8 @@ def test_valid_study_expands_platform_by_count_by_workload():
     # native defaults to a single instance; `other` lists its own counts
     assert [(c.platform, c.instances) for c in cells] == [("native", 1), ("other", 1), ("other", 2)]
     assert study.repetitions == 2
-    assert study.estimate_seconds(quick=True) < study.estimate_seconds(quick=False)
+    here = this_host()
+    assert estimate_seconds(study, True, here) < estimate_seconds(study, False, here)
 
 
 def test_a_workload_runs_on_the_platforms_it_names():
@@ -356,17 +358,18 @@ def test_a_study_larger_than_the_host_is_refused_before_anything_starts(tmp_path
     big = VALID.replace("platforms:\n", "platforms:\n  vm: {driver: qemu, memory: 1G}\n")
     big = big.replace("instances: [1, 2, 4]", "instances: [100000]")
     study = parse_study(big, "big.yaml")
-    misfits = study.misfits(24 << 30, 2)
-    assert misfits[0] == (
+    host = replace(this_host(), memory=24 << 30, cores=2)
+    lines = misfits(study, host)
+    assert lines[0] == (
         "platform vm: 100000 instances × 1161M (1G of memory + 137M the host holds besides) "
         "need 113378.9 GiB, the host has 24.0 GiB: at most 21 instances, or less memory each"
     )
-    assert all(m.startswith("platform vm: ") for m in misfits)  # native runs one instance
+    assert all(m.startswith("platform vm: ") for m in lines)  # native runs one instance
     pinned = parse_study(big.replace("memory: 1G}", "memory: 1G, vcpus: 2, pin: true}"), "p")
     assert "100000 instances × 2 pinned vCPU(s) need 200000 cores, the host has 2" in "; ".join(
-        pinned.misfits(24 << 30, 2)
+        misfits(pinned, host)
     )
-    assert parse_study(VALID, "t").misfits(24 << 30, 2) == []
+    assert misfits(parse_study(VALID, "t"), host) == []
 
     study_file = tmp_path / "big.yaml"
     study_file.write_text(big)
