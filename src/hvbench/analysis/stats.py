@@ -102,7 +102,12 @@ equal tick counts)."""
 NOISY_CV = 0.10
 """Coefficient of variation past which a cell is called noisy."""
 ALPHA = 0.05
-"""Significance level of the report's "differs from the baseline" calls."""
+"""Significance level of the calls made within a run: the report's "differs from the baseline",
+a claim settled, a trend, a disk figure above native."""
+ALPHA_ACROSS_RUNS = 0.01
+"""Family-wise error of the calls made across runs: at most 1 A/A comparison in 100 calls a
+regression (``compare``), at most one family of A/A series in 100 gets a false change point
+(``changes``, ``history``)."""
 POWER = 0.8
 """Probability with which a change of the reported detectable size would be found."""
 PRACTICAL = 0.05
