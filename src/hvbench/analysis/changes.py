@@ -36,7 +36,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from hvbench.analysis.stats import ALPHA_ACROSS_RUNS, SEED, _scipy, holm
+from hvbench.analysis.stats import ALPHA_ACROSS_RUNS, SEED, _scipy, holm, welch_difference
 
 MIN_SIDE = 2
 """Runs on each side of a change point, at least: one run alone is an outlier, not a level."""
@@ -161,13 +161,10 @@ def _tested(y: np.ndarray, lo: int, hi: int) -> Step:
     k = int(np.argmax(ts))
     index = lo + MIN_SIDE + k
     before, after = y[lo:index], y[index:hi]
-    na, nb = len(before), len(after)
-    diff = float(np.mean(after) - np.mean(before))
-    va, vb = float(np.var(before, ddof=1)) / na, float(np.var(after, ddof=1)) / nb
+    diff, variance, df = welch_difference(before, after)
     half = 0.0
-    if va + vb > 0:
-        df = (va + vb) ** 2 / (va**2 / (na - 1) + vb**2 / (nb - 1))
-        half = float(_scipy().t.ppf(1 - ALPHA_ACROSS_RUNS / 2, df)) * math.sqrt(va + vb)
+    if variance > 0:
+        half = float(_scipy().t.ppf(1 - ALPHA_ACROSS_RUNS / 2, df)) * math.sqrt(variance)
     t = float(ts[k])
     return Step(
         index=index,
