@@ -25,6 +25,7 @@ from hvbench.cli import image as image_cmd
 from hvbench.cli import reporting
 from hvbench.cli import run as run_cmd
 from hvbench.cli.lines import print_finding
+from hvbench.cli.options import DbOption
 from hvbench.errors import HvbenchError
 from hvbench.host.profile import MISSING
 from hvbench.host.resources import orphan_ledgers
@@ -53,10 +54,6 @@ app.command("publish")(reporting.publish)
 
 out = Console()
 err = Console(stderr=True)
-
-DbOption = Annotated[
-    str | None, typer.Option("--db", help="SQLAlchemy URL of the store (default: SQLite)")
-]
 
 
 @app.command()

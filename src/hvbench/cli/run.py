@@ -15,6 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from hvbench import doctor
 from hvbench.analysis import analyse, series
+from hvbench.cli.options import DbOption
 from hvbench.errors import HvbenchError
 from hvbench.report import write_report
 from hvbench.report.markdown import render_summary
@@ -50,7 +51,7 @@ def run(
     quick: Annotated[
         bool, typer.Option(help="a smoke run: every workload shortened, one repetition")
     ] = False,
-    db: Annotated[str | None, typer.Option("--db", help="SQLAlchemy URL of the store")] = None,
+    db: DbOption = None,
     resume: Annotated[
         str | None, typer.Option(metavar="RUN_ID", help="continue an interrupted run")
     ] = None,
