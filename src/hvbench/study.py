@@ -152,6 +152,38 @@ class Study:
             return list(default)
         return list(workload.instances or self.instances)
 
+    def reference(self) -> str | None:
+        """The platform the others are measured against: the baseline, else the first native one
+        (as the analysis takes it), else None."""
+        native = (p for p, settings in self.platforms.items() if settings.driver == "native")
+        return self.baseline or next(native, None)
+
+    def ignored_counts(self) -> list[str]:
+        """One line for each platform that runs its driver's default count (native runs one
+        instance, the host itself) where the study lists others for its workloads, which would
+        otherwise pass unseen; the reference runs it by design, so it is not named."""
+        out = []
+        for name, settings in self.platforms.items():
+            default = DRIVERS[settings.driver].default_instances
+            if default is None or settings.instances or name == self.reference():
+                continue
+            listed = sorted(
+                {
+                    n
+                    for w in self.workloads
+                    if w.runs_on(name) and w.ascent() is None and w.instance_count() is None
+                    for n in w.instances or self.instances
+                }
+            )
+            if listed and listed != sorted(default):
+                runs = ", ".join(str(n) for n in default)
+                out.append(
+                    f"platform {name}: runs {runs} instance(s), the {settings.driver} driver's "
+                    f"default, not the study's counts {listed}; to run those, give the platform "
+                    f"instances: {listed}"
+                )
+        return out
+
     def cells(self) -> list[Cell]:
         """Every cell, grouped as the runner boots them: platform, then count, then workload."""
         return [
@@ -456,8 +488,7 @@ def _claim(loc: _Located, study: Study, index: int, raw: Any) -> Claim:
         )
     unit = metrics[pattern]
     if claim.of_native:
-        native = (p for p, settings in study.platforms.items() if settings.driver == "native")
-        base = study.baseline or next(native, None)
+        base = study.reference()
         if base is None or claim.platform == base:
             raise loc.error(
                 (*path, "platform"),

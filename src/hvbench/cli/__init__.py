@@ -97,7 +97,7 @@ def study_check(files: Annotated[list[Path], typer.Argument(help="study files")]
         out.print(f"{file}: ok ({len(study.cells())} cells × {study.repetitions} repetitions)")
         for misfit in misfits(study, this_host()):
             err.print(f"{file}: warning: not on this host: {misfit}", markup=False, soft_wrap=True)
-        for line in study.short_jobs(quick=False):
+        for line in study.ignored_counts() + study.short_jobs(quick=False):
             err.print(f"{file}: warning: {line}", markup=False, soft_wrap=True)
         if study.profile and shutil.which("perf") is None:
             err.print(

@@ -98,7 +98,7 @@ def run(
             study = default_study(doctor.available_drivers(doctor.examine()))
         if quick:
             err.print(f"hvbench: {QUICK_NOTE}", markup=False, highlight=False, soft_wrap=True)
-        for line in study.short_jobs(quick=False) if not quick else ():
+        for line in study.ignored_counts() + (study.short_jobs(quick=False) if not quick else []):
             err.print(f"hvbench: warning: {line}", markup=False, highlight=False, soft_wrap=True)
         runner = Runner.create(study, store, quick, labels=labels)
         if fleet:
