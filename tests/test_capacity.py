@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from hvbench import plan
 from hvbench.drivers import DRIVERS
 from hvbench.drivers.base import SAMPLE_TASKS, Pace
 from hvbench.drivers.native import FOOTPRINT as NATIVE
 from hvbench.drivers.qemu import TCG_PACE, kvm_runs_guests
-from hvbench.host.inventory import capacity
 from hvbench.host.limits import KernelLimits, kernel_limits
+from hvbench.plan import Host
 from hvbench.store import Store
 from hvbench.study import default_study, parse_study
 from hvbench.workloads import workload_of
@@ -35,8 +36,8 @@ ROOMY = KernelLimits(
     pid_namespaces=100_000,
 )
 """A large server's limits, so that each test trips only the limit it is about."""
-HOST = (24 << 30, 2)
-"""Memory and cores of the 2-core development host."""
+HOST = Host(memory=24 << 30, cores=2, kvm=False, limits=ROOMY)
+"""Memory and cores of the 2-core development host, whose KVM runs no stock guest."""
 
 
 def study(platform: str, count: int, workload: str = "{name: boot}") -> str:
@@ -47,7 +48,7 @@ def study(platform: str, count: int, workload: str = "{name: boot}") -> str:
 
 
 def misfits(platform: str, count: int, limits: KernelLimits = ROOMY) -> list[str]:
-    return parse_study(study(platform, count), "s.yaml").misfits(*HOST, limits)
+    return plan.misfits(parse_study(study(platform, count), "s.yaml"), replace(HOST, limits=limits))
 
 
 def hvbench(*args: str) -> subprocess.CompletedProcess:
@@ -82,7 +83,7 @@ def test_100000_native_instances_are_refused_by_run_and_warned_by_check(tmp_path
 def test_a_reasonable_count_is_not_flagged(tmp_path):
     for platform in ("driver: native", "driver: container", "driver: gvisor", "driver: uml"):
         text = study(platform, 4)
-        assert parse_study(text, "s.yaml").misfits(*capacity()) == [], platform
+        assert plan.misfits(parse_study(text, "s.yaml"), plan.this_host()) == [], platform
     file = tmp_path / "four.yaml"
     file.write_text(study("driver: native", 4))
     check = hvbench("study", "check", str(file))
@@ -139,6 +140,30 @@ def test_a_group_larger_than_the_run_network_or_its_start_allowance_is_refused()
     assert not [ln for ln in misfits(longer, most + 1) if "has to start" in ln]
 
 
+def _probed(*args: object) -> None:
+    raise AssertionError("a plan for a made-up host probed this one")
+
+
+def test_a_study_is_planned_for_a_made_up_host(monkeypatch):
+    """Nothing of this host is read: four guests of 1G fit a host of 64 GiB with KVM, not one of
+    2 GiB whose kernel has 30 pids free, where they also take longer, under TCG on one core."""
+    for probe in ("capacity", "kernel_limits", "kvm_runs_guests"):
+        monkeypatch.setattr(plan, probe, _probed)
+    disk = "{name: disk, tool: dd, size: 1G}"
+    four = parse_study(study("driver: qemu, accel: auto, memory: 1G, nic: none", 4, disk), "s")
+    large = Host(memory=64 << 30, cores=16, kvm=True, limits=ROOMY)
+    small = Host(memory=2 << 30, cores=1, kvm=False, limits=replace(ROOMY, pid_max=530))
+    assert plan.misfits(four, large) == []
+    assert plan.misfits(four, small) == [
+        "platform p: 4 instances × 1161M (1G of memory + 137M the host holds besides) need "
+        "4.5 GiB, the host has 2.0 GiB: at most 1 instances, or less memory each",
+        "platform p: 4 instances × 12 host tasks (threads) need 48, the host has 30 free pids "
+        "(kernel.pid_max 530, 500 in use): at most 2 instances, or raise kernel.pid_max (sysctl)",
+    ]
+    assert plan.misfits_at(four, "p", 1, small) == []  # an ascent's first step would fit
+    assert plan.estimate_seconds(four, False, large) < plan.estimate_seconds(four, False, small)
+
+
 def test_this_hosts_limits_are_read():
     limits = kernel_limits()
     assert limits.pid_max >= 301 and limits.threads_max > 0
@@ -181,12 +206,15 @@ def test_accel_auto_is_tcg_here_and_kvm_on_a_host_with_kvm():
 
 def test_the_default_study_takes_longer_here_than_on_a_host_with_kvm():
     default = default_study({"native", "qemu", "uml", "container", "gvisor"})
-    tcg, kvm = (default.estimate_seconds(False, kvm, cores=2) for kvm in (False, True))
+    tcg, kvm = (
+        plan.estimate_seconds(default, False, replace(HOST, kvm=kvm)) for kvm in (False, True)
+    )
     assert 5 * 60 < kvm < tcg < 30 * 60, (kvm, tcg)
-    assert default.estimate_seconds(True, False, cores=2) < tcg / 2  # --quick: one repetition
+    assert plan.estimate_seconds(default, True, HOST) < tcg / 2  # --quick: one repetition
     # the cpu programs dominate under TCG: fixed work, eight times native's
     cpu = next(c for c in default.cells() if c.platform == "qemu-virtio" and "cpu" in c.workload)
-    assert default.sample_seconds(cpu, False, False) > 5 * default.sample_seconds(cpu, False, True)
+    tcg, kvm = (plan.sample_seconds(default, cpu, False, kvm) for kvm in (False, True))
+    assert tcg > 5 * kvm
 
 
 def test_study_show_json_gives_both_estimates(tmp_path):

@@ -15,13 +15,17 @@ from hvbench.analysis import analyse
 from hvbench.analysis.compare import (
     ALARM,
     ALLOWANCE,
-    ALPHA,
     FEWEST,
     THRESHOLD,
     compare,
     judge_family,
 )
-from hvbench.analysis.stats import repetitions_to_settle, run_to_run, runs_to_settle
+from hvbench.analysis.stats import (
+    ALPHA_ACROSS_RUNS,
+    repetitions_to_settle,
+    run_to_run,
+    runs_to_settle,
+)
 from hvbench.cli.reporting import compare as compare_cmd
 from hvbench.errors import HvbenchError
 from hvbench.report import render_comparison
@@ -390,7 +394,7 @@ def test_what_would_settle_a_metric_does():
     80% of the time: 13 runs a side at 3% run-to-run (84% of 1000 A/A comparisons by run; 11
     runs: 66%), 17 repetitions a run at CV 3% and a 0.5% allowance (80%; 13: 67%)."""
     rng = np.random.default_rng(43)
-    (k,) = runs_to_settle([0.03], THRESHOLD, 1 - ALPHA)
+    (k,) = runs_to_settle([0.03], THRESHOLD, 1 - ALPHA_ACROSS_RUNS)
     assert k == 13
 
     def by_run(k: int) -> float:
@@ -398,7 +402,7 @@ def test_what_would_settle_a_metric_does():
         return np.mean([judge_family([(a, b)], [True])[0].settled for a, b in x])
 
     assert 0.75 <= by_run(k) <= 0.92 and by_run(k - 2) < 0.75
-    (n,) = repetitions_to_settle([0.03], [0.005], THRESHOLD, 1 - ALPHA)
+    (n,) = repetitions_to_settle([0.03], [0.005], THRESHOLD, 1 - ALPHA_ACROSS_RUNS)
     assert n == 17
 
     def one_run(n: int) -> float:

@@ -43,8 +43,8 @@ def _found(x: np.ndarray) -> list[int]:
 
 @pytest.mark.parametrize("cv", [0.02, 0.05])
 def test_aa_series_rarely_get_a_false_change_point(cv):
-    """False change points in A/A series of 30 runs: at most ``changes.ALPHA`` of them have
-    any (Binseg's candidates untested: about a fifth of them)."""
+    """False change points in A/A series of 30 runs: at most ``stats.ALPHA_ACROSS_RUNS`` of them
+    have any (Binseg's candidates untested: about a fifth of them)."""
     rng = np.random.default_rng(301 + int(cv * 100))
     trials = 600
     false = sum(bool(_found(_series(rng, cv, 0.0))) for _ in range(trials))
@@ -103,7 +103,8 @@ def test_a_found_change_carries_its_interval():
 
 def test_many_series_judged_together_keep_the_family_error():
     """40 A/A series judged as one family: a family with a false change point stays as rare as
-    ``changes.ALPHA`` (testing only what each series' search kept would make it a third)."""
+    ``stats.ALPHA_ACROSS_RUNS`` (testing only what each series' search kept would make it a
+    third)."""
     rng = np.random.default_rng(9)
     families = 60
     false = 0

@@ -18,6 +18,7 @@ from guest_fixtures import GUEST_TOOLS, GuestRun
 from pydantic import ValidationError
 from qemu.qmp.legacy import QEMUMonitorProtocol
 
+from hvbench import plan
 from hvbench.drivers import DRIVERS, qemu
 from hvbench.drivers.base import Needs
 from hvbench.drivers.last_words import last_words
@@ -33,7 +34,6 @@ from hvbench.drivers.qemu import (
 from hvbench.drivers.qemu_devices import AGENT_PORT, AGENT_PORT_NR, QEMU, Disk, opts
 from hvbench.errors import CommandTimeout, InstanceError, StudyError
 from hvbench.host import hugepages
-from hvbench.host.inventory import capacity
 from hvbench.host.process import executable
 from hvbench.host.storage import make_image
 from hvbench.study import parse_study
@@ -151,7 +151,7 @@ def test_host_refusals_are_one_line_each_before_anything_starts():
     assert "cpu: EPYC-NoSuchModel is no CPU model of this QEMU" in " ".join(lines)
     assert settings(cpu="EPYC,+svm", hugepages="2M").host_misfits(1) == []
     study = parse_study(HUGE_STUDY, "vhost.yaml")
-    misfits = study.misfits(*capacity())
+    misfits = plan.misfits(study, plan.this_host())
     assert any(m.startswith("platform v: ") and "hugepages: 1G" in m for m in misfits), misfits
 
 

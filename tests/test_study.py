@@ -14,6 +14,7 @@ from hvbench.analysis.platforms import label
 from hvbench.drivers import DRIVERS, driver_class
 from hvbench.drivers.qemu import AccelVerdict
 from hvbench.errors import StudyError
+from hvbench.plan import estimate_seconds, misfits, this_host
 from hvbench.store import Store, WhatRan
 from hvbench.study import Study, default_study, load_study, parse_study
 
@@ -36,7 +37,8 @@ def test_valid_study_expands_platform_by_count_by_workload():
     # native defaults to a single instance; `other` lists its own counts
     assert [(c.platform, c.instances) for c in cells] == [("native", 1), ("other", 1), ("other", 2)]
     assert study.repetitions == 2
-    assert study.estimate_seconds(quick=True) < study.estimate_seconds(quick=False)
+    here = this_host()
+    assert estimate_seconds(study, True, here) < estimate_seconds(study, False, here)
 
 
 def test_a_workload_runs_on_the_platforms_it_names():
@@ -352,21 +354,64 @@ def test_a_few_aliases_are_fine():
     assert study.platforms["vm1"] == study.platforms["vm2"]
 
 
+def test_a_native_platform_says_it_runs_one_instance_whatever_the_study_lists(tmp_path):
+    """Native runs one instance, the host itself, unless its platform lists its own counts: a
+    native platform other than the baseline that would take the study's runs one, and study
+    check and run say so in one warning line each (the study's counts are for its guests, and
+    the study runs as it did). The baseline runs one by design and is not named."""
+    text = VALID.replace("instances: [1, 2]}", "}").replace("[1, 2, 4]", "[100000]")
+    study = parse_study(text, "native.yaml")
+    assert [(c.platform, c.instances) for c in study.cells()] == [("native", 1), ("other", 1)]
+    line = (
+        "platform other: runs 1 instance(s), the native driver's default, not the study's "
+        "counts [100000]; to run those, give the platform instances: [100000]"
+    )
+    assert study.ignored_counts() == [line]
+    assert parse_study(VALID, "valid.yaml").ignored_counts() == []  # other lists its own
+    unnamed = parse_study(text.replace("baseline: native\n", ""), "t")
+    assert unnamed.ignored_counts() == [line]  # the first native platform is the reference
+
+    path = tmp_path / "native.yaml"
+    path.write_text(text)
+    check = subprocess.run(
+        [sys.executable, "-m", "hvbench", "study", "check", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert check.returncode == 0 and check.stderr == f"{path}: warning: {line}\n", check.stderr
+    # run warns before it starts anything; a guest too many for the host keeps this one short
+    path.write_text(text.replace("platforms:\n", "platforms:\n  vm: {driver: qemu, memory: 1G}\n"))
+    db = f"sqlite:///{tmp_path}/results.db"
+    run = subprocess.run(
+        [sys.executable, "-m", "hvbench", "run", str(path), "--db", db],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert run.returncode == 2, run.stderr
+    warning, refusal = run.stderr.splitlines()
+    assert warning == f"hvbench: warning: {line}"
+    assert "cannot run on this host: platform vm: 100000 instances" in refusal
+
+
 def test_a_study_larger_than_the_host_is_refused_before_anything_starts(tmp_path):
     big = VALID.replace("platforms:\n", "platforms:\n  vm: {driver: qemu, memory: 1G}\n")
     big = big.replace("instances: [1, 2, 4]", "instances: [100000]")
     study = parse_study(big, "big.yaml")
-    misfits = study.misfits(24 << 30, 2)
-    assert misfits[0] == (
+    host = replace(this_host(), memory=24 << 30, cores=2)
+    lines = misfits(study, host)
+    assert lines[0] == (
         "platform vm: 100000 instances × 1161M (1G of memory + 137M the host holds besides) "
         "need 113378.9 GiB, the host has 24.0 GiB: at most 21 instances, or less memory each"
     )
-    assert all(m.startswith("platform vm: ") for m in misfits)  # native runs one instance
+    assert all(m.startswith("platform vm: ") for m in lines)  # native runs one instance
     pinned = parse_study(big.replace("memory: 1G}", "memory: 1G, vcpus: 2, pin: true}"), "p")
     assert "100000 instances × 2 pinned vCPU(s) need 200000 cores, the host has 2" in "; ".join(
-        pinned.misfits(24 << 30, 2)
+        misfits(pinned, host)
     )
-    assert parse_study(VALID, "t").misfits(24 << 30, 2) == []
+    assert misfits(parse_study(VALID, "t"), host) == []
 
     study_file = tmp_path / "big.yaml"
     study_file.write_text(big)

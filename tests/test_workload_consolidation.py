@@ -10,6 +10,7 @@ import random
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -29,6 +30,7 @@ from hvbench.drivers.gvisor import GvisorDriver
 from hvbench.errors import InstanceError, StudyError
 from hvbench.guest.image import cache_root
 from hvbench.host.inventory import capacity as capacity_of_host
+from hvbench.plan import estimate_seconds, sample_seconds, this_host
 from hvbench.report import jsonl
 from hvbench.report.tables import host_table
 from hvbench.runner import Runner
@@ -322,8 +324,9 @@ def test_each_ascent_climbs_to_its_own_first_step_missed_or_that_memory_cannot_h
 def test_the_estimate_counts_each_climb_of_an_ascent():
     one, three = (parse_study(_auto_study(ascents=k), "t") for k in (1, 3))
     auto = [c for c in three.cells() if c.workload_index == 0]
-    each = sum(three.sample_seconds(c, False, False) for c in auto)
-    got = three.estimate_seconds(False, False, 2) - one.estimate_seconds(False, False, 2)
+    each = sum(sample_seconds(three, c, False, False) for c in auto)
+    host = replace(this_host(), cores=2, kvm=False)
+    got = estimate_seconds(three, False, host) - estimate_seconds(one, False, host)
     assert got == pytest.approx(2 * each)
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import psutil
 
-from hvbench.host import inventory
+from hvbench.plan import misfits_at, this_host
 from hvbench.store import SampleRecord, Store
 from hvbench.store.ascent import AscentRecord, AscentStop, read_ascents, write_ascents
 from hvbench.study import Cell, Study
@@ -74,7 +74,7 @@ class Ascents:
         stop = record.stops.get(repetition)
         if stop is not None and cell.instances >= stop.count:
             return False
-        misfits = self.study.misfits_at(cell.platform, cell.instances, *inventory.capacity())
+        misfits = misfits_at(self.study, cell.platform, cell.instances, this_host())
         if misfits:
             self._stop(record, repetition, AscentStop(cell.instances, "memory", misfits[0]))
         return not misfits

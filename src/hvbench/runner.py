@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
-from hvbench import __version__
+from hvbench import __version__, plan
 from hvbench.analysis.run import headline_singles
 from hvbench.analysis.stats import needs_more
 from hvbench.ascent import Ascents
@@ -237,7 +237,7 @@ class Runner:
         measures the study's quick form (``Study.quickened``). ``labels`` (``--label``: the
         build under test, say) are kept in its options for ``history`` to order and explain by."""
         study = study.quickened() if quick else study
-        misfits = study.misfits(*inventory.capacity())
+        misfits = plan.misfits(study, plan.this_host())
         if misfits:
             raise StudyError(f"{study.source}: cannot run on this host: {'; '.join(misfits)}")
         run_id = new_run_id()
@@ -426,8 +426,11 @@ class Runner:
         """Measure the groups in order; False if one would not fit the ``deadline``."""
         assert self._network is not None, "groups run inside run()"
         total = sum(len(g.cells) for g in groups)
+        kvm = plan.this_host().kvm
         estimates = {
-            c.key: self.study.sample_seconds(c, self.quick) for g in groups for c in g.cells
+            c.key: plan.sample_seconds(self.study, c, self.quick, kvm)
+            for g in groups
+            for c in g.cells
         }
         remaining = sum(estimates[c.key] for g in groups for c in g.cells)
         done = 0

@@ -26,14 +26,9 @@ from pydantic import (
 
 from hvbench.analysis.claims import ALL, Claim, ClaimModel
 from hvbench.analysis.normalize import DIFFERENCES
-from hvbench.drivers import DRIVERS, driver_class
-from hvbench.drivers.base import SAMPLE_TASKS, PlatformSettings, start_allowance
-from hvbench.drivers.qemu import kvm_runs_guests
+from hvbench.drivers import DRIVERS, PlatformSettings, driver_class
 from hvbench.errors import StudyError
-from hvbench.host.inventory import capacity
-from hvbench.host.limits import KernelLimits, kernel_limits
-from hvbench.host.network import INSTANCE_ADDRESSES
-from hvbench.units import format_size, unit_scale
+from hvbench.units import unit_scale
 from hvbench.workloads import WORKLOADS, selector, workload_class, workload_of
 from hvbench.workloads.base import Workload, WorkloadSettings
 from hvbench.workloads.produces import match, produced
@@ -99,7 +94,8 @@ class Cell:
 
 @dataclass
 class Study:
-    """A validated study: typed platform and workload settings, ready to expand."""
+    """A validated study: typed platform and workload settings, ready to expand. What it asks
+    of a host, and how long it takes there, is ``hvbench.plan``'s."""
 
     name: str
     description: str
@@ -156,6 +152,38 @@ class Study:
             return list(default)
         return list(workload.instances or self.instances)
 
+    def reference(self) -> str | None:
+        """The platform the others are measured against: the baseline, else the first native one
+        (as the analysis takes it), else None."""
+        native = (p for p, settings in self.platforms.items() if settings.driver == "native")
+        return self.baseline or next(native, None)
+
+    def ignored_counts(self) -> list[str]:
+        """One line for each platform that runs its driver's default count (native runs one
+        instance, the host itself) where the study lists others for its workloads, which would
+        otherwise pass unseen; the reference runs it by design, so it is not named."""
+        out = []
+        for name, settings in self.platforms.items():
+            default = DRIVERS[settings.driver].default_instances
+            if default is None or settings.instances or name == self.reference():
+                continue
+            listed = sorted(
+                {
+                    n
+                    for w in self.workloads
+                    if w.runs_on(name) and w.ascent() is None and w.instance_count() is None
+                    for n in w.instances or self.instances
+                }
+            )
+            if listed and listed != sorted(default):
+                runs = ", ".join(str(n) for n in default)
+                out.append(
+                    f"platform {name}: runs {runs} instance(s), the {settings.driver} driver's "
+                    f"default, not the study's counts {listed}; to run those, give the platform "
+                    f"instances: {listed}"
+                )
+        return out
+
     def cells(self) -> list[Cell]:
         """Every cell, grouped as the runner boots them: platform, then count, then workload."""
         return [
@@ -165,85 +193,6 @@ class Study:
             for i, w in enumerate(self.workloads)
             if n in self.counts(p, w)
         ]
-
-    def misfits(
-        self, host_memory: int, host_cores: int, limits: KernelLimits | None = None
-    ) -> list[str]:
-        """What the study's largest group of instances holds beyond this host (``misfits_at``).
-        An ascent must fit its first step: the runner stops it at the first that does not."""
-        limits = limits or kernel_limits()
-        out = []
-        for name in self.platforms:
-            count = max(self.counts(name, ascents=False))
-            out += self.misfits_at(name, count, host_memory, host_cores, False, limits)
-        return out
-
-    def misfits_at(
-        self,
-        name: str,
-        count: int,
-        host_memory: int,
-        host_cores: int,
-        ascents: bool = True,
-        limits: KernelLimits | None = None,
-    ) -> list[str]:
-        """What a platform's group of ``count`` instances (started at once) holds beyond this
-        host: the guests' memory together with what each holds on the host besides
-        (``PlatformSettings.footprint``), their vCPUs where pinned, the kernel's limits on tasks
-        and namespaces (``limits``, this host's by default), the cores to start them all within
-        the time a group has, the run network's addresses, and what the workloads that run at
-        ``count`` or fewer need. Each is one line saying what it needs, what the host has and
-        the fix."""
-        out = []
-        settings = self.platforms[name]
-        memory, cores = settings.holds()
-        footprint = settings.footprint()
-        held = footprint.memory if footprint else 0
-        each = memory + held
-        if count * each > host_memory:
-            out.append(
-                f"platform {name}: {count} instances × {_each(memory, held)} need "
-                f"{_gib(count * each)}, the host has {_gib(host_memory)}: at most "
-                f"{host_memory // each} instances" + (", or less memory each" if memory else "")
-            )
-        if count * cores > host_cores:
-            out.append(
-                f"platform {name}: {count} instances × {cores} pinned vCPU(s) need "
-                f"{count * cores} cores, the host has {host_cores}: at most "
-                f"{host_cores // cores} instances, or pin: false"
-            )
-        if footprint:
-            limits = limits or kernel_limits()
-            need = limits.misfits(
-                count,
-                footprint.tasks + SAMPLE_TASKS,
-                footprint.net_namespaces,
-                footprint.pid_namespaces,
-            )
-            out += [f"platform {name}: {line}" for line in need]
-            if footprint.address and count > INSTANCE_ADDRESSES:
-                out.append(
-                    f"platform {name}: {count} instances need as many addresses on the run's "
-                    f"network, which has {INSTANCE_ADDRESSES}: at most {INSTANCE_ADDRESSES} "
-                    "instances"
-                )
-        pace = settings.pace(kvm_runs_guests())
-        allowance = start_allowance(settings)
-        if count * pace.core_s / host_cores > allowance:
-            out.append(
-                f"platform {name}: starting {count} instances at once takes about "
-                f"{count * pace.core_s / host_cores:.0f} s of the host's {host_cores} cores "
-                f"({pace.core_s:g} core-seconds each), past the {allowance:.0f} s a group has "
-                f"to start: at most {int(allowance * host_cores / pace.core_s)} instances"
-            )
-        out += [f"platform {name}: {line}" for line in settings.host_misfits(count)]
-        kernel = driver_class(settings).kernel
-        for index, workload in enumerate(self.workloads):
-            for n in self.counts(name, workload, ascents):
-                if n <= count:
-                    need = self.workload(index).misfits(n, memory, host_memory, kernel)
-                    out += [f"platform {name}: {line}" for line in need]
-        return out
 
     def short_jobs(self, quick: bool) -> list[str]:
         """The timed jobs that will last under SHORT_JOB_S natively, or under MIN_TICKS ticks of
@@ -261,38 +210,6 @@ class Study:
                         f"clock weigh on its figures; {job.fix}"
                     )
         return out
-
-    def sample_seconds(self, cell: Cell, quick: bool, kvm: bool | None = None) -> float:
-        """Expected wall time of one sample of ``cell`` on a host whose KVM runs stock guests
-        (``kvm``; by default whether this host's does): its workload's fixed work slowed by the
-        platform's pace (``Workload.seconds_at``), its fixed time not."""
-        kvm = kvm_runs_guests() if kvm is None else kvm
-        pace = self.platforms[cell.platform].pace(kvm)
-        return self.workload(cell.workload_index).seconds_at(quick, pace)
-
-    def estimate_seconds(
-        self, quick: bool, kvm: bool | None = None, cores: int | None = None
-    ) -> float:
-        """Expected wall time of a run on a host of ``cores`` cores whose KVM runs stock guests
-        (``kvm``; by default this host's): every sample (``sample_seconds``) and every group of
-        instances started and stopped, over the repetitions a run makes (one with ``--quick``;
-        adaptive ones not counted; an ascent's cells once per climb, every step counted)."""
-        kvm = kvm_runs_guests() if kvm is None else kvm
-        cores = cores or capacity()[1]
-        starts = sum(
-            self.platforms[p].pace(kvm).group_seconds(n, cores)
-            for p in self.platforms
-            for n in self.counts(p)
-        )
-        reps = 1 if quick else self.repetitions
-        work = sum(self.sample_seconds(c, quick, kvm) * self._times(c, quick) for c in self.cells())
-        return reps * starts + work
-
-    def _times(self, cell: Cell, quick: bool) -> int:
-        """How many samples a run takes of the cell: one per repetition, or per climb of an
-        ascent (``hvbench.ascent``), one with ``--quick``."""
-        ascent = self.workloads[cell.workload_index].ascent()
-        return 1 if quick else ascent.climbs if ascent else self.repetitions
 
 
 # --- loading -------------------------------------------------------------------------------
@@ -326,21 +243,6 @@ def _tick(seconds: float) -> str:
         if seconds >= scale:
             return f"{seconds / scale:g} {unit}"
     return f"{seconds * 1e9:g} ns"
-
-
-def _each(memory: int, held: int) -> str:
-    """What one instance takes of the host's memory, in words: its own (a guest's, a cgroup's
-    limit) and what the host holds for it besides."""
-    if memory and held:
-        return (
-            f"{format_size(memory + held)} ({format_size(memory)} of memory + "
-            f"{format_size(held)} the host holds besides)"
-        )
-    return f"{format_size(memory)} of memory" if memory else f"{format_size(held)} held on the host"
-
-
-def _gib(size: int) -> str:
-    return f"{size / (1 << 30):.1f} GiB"
 
 
 def _expanded_size(node: yaml.Node, sizes: dict[int, int], open_: set[int]) -> int:
@@ -586,8 +488,7 @@ def _claim(loc: _Located, study: Study, index: int, raw: Any) -> Claim:
         )
     unit = metrics[pattern]
     if claim.of_native:
-        native = (p for p, settings in study.platforms.items() if settings.driver == "native")
-        base = study.baseline or next(native, None)
+        base = study.reference()
         if base is None or claim.platform == base:
             raise loc.error(
                 (*path, "platform"),

@@ -14,14 +14,14 @@ pooled variance, over the stretch between its neighbouring candidates) is set ag
 largest such |t| over every split of that many normal values (at least ``MIN_SIDE`` a side),
 drawn once per length by a seeded simulation (free of location and scale, like the outlier
 rule's thresholds in ``stats``). Series judged together (the headline figures of a study, on
-every host) are one family: each of S series is judged at ``ALPHA``/S (a series searched and
-found clean counts: testing only the survivors of a search would let 40 A/A series give a false
-change point a third of the time), its own candidates by Holm's step-down, so that the chance of
-any false change point in the family stays at most ``ALPHA``, however many metrics it holds. A
-candidate is a change point when it passes and its interval excludes no change. The interval is
-of the ratio of the geometric means after/before: Welch's t interval of the difference of the
-logs, at 1 − ``ALPHA``. The null is normal run-to-run noise: one run far off
-(a host busy that night) can still read as a change on a stretch of two runs.
+every host) are one family: each of S series is judged at ``ALPHA_ACROSS_RUNS``/S (a series
+searched and found clean counts: testing only the survivors of a search would let 40 A/A series
+give a false change point a third of the time), its own candidates by Holm's step-down, so that
+the chance of any false change point in the family stays at most ``ALPHA_ACROSS_RUNS``, however
+many metrics it holds. A candidate is a change point when it passes and its interval excludes no
+change. The interval is of the ratio of the geometric means after/before: Welch's t interval of
+the difference of the logs, at 1 − ``ALPHA_ACROSS_RUNS``. The null is normal run-to-run noise:
+one run far off (a host busy that night) can still read as a change on a stretch of two runs.
 
 A change needs ``MIN_SIDE`` runs after it to be told from one odd run, so a gate on the newest
 runs sees it from the second run after it on.
@@ -36,10 +36,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from hvbench.analysis.stats import SEED, _scipy, holm
+from hvbench.analysis.stats import ALPHA_ACROSS_RUNS, SEED, _scipy, holm, welch_difference
 
-ALPHA = 0.01
-"""Family-wise error: at most one family of A/A series in 100 gets a false change point."""
 MIN_SIDE = 2
 """Runs on each side of a change point, at least: one run alone is an outlier, not a level."""
 MIN_POINTS = 2 * MIN_SIDE
@@ -51,8 +49,8 @@ GRID = 100
 points (ruptures' least-squares cost is quadratic in the length), and each candidate is then
 moved to the best split of its stretch (``_tested``)."""
 NULL_DRAWS = 20_000
-"""Noise series drawn per length: p-values down to 5·10⁻⁵ (``ALPHA`` over 200 series); beyond
-the draws, a bound (``p_value``)."""
+"""Noise series drawn per length: p-values down to 5·10⁻⁵ (``ALPHA_ACROSS_RUNS`` over 200
+series); beyond the draws, a bound (``p_value``)."""
 MIN_DRAWS = 2_000
 NULL_BATCH = 2_000_000
 """Values drawn at once (bounds the memory of a long series' null to 16 MB)."""
@@ -71,7 +69,7 @@ class Step:
     """Geometric mean of the stretch after / of the stretch before."""
     low: float
     high: float
-    """Interval of ``ratio`` at 1 − ``ALPHA``."""
+    """Interval of ``ratio`` at 1 − ``ALPHA_ACROSS_RUNS``."""
     p_value: float
     """Against what a search finds in noise, before the family's adjustment."""
     p_holm: float = math.nan
@@ -80,7 +78,7 @@ class Step:
     @property
     def significant(self) -> bool:
         """Passes the family's adjustment, and the interval excludes no change."""
-        return self.p_holm < ALPHA and (self.high < 1 or self.low > 1)
+        return self.p_holm < ALPHA_ACROSS_RUNS and (self.high < 1 or self.low > 1)
 
 
 def _split_t(x: np.ndarray) -> np.ndarray:
@@ -163,13 +161,10 @@ def _tested(y: np.ndarray, lo: int, hi: int) -> Step:
     k = int(np.argmax(ts))
     index = lo + MIN_SIDE + k
     before, after = y[lo:index], y[index:hi]
-    na, nb = len(before), len(after)
-    diff = float(np.mean(after) - np.mean(before))
-    va, vb = float(np.var(before, ddof=1)) / na, float(np.var(after, ddof=1)) / nb
+    diff, variance, df = welch_difference(before, after)
     half = 0.0
-    if va + vb > 0:
-        df = (va + vb) ** 2 / (va**2 / (na - 1) + vb**2 / (nb - 1))
-        half = float(_scipy().t.ppf(1 - ALPHA / 2, df)) * math.sqrt(va + vb)
+    if variance > 0:
+        half = float(_scipy().t.ppf(1 - ALPHA_ACROSS_RUNS / 2, df)) * math.sqrt(variance)
     t = float(ts[k])
     return Step(
         index=index,
@@ -180,7 +175,7 @@ def _tested(y: np.ndarray, lo: int, hi: int) -> Step:
     )
 
 
-def steps(means: Sequence[float], level: float = ALPHA) -> list[Step]:
+def steps(means: Sequence[float], level: float = ALPHA_ACROSS_RUNS) -> list[Step]:
     """The tested candidates of one series of run means (all positive), before any adjustment;
     none where it is too short or holds a value that is not above 0 (a ratio means nothing).
 
@@ -215,14 +210,14 @@ def testable(y: np.ndarray) -> bool:
 
 def find(series: Sequence[Sequence[float]]) -> list[list[Step]]:
     """The tested change points of each series of run means, judged as one family: each of
-    the S testable series at ``ALPHA``/S (Bonferroni: a series searched and found clean is a
-    test made too), its own candidates by Holm's step-down within it, so that the chance of
-    any false change point among them all stays at most ``ALPHA``."""
+    the S testable series at ``ALPHA_ACROSS_RUNS``/S (Bonferroni: a series searched and found
+    clean is a test made too), its own candidates by Holm's step-down within it, so that the
+    chance of any false change point among them all stays at most ``ALPHA_ACROSS_RUNS``."""
     arrays = [np.asarray(x, dtype=float) for x in series]
     count = max(1, sum(testable(y) for y in arrays))
     out = []
     for y in arrays:
-        found = steps(y, ALPHA / count)
+        found = steps(y, ALPHA_ACROSS_RUNS / count)
         adjusted = np.minimum(holm([s.p_value for s in found]) * count, 1.0).tolist()
         out.append([replace(s, p_holm=p) for s, p in zip(found, adjusted, strict=True)])
     return out

@@ -46,6 +46,7 @@ import numpy as np
 from hvbench.analysis.model import COMPOSITE, MetricResult, RunAnalysis
 from hvbench.analysis.normalize import signed
 from hvbench.analysis.stats import (
+    ALPHA_ACROSS_RUNS,
     INCONCLUSIVE,
     NOT_TESTED,
     PRACTICAL,
@@ -63,8 +64,6 @@ from hvbench.analysis.stats import (
 )
 from hvbench.errors import HvbenchError
 
-ALPHA = 0.01
-"""Family-wise error: at most 1 A/A comparison in 100 calls a regression."""
 THRESHOLD = PRACTICAL
 ALLOWANCE = 0.01
 """Run-to-run standard deviation of a run's mean, relative, assumed when each side is one run
@@ -170,7 +169,7 @@ def judge(
     r: Ratio,
     p_holm: float,
     higher_is_better: bool,
-    alpha: float = ALPHA,
+    alpha: float = ALPHA_ACROSS_RUNS,
     threshold: float = THRESHOLD,
 ) -> str:
     """The verdict of one metric (see the module's docstring)."""
@@ -222,7 +221,7 @@ def judge_family(
     pairs: Sequence[tuple[np.ndarray, np.ndarray]],
     higher_is_better: Sequence[bool],
     threshold: float = THRESHOLD,
-    alpha: float = ALPHA,
+    alpha: float = ALPHA_ACROSS_RUNS,
     allowance: float | Sequence[float] = 0.0,
     resolutions: Sequence[Resolutions] | None = None,
     allowance_df: float | Sequence[float] = math.inf,
@@ -470,7 +469,7 @@ def compare(
     a: RunAnalysis | Sequence[RunAnalysis],
     b: RunAnalysis | Sequence[RunAnalysis],
     threshold: float = THRESHOLD,
-    alpha: float = ALPHA,
+    alpha: float = ALPHA_ACROSS_RUNS,
     allowance: float | Allowance | None = None,
 ) -> Comparison:
     """Compare every metric both sides share (per-instance figures). One run a side: the

@@ -114,7 +114,7 @@ class ChangePoint:
     runs since the previous change up to ``before``."""
     low: float
     high: float
-    """Its interval at 1 − ``changes.ALPHA``."""
+    """Its interval at 1 − ``stats.ALPHA_ACROSS_RUNS``."""
     p_value: float
     """Adjusted for every series loaded together (``changes.find``)."""
     regression: bool

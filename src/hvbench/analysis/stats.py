@@ -102,7 +102,12 @@ equal tick counts)."""
 NOISY_CV = 0.10
 """Coefficient of variation past which a cell is called noisy."""
 ALPHA = 0.05
-"""Significance level of the report's "differs from the baseline" calls."""
+"""Significance level of the calls made within a run: the report's "differs from the baseline",
+a claim settled, a trend, a disk figure above native."""
+ALPHA_ACROSS_RUNS = 0.01
+"""Family-wise error of the calls made across runs: at most 1 A/A comparison in 100 calls a
+regression (``compare``), at most one family of A/A series in 100 gets a false change point
+(``changes``, ``history``)."""
 POWER = 0.8
 """Probability with which a change of the reported detectable size would be found."""
 PRACTICAL = 0.05
@@ -468,15 +473,25 @@ def welch(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> f
     """Welch's two-sided p-value for mean(A) = mean(B): no equal variances assumed. NaN with
     fewer than 2 values on a side (nothing was tested: never call that significant)."""
     xa, xb = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    na, nb = len(xa), len(xb)
-    if na < 2 or nb < 2:
+    if len(xa) < 2 or len(xb) < 2:
         return math.nan
-    delta = float(np.mean(xb) - np.mean(xa))
-    va, vb = float(np.var(xa, ddof=1)) / na, float(np.var(xb, ddof=1)) / nb
-    if va + vb == 0:
+    delta, variance, df = welch_difference(xa, xb)
+    if variance == 0:
         return 1.0 if delta == 0 else 0.0
-    df = (va + vb) ** 2 / (va**2 / (na - 1) + vb**2 / (nb - 1))  # Welch-Satterthwaite
-    return float(2 * _scipy().t.sf(abs(delta) / math.sqrt(va + vb), df))
+    return float(2 * _scipy().t.sf(abs(delta) / math.sqrt(variance), df))
+
+
+def welch_difference(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
+    """mean(B) − mean(A) of two series of at least 2 values, the variance of that difference
+    (no equal variances assumed) and Welch–Satterthwaite's degrees of freedom for it (NaN where
+    the variance is 0): what Welch's test (``welch``) and a change point's interval
+    (``changes``) are made of."""
+    na, nb = len(a), len(b)
+    delta = float(np.mean(b) - np.mean(a))
+    va, vb = float(np.var(a, ddof=1)) / na, float(np.var(b, ddof=1)) / nb
+    if va + vb == 0:
+        return delta, 0.0, math.nan
+    return delta, va + vb, (va + vb) ** 2 / (va**2 / (na - 1) + vb**2 / (nb - 1))
 
 
 @dataclass(frozen=True)

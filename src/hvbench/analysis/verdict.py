@@ -320,10 +320,12 @@ def _cost_part(a: RunAnalysis, r: MetricResult, ref: MetricResult) -> str:
     return f"{name} {x.estimate:.1f}× [{low}–{high}×]"
 
 
-def scaling_line(a: RunAnalysis, workload: str) -> str | None:
-    """ "cpu scaling, aggregate at 8 instances vs 1: kvm 7.6× (95% efficiency, overcommitted)"."""
+def scaling_series(a: RunAnalysis, workload: str) -> dict[str, list[MetricResult]]:
+    """What a workload's scaling is read on, per platform that has any (in the run's order):
+    the results of its ``headline`` metric that have an aggregate, by instance count. The
+    verdict's line and the report's figure both read it."""
     name = headline(a, workload)
-    parts = []
+    series = {}
     for platform in a.platforms:
         rs = sorted(
             (
@@ -336,6 +338,15 @@ def scaling_line(a: RunAnalysis, workload: str) -> str | None:
             ),
             key=lambda r: r.cell.instances,
         )
+        if rs:
+            series[platform] = rs
+    return series
+
+
+def scaling_line(a: RunAnalysis, workload: str) -> str | None:
+    """ "cpu scaling, aggregate at 8 instances vs 1: kvm 7.6× (95% efficiency, overcommitted)"."""
+    parts = []
+    for platform, rs in scaling_series(a, workload).items():
         if len(rs) < 2 or not rs[0].aggregate.mean:
             continue
         first, last = rs[0], rs[-1]

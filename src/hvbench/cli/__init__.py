@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -24,11 +25,11 @@ from hvbench.cli import image as image_cmd
 from hvbench.cli import reporting
 from hvbench.cli import run as run_cmd
 from hvbench.cli.lines import print_finding
-from hvbench.drivers.qemu import kvm_runs_guests
+from hvbench.cli.options import DbOption
 from hvbench.errors import HvbenchError
-from hvbench.host.inventory import capacity
 from hvbench.host.profile import MISSING
 from hvbench.host.resources import orphan_ledgers
+from hvbench.plan import estimate_seconds, misfits, sample_seconds, this_host
 from hvbench.store import TIME, Store, TimeRecord
 from hvbench.study import load_study
 
@@ -53,10 +54,6 @@ app.command("publish")(reporting.publish)
 
 out = Console()
 err = Console(stderr=True)
-
-DbOption = Annotated[
-    str | None, typer.Option("--db", help="SQLAlchemy URL of the store (default: SQLite)")
-]
 
 
 @app.command()
@@ -110,9 +107,9 @@ def study_check(files: Annotated[list[Path], typer.Argument(help="study files")]
     for file in files:
         study = load_study(file)
         out.print(f"{file}: ok ({len(study.cells())} cells × {study.repetitions} repetitions)")
-        for misfit in study.misfits(*capacity()):
+        for misfit in misfits(study, this_host()):
             err.print(f"{file}: warning: not on this host: {misfit}", markup=False, soft_wrap=True)
-        for line in study.short_jobs(quick=False):
+        for line in study.ignored_counts() + study.short_jobs(quick=False):
             err.print(f"{file}: warning: {line}", markup=False, soft_wrap=True)
         if study.profile and shutil.which("perf") is None:
             err.print(
@@ -131,19 +128,22 @@ def study_show(
     """Print the expanded matrix of cells and the study's estimated duration, on this host and
     on one of as many cores whose KVM runs stock guests (accel: auto takes KVM there)."""
     study = load_study(file).quickened() if quick else load_study(file)
-    kvm_here, cores = kvm_runs_guests(), capacity()[1]
-    hosts = {"this_host": kvm_here, "kvm_host": True}
+    here = this_host()
+    hosts = {"this_host": here, "kvm_host": replace(here, kvm=True)}
     cells = [
         {
             "platform": c.platform,
             "driver": study.platforms[c.platform].driver,
             "workload": c.workload,
             "instances": c.instances,
-            "sample_s": {h: round(study.sample_seconds(c, quick, k), 1) for h, k in hosts.items()},
+            "sample_s": {
+                name: round(sample_seconds(study, c, quick, host.kvm), 1)
+                for name, host in hosts.items()
+            },
         }
         for c in study.cells()
     ]
-    total = {h: round(study.estimate_seconds(quick, k, cores)) for h, k in hosts.items()}
+    total = {name: round(estimate_seconds(study, quick, host)) for name, host in hosts.items()}
     repetitions = 1 if quick else study.repetitions
     if as_json:
         print(
@@ -153,8 +153,8 @@ def study_show(
                     "baseline": study.baseline,
                     "quick": quick,
                     "repetitions": repetitions,
-                    "cores": cores,
-                    "kvm_here": kvm_here,
+                    "cores": here.cores,
+                    "kvm_here": here.kvm,
                     "cells": cells,
                     "estimate_s": total,
                 },
@@ -164,14 +164,15 @@ def study_show(
         return
     table = Table("platform", "driver", "workload", "n", "s here", "s KVM", title=study.name)
     for c in cells:
-        here, kvm = (f"{c['sample_s'][h]:.0f}" for h in hosts)
-        table.add_row(c["platform"], c["driver"], c["workload"], str(c["instances"]), here, kvm)
+        seconds = (f"{c['sample_s'][h]:.0f}" for h in hosts)
+        table.add_row(c["platform"], c["driver"], c["workload"], str(c["instances"]), *seconds)
     out.print(table)
-    accel = "kvm" if kvm_here else "tcg"
+    accel = "kvm" if here.kvm else "tcg"
     out.print(
         f"{len(cells)} cells × {repetitions} repetitions{' (quick)' if quick else ''}, "
         f"baseline {study.baseline}; estimated {total['this_host'] / 60:.1f} min on this host "
-        f"({cores} cores, accel auto: {accel}), {total['kvm_host'] / 60:.1f} min on one with KVM",
+        f"({here.cores} cores, accel auto: {accel}), {total['kvm_host'] / 60:.1f} min on one "
+        "with KVM",
         soft_wrap=True,
     )
 

@@ -15,6 +15,7 @@ from rich.table import Table
 from hvbench import fleet as fleet_mod
 from hvbench.analysis import analyse
 from hvbench.analysis.hosts import across_hosts
+from hvbench.cli.options import DbOption
 from hvbench.cli.run import LabelOption, parse_labels
 from hvbench.errors import HvbenchError
 from hvbench.store import Store
@@ -34,14 +35,7 @@ def _line(text: str) -> None:
 def run(
     study_file: Annotated[Path, typer.Argument(metavar="STUDY", help="study file")],
     inventory: Annotated[Path, typer.Option("-i", "--inventory", help="Ansible inventory")],
-    db: Annotated[
-        str | None,
-        typer.Option(
-            "--db",
-            help="a store every host reaches (PostgreSQL URL); default: each host's SQLite, "
-            "fetched back and imported into the local store",
-        ),
-    ] = None,
+    db: DbOption = None,
     limit: Annotated[str | None, typer.Option(help="Ansible host pattern")] = None,
     forks: Annotated[int, typer.Option(min=1, help="hosts at once")] = 5,
     quick: Annotated[bool, typer.Option(help="hvbench run --quick on every host")] = False,
@@ -56,6 +50,9 @@ def run(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Install hvbench on every host with Ansible, run STUDY there, gather the runs in one store.
+
+    With --db, every host writes its run to that store, which it must reach (PostgreSQL);
+    without it, each host's SQLite store is fetched back and imported into the local one.
 
     Prints `fleet <NAME>` first. The same command again resumes what each host had not
     finished. Exit 0: every host finished; 1: a host's study failed; 2: bad input, or a host
@@ -125,7 +122,7 @@ def run(
 @store_app.command("import")
 def import_(
     file: Annotated[Path, typer.Argument(help="an hvbench SQLite store (e.g. a host's)")],
-    db: Annotated[str | None, typer.Option("--db", help="the store to import into")] = None,
+    db: DbOption = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Copy every run of another store into this one, keeping run ids, inventories and
@@ -146,7 +143,7 @@ def import_(
 @app.command("report")
 def report(
     fleet: Annotated[str, typer.Argument(help="the fleet run's name (`fleet NAME`)")],
-    db: Annotated[str | None, typer.Option("--db", help="the store")] = None,
+    db: DbOption = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """The fleet run's headline figures, host by host, each with its % of native on that host.

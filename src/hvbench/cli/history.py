@@ -23,6 +23,7 @@ from hvbench.analysis.series import (
     load,
     when,
 )
+from hvbench.cli.options import DbOption
 from hvbench.store import Store
 
 WINDOW = 3
@@ -150,7 +151,7 @@ def history(
     claims: Annotated[
         bool, typer.Option("--claims", help="each claim's outcome run by run, not the figures")
     ] = False,
-    db: Annotated[str | None, typer.Option("--db", help="SQLAlchemy URL of the store")] = None,
+    db: DbOption = None,
 ) -> None:
     """Every run of a study as one series per host and figure, with its change points: where
     the level moved, by how much (the ratio of the means either side, with its 99% interval),

@@ -18,6 +18,7 @@ from hvbench.analysis import claims as claims_of
 from hvbench.analysis.compare import ALLOWANCE, THRESHOLD, Allowance
 from hvbench.analysis.compare import compare as compare_runs
 from hvbench.analysis.history import measured
+from hvbench.cli.options import DbOption
 from hvbench.errors import HvbenchError
 from hvbench.report import emit, render, render_comparison, site
 from hvbench.store import Store
@@ -33,9 +34,6 @@ FormatOption = Annotated[
 ]
 OutputOption = Annotated[
     Path | None, typer.Option("--output", "-o", help="file to write (default: stdout)")
-]
-DbOption = Annotated[
-    str | None, typer.Option("--db", help="SQLAlchemy URL of the store (default: SQLite)")
 ]
 
 

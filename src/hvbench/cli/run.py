@@ -16,6 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from hvbench import doctor
 from hvbench.analysis import analyse, series
+from hvbench.cli.options import DbOption
 from hvbench.errors import HvbenchError
 from hvbench.host import packages
 from hvbench.report import write_report
@@ -52,7 +53,7 @@ def run(
     quick: Annotated[
         bool, typer.Option(help="a smoke run: every workload shortened, one repetition")
     ] = False,
-    db: Annotated[str | None, typer.Option("--db", help="SQLAlchemy URL of the store")] = None,
+    db: DbOption = None,
     resume: Annotated[
         str | None, typer.Option(metavar="RUN_ID", help="continue an interrupted run")
     ] = None,
@@ -103,7 +104,7 @@ def run(
             raise HvbenchError(f"{study.source}: cannot run on this host: {'; '.join(lacking)}")
         if quick:
             err.print(f"hvbench: {QUICK_NOTE}", markup=False, highlight=False, soft_wrap=True)
-        for line in study.short_jobs(quick=False) if not quick else ():
+        for line in study.ignored_counts() + (study.short_jobs(quick=False) if not quick else []):
             err.print(f"hvbench: warning: {line}", markup=False, highlight=False, soft_wrap=True)
         runner = Runner.create(study, store, quick, labels=labels, started=started)
         if fleet:

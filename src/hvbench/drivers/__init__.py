@@ -15,6 +15,9 @@ from hvbench.drivers.qemu import QemuDriver
 from hvbench.drivers.uml import UmlDriver
 from hvbench.drivers.xen import XenDriver
 
+__all__ = ["DRIVERS", "Driver", "PlatformSettings", "driver_class"]
+"""The registry, and the contract its drivers and their settings share (what a study holds)."""
+
 DRIVERS: dict[str, type[Driver]] = {
     cls.name: cls
     for cls in (

@@ -57,7 +57,7 @@ thread for it and the command it runs (the start's own thread per instance is go
 class Footprint:
     """What one running instance holds on the host besides its guest's memory (``holds``), as
     bench/footprint.py measures it: what a group of instances must find room for before a run
-    starts any (``Study.misfits_at``)."""
+    starts any (``plan.misfits_at``)."""
 
     memory: int
     """Bytes: its host processes' PSS beyond the guest's memory, the kernel memory charged to
@@ -74,7 +74,7 @@ class Footprint:
 @dataclass(frozen=True)
 class Pace:
     """How fast a platform goes against native on the same host, for the estimate of a study's
-    duration (``Study.estimate_seconds``) and whether its largest group can start in time."""
+    duration (``plan.estimate_seconds``) and whether its largest group can start in time."""
 
     slowdown: float
     """Wall time of fixed work (a compression, a search, a build) over native's."""

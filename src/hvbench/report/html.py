@@ -17,7 +17,7 @@ from markupsafe import Markup
 
 from hvbench.analysis.compare import Comparison
 from hvbench.analysis.model import RunAnalysis
-from hvbench.analysis.verdict import headline, verdicts
+from hvbench.analysis.verdict import verdicts
 from hvbench.report.comparison import changes_table, summary_lines
 from hvbench.report.tables import (
     SUSPECT,
@@ -64,10 +64,7 @@ def render(a: RunAnalysis) -> str:
     for w in a.workloads():
         # bars at the smallest count (the seeds' "1 VM" figures); other counts are in the
         # scaling figure, so the file stays quick to make and to read
-        figs = _svg(plots.bars(a, w, min(a.counts(w))))
-        name = headline(a, w)
-        if name is not None:
-            figs += _svg(plots.scaling(a, w, name))
+        figs = _svg(plots.bars(a, w, min(a.counts(w)))) + _svg(plots.scaling(a, w))
         sections.append(_Section(w, figs, workload_tables(a, w)))
     platforms = {a.label(c.platform): c.platform_settings for c in a.cells}
     workloads = {c.workload: c.workload_settings for c in a.cells}

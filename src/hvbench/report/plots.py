@@ -34,6 +34,7 @@ from matplotlib.patches import Patch
 from hvbench.analysis.cost import HOST_STATES
 from hvbench.analysis.model import MetricResult, RunAnalysis
 from hvbench.analysis.stats import Summary
+from hvbench.analysis.verdict import scaling_series
 
 FONT_PT = 9
 LEGEND_PT = 8
@@ -321,26 +322,14 @@ def bars(a: RunAnalysis, workload: str, count: int) -> str | None:
     return out[0]
 
 
-def scaling(a: RunAnalysis, workload: str, name: str) -> str | None:
-    """Aggregate and per-instance throughput against the instance count, per platform."""
-    series = {}
-    for p in a.platforms:
-        rs = sorted(
-            (
-                r
-                for r in a.results
-                if r.cell.platform == p
-                and r.cell.workload == workload
-                and r.name == name
-                and r.aggregate is not None
-            ),
-            key=lambda r: r.cell.instances,
-        )
-        if rs:
-            series[p] = rs
+def scaling(a: RunAnalysis, workload: str) -> str | None:
+    """Aggregate and per-instance throughput against the instance count, per platform, of the
+    metric the verdict's scaling line reads (``scaling_series``)."""
+    series = scaling_series(a, workload)
     if not any(len(rs) > 1 for rs in series.values()):
         return None
-    unit = next(iter(series.values()))[0].unit
+    first = next(iter(series.values()))[0]
+    name, unit = first.name, first.unit
     legend = [a.label(p) for p in series]
     half_in = _axes_in(legend) / 2.25  # two axes, 0.25 of one between them
     with _figure(3.2, legend, bottom_in=0.55) as (fig, out):

@@ -34,9 +34,9 @@ import numpy as np
 from markupsafe import Markup
 
 import hvbench
-from hvbench.analysis import changes
 from hvbench.analysis.cache import run_key
 from hvbench.analysis.series import ChangePoint, Series, change_sentence, explanation, load
+from hvbench.analysis.stats import ALPHA_ACROSS_RUNS
 from hvbench.errors import HvbenchError
 from hvbench.report import HTML_REPORT, REPORT_CODE
 from hvbench.report.html import ENV
@@ -375,7 +375,7 @@ def publish(store: Store, root: Path, jobs: int | None = None) -> Published:
                         title=f"hvbench: {h.label}",
                         report=report_path,
                         missing=missing,
-                        confidence=f"{1 - changes.ALPHA:.0%}",
+                        confidence=f"{1 - ALPHA_ACROSS_RUNS:.0%}",
                     ),
                 )
             )

@@ -67,7 +67,7 @@ class WorkloadSettings(BaseModel):
 class Ascent:
     """Instance counts measured in order until one is not held: the runner stops a platform's
     ascent at the first step whose sample failed or missed (``Workload.missed``), or that the
-    host's memory cannot hold (``Study.misfits_at``). The result is the last step held."""
+    host's memory cannot hold (``plan.misfits_at``). The result is the last step held."""
 
     unit: str
     """What a step is called in the report ("sets")."""
