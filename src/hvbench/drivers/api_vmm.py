@@ -17,9 +17,9 @@ import os
 import subprocess
 import time
 from abc import abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, Literal, TypeVar
 
 import psutil
 from pydantic import Field, PositiveInt, model_validator
@@ -35,7 +35,6 @@ from hvbench.drivers.base import (
     format_data_disk,
     rootfs_summary,
     tap_and_mac,
-    time_left,
 )
 from hvbench.drivers.console import Console
 from hvbench.drivers.last_words import last_words
@@ -297,8 +296,14 @@ class ApiVmmDriver(Driver[S, I]):
     guest_modules: ClassVar[tuple[str, ...]]
     """The guest's drivers for the VMM's transport and devices, in load order."""
     install_hint: ClassVar[str]
+    """How to get the VMM, for the line that says it is missing."""
+    api_probe: ClassVar[str]
+    """A GET that the VMM answers as soon as its API is up."""
+    tap_tag: ClassVar[str]
+    mac_byte: ClassVar[int]
+    """The instances' tap names and MACs (``tap_and_mac``), told apart from other drivers'."""
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._binary: str | None = None
         self._image: guest_image.GuestImage | None = None
@@ -320,10 +325,7 @@ class ApiVmmDriver(Driver[S, I]):
         """How the data disk goes through the host page cache (``WhatRan.disk_cache``)."""
 
     def what_ran(self) -> WhatRan:
-        ran = self.ran_by_settings(self.settings)
-        return WhatRan(
-            mode=ran.mode, modes=ran.modes, disk_cache=ran.disk_cache, nested=host_is_a_guest()
-        )
+        return replace(self.ran_by_settings(self.settings), nested=host_is_a_guest())
 
     @property
     def binary(self) -> str:
@@ -428,9 +430,6 @@ class ApiVmmDriver(Driver[S, I]):
     def data_description(self, data: DataImage) -> str:
         """What backs the data disk, for the report."""
 
-    tap_tag: ClassVar[str]
-    mac_byte: ClassVar[int]
-
     def launch(
         self, inst: I, prefix: Path, spec: GuestSpec, deadline: float, made: list[Resource]
     ) -> Vmm:
@@ -441,7 +440,7 @@ class ApiVmmDriver(Driver[S, I]):
             made.append(self.ledger.add("path", path))
         vmm = self.start_vmm(inst, prefix, (api_socket, vsock), made)
         try:
-            self._boot(vmm, inst, spec, vsock, time_left(deadline))
+            self._boot(vmm, inst, spec, vsock)
         except InstanceError as e:  # a refused setting or kernel: the VMM's word, its console's
             raise InstanceError(f"{e} ({vmm.last_words()})") from e
         return vmm
@@ -467,15 +466,12 @@ class ApiVmmDriver(Driver[S, I]):
         """A log file of the VMM's own (made empty, in the ledger), where it keeps one."""
         return None
 
-    api_probe: ClassVar[str]
-    """A GET that the VMM answers as soon as its API is up."""
-
     @abstractmethod
     def _argv(self, api_socket: str, inst: I, log: Path | None) -> list[str]:
         """The VMM's command line, serving its API on ``api_socket``."""
 
     @abstractmethod
-    def _boot(self, vmm: Vmm, inst: I, spec: GuestSpec, vsock: str, timeout: float) -> None:
+    def _boot(self, vmm: Vmm, inst: I, spec: GuestSpec, vsock: str) -> None:
         """Configure the guest through the API and start it, noting when the start was asked
         for (``vmm.guest_started``)."""
 

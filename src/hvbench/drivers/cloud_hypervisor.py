@@ -161,9 +161,7 @@ class CloudHypervisorDriver(ApiVmmDriver[CloudHypervisorSettings, CloudHyperviso
     def _argv(self, api_socket: str, inst: CloudHypervisorInstance, log: Path | None) -> list[str]:
         return [self.binary, "--api-socket", f"path={api_socket}"]
 
-    def _boot(
-        self, vmm: Vmm, inst: CloudHypervisorInstance, spec: GuestSpec, vsock: str, timeout: float
-    ) -> None:
+    def _boot(self, vmm: Vmm, inst: CloudHypervisorInstance, spec: GuestSpec, vsock: str) -> None:
         s = self.settings
         memory: dict = {"size": s.memory, "shared": s.shared}
         if s.hugepages:

@@ -180,9 +180,7 @@ class FirecrackerDriver(ApiVmmDriver[FirecrackerSettings, FirecrackerInstance]):
             "--level", "Info",
         ]  # fmt: skip
 
-    def _boot(
-        self, vmm: Vmm, inst: FirecrackerInstance, spec: GuestSpec, vsock: str, timeout: float
-    ) -> None:
+    def _boot(self, vmm: Vmm, inst: FirecrackerInstance, spec: GuestSpec, vsock: str) -> None:
         s = self.settings
         vmm.api.call(
             "PUT",
