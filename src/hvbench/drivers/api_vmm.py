@@ -21,8 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, Literal, TypeVar
 
-import psutil
-from pydantic import Field, PositiveInt, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
 from hvbench.drivers.agent_instance import AgentInstance
 from hvbench.drivers.base import (
@@ -36,7 +35,7 @@ from hvbench.drivers.base import (
     rootfs_summary,
     tap_and_mac,
 )
-from hvbench.drivers.console import Console
+from hvbench.drivers.console import Console, launch
 from hvbench.drivers.last_words import last_words
 from hvbench.drivers.qemu import host_is_a_guest
 from hvbench.drivers.vmm_api import VmmApi
@@ -63,6 +62,25 @@ packet) before the guest is paused: ample at two levels of emulation."""
 BOOT_ARGS = "console=ttyS0 loglevel=6 panic=-1 oops=panic reboot=k"
 """As QEMU's guests boot (an oops ends the guest rather than leave it half alive), with the
 keyboard controller's reset, which ends a Firecracker guest's VMM."""
+
+
+class RawDisk(BaseModel):
+    """The data disk both VMMs take: a raw image file made for the instance, or the user's
+    block device (each VMM adds its own knobs)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    backing: Literal["file", "block"] = "file"
+    path: str | None = None
+    """For ``file``: the directory that holds the image (default: the run's work directory).
+    For ``block``: the partition, LV or loop device to use, which is erased."""
+    size: Size = 2 << 30
+
+    @model_validator(mode="after")
+    def _block_has_a_path(self) -> RawDisk:
+        if self.backing == "block" and not self.path:
+            raise ValueError("backing: block needs a path (a partition, LV or loop device)")
+        return self
 
 
 class ApiVmmSettings(PlatformSettings):
@@ -156,27 +174,7 @@ class Vmm:
     ) -> Vmm:
         """Start the VMM (inside ``netns`` if given, where its tap is) and record it in the
         ledger; ``sockets`` are its API's and its vsock's."""
-        if netns:
-            argv = ["nsenter", f"--net=/run/netns/{netns}", "--", *argv]
-        stderr = prefix.with_suffix(".stderr")
-        started = time.monotonic()
-        with stderr.open("wb") as err:
-            proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=err,
-                start_new_session=True,
-            )
-        console = Console(proc.stdout, prefix.with_suffix(".console.log"), started)
-        console.start()
-        try:
-            process = ledger.add_process(proc.pid)
-        except psutil.Error as e:
-            proc.wait()
-            console.join(5)
-            words = last_words(proc.returncode, stderr=stderr, console=console.log)
-            raise InstanceError(f"{name}: the VMM exited at once ({words})") from e
+        proc, process, console, stderr = launch(argv, prefix, ledger, netns, f"{name}: the VMM")
         api = VmmApi(sockets[0], name)
         agent = VsockAgent(sockets[1], name, AGENT_VSOCK_PORT)
         return cls(name, proc, process, console, api, agent, stderr, log)

@@ -28,6 +28,7 @@ from hvbench.drivers.api_vmm import (
     ApiVmmInstance,
     ApiVmmSettings,
     GuestSpec,
+    RawDisk,
     Vmm,
 )
 from hvbench.drivers.base import (
@@ -42,7 +43,6 @@ from hvbench.drivers.qemu import DATA_SERIAL, find_disk
 from hvbench.errors import CommandTimeout, InstanceError
 from hvbench.host import hugepages
 from hvbench.host.resources import Resource
-from hvbench.units import Size
 
 
 class Queues(BaseModel):
@@ -55,20 +55,11 @@ class Queues(BaseModel):
     queue_size: PositiveInt | None = None
 
 
-class CloudHypervisorDisk(Queues):
-    """The data disk: a raw image file (or the user's block device) on virtio-blk."""
+class CloudHypervisorDisk(RawDisk, Queues):
+    """The data disk on Cloud Hypervisor's virtio-blk."""
 
-    backing: Literal["file", "block"] = "file"
-    path: str | None = None
-    size: Size = 2 << 30
     direct: bool = False
     """O_DIRECT on the host side (bypassing the host page cache)."""
-
-    @model_validator(mode="after")
-    def _consistent(self) -> CloudHypervisorDisk:
-        if self.backing == "block" and not self.path:
-            raise ValueError("backing: block needs a path (a partition, LV or loop device)")
-        return self
 
 
 class CloudHypervisorSettings(ApiVmmSettings):

@@ -6,11 +6,18 @@ Hypervisor)."""
 from __future__ import annotations
 
 import re
+import subprocess
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import ClassVar
+
+import psutil
+
+from hvbench.drivers.last_words import last_words
+from hvbench.errors import InstanceError
+from hvbench.host.resources import Ledger, Resource
 
 CONSOLE_LIMIT = 16 << 20
 """Bytes of a guest's console kept in its log file; the rest is dropped."""
@@ -80,3 +87,34 @@ class Console(threading.Thread):
         """The phases an instance reports (``Instance.boot``), to the millisecond: kernel,
         init and ready (the agent's start is only a step towards ready)."""
         return {k: round(v, 3) for k, v in self.phases.items() if k != "agent"}
+
+
+def launch(
+    argv: list[str], prefix: Path, ledger: Ledger, netns: str | None, what: str
+) -> tuple[subprocess.Popen, Resource, Console, Path]:
+    """Start a VMM whose stdout is its guest's serial console, inside ``netns`` if given (where
+    its tap is): its stderr in ``prefix``.stderr, its console read into ``prefix``.console.log,
+    the process recorded in the ledger. One that exits at once raises InstanceError naming
+    ``what`` with its last words."""
+    if netns:
+        argv = ["nsenter", f"--net=/run/netns/{netns}", "--", *argv]
+    stderr = prefix.with_suffix(".stderr")
+    started = time.monotonic()
+    with stderr.open("wb") as err:
+        proc = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            start_new_session=True,
+        )
+    console = Console(proc.stdout, prefix.with_suffix(".console.log"), started)
+    console.start()
+    try:
+        process = ledger.add_process(proc.pid)
+    except psutil.Error as e:
+        proc.wait()
+        console.join(5)
+        words = last_words(proc.returncode, stderr=stderr, console=console.log)
+        raise InstanceError(f"{what} exited at once ({words})") from e
+    return proc, process, console, stderr

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import model_validator
 
 from hvbench.drivers.api_vmm import (
     GUEST_CID,
@@ -30,6 +30,7 @@ from hvbench.drivers.api_vmm import (
     ApiVmmInstance,
     ApiVmmSettings,
     GuestSpec,
+    RawDisk,
     Vmm,
 )
 from hvbench.drivers.base import (
@@ -44,27 +45,15 @@ from hvbench.drivers.qemu import find_disk
 from hvbench.errors import CommandTimeout, InstanceError
 from hvbench.host import hugepages
 from hvbench.host.resources import Resource
-from hvbench.units import Size
 
 
-class FirecrackerDisk(BaseModel):
-    """The data disk: a raw image file (or the user's block device) on virtio-blk."""
+class FirecrackerDisk(RawDisk):
+    """The data disk on Firecracker's virtio-blk."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    backing: Literal["file", "block"] = "file"
-    path: str | None = None
-    size: Size = 2 << 30
     io_engine: Literal["Sync", "Async"] = "Sync"
     """Firecracker's block I/O engine: Sync (its own thread, blocking) or Async (io_uring)."""
     cache_type: Literal["Unsafe", "Writeback"] = "Unsafe"
     """Unsafe ignores the guest's flushes; Writeback passes them to the host (fsync)."""
-
-    @model_validator(mode="after")
-    def _consistent(self) -> FirecrackerDisk:
-        if self.backing == "block" and not self.path:
-            raise ValueError("backing: block needs a path (a partition, LV or loop device)")
-        return self
 
 
 class FirecrackerSettings(ApiVmmSettings):

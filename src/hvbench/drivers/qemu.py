@@ -24,7 +24,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-import psutil
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, field_validator, model_validator
 from qemu.qmp.legacy import QEMUMonitorProtocol
 
@@ -46,7 +45,7 @@ from hvbench.drivers.base import (
     rootfs_summary,
     tap_and_mac,
 )
-from hvbench.drivers.console import Console
+from hvbench.drivers.console import Console, launch
 from hvbench.drivers.last_words import last_words
 from hvbench.drivers.qemu_devices import (
     QEMU,
@@ -357,30 +356,11 @@ class Guest:
     @classmethod
     def launch(cls, machine: Machine, prefix: Path, ledger: Ledger, netns: str | None) -> Guest:
         """Start QEMU (inside ``netns`` if given) and record it in the ledger."""
-        argv = machine.argv()
-        if netns:
-            argv = ["nsenter", f"--net=/run/netns/{netns}", "--", *argv]
-        stderr = prefix.with_suffix(".stderr")
-        started = time.monotonic()
-        with stderr.open("wb") as err:
-            proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=err,
-                start_new_session=True,
-            )
-        console = Console(proc.stdout, prefix.with_suffix(".console.log"), started)
-        console.start()
-        try:
-            process = ledger.add_process(proc.pid)
-        except psutil.Error as e:
-            proc.wait()
-            console.join(5)
-            words = last_words(proc.returncode, stderr=stderr, console=console.log)
-            raise InstanceError(f"{machine.name}: QEMU exited at once ({words})") from e
+        proc, process, console, stderr = launch(
+            machine.argv(), prefix, ledger, netns, f"{machine.name}: QEMU"
+        )
         agent = GuestAgent(machine.agent_socket, machine.name)
-        return cls(machine, proc, process, console, agent, started, stderr)
+        return cls(machine, proc, process, console, agent, console.started, stderr)
 
     def alive(self) -> bool:
         return self.proc.poll() is None
