@@ -128,7 +128,7 @@ def test_settings_rejected(fields, complaint):
 
 def test_missing_backports_qemu_is_refused_in_one_line_naming_the_fix(monkeypatch):
     """A study naming QEMU 10.0 where it is not installed fails to load (study check, run)."""
-    monkeypatch.setattr(qemu, "qemu_binary", lambda name: None)
+    monkeypatch.setattr(qemu, "executable", lambda name: None)
     with pytest.raises(StudyError) as refused:
         parse_study(VERSIONS_STUDY, "versions.yaml")
     assert str(refused.value) == (
