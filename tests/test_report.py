@@ -86,6 +86,14 @@ def test_verdicts_in_plain_words(store):
     )
 
 
+def _net_samples(b: RunBuilder, cell: int, busy: float) -> None:
+    """Three repetitions of the same 10 Gbit/s, their host CPU busy ±2% around ``busy``."""
+    for rep, n in enumerate([-0.02, 0.0, 0.02]):
+        b.sample(
+            cell, rep, {"net.x.inbound_gbps": [10.0]}, "Gbit/s", host_cpu=host(10, busy * (1 + n))
+        )
+
+
 def test_cost_is_against_the_baseline(tmp_path):
     """Every platform's host CPU for the same work is a multiple of the baseline's, also where
     another platform is cheaper than the baseline (a container's, here)."""
@@ -93,14 +101,7 @@ def test_cost_is_against_the_baseline(tmp_path):
     b = RunBuilder(s)
     for platform, busy in (("native", 10.0), ("container", 8.0), ("tcg", 20.0)):
         cell = b.cell(platform, "net", driver="container" if platform == "container" else None)
-        for rep, n in enumerate([-0.02, 0.0, 0.02]):
-            b.sample(
-                cell,
-                rep,
-                {"net.x.inbound_gbps": [10.0]},
-                "Gbit/s",
-                host_cpu=host(10, busy * (1 + n)),
-            )
+        _net_samples(b, cell, busy)
     assert (
         "net: host CPU per Gbit/s against native's (net.x.inbound_gbps): "
         "container 0.8× [0.76–0.84×]; tcg 2.0× [1.91–2.10×]" in verdicts(analyse(s, "latest"))
@@ -113,14 +114,7 @@ def test_cost_without_a_baseline_says_its_reference(tmp_path):
     b = RunBuilder(s)
     for platform, busy in (("kvm", 10.0), ("tcg", 20.0)):
         cell = b.cell(platform, "net")
-        for rep, n in enumerate([-0.02, 0.0, 0.02]):
-            b.sample(
-                cell,
-                rep,
-                {"net.x.inbound_gbps": [10.0]},
-                "Gbit/s",
-                host_cpu=host(10, busy * (1 + n)),
-            )
+        _net_samples(b, cell, busy)
     a = analyse(s, "latest")
     assert a.baseline is None
     assert (

@@ -357,50 +357,18 @@ def judged(a: RunAnalysis, claims: Sequence[Claim] | None = None) -> list[Judged
     results = dict(zip(live, tested, strict=True))
     out = []
     for i, (claim, platform, workload, count, r, _) in enumerate(rows):
+        head = (claim, platform, a.label(platform), workload, count)
         if i not in results:
             nan = math.nan
-            out.append(
-                Judged(
-                    claim,
-                    platform,
-                    a.label(platform),
-                    workload,
-                    count,
-                    nan,
-                    nan,
-                    nan,
-                    claim.unit or "",
-                    0,
-                    nan,
-                    nan,
-                    INCONCLUSIVE,
-                    NOT_MEASURED,
-                )
-            )
+            figures = (nan, nan, nan, claim.unit or "", 0, nan, nan, INCONCLUSIVE, NOT_MEASURED)
+            out.append(Judged(*head, *figures))
             continue
         est, low, high, p, p_holm, outcome, before, need, n = results[i]
         assert r is not None
         factor, unit = _display(claim, r)
-        out.append(
-            Judged(
-                claim,
-                platform,
-                a.label(platform),
-                workload,
-                count,
-                est * factor,
-                low * factor,
-                high * factor,
-                unit,
-                n,
-                p,
-                p_holm,
-                outcome,
-                _why(outcome, before, n, r),
-                before,
-                need,
-            )
-        )
+        why = _why(outcome, before, n, r)
+        measured = (est * factor, low * factor, high * factor, unit, n, p, p_holm, outcome, why)
+        out.append(Judged(*head, *measured, before, need))
     return out
 
 
