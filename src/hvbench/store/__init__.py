@@ -7,6 +7,7 @@ killed at any point loses at most the sample in flight.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
 from datetime import UTC, datetime
 from pathlib import Path
@@ -14,9 +15,12 @@ from typing import NamedTuple
 
 import platformdirs
 from sqlalchemy import Table, create_engine, delete, event, func, insert, select
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Connection, CursorResult, Engine
+from sqlalchemy.engine.interfaces import DBAPIConnection
 from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import InstrumentedAttribute, Session
+from sqlalchemy.pool import ConnectionPoolEntry
+from sqlalchemy.sql import ColumnElement
 
 from hvbench.errors import HvbenchError
 from hvbench.store.records import (
@@ -29,6 +33,7 @@ from hvbench.store.records import (
 )
 from hvbench.store.schema import (
     Artifact,
+    Base,
     CellRow,
     Derived,
     MetricRow,
@@ -78,7 +83,7 @@ def default_url() -> str:
     return f"sqlite:///{platformdirs.user_data_path('hvbench') / 'results.db'}"
 
 
-def _sqlite_pragmas(dbapi_conn, _record) -> None:
+def _sqlite_pragmas(dbapi_conn: DBAPIConnection, _record: ConnectionPoolEntry) -> None:
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA foreign_keys=ON")
     cur.execute("PRAGMA journal_mode=WAL")
@@ -298,9 +303,9 @@ class SampleRecord:
 _RUN_COLUMNS = [getattr(Run, f.name) for f in fields(RunRecord)]
 
 
-def _columns(table: type, view: type) -> list:
-    """The columns of ``table`` that a named row ``view`` holds, in its order."""
-    return [getattr(table, name) for name in view._fields]
+def _columns(table: type[Base], names: Iterable[str]) -> list[InstrumentedAttribute[object]]:
+    """The columns of ``table`` of these names (a named row's fields), in their order."""
+    return [getattr(table, name) for name in names]
 
 
 class Store:
@@ -341,6 +346,8 @@ class Store:
     def set_run_status(self, run_id: str, status: str, finished: bool = False) -> None:
         with Session(self.engine) as s, s.begin():
             run = s.get(Run, run_id)
+            if run is None:
+                raise HvbenchError(f"no run {run_id!r} in {self.url}")
             run.status = status
             run.finished_at = datetime.now(UTC) if finished else None
 
@@ -417,6 +424,7 @@ class Store:
             result = s.execute(
                 delete(SampleRow).where(SampleRow.cell_id.in_(cells), SampleRow.status == "failed")
             )
+            assert isinstance(result, CursorResult), "a DELETE's result counts its rows"
             return result.rowcount
 
     # reading -----------------------------------------------------------------------------
@@ -464,13 +472,19 @@ class Store:
         which cost a third of the analysis of a large run)."""
         with Session(self.engine) as s:
             q = (
-                select(*_columns(SampleRow, SampleView))
+                select(*_columns(SampleRow, SampleView._fields))
                 .join(CellRow, SampleRow.cell_id == CellRow.id)
                 .where(CellRow.run_id == run_id)
                 .order_by(SampleRow.id)
             )
             return [
-                SampleView(*r[:-2], PlatformState.from_json(r[-2]), HostCpuReading.from_json(r[-1]))
+                SampleView(
+                    **{
+                        **r._mapping,
+                        "platform_state": PlatformState.from_json(r.platform_state),
+                        "host_cpu": HostCpuReading.from_json(r.host_cpu),
+                    }
+                )
                 for r in s.execute(q)
             ]
 
@@ -497,7 +511,7 @@ class Store:
                 .join(CellRow, SampleRow.cell_id == CellRow.id)
                 .where(CellRow.run_id == run_id, SampleRow.status == "ok")
             )
-            return [MetricView(*r) for r in s.execute(q)]
+            return [MetricView._make(r) for r in s.execute(q)]
 
     def profile_functions(self, run_id: str) -> list[FunctionView]:
         """The profiled functions of the ok samples of a run, as named tuples."""
@@ -619,7 +633,9 @@ def _utc(moment: datetime) -> datetime:
 
 def _samples(conn: Connection, run_id: str) -> int:
     cells = select(CellRow.id).where(CellRow.run_id == run_id)
-    return conn.scalar(select(func.count(SampleRow.id)).where(SampleRow.cell_id.in_(cells)))
+    return conn.execute(
+        select(func.count(SampleRow.id)).where(SampleRow.cell_id.in_(cells))
+    ).scalar_one()
 
 
 def _copy_run(src: Connection, dst: Connection, run_id: str) -> None:
@@ -636,7 +652,11 @@ def _copy_run(src: Connection, dst: Connection, run_id: str) -> None:
 
 
 def _copy_rows(
-    src: Connection, dst: Connection, table: Table, where, remap: dict[str, dict[int, int]]
+    src: Connection,
+    dst: Connection,
+    table: Table,
+    where: ColumnElement[bool],
+    remap: dict[str, dict[int, int]],
 ) -> dict[int, int]:
     """Insert the selected rows of ``table`` into ``dst``; returns {old id: new id}."""
     rows = [

@@ -7,6 +7,7 @@ made by an older hvbench is upgraded in place rather than lost.
 from __future__ import annotations
 
 from datetime import datetime
+from typing import TYPE_CHECKING, ClassVar
 
 from sqlalchemy import (
     JSON,
@@ -16,6 +17,7 @@ from sqlalchemy import (
     ForeignKey,
     Integer,
     String,
+    Table,
     Text,
     UniqueConstraint,
 )
@@ -23,7 +25,10 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
 class Base(DeclarativeBase):
-    pass
+    if TYPE_CHECKING:
+        # every model here maps a plain table (DeclarativeBase allows any FromClause), which
+        # the store inserts into and copies rows of
+        __table__: ClassVar[Table]
 
 
 class Run(Base):
