@@ -175,7 +175,7 @@ def _tested(y: np.ndarray, lo: int, hi: int) -> Step:
     )
 
 
-def steps(means: Sequence[float], level: float = ALPHA_ACROSS_RUNS) -> list[Step]:
+def steps(means: Sequence[float] | np.ndarray, level: float = ALPHA_ACROSS_RUNS) -> list[Step]:
     """The tested candidates of one series of run means (all positive), before any adjustment;
     none where it is too short or holds a value that is not above 0 (a ratio means nothing).
 

@@ -45,6 +45,7 @@ from hvbench.analysis.stats import (
     MAX_REPETITIONS,
     RESOLUTION_UNKNOWN,
     Ratio,
+    Resolutions,
     detectable,
     holm,
     ratios,
@@ -282,7 +283,8 @@ def judge_claims(
     outcome, whether it was beyond its bound only before Holm's correction, the repetitions
     that would settle it and its repetitions (``n``). ``bounds``: in the metric's unit, or the
     share of native for a figure with a baseline."""
-    pairs, steps, diff, scales = [], [], [], []
+    pairs, diff, scales = [], [], []
+    steps: list[Resolutions] = []
     for f, b in zip(figures, bounds, strict=True):
         if f.baseline is None:  # the bound as a side with no variance, known exactly
             pairs.append((np.full(2, b), f.values))
@@ -348,9 +350,9 @@ def judged(a: RunAnalysis, claims: Sequence[Claim] | None = None) -> list[Judged
     rows: list[tuple[Claim, str, str, int | None, MetricResult | None, Figure | None]] = []
     for claim in wanted:
         rows += _targets(a, claim)
-    live = [i for i, row in enumerate(rows) if row[5] is not None]
+    live = {i: figure for i, (*_, figure) in enumerate(rows) if figure is not None}
     tested = judge_claims(
-        [rows[i][5] for i in live],
+        list(live.values()),
         [_bound(rows[i][0], rows[i][4]) for i in live],
         [rows[i][0].at_most for i in live],
     )
@@ -361,14 +363,14 @@ def judged(a: RunAnalysis, claims: Sequence[Claim] | None = None) -> list[Judged
         if i not in results:
             nan = math.nan
             figures = (nan, nan, nan, claim.unit or "", 0, nan, nan, INCONCLUSIVE, NOT_MEASURED)
-            out.append(Judged(*head, *figures))
+            out.append(Judged(*(head + figures)))
             continue
         est, low, high, p, p_holm, outcome, before, need, n = results[i]
         assert r is not None
         factor, unit = _display(claim, r)
         why = _why(outcome, before, n, r)
         measured = (est * factor, low * factor, high * factor, unit, n, p, p_holm, outcome, why)
-        out.append(Judged(*head, *measured, before, need))
+        out.append(Judged(*(head + measured), before, need))
     return out
 
 
@@ -429,7 +431,7 @@ def _targets(
         mine = [c for c in cells if c.platform == platform]
         count = claim.instances or (min(c.instances for c in mine) if mine else None)
         cell = next((c for c in mine if c.instances == count), None)
-        r = a.result(platform, cell.workload, claim.metric, count) if cell else None
+        r = a.result(platform, cell.workload, claim.metric, cell.instances) if cell else None
         figure = _figure(a, claim, r)
         if figure is None and claim.platform == ALL:
             continue

@@ -501,8 +501,8 @@ def compare(
 
     def resolution(rs: list[MetricResult]) -> float | None:
         """Of a side's mean: one run's, or the mean of the runs' (their means' mean)."""
-        steps = [r.single.resolution for r in rs]
-        return None if None in steps else float(np.mean(steps))
+        known = [r.single.resolution for r in rs if r.single.resolution is not None]
+        return float(np.mean(known)) if len(known) == len(rs) else None
 
     obs = {k: (observations(in_a[k]), observations(in_b[k])) for k in shared}
     steps = {k: (resolution(in_a[k]), resolution(in_b[k])) for k in shared}

@@ -229,11 +229,11 @@ def _composite_rows(
             grouped.values[(cell_id, COMPOSITE)] = np.array(rows, dtype=float)
             grouped.resolutions[(cell_id, COMPOSITE)] = np.array(row_steps, dtype=float)
             grouped.meta[(cell_id, COMPOSITE)] = ("×native" if base else "score", True)
-    for workload, names in left_out.items():
+    for workload, left in left_out.items():
         notes += [
             f"{workload}: {n} is left out of its {COMPOSITE}: {baseline} has no value of it above "
             "0 to normalize by"
-            for n in sorted(names)
+            for n in sorted(left)
         ]
     return notes
 
@@ -643,7 +643,12 @@ def _vs_baseline(
                 difference[r.name],
                 r.unit,
             )
-            if r.aggregate is not None and base.aggregate is not None:
+            if (
+                r.aggregate is not None
+                and base.aggregate is not None
+                and r.aggregate_values is not None
+                and base.aggregate_values is not None
+            ):
                 aggregate_vs = normalize(
                     r.aggregate_values,
                     base.aggregate_values,

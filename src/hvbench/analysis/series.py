@@ -277,15 +277,11 @@ class RunFigures:
     @classmethod
     def from_json(cls, data: dict) -> RunFigures:
         names = [f.name for f in fields(Figure)]
-        figures = [
-            Figure(
-                **{
-                    k: math.nan if v is None and k in ("mean", "low", "high") else v
-                    for k, v in zip(names, row, strict=True)
-                }
-            )
-            for row in data["figures"]
-        ]
+        figures = []
+        for row in data["figures"]:
+            values = dict(zip(names, row, strict=True))
+            values |= {k: math.nan for k in ("mean", "low", "high") if values[k] is None}
+            figures.append(Figure(**values))
         return cls(data["host"], figures, data["provenance"], data["claims"])
 
 
@@ -389,7 +385,7 @@ def _point(run: RunRecord, f: Figure, prov: dict[str, str], by: str) -> Point:
     return Point(run.id, run.created_at, version, f.mean, f.low, f.high, f.n, prov)
 
 
-def _matches(f: Figure, platform: str | None, workload: str | None, metric: str | None):
+def _matches(f: Figure, platform: str | None, workload: str | None, metric: str | None) -> bool:
     return (
         (platform is None or f.platform == platform)
         and (workload is None or workload in (f.workload, f.workload_name))

@@ -749,7 +749,12 @@ def ratios(
     )
     return [
         Ratio(
-            *values,
+            estimate,
+            low,
+            high,
+            p,
+            se,
+            df,
             n_a=int(na),
             n_b=int(nb),
             confidence=confidence,
@@ -758,7 +763,7 @@ def ratios(
             difference=d,
             scale=scale,
         )
-        for (*values, unresolved), (na, nb, clip, d, scale) in zip(
+        for (estimate, low, high, p, se, df, unresolved), (na, nb, clip, d, scale) in zip(
             zip(*columns, strict=True), extra, strict=True
         )
     ]
@@ -853,7 +858,8 @@ def detectable(
     z = float(_scipy().norm.ppf(power))
     with np.errstate(divide="ignore", invalid="ignore"):
         ncp = t * (1 - 1 / (4 * df)) + z * np.sqrt(1 + t**2 / (2 * df))
-    return np.maximum(ncp * se, threshold + z * se)
+    smallest: np.ndarray = np.maximum(ncp * se, threshold + z * se)
+    return smallest
 
 
 MAX_RUNS = 20

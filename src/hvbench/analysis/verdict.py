@@ -104,8 +104,9 @@ def combined(a: RunAnalysis, workload: str, used: list[MetricResult]) -> Normali
     pick = pick_baseline_cell(base_cells, workload, cell.instances)
     if pick is None:
         return None
-    bases = [a.result(pick.platform, workload, r.name, pick.instances) for r in used]
-    if any(b is None for b in bases):
+    found = [a.result(pick.platform, workload, r.name, pick.instances) for r in used]
+    bases = [b for b in found if b is not None]
+    if len(bases) < len(found):
         return None
     values, base_values = _per_repetition(used), _per_repetition(bases)
     resolutions = (_resolution(bases, base_values), _resolution(used, values))
@@ -115,11 +116,14 @@ def combined(a: RunAnalysis, workload: str, used: list[MetricResult]) -> Normali
 def _resolution(rs: list[MetricResult], gm: np.ndarray) -> float | None:
     """The resolution of ``_per_repetition``'s mean: a geometric mean moves by the mean of its
     factors' relative moves, so its resolution relative to it is the mean of theirs."""
-    steps = [r.single.resolution for r in rs]
-    if not len(gm) or any(q is None or not r.single.mean for q, r in zip(steps, rs, strict=True)):
+    rel = [
+        q / abs(r.single.mean)
+        for r in rs
+        if (q := r.single.resolution) is not None and r.single.mean
+    ]
+    if not len(gm) or len(rel) < len(rs):
         return None
-    rel = np.mean([q / abs(r.single.mean) for q, r in zip(steps, rs, strict=True)])
-    return float(np.mean(gm) * rel)
+    return float(np.mean(gm) * np.mean(rel))
 
 
 def _no_repetition(used: list[MetricResult]) -> str:
@@ -301,6 +305,7 @@ def _cost_part(a: RunAnalysis, r: MetricResult, ref: MetricResult) -> str:
     """One platform's host CPU per unit of work as a multiple of the reference's: "tcg 2.0×
     [1.9–2.1×]", or what its interval lets one say."""
     assert r.per_core is not None and ref.per_core is not None, "cost_line keeps measured ones"
+    assert r.per_core_values is not None and ref.per_core_values is not None, "and their values"
     x = ratio(
         r.per_core_values,
         ref.per_core_values,
@@ -347,9 +352,14 @@ def scaling_line(a: RunAnalysis, workload: str) -> str | None:
     """ "cpu scaling, aggregate at 8 instances vs 1: kvm 7.6× (95% efficiency, overcommitted)"."""
     parts = []
     for platform, rs in scaling_series(a, workload).items():
-        if len(rs) < 2 or not rs[0].aggregate.mean:
-            continue
         first, last = rs[0], rs[-1]
+        if (
+            len(rs) < 2
+            or first.aggregate is None  # never: scaling_series keeps those with an aggregate
+            or last.aggregate is None
+            or not first.aggregate.mean
+        ):
+            continue
         gain = last.aggregate.mean / first.aggregate.mean
         over = ", overcommitted" if last.overcommit else ""
         parts.append(

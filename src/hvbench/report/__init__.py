@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from hvbench.analysis.cache import ANALYSIS, run_key
 from hvbench.analysis.compare import Comparison
@@ -32,7 +33,10 @@ COMPARE_EXPORTERS: dict[str, Callable[[Comparison], str]] = {
 }
 
 
-def _pick(table: dict, fmt: str):
+Exporter = TypeVar("Exporter")
+
+
+def _pick(table: dict[str, Exporter], fmt: str) -> Exporter:
     if fmt not in table:
         raise HvbenchError(f"--format {fmt!r}: expected one of {', '.join(table)}")
     return table[fmt]

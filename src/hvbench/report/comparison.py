@@ -9,7 +9,6 @@ from hvbench.analysis.compare import (
     FEWEST,
     IMPROVEMENT,
     MEASURED,
-    NOT_TESTED,
     OPTION,
     REGRESSION,
     RUNS,
@@ -20,7 +19,7 @@ from hvbench.analysis.compare import (
 )
 from hvbench.analysis.model import RunAnalysis
 from hvbench.analysis.normalize import decimals_for, rounded
-from hvbench.analysis.stats import MAX_REPETITIONS, MAX_RUNS, RESOLUTION_UNKNOWN
+from hvbench.analysis.stats import MAX_REPETITIONS, MAX_RUNS, NOT_TESTED, RESOLUTION_UNKNOWN
 from hvbench.report.tables import Table, with_ci
 
 BEFORE_CORRECTION = "significant only before Holm's correction"
@@ -291,13 +290,15 @@ def _cannot_gate(c: Comparison) -> str | None:
     if not stuck:
         return None
     n = len(c.family(True))
-    runs = [ch.judged.runs for ch in stuck]
+    runs = [r for ch in stuck if (r := ch.judged.runs) is not None]
     need_runs = (
-        f"{max(runs)} runs a side can" if None not in runs else f"not even {MAX_RUNS} runs a side"
+        f"{max(runs)} runs a side can"
+        if len(runs) == len(stuck)
+        else f"not even {MAX_RUNS} runs a side"
     )
-    reps = [ch.judged.repetitions for ch in stuck]
+    reps = [r for ch in stuck if (r := ch.judged.repetitions) is not None]
     have = f"{len(c.a)} runs a side" if c.by_run else "one run a side"
-    if not c.by_run and None not in reps:
+    if not c.by_run and len(reps) == len(stuck):
         need_runs += f" (or {max(reps)} repetitions a run, one run a side)"
     a = c.allowance
     source = {

@@ -19,9 +19,9 @@ import io
 import math
 import re
 import textwrap
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
 import matplotlib
 import numpy as np
@@ -30,6 +30,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
+from matplotlib.typing import RcKeyType
+from numpy.typing import ArrayLike
 
 from hvbench.analysis.cost import HOST_STATES
 from hvbench.analysis.model import MetricResult, RunAnalysis
@@ -38,7 +40,7 @@ from hvbench.analysis.verdict import scaling_series
 
 FONT_PT = 9
 LEGEND_PT = 8
-RC = {
+RC: dict[RcKeyType, object] = {
     "svg.hashsalt": "hvbench",
     "svg.fonttype": "none",
     "text.parse_math": False,
@@ -121,7 +123,7 @@ def _axes_in(legend: Sequence[str], width: float = PAGE_IN) -> float:
     return width - LEFT_IN - _legend_in(legend)
 
 
-def _legend(fig: Figure, ax, extra: Sequence[tuple[Artist, str]] = ()) -> None:
+def _legend(fig: Figure, ax: Axes, extra: Sequence[tuple[Artist, str]] = ()) -> None:
     """The legend of one axes, and ``extra`` (handle, text) entries, in the figure's right
     margin, its top level with the axes' top (below any title)."""
     handles, labels = ax.get_legend_handles_labels()
@@ -196,7 +198,7 @@ def ticks(labels: Sequence[str], slot_in: float) -> Ticks:
     return Ticks(list(labels), angle, height)
 
 
-def _set_ticks(ax: Axes, x, t: Ticks) -> None:
+def _set_ticks(ax: Axes, x: ArrayLike, t: Ticks) -> None:
     ax.set_xticks(x, t.labels)
     if t.angle:
         ax.tick_params(axis="x", labelrotation=t.angle)
@@ -205,13 +207,20 @@ def _set_ticks(ax: Axes, x, t: Ticks) -> None:
             label.set_rotation_mode("anchor")
 
 
+Item = TypeVar("Item")
+
+
 def _grouped(
-    items: list, group_of, tick_of, axes_in: float, gap: float = 0.6
+    items: list[Item],
+    group_of: Callable[[Item], str],
+    tick_of: Callable[[Item], str],
+    axes_in: float,
+    gap: float = 0.6,
 ) -> tuple[np.ndarray, Ticks, list[tuple[str, int]], float]:
     """Positions, tick labels, wrapped group labels and the height in inches all of them
     take below the axes, for ``items`` grouped (in order of first appearance) by
     ``group_of``; a gap of ``gap`` slots between groups."""
-    order: dict[str, list] = {}
+    order: dict[str, list[Item]] = {}
     for it in items:
         order.setdefault(group_of(it), []).append(it)
     slots = len(items) + gap * (len(order) - 1)
@@ -291,11 +300,11 @@ def bars(a: RunAnalysis, workload: str, count: int) -> str | None:
         # legend entries of their own: a hatched first bar would hatch its platform's entry
         entries: list[tuple[Artist, str]] = []
         for i, p in enumerate(platforms):
-            xs, hs, errs, hatches = [], [], [[], []], []
+            xs, hs, hatches = [], [], []
+            errs: list[list[float]] = [[], []]
             for j, n in enumerate(names):
                 r = a.result(p, workload, n, count)
-                bar_of = _relative(r, relative) if r is not None else None
-                if bar_of is None:
+                if r is None or (bar_of := _relative(r, relative)) is None:
                     continue
                 h, lo, hi, text = bar_of
                 xs.append(j + (i - (len(platforms) - 1) / 2) * bar)

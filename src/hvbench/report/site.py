@@ -63,7 +63,7 @@ class ChangeView:
     @property
     def sentence(self) -> Markup:
         """``series.change_sentence``, its runs linked to their reports."""
-        return change_sentence(self.point, _run_link, _level, Markup)
+        return Markup(change_sentence(self.point, _run_link, _level, Markup))
 
     @property
     def explanation(self) -> str:
@@ -215,8 +215,8 @@ def write_reports(
     store: Store,
     runs: list[RunRecord],
     root: Path,
+    meanwhile: Callable[[], T],
     jobs: int | None = None,
-    meanwhile: Callable[[], T] = lambda: None,
 ) -> tuple[int, int, int, dict[str, str], T]:
     """Each run's report under ``root/RUNS``, copied or made again only where stale;
     (written, copied from the run's own, kept, {run id: why no report}, what ``meanwhile``
@@ -356,7 +356,7 @@ def publish(store: Store, root: Path, jobs: int | None = None) -> Published:
     try:
         root.mkdir(parents=True, exist_ok=True)
         written, copied, kept, missing, found_series = write_reports(
-            store, runs, root, jobs, lambda: _series(store)
+            store, runs, root, lambda: _series(store), jobs
         )
         by_history: dict[tuple[str, str], list[Series]] = defaultdict(list)
         for s in found_series:

@@ -446,7 +446,11 @@ def statistics_table(a: RunAnalysis, workload: str) -> Table:
 
 def scaling_table(a: RunAnalysis, workload: str) -> Table | None:
     """Single vs aggregate per instance count (the paper's figures 1–3 and 6–8)."""
-    rows = [r for r in a.results if r.cell.workload == workload and r.aggregate is not None]
+    rows = [
+        (r, aggregate)
+        for r in a.results
+        if r.cell.workload == workload and (aggregate := r.aggregate) is not None
+    ]
     if not rows or max(a.counts(workload)) < 2:
         return None
     t = Table(
@@ -472,8 +476,9 @@ def scaling_table(a: RunAnalysis, workload: str) -> Table | None:
     )
     order = {p: i for i, p in enumerate(a.platforms)}
     metric_order = {n: i for i, n in enumerate(a.metric_names(workload))}
-    for r in sorted(
-        rows, key=lambda r: (order[r.cell.platform], metric_order[r.name], r.cell.instances)
+    for r, aggregate in sorted(
+        rows,
+        key=lambda ra: (order[ra[0].cell.platform], metric_order[ra[0].name], ra[0].cell.instances),
     ):
         agg = r.aggregate_vs_baseline if r.headline else None
         t.rows.append(
@@ -483,7 +488,7 @@ def scaling_table(a: RunAnalysis, workload: str) -> Table | None:
                 str(r.cell.instances),
                 with_ci(r.single),
                 f"{num(float(r.per_instance.min()))}–{num(float(r.per_instance.max()))}",
-                with_ci(r.aggregate),
+                with_ci(aggregate),
                 relative(agg) if agg else "",
                 pct(100 * r.efficiency) + "%" if r.efficiency is not None else "",
                 {True: "yes", False: "no", None: "?"}[r.overcommit],
@@ -593,11 +598,12 @@ def host_table(a: RunAnalysis) -> Table | None:
 def cost_table(a: RunAnalysis) -> Table | None:
     """The host CPU one unit of the work costs (per GB, per Gbit, ...), for headline metrics."""
     key = _cell_order(a)
-    rows = sorted(
-        (r for r in a.results if r.headline and r.per_core is not None and not r.suspect),
-        key=lambda r: key(r.cell),
-    )
-    costs = [(r, c) for r in rows if (c := work_cost(r.unit, r.per_core)) is not None]
+    rows = sorted((r for r in a.results if r.headline and not r.suspect), key=lambda r: key(r.cell))
+    costs = [
+        (r, per_core, c)
+        for r in rows
+        if (per_core := r.per_core) is not None and (c := work_cost(r.unit, per_core)) is not None
+    ]
     if not costs:
         return None
     base = a.label(a.baseline) if a.baseline else "baseline"
@@ -620,9 +626,9 @@ def cost_table(a: RunAnalysis) -> Table | None:
             "work",
         ],
     )
-    for r, c in costs:
+    for r, per_core, c in costs:
         spread = f" ±{num((c.high - c.low) / 2)}" if math.isfinite(c.high - c.low) else ""
-        flat = f", {r.per_core.identical}" if r.per_core.identical else ""
+        flat = f", {per_core.identical}" if per_core.identical else ""
         t.rows.append(
             [
                 r.cell.workload,
