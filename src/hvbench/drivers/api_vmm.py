@@ -421,8 +421,8 @@ class ApiVmmDriver(Driver[S, I]):
         return modules
 
     @abstractmethod
-    def data_settings(self):
-        """The platform's data disk settings (``DiskSettings``)."""
+    def data_settings(self) -> RawDisk:
+        """The platform's data disk settings."""
 
     @abstractmethod
     def data_description(self, data: DataImage) -> str:

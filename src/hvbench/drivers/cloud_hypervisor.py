@@ -157,7 +157,9 @@ class CloudHypervisorDriver(ApiVmmDriver[CloudHypervisorSettings, CloudHyperviso
         memory: dict = {"size": s.memory, "shared": s.shared}
         if s.hugepages:
             memory |= {"hugepages": True, "hugepage_size": 2 << 20}
-        disks = [{"path": spec.root, "id": "rootfs", "image_type": "Raw"}] if spec.root else []
+        disks: list[dict[str, object]] = (
+            [{"path": spec.root, "id": "rootfs", "image_type": "Raw"}] if spec.root else []
+        )
         if spec.data:
             disks.append(
                 # the image's type said, not guessed: a guessed raw image has its sector 0

@@ -5,13 +5,14 @@ Hypervisor)."""
 
 from __future__ import annotations
 
+import io
 import re
 import subprocess
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import ClassVar
+from typing import IO, ClassVar
 
 import psutil
 
@@ -30,8 +31,9 @@ class Console(threading.Thread):
     MARKERS: ClassVar[dict[str, bytes]] = {"init": b"hvbench: init", "agent": b"hvbench: agent"}
     _STAMP = re.compile(rb"^\[\s*(\d+\.\d+)\]")
 
-    def __init__(self, pipe, log: Path, started: float) -> None:
+    def __init__(self, pipe: IO[bytes] | None, log: Path, started: float) -> None:
         super().__init__(daemon=True)
+        assert isinstance(pipe, io.BufferedReader), "the VMM's stdout, a pipe Popen buffers"
         self.pipe, self.log, self.started = pipe, log, started
         self.phases: dict[str, float] = {}
         self.kernel_clock: dict[str, float] = {}

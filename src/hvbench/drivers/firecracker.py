@@ -185,9 +185,14 @@ class FirecrackerDriver(ApiVmmDriver[FirecrackerSettings, FirecrackerInstance]):
         )
         boot = {"kernel_image_path": spec.kernel, "initrd_path": spec.initrd}
         vmm.api.call("PUT", "/boot-source", boot | {"boot_args": spec.cmdline})
-        drives = [("rootfs", spec.root, {})] if spec.root else []
+        drives: list[tuple[str, str, dict[str, str]]] = (
+            [("rootfs", spec.root, {})] if spec.root else []
+        )
         if spec.data:
-            engine = {"io_engine": s.disk.io_engine, "cache_type": s.disk.cache_type}
+            engine: dict[str, str] = {
+                "io_engine": s.disk.io_engine,
+                "cache_type": s.disk.cache_type,
+            }
             drives.append(("data", spec.data.path, engine))
         for drive_id, path, extra in drives:
             vmm.api.call(

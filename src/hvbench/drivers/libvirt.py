@@ -69,11 +69,11 @@ from hvbench.drivers.base import (
     format_data_disk,
     tap_and_mac,
 )
+from hvbench.drivers.console import Console
 from hvbench.drivers.last_words import last_words
 from hvbench.drivers.qemu import (
     DATA_SERIAL,
     AccelVerdict,
-    Console,
     MachineBuilder,
     QemuSettings,
     data_device,
@@ -417,7 +417,8 @@ class LibvirtInstance(AgentInstance):
         if not self.remote or self.domain is None:
             return None
         try:
-            return self.domain.getCPUStats(True)[0]["cpu_time"] / 1e9
+            ns: int = self.domain.getCPUStats(True)[0]["cpu_time"]
+            return ns / 1e9
         except Exception:  # libvirtError: the domain is gone
             return None
 
@@ -682,7 +683,8 @@ class LibvirtDriver(Driver[LibvirtSettings, LibvirtInstance]):
                 f"platform {self.platform}: uploading {path.name} to pool "
                 f"{self.settings.pool!r} failed: {e.get_error_message()}"
             ) from None
-        return volume.path()
+        uploaded: str = volume.path()
+        return uploaded
 
     def _new_volume(self, name: str, size: int, fmt: str, made: list[Resource]) -> Any:
         """A volume in the remote pool, in the ledger before it exists."""

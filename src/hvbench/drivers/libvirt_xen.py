@@ -145,7 +145,8 @@ class LibvirtXenInstance(XenInstance):
     def accounted_cpu_seconds(self) -> float | None:
         """The domain's vCPU time as libxl accounts it."""
         try:
-            return self.handle.info()[4] / 1e9
+            ns: int = self.handle.info()[4]
+            return ns / 1e9
         except Exception:  # libvirtError: the domain is gone
             return None
 

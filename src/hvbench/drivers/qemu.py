@@ -327,7 +327,7 @@ def kvm_runs_guests() -> bool:
 
 
 @contextlib.contextmanager
-def _scratch_ledger():
+def _scratch_ledger() -> Iterator[tuple[Ledger, Path]]:
     """A ledger and directory of their own for work outside a run (the probe)."""
     with tempfile.TemporaryDirectory(prefix="hvbench-qemu-") as tmp:
         ledger = Ledger(f"qemu-{os.getpid()}-{time.time_ns()}")
@@ -392,6 +392,8 @@ class Guest:
         """Host thread ids of the vCPUs, from QMP."""
         with self.monitor(time.monotonic() + QMP_CONNECT_S) as qmp:
             cpus = qmp.cmd("query-cpus-fast")
+        if not isinstance(cpus, list):
+            raise InstanceError(f"{self.machine.name}: query-cpus-fast answered {cpus!r}")
         return [int(c["thread-id"]) for c in cpus if isinstance(c, dict) and "thread-id" in c]
 
     @contextlib.contextmanager
@@ -481,7 +483,9 @@ def data_device(settings: QemuSettings, path: str) -> Disk:
 
 def nic_device(settings: QemuSettings, tap: str, mac: str) -> Nic:
     """The NIC as the platform sets it (model, vhost-net, queues), for both drivers."""
-    return Nic(settings.nic, tap, mac, settings.vhost, settings.queues)
+    model = settings.nic
+    assert model != "none", "a platform without a NIC has no NIC device"
+    return Nic(model, tap, mac, settings.vhost, settings.queues)
 
 
 @dataclass(frozen=True)
@@ -514,11 +518,12 @@ class MachineBuilder:
             tools.add("ethtool")  # the guest enables the queues beyond its vCPUs with it
         image = guest_image.build(tools, settings.kernel)
         rootfs = userland.build(tools, image, needs.packages) if needs.userland else None
-        if accel is None and settings.accel == "auto":
-            accel = kvm_verdict(binary)
-            assert accel is not None
-        elif accel is None:
-            accel = AccelVerdict(settings.accel, "set in the study")
+        if accel is None:
+            if settings.accel == "auto":
+                accel = kvm_verdict(binary)
+                assert accel is not None
+            else:
+                accel = AccelVerdict(settings.accel, "set in the study")
         return cls(platform, settings, binary, image, rootfs, accel)
 
     def machine(self, index: int, prefix: Path, address: str | None) -> Machine:
@@ -929,13 +934,17 @@ def _capabilities(postcopy: bool, auto_converge: bool) -> list[dict]:
     return [{"capability": name, "state": on} for name, on in states.items()]
 
 
-def _follow(qmp: QEMUMonitorProtocol, name: str, deadline: float, postcopy: bool):
+def _follow(
+    qmp: QEMUMonitorProtocol, name: str, deadline: float, postcopy: bool
+) -> tuple[dict[str, Any], int]:
     """Poll query-migrate until the migration completed; switch to post-copy after the first
     pass where asked; cancel it past ``deadline``. Returns the last answer and the highest CPU
     throttle seen (auto-converge)."""
     switched, throttle = False, 0
     while True:
         info = qmp.cmd("query-migrate")
+        if not isinstance(info, dict):
+            raise InstanceError(f"{name}: query-migrate answered {info!r}")
         status = info.get("status")
         throttle = max(throttle, int(info.get("cpu-throttle-percentage", 0)))
         if status == "completed":

@@ -156,7 +156,8 @@ def fleet_name(
     if path.exists():
         state = json.loads(path.read_text())
         if not state["complete"]:
-            return state["fleet"]
+            unfinished: str = state["fleet"]
+            return unfinished
     fleet = f"{study_name}-{datetime.now(UTC):%Y%m%d-%H%M%S}"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"fleet": fleet, "complete": False, "key": key}))
@@ -194,6 +195,7 @@ def play(
     }
     with (workdir / "ansible.stderr").open("w+") as stderr:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env)
+        assert proc.stdout is not None, "a pipe"
         for line in proc.stdout:
             try:
                 event = json.loads(line)

@@ -114,7 +114,8 @@ class GuestAgent:
             out = fcntl.ioctl(self._sock.fileno(), termios.TIOCOUTQ, b"\0\0\0\0")
         except OSError:
             return 0
-        return struct.unpack("i", out)[0]
+        unread: int = struct.unpack("i", out)[0]
+        return unread
 
     def _send(self, message: dict, prefix: bytes = b"") -> None:
         try:
@@ -180,9 +181,10 @@ class GuestAgent:
                 answer = json.loads(self._line(deadline))
             except ValueError:
                 continue
-            if isinstance(answer, dict) and answer.get("return") in accept:
-                self._synced = answer["return"] == self._token
-                return answer["return"]
+            token = answer.get("return") if isinstance(answer, dict) else None
+            if isinstance(token, int) and token in accept:
+                self._synced = token == self._token
+                return token
 
     def wait_ready(self, deadline: float, alive: Any = None) -> None:
         """Poll until the agent answers (the guest is booted), or raise past ``deadline``.
@@ -391,8 +393,9 @@ def _b64(value: object, name: str) -> bytes:
 
 def _exit_code(status: dict) -> int:
     """The exit code, or 128+signal for a command killed by a signal, as a shell reports it."""
-    if isinstance(status.get("signal"), int):
-        return 128 + status["signal"]
+    signal = status.get("signal")
+    if isinstance(signal, int):
+        return 128 + signal
     code = status.get("exitcode")
     return code if isinstance(code, int) else -1
 

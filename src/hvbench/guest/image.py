@@ -25,6 +25,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 import platformdirs
 
@@ -66,8 +67,9 @@ class GuestImage:
     dir: Path
 
     @property
-    def manifest(self) -> dict:
-        return json.loads((self.dir / "manifest.json").read_text())
+    def manifest(self) -> dict[str, Any]:
+        manifest: dict[str, Any] = json.loads((self.dir / "manifest.json").read_text())
+        return manifest
 
     @property
     def initrd(self) -> Path:
@@ -254,9 +256,9 @@ def _entries(plan: _Plan) -> dict[str, cpio.Entry]:
             dest.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(plan.kernel.modules_dir / rel, dest)
         subprocess.run(["busybox", "depmod", "-b", tmp, release], check=True)
-        for path in sorted(root.rglob("*")):
-            if path.is_file():
-                add(cpio.regular("/" + str(path.relative_to(root)), path.read_bytes()))
+        for module in sorted(root.rglob("*")):
+            if module.is_file():
+                add(cpio.regular("/" + str(module.relative_to(root)), module.read_bytes()))
     return entries
 
 

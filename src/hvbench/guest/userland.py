@@ -25,6 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from hvbench.errors import HvbenchError, ToolMissing
 from hvbench.guest import image as initramfs
@@ -61,8 +62,9 @@ class RootImage:
         return self.dir / "root.ext4"
 
     @property
-    def manifest(self) -> dict:
-        return json.loads((self.dir / "manifest.json").read_text())
+    def manifest(self) -> dict[str, Any]:
+        manifest: dict[str, Any] = json.loads((self.dir / "manifest.json").read_text())
+        return manifest
 
 
 def _host_suite_and_mirror() -> tuple[str, str]:
@@ -161,8 +163,8 @@ def _add_hvbench(tree: Path, image: initramfs.GuestImage, hosts: dict[str, Path]
     """The guest's hvbench files, the kernel's modules, busybox applets for the guest scripts,
     and the host's own tool binaries with their libraries (as in the initramfs)."""
     files = resources.files("hvbench.guest") / "files"
-    for dest, src in GUEST_FILES.items():
-        path = tree / dest.lstrip("/")
+    for guest_file, src in GUEST_FILES.items():
+        path = tree / guest_file.lstrip("/")
         path.parent.mkdir(parents=True, exist_ok=True)
         data = (files / src).read_bytes()
         path.write_bytes(data)

@@ -89,7 +89,8 @@ def _os_release() -> str:
 
 
 def _cpuinfo() -> dict:
-    model, flags = "unknown", []
+    model = "unknown"
+    flags: list[str] = []
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             key, _, value = line.partition(":")

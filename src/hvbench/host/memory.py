@@ -76,4 +76,5 @@ def _same_address_space(a: int, b: int) -> bool:
     """kcmp(2) KCMP_VM: whether two processes share one memory map (root may compare any)."""
     if _SYS_KCMP is None:
         return False
-    return _libc.syscall(_SYS_KCMP, a, b, _KCMP_VM, 0, 0) == 0
+    rc: int = _libc.syscall(_SYS_KCMP, a, b, _KCMP_VM, 0, 0)
+    return rc == 0

@@ -112,6 +112,7 @@ def run_bounded(
     )
     if on_start:
         on_start(proc.pid)
+    assert proc.stdout is not None and proc.stderr is not None, "both are pipes"
     out, err = _Capture(proc.stdout, limit), _Capture(proc.stderr, STDERR_LIMIT)
     out.start()
     err.start()

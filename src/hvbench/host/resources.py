@@ -241,7 +241,8 @@ class Ledger:
         try:
             owner = json.loads((self.dir / "owner.json").read_text())
             proc = psutil.Process(owner["pid"])
-            return abs(proc.create_time() - owner["create_time"]) < 1
+            created: float = owner["create_time"]
+            return abs(proc.create_time() - created) < 1
         except (OSError, ValueError, KeyError, psutil.Error):
             return False
 

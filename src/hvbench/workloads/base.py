@@ -182,7 +182,7 @@ class Context:
     network: RunNetwork
     quick: bool
     instance_count: int
-    barrier: Callable[[], None] = lambda: None
+    barrier: Callable[[], object] = lambda: None
     """Call right before the measured part; returns when every instance of the cell is there."""
     start: GroupStart | None = None
     """How the instances the cell runs in were started (the runner always says)."""

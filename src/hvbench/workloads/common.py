@@ -61,14 +61,17 @@ def remove(instance: Instance, path: str) -> None:
         instance.exec(["rm", "-rf", "--", path], timeout=600)
 
 
-def number(text: str, what: str) -> float:
-    """A finite float from a tool's field, or ParseError naming the field."""
+def number(field: object, what: str) -> float:
+    """A finite float from a tool's field (its text, or a number of its JSON or YAML), or
+    ParseError naming the field."""
     try:
-        value = float(text)
-    except (TypeError, ValueError):
-        raise ParseError(f"{what}: expected a number, found {str(text)[:40]!r}") from None
+        value = float(field) if isinstance(field, str | int | float) else None
+    except ValueError:
+        value = None
+    if value is None:
+        raise ParseError(f"{what}: expected a number, found {str(field)[:40]!r}")
     if not math.isfinite(value):
-        raise ParseError(f"{what}: expected a finite number, found {text!r}")
+        raise ParseError(f"{what}: expected a finite number, found {field!r}")
     return value
 
 

@@ -342,11 +342,14 @@ done
 """
 
 
+def _default_mix() -> dict[RoleName, int]:
+    """One instance of each role but nfs (see ``ConsolidationSettings.mix``)."""
+    return {r: 1 for r in ROLES if r != "nfs"}
+
+
 class ConsolidationSettings(WorkloadSettings):
     name: Literal["consolidation"]
-    mix: dict[RoleName, NonNegativeInt] = Field(
-        default_factory=lambda: {r: 1 for r in ROLES if r != "nfs"}
-    )
+    mix: dict[RoleName, NonNegativeInt] = Field(default_factory=_default_mix)
     """Instances of each role in one set: one of each but nfs, which needs the kernel NFS server
     of a guest (``Consolidation.misfits``); ``nfs: 1`` adds it where every platform is a guest."""
     sets: PositiveInt | Literal["auto"] = 4
@@ -675,9 +678,9 @@ class Consolidation(ScratchWorkload[ConsolidationSettings]):
             return []
         big = max(roles, key=lambda r: SERVERS[r].memory, default=None)
         if big and SERVERS[big].memory > instance_memory:
-            need = format_size(SERVERS[big].memory)
             return [
-                f"{self.settings.label()}: its {big} server needs {need}, an instance has "
+                f"{self.settings.label()}: its {big} server needs "
+                f"{format_size(SERVERS[big].memory)}, an instance has "
                 f"{format_size(instance_memory)}; give the platform more memory"
             ]
         return []
@@ -710,8 +713,11 @@ class Consolidation(ScratchWorkload[ConsolidationSettings]):
 
     def prepare(self, instance: Instance, ctx: Context) -> None:
         role = self.role(instance, ctx.instance_count)
+        address = instance.address
+        if address is None:
+            raise InstanceError(f"{instance.name}: role {role}: no address on the run's network")
         if role == "idle":
-            self._running[instance.name] = Running(role, instance.address, None, None)
+            self._running[instance.name] = Running(role, address, None, None)
             return
         if role in ("web", "app"):
             _vegeta()  # before any server starts
@@ -722,7 +728,7 @@ class Consolidation(ScratchWorkload[ConsolidationSettings]):
             raise HvbenchError(
                 f"consolidation: instance {instance.index} (app) has no db in its set"
             )
-        running = Running(role, instance.address, None, None, peer)
+        running = Running(role, address, None, None, peer)
         if role == "web" and peer:
             running.unmounted = threading.Event()
             self._mounts.setdefault(peer, []).append(running.unmounted)
@@ -732,7 +738,7 @@ class Consolidation(ScratchWorkload[ConsolidationSettings]):
         script = (f"{PATH}\nd=$1 addr=$2 peer=$3 port={server.port} pidfiles='{pidfiles}' "
                   f"files='{files}'\n{server.start}{LISTENING}")  # fmt: skip
         run(instance, ["chmod", "755", d], timeout=60)
-        started = instance.exec(["sh", "-c", script, "sh", d, instance.address, peer], 600)
+        started = instance.exec(["sh", "-c", script, "sh", d, address, peer], 600)
         if not started.ok:
             tail = instance.exec(["tail", "-n", "5", f"{d}/{server.log}"], 60).text().strip()
             said = " | ".join(tail.splitlines()) or started.describe_failure()
@@ -752,7 +758,7 @@ class Consolidation(ScratchWorkload[ConsolidationSettings]):
         running.cgroup = network.clients().child(instance.name)
         if role == "db":
             # tables, rows and primary keys; no vacuum, which takes a TCG guest minutes
-            init = ["pgbench", "-i", "-I", "dtgp", "-q", "-s", "1", "-h", instance.address,
+            init = ["pgbench", "-i", "-I", "dtgp", "-q", "-s", "1", "-h", address,
                     "-U", "postgres", "postgres"]  # fmt: skip
             self._client(instance, ctx, init, 600)
 
@@ -861,7 +867,7 @@ class Consolidation(ScratchWorkload[ConsolidationSettings]):
     def missed(self, outcomes: list[Outcome]) -> str | None:
         """The first role whose SLO was missed, with its p95 and the requests it failed."""
         for index, outcome in enumerate(outcomes):
-            got = {m.name: m.value for m in outcome.metrics}
+            got = {m.name: m.value for m in outcome.metrics if m.value is not None}
             for name, value in got.items():
                 if name.endswith(".slo_met") and value == 0:
                     stem = name.removesuffix(".slo_met")

@@ -258,7 +258,7 @@ class Program(ABC):
     position, passes over the corpus, rounds, seconds), set by ``scale`` or by calibration;
     the data it works on (the corpus, a round's rows) is set by the data scale alone."""
 
-    key: str
+    key: ProgramKey
     metric: str
     unit: str
     path: str

@@ -37,8 +37,8 @@ def parse_iperf3_json(text: str, direction: str) -> list[Metric]:
         raise ParseError("iperf3 JSON output is not an object")
     if doc.get("error"):
         raise ParseError(f"iperf3: {str(doc['error'])[:200]}")
-    end = doc.get("end")
     try:
+        end = doc["end"]
         sent, received = end["sum_sent"], end["sum_received"]
         cpu = end["cpu_utilization_percent"]
     except (TypeError, KeyError):

@@ -51,7 +51,8 @@ if TYPE_CHECKING:
 MIB = 1 << 20
 TICK_US = 1000
 OUTPUT = "/tmp/hvbench-dirty.out"
-QUICK = {"buffer": 32 << 20, "warmup": 1.0}
+QUICK_BUFFER, QUICK_WARMUP = 32 << 20, 1.0
+"""The dirtier's buffer (bytes) and warm-up (s) in a ``--quick`` run."""
 _RESULT = re.compile(
     r"pages=(\d+) seconds=([\d.]+) max_gap_us=(\d+) ticks=\d+ late_ticks=\d+ wrong_pages=(\d+)"
 )
@@ -99,12 +100,12 @@ class Migration(Workload[MigrationSettings]):
     def measure(self, instance: Instance, ctx: Context) -> Outcome:
         s = self.settings
         lifecycle = lifecycle_of(instance)
-        buffer = QUICK["buffer"] if ctx.quick else s.buffer
+        buffer = QUICK_BUFFER if ctx.quick else s.buffer
         argv = [str(dirtier()), f"{s.dirty_rate / MIB:g}", str(buffer >> 20), str(TICK_US)]
         ctx.barrier()
         pid = _start(instance, argv)
         try:
-            time.sleep(QUICK["warmup"] if ctx.quick else s.warmup)
+            time.sleep(QUICK_WARMUP if ctx.quick else s.warmup)
             _signal(instance, "USR1", pid)
             report = lifecycle.migrate(self.plan(), time.monotonic() + self.timeout(ctx.quick))
         except BaseException:
@@ -127,7 +128,7 @@ class Migration(Workload[MigrationSettings]):
         return self.fixed_time_seconds(quick) + (15 if quick else 60)
 
     def fixed_time_seconds(self, quick: bool) -> float:
-        return QUICK["warmup"] if quick else self.settings.warmup
+        return QUICK_WARMUP if quick else self.settings.warmup
 
 
 def lifecycle_of(instance: Instance) -> Lifecycle:

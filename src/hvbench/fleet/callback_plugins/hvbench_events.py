@@ -11,8 +11,14 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import TYPE_CHECKING, Any
 
 from ansible.plugins.callback import CallbackBase
+
+if TYPE_CHECKING:
+    from ansible.executor.task_result import TaskResult
+    from ansible.inventory.host import Host
+    from ansible.playbook.task import Task
 
 DOCUMENTATION = """
 name: hvbench_events
@@ -27,13 +33,13 @@ class CallbackModule(CallbackBase):
     CALLBACK_TYPE = "stdout"
     CALLBACK_NAME = "hvbench_events"
 
-    def _emit(self, event: str, host: str, task: str = "", **fields) -> None:
+    def _emit(self, event: str, host: str, task: str = "", **fields: object) -> None:
         line = {"event": event, "host": host, "task": task, **fields}
         sys.stdout.write(json.dumps(line, default=str) + "\n")
         sys.stdout.flush()
 
     @staticmethod
-    def _error(result: dict) -> str:
+    def _error(result: dict[str, Any]) -> str:
         """The one line that says what went wrong: Ansible's message, else the command's last
         line of stderr (hvbench's own one-line error), else its return code."""
         stderr = (result.get("stderr") or "").strip().splitlines()
@@ -44,10 +50,10 @@ class CallbackModule(CallbackBase):
             return msg.strip().splitlines()[0]
         return f"exit code {result.get('rc')}"
 
-    def v2_runner_on_start(self, host, task) -> None:
+    def v2_runner_on_start(self, host: Host, task: Task) -> None:
         self._emit("start", host.get_name(), task.get_name())
 
-    def v2_runner_on_ok(self, result) -> None:
+    def v2_runner_on_ok(self, result: TaskResult) -> None:
         res = result._result
         self._emit(
             "ok",
@@ -57,10 +63,10 @@ class CallbackModule(CallbackBase):
             changed=bool(res.get("changed")),
         )
 
-    def v2_runner_on_skipped(self, result) -> None:
+    def v2_runner_on_skipped(self, result: TaskResult) -> None:
         self._emit("skipped", result._host.get_name(), result._task.get_name())
 
-    def v2_runner_on_failed(self, result, ignore_errors: bool = False) -> None:
+    def v2_runner_on_failed(self, result: TaskResult, ignore_errors: bool = False) -> None:
         res = result._result
         self._emit(
             "failed",
@@ -71,7 +77,7 @@ class CallbackModule(CallbackBase):
             ignored=ignore_errors,
         )
 
-    def v2_runner_on_unreachable(self, result) -> None:
+    def v2_runner_on_unreachable(self, result: TaskResult) -> None:
         self._emit(
             "unreachable",
             result._host.get_name(),
