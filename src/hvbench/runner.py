@@ -29,7 +29,8 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from types import FrameType
+from typing import Literal, NoReturn, TypedDict, Unpack
 
 from hvbench import __version__, plan
 from hvbench.analysis.run import headline_singles
@@ -66,8 +67,8 @@ from hvbench.workloads.base import (
     Context,
     GroupStart,
     Outcome,
+    W,
     Workload,
-    WorkloadSettings,
 )
 
 CALIBRATION = "calibration"
@@ -160,7 +161,7 @@ def needs_of(study: Study) -> Needs:
 def _sigterm_as_interrupt() -> Iterator[None]:
     """SIGTERM ends a run as Ctrl-C does: through ``finally`` blocks that clean up."""
 
-    def handler(signum, frame):
+    def handler(signum: int, frame: FrameType | None) -> NoReturn:
         raise KeyboardInterrupt
 
     if threading.current_thread() is not threading.main_thread():
@@ -198,6 +199,13 @@ class Stopwatch:
         return self.record
 
 
+class RunnerOptions(TypedDict, total=False):
+    """What ``Runner.create`` and ``Runner.resume`` pass on to the runner as they make it."""
+
+    on_progress: Callable[[Progress], None]
+    started: float | None
+
+
 class Runner:
     """Runs one study into one run of the store."""
 
@@ -230,7 +238,12 @@ class Runner:
 
     @classmethod
     def create(
-        cls, study: Study, store: Store, quick: bool, labels: dict[str, str] | None = None, **kw
+        cls,
+        study: Study,
+        store: Store,
+        quick: bool,
+        labels: dict[str, str] | None = None,
+        **kw: Unpack[RunnerOptions],
     ) -> Runner:
         """A new run: stored with its study and the host inventory before anything starts; a
         study whose instances cannot fit this host is refused before that. A ``--quick`` run
@@ -258,7 +271,7 @@ class Runner:
         return cls(study, store, run_id, quick, **kw)
 
     @classmethod
-    def resume(cls, store: Store, run_id: str, **kw) -> Runner:
+    def resume(cls, store: Store, run_id: str, **kw: Unpack[RunnerOptions]) -> Runner:
         """Continue a run: its study and options come from the store, not from a file.
         Failed samples are forgotten so that they are measured again."""
         run = store.run(run_id)
@@ -319,7 +332,7 @@ class Runner:
                         if c.platform == platform
                         and c.instances == count
                         and (c.key, rep) not in done
-                        and (rep in reps if climbs[c.key] is None else rep <= climbs[c.key])
+                        and (rep in reps if (top := climbs[c.key]) is None else rep <= top)
                     ]
                     if todo:
                         groups.append(Group(rep, platform, count, todo))
@@ -610,7 +623,7 @@ class Runner:
         return record, run.error or workload.missed(run.outcomes), workload.pace(run.outcomes)
 
 
-def calibrate(workload: Workload, instance: Instance, network: RunNetwork) -> WorkloadSettings:
+def calibrate(workload: Workload[W], instance: Instance, network: RunNetwork) -> W:
     """The workload's settings with its work sized on a native ``instance``: prepare,
     calibrate, cleanup (the runner's path, which the workload tests call too)."""
     ctx = Context(network=network, quick=False, instance_count=1)

@@ -7,6 +7,7 @@ line, because a study is written by hand and a traceback helps nobody.
 from __future__ import annotations
 
 import re
+from collections.abc import Hashable
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
@@ -23,6 +24,7 @@ from pydantic import (
     TypeAdapter,
     ValidationError,
 )
+from pydantic_core import ErrorDetails
 
 from hvbench.analysis.claims import ALL, Claim, ClaimModel
 from hvbench.analysis.normalize import DIFFERENCES
@@ -145,8 +147,8 @@ class Study:
         ascent = workload.ascent()
         if ascent is not None:
             return ascent.counts if ascents else ascent.counts[:1]
-        if workload.instance_count() is not None:
-            return [workload.instance_count()]
+        if (count := workload.instance_count()) is not None:
+            return [count]
         default = DRIVERS[settings.driver].default_instances
         if default is not None:
             return list(default)
@@ -219,7 +221,9 @@ class _UniqueKeyLoader(yaml.SafeLoader):
     """SafeLoader that refuses duplicate keys instead of silently keeping the last one."""
 
 
-def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False):
+def _construct_mapping(
+    loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False
+) -> dict[Hashable, Any]:
     seen: dict[Any, yaml.Node] = {}
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=deep)
@@ -270,7 +274,13 @@ def _expanded_size(node: yaml.Node, sizes: dict[int, int], open_: set[int]) -> i
     return total
 
 
-def _line_index(node: yaml.Node | None, path: tuple = (), out: dict | None = None) -> dict:
+FieldPath = tuple[str | int, ...]
+"""Where a value is in the study: its keys and list indexes from the top."""
+
+
+def _line_index(
+    node: yaml.Node | None, path: FieldPath = (), out: dict[FieldPath, int] | None = None
+) -> dict[FieldPath, int]:
     """Map each path in the document (keys and list indexes) to its 1-based line."""
     out = {} if out is None else out
     if node is None:
@@ -291,21 +301,21 @@ def _line_index(node: yaml.Node | None, path: tuple = (), out: dict | None = Non
 class _Located:
     """Formats errors as ``file:line: field: expected ..., found ...``."""
 
-    def __init__(self, source: str, lines: dict) -> None:
+    def __init__(self, source: str, lines: dict[FieldPath, int]) -> None:
         self.source, self.lines = source, lines
 
-    def line(self, path: tuple) -> int:
+    def line(self, path: FieldPath) -> int:
         for n in range(len(path), -1, -1):
             if path[:n] in self.lines:
                 return self.lines[path[:n]]
         return 1
 
-    def error(self, path: tuple, message: str) -> StudyError:
+    def error(self, path: FieldPath, message: str) -> StudyError:
         field = ".".join(str(p) for p in path) or "(top level)"
         return StudyError(f"{self.source}:{self.line(path)}: {field}: {message}")
 
     def from_validation(
-        self, exc: ValidationError, prefix: tuple = (), model: type[BaseModel] | None = None
+        self, exc: ValidationError, prefix: FieldPath = (), model: type[BaseModel] | None = None
     ) -> StudyError:
         err = exc.errors(include_url=False)[0]
         loc = tuple(p for p in err["loc"] if not str(p).startswith("function-"))
@@ -315,7 +325,7 @@ class _Located:
         return self.error((*prefix, *loc), message)
 
 
-def _describe(err: dict) -> str:
+def _describe(err: ErrorDetails) -> str:
     kind, found = err["type"], err.get("input")
     ctx = err.get("ctx") or {}
     if kind == "extra_forbidden":
@@ -385,9 +395,11 @@ def parse_study(text: str, source: str) -> Study:
         workload = workload_class(w.name, getattr(w, selector(w.name), None))(w)
         operation, plan = workload.operation, workload.plan()
         base = platforms.get(top.baseline or "")
-        if operation and base is not None and driver_class(base).refuses(operation, base):
+        if operation is None:
+            continue
+        if base is not None and driver_class(base).refuses(operation, base):
             baseless.add(i)
-        for name, settings in platforms.items() if operation else ():
+        for name, settings in platforms.items():
             if not w.runs_on(name):
                 continue
             driver = driver_class(settings)
@@ -504,7 +516,7 @@ def _claim(loc: _Located, study: Study, index: int, raw: Any) -> Claim:
             )
     elif claim.unit is not None and unit is not None:
         mine, theirs = unit_scale(claim.unit), unit_scale(unit)
-        if theirs is None or mine[0] != theirs[0]:
+        if mine is None or theirs is None or mine[0] != theirs[0]:
             raise loc.error(
                 path,
                 f"the bound is in {claim.unit}, {claim.metric} in {unit}: expected a bound in "

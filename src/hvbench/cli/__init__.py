@@ -11,7 +11,7 @@ import shutil
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TypedDict
 
 import typer
 from rich.console import Console
@@ -119,6 +119,16 @@ def study_check(files: Annotated[list[Path], typer.Argument(help="study files")]
             )
 
 
+class _CellEstimate(TypedDict):
+    """A cell as ``study show --json`` prints it: seconds a sample takes on each host."""
+
+    platform: str
+    driver: str
+    workload: str
+    instances: int
+    sample_s: dict[str, float]
+
+
 @study_app.command("show")
 def study_show(
     file: Path,
@@ -130,7 +140,7 @@ def study_show(
     study = load_study(file).quickened() if quick else load_study(file)
     here = this_host()
     hosts = {"this_host": here, "kvm_host": replace(here, kvm=True)}
-    cells = [
+    cells: list[_CellEstimate] = [
         {
             "platform": c.platform,
             "driver": study.platforms[c.platform].driver,

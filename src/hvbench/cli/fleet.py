@@ -109,9 +109,9 @@ def run(
     if as_json:
         print(json.dumps(report, indent=2))
     else:
-        for h in report["hosts"]:
-            what = h["error"] or f"run {h['run']} {h['run_status']}"
-            print(f"{h['host']}: {what}")
+        for h in state.hosts.values():
+            what = h.error or f"run {h.run_id} {h.run_status}"
+            print(f"{h.name}: {what}")
     failed = [h for h in state.hosts.values() if h.status == "failed" or h.run_status != "finished"]
     if any(h.failed_before_run for h in failed):
         sys.exit(2)
