@@ -217,7 +217,7 @@ class Runner:
         self.run_id = run_id
         self.quick = quick
         self.on_progress = on_progress
-        self.failed = 0
+        self.failed_samples = 0
         self._network: RunNetwork | None = None
         """The run's network, made when ``run`` starts (it claims host resources)."""
         self._drivers: dict[str, Driver] = {}
@@ -282,7 +282,7 @@ class Runner:
         try:
             with _sigterm_as_interrupt():
                 self._run_all(needs_of(self.study), ledger, workdir)
-            status = "failed" if self.failed else "finished"
+            status = "failed" if self.failed_samples else "finished"
         finally:
             try:
                 while self._drivers:
@@ -448,7 +448,7 @@ class Runner:
                 self.store.add_sample(self._cell_id(cell, driver), record)
                 self._ascents.climbed(cell, record, missed, pace)
                 if record.status != "ok":
-                    self.failed += 1
+                    self.failed_samples += 1
                 done += 1
                 remaining -= estimates[cell.key]
                 self.on_progress(

@@ -149,7 +149,7 @@ def run(
     else:
         made = f"no report (hvbench report {runner.run_id} makes it)"
     print("\n".join(time_lines(runner.keep_time())))
-    print(f"run {runner.run_id}: {status}, {runner.failed} failed sample(s); {made}")
+    print(f"run {runner.run_id}: {status}, {runner.failed_samples} failed sample(s); {made}")
     if status == "failed":
         sys.exit(1)
 
