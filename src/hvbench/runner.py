@@ -131,11 +131,20 @@ def new_run_id() -> str:
     return f"{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
 
 
-@functools.cache
-def _git_commit() -> str | None:
+@dataclass
+class GitCommit:
     """The checkout's commit, for the run's provenance; None (unknown) where git cannot tell
-    within GIT_TIMEOUT_S, said once a process on stderr: provenance never stops a run (in the
-    nested labs' slow L1, git once took longer)."""
+    within GIT_TIMEOUT_S: provenance never stops a run (in the nested labs' slow L1, git once
+    took longer)."""
+
+    commit: str | None
+    unsaid: str | None = None
+    """Why the commit is unknown, until the first run of the process has said it."""
+
+
+@functools.cache
+def _git_commit() -> GitCommit:
+    """The commit, looked up once a process."""
     argv = ["git", "-C", str(Path(__file__).parent), "rev-parse", "HEAD"]
     try:
         out = subprocess.run(
@@ -147,10 +156,14 @@ def _git_commit() -> str | None:
         why = f"git: {e.strerror}"
     else:
         if out.returncode == 0 and out.stdout.strip():
-            return out.stdout.strip()
+            return GitCommit(out.stdout.strip())
         why = (out.stderr.strip().splitlines() or [f"git exit status {out.returncode}"])[0]
-    print(f"hvbench: the run's git commit is unknown ({why})", file=sys.stderr, flush=True)
-    return None
+    return GitCommit(None, why)
+
+
+def _to_stderr(line: str) -> None:
+    """Where a runner's messages go unless its caller says otherwise."""
+    print(line, file=sys.stderr, flush=True)
 
 
 def needs_of(study: Study) -> Needs:
@@ -262,15 +275,18 @@ class Runner:
         run_id: str,
         quick: bool,
         on_progress: Callable[[Progress], None] = lambda p: None,
+        on_message: Callable[[str], None] = _to_stderr,
         started: float | None = None,
     ) -> None:
-        """``started``: when ``hvbench run`` started (``time.monotonic()``), where the run's
-        time is counted from (default: now)."""
+        """``on_message``: where every line the runner has to say goes, one line a call (the
+        CLI shows it above its progress bar). ``started``: when ``hvbench run`` started
+        (``time.monotonic()``), where the run's time is counted from (default: now)."""
         self.study = study
         self.store = store
         self.run_id = run_id
         self.quick = quick
         self.on_progress = on_progress
+        self.on_message = on_message
         self.failed_samples = 0
         self._ascents = Ascents(study, store, run_id)
         earlier = TimeRecord.from_json(store.artifacts(run_id).get(TIME))
@@ -291,6 +307,7 @@ class Runner:
         if misfits:
             raise StudyError(f"{study.source}: cannot run on this host: {'; '.join(misfits)}")
         run_id = new_run_id()
+        git = _git_commit()
         store.create_run(
             RunRecord(
                 id=run_id,
@@ -300,12 +317,16 @@ class Runner:
                 status="running",
                 created_at=datetime.now(UTC),
                 hvbench_version=__version__,
-                git_commit=_git_commit(),
+                git_commit=git.commit,
                 options={"quick": quick, **({LABELS: labels} if labels else {})},
                 inventory=inventory.collect(),
             )
         )
-        return cls(study, store, run_id, quick, **kw)
+        runner = cls(study, store, run_id, quick, **kw)
+        if git.unsaid is not None:  # once a process
+            runner.on_message(f"hvbench: the run's git commit is unknown ({git.unsaid})")
+            git.unsaid = None
+        return runner
 
     @classmethod
     def resume(cls, store: Store, run_id: str, **kw) -> Runner:
@@ -321,7 +342,8 @@ class Runner:
 
     def run(self) -> str:
         """Measure every sample not yet in the store; return the run's final status."""
-        scope = RunScope.claim(self.run_id, needs_of(self.study), self.study.profile, self._notice)
+        notice = self._profile_notice
+        scope = RunScope.claim(self.run_id, needs_of(self.study), self.study.profile, notice)
         status = "interrupted"
         try:
             with _sigterm_as_interrupt():
@@ -425,11 +447,7 @@ class Runner:
                     for i in todo:
                         workload = self.study.workload(i)
                         label = workload.settings.label()
-                        print(
-                            f"hvbench: sizing the jobs of {label} natively",
-                            file=sys.stderr,
-                            flush=True,
-                        )
+                        self.on_message(f"hvbench: sizing the jobs of {label} natively")
                         try:
                             settings = calibrate(workload, instances[0], scope.network)
                         except (InstanceError, ValueError) as e:
@@ -612,10 +630,10 @@ class Runner:
             raw=[],
         )
 
-    def _notice(self, line: str) -> None:
-        """Tell whoever watches the run (stderr: the CLI shows it above its progress bar) and
-        keep the line with the run, for its report."""
-        print(line, file=sys.stderr, flush=True)
+    def _profile_notice(self, line: str) -> None:
+        """Say why the run goes on without profiles and keep the line with the run, for its
+        report."""
+        self.on_message(line)
         self.store.add_artifact(self.run_id, "profile", {"notice": line}, replace=True)
 
     # one sample ------------------------------------------------------------------------
