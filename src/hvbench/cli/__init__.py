@@ -125,8 +125,10 @@ def study_show(
     quick: Annotated[bool, typer.Option(help="estimate for --quick")] = False,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Print the expanded matrix of cells and the study's estimated duration, on this host and
-    on one of as many cores whose KVM runs stock guests (accel: auto takes KVM there)."""
+    """Print a study's expanded matrix of cells and its estimated duration, here and with KVM.
+
+    The estimate is for this host and for one of as many cores whose KVM runs stock guests
+    (accel: auto takes KVM there)."""
     study = load_study(file).quickened() if quick else load_study(file)
     here = this_host()
     hosts = {"this_host": here, "kvm_host": replace(here, kvm=True)}
