@@ -155,7 +155,7 @@ def claims(
     if not a.claims:
         raise HvbenchError(
             f"run {a.run_id}: its study expects nothing (no expect:) and has no SLOs; "
-            "add claims to the study (README: Claims)"
+            "add claims to the study (docs/guide/claims.md)"
         )
     if as_json:
         print(json.dumps([claims_of.as_json(j) for j in a.claims], indent=2, ensure_ascii=False))
