@@ -84,8 +84,7 @@ def run(
         ),
     ] = True,
 ) -> None:
-    """Run a study; prints `run <RUN_ID>` first, the % of native table and where the run's
-    time went last."""
+    """Run a study: `run <RUN_ID>` first, the % of native table and where its time went last."""
     started = time.monotonic()
     labels = parse_labels(label or [])
     if labels and resume:
