@@ -179,7 +179,7 @@ class MetricResult:
     instance_cv: float
     """Mean over repetitions of the CV across the instances of each (NaN with one instance)."""
     starved: dict[int, Starved]
-    """Instances far behind the others of the cell (``Series.starved``)."""
+    """Instances far behind the others of the cell (``CellValues.starved``)."""
     single: Summary
     aggregate: Summary | None
     vs_baseline: Normalized | None = None
@@ -197,7 +197,7 @@ class MetricResult:
     ``stats.TREND_MIN_N`` repetitions (Holm over the run's); None where not tested."""
     rotating: tuple[int, int] | None = None
     """(repetitions, of) in which some instance, a different one, was far behind the others
-    (``Series.rotating``); None where that is not most of them, or one instance is starved."""
+    (``CellValues.rotating``); None where that is not most of them, or one instance is starved."""
 
 
 @dataclass
@@ -367,7 +367,7 @@ def skewed(r: MetricResult, host_cpu: dict[int, HostCpu]) -> bool:
 
 
 class Starved(NamedTuple):
-    """An instance far behind the others of its cell (``aggregate.Series.starved``)."""
+    """An instance far behind the others of its cell (``aggregate.CellValues.starved``)."""
 
     share: float
     """Median over repetitions of its value / the others' median (inverted for ↓ metrics)."""

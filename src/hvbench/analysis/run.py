@@ -43,11 +43,11 @@ import yaml
 from hvbench.analysis import claims
 from hvbench.analysis.aggregate import (
     STARVED_RATIO,
-    Series,
+    CellValues,
+    cell_values,
     is_throughput,
     overcommit,
     scaling,
-    series,
 )
 from hvbench.analysis.cost import density, host_cpu_of
 from hvbench.analysis.model import (
@@ -144,7 +144,7 @@ class _Grouped:
         """The resolution of each value in ``values``, row by row; NaN where unknown."""
 
     def resolution_triples(self, key: tuple[int, str]) -> np.ndarray:
-        """(repetition, instance, resolution) rows of a metric, for ``series`` to average and
+        """(repetition, instance, resolution) rows of a metric, for ``cell_values`` to average and
         sum as it does its values: a mean's rounding error is within half the mean of its
         values' resolutions, a sum's within half their sum."""
         triples = self.values[key].copy()
@@ -408,7 +408,7 @@ def _baseline_means(
     return means
 
 
-def _per_core(ser: Series, throughput: bool, host_cpu: HostCpu | None) -> np.ndarray:
+def _per_core(values: CellValues, throughput: bool, host_cpu: HostCpu | None) -> np.ndarray:
     """Each repetition's aggregate divided by the host cores busy during it."""
     if not throughput:
         return np.empty(0)
@@ -416,7 +416,7 @@ def _per_core(ser: Series, throughput: bool, host_cpu: HostCpu | None) -> np.nda
     return np.array(
         [
             x / cores[int(r)]
-            for x, r in zip(ser.aggregate, ser.aggregate_reps, strict=True)
+            for x, r in zip(values.aggregate, values.aggregate_reps, strict=True)
             if cores.get(int(r), 0) > 0
         ]
     )
@@ -424,7 +424,7 @@ def _per_core(ser: Series, throughput: bool, host_cpu: HostCpu | None) -> np.nda
 
 @dataclass(frozen=True)
 class _Figure:
-    """A (cell, metric) with its series and summaries: what its ``MetricResult`` is built from
+    """A (cell, metric) with its values and summaries: what its ``MetricResult`` is built from
     once the figures that compare it with others (the baseline, its smallest count, the run's
     other headlines) are known."""
 
@@ -433,7 +433,7 @@ class _Figure:
     unit: str
     higher_is_better: bool
     throughput: bool
-    series: Series
+    values: CellValues
     single: Summary
     aggregate: Summary | None
     per_core_values: np.ndarray | None
@@ -441,11 +441,11 @@ class _Figure:
 
     @property
     def single_values(self) -> np.ndarray:
-        return self.series.single
+        return self.values.single
 
     @property
     def aggregate_values(self) -> np.ndarray | None:
-        return self.series.aggregate if self.throughput else None
+        return self.values.aggregate if self.throughput else None
 
 
 _Key = tuple[int, str]
@@ -455,8 +455,8 @@ _Key = tuple[int, str]
 def _results(
     grouped: _Grouped, cells: dict[int, CellInfo], samples: _Samples, baseline: str | None
 ) -> list[MetricResult]:
-    """Every (cell, metric) with its series and summaries, the cell's metrics in the tools'
-    order behind its composite, headlines marked; first every series, then all their summaries
+    """Every (cell, metric) with its values and summaries, the cell's metrics in the tools'
+    order behind its composite, headlines marked; first every one's values, then all their summaries
     at once (bootstraps are batched), then what sets them against each other; each result is
     built once, with all of it."""
     figures = _figures(grouped, cells, samples)
@@ -486,12 +486,12 @@ def _results(
                 headline=key in headlines,
                 composite=bool(said and said.composite),
                 direction=said.direction if said else None,
-                repetitions=f.series.reps,
+                repetitions=f.values.reps,
                 single_values=f.single_values,
                 aggregate_values=f.aggregate_values,
-                per_instance=f.series.per_instance,
-                instance_cv=f.series.instance_cv(),
-                starved=f.series.starved(f.higher_is_better),
+                per_instance=f.values.per_instance,
+                instance_cv=f.values.instance_cv(),
+                starved=f.values.starved(f.higher_is_better),
                 single=f.single,
                 aggregate=f.aggregate,
                 vs_baseline=vs,
@@ -503,7 +503,7 @@ def _results(
                 cost_vs_baseline=cost,
                 suspect=suspects.get(key),
                 trend=trend.get(key),
-                rotating=f.series.rotating(f.higher_is_better),
+                rotating=f.values.rotating(f.higher_is_better),
             )
         )
     return results
@@ -512,7 +512,7 @@ def _results(
 def _figures(
     grouped: _Grouped, cells: dict[int, CellInfo], samples: _Samples
 ) -> dict[_Key, _Figure]:
-    """Each (cell, metric)'s series and summaries, in the results' order."""
+    """Each (cell, metric)'s values and summaries, in the results' order."""
     specs = []
     arrays: list[np.ndarray] = []
     steps: list[float | None] = []
@@ -520,14 +520,14 @@ def _figures(
         triples = grouped.values.get((cid, name))
         if triples is None or len(triples) == 0:
             continue
-        ser = series(triples, cells[cid].instances)
-        res = series(grouped.resolution_triples((cid, name)), cells[cid].instances)
-        throughput = is_throughput(unit, hib) and len(ser.aggregate) > 0
+        values = cell_values(triples, cells[cid].instances)
+        res = cell_values(grouped.resolution_triples((cid, name)), cells[cid].instances)
+        throughput = is_throughput(unit, hib) and len(values.aggregate) > 0
         host_cpu = samples.host_cpu.get(cid)
-        per_core = _per_core(ser, throughput, host_cpu)
-        specs.append((cid, name, unit, hib, ser, throughput, per_core))
-        views = [(ser.single, res.single)]
-        views += [(ser.aggregate, res.aggregate)] if throughput else []
+        per_core = _per_core(values, throughput, host_cpu)
+        specs.append((cid, name, unit, hib, values, throughput, per_core))
+        views = [(values.single, res.single)]
+        views += [(values.aggregate, res.aggregate)] if throughput else []
         views += [(per_core, _per_core(res, throughput, host_cpu))]
         for x, q in views:
             if len(x):
@@ -541,13 +541,13 @@ def _figures(
             unit=unit,
             higher_is_better=hib,
             throughput=throughput,
-            series=ser,
+            values=values,
             single=next(summaries),
             aggregate=next(summaries) if throughput else None,
             per_core_values=per_core if len(per_core) else None,
             per_core=next(summaries) if len(per_core) else None,
         )
-        for cid, name, unit, hib, ser, throughput, per_core in specs
+        for cid, name, unit, hib, values, throughput, per_core in specs
     ]
     figures.sort(key=lambda f: (f.cell.id, f.name != COMPOSITE))  # stable: tool order
     return {(f.cell.id, f.name): f for f in figures}
@@ -596,7 +596,7 @@ def headline_singles(
     for cid, name in grouped.values:
         names[cid].append(name)
     return {
-        (cid, name): series(grouped.values[(cid, name)], cells[cid].instances).single
+        (cid, name): cell_values(grouped.values[(cid, name)], cells[cid].instances).single
         for cid, ns in names.items()
         for name in _headline_names(grouped, cid, ns)
     }
