@@ -201,11 +201,11 @@ def _settle(
     (mean_a, var_a, n_a), (_, var_b, n_b) = (
         moments([np.asarray(pair[side], dtype=float) for pair in pairs]) for side in (0, 1)
     )
-    steps = np.array(resolutions, dtype=float).reshape(len(pairs), 2)
+    pair_resolutions = np.array(resolutions, dtype=float).reshape(len(pairs), 2)
     with np.errstate(divide="ignore", invalid="ignore"):
         centre = np.where(mean_a != 0, np.abs(mean_a), np.nan)
         spread = np.sqrt((var_a + var_b) / 2) / centre
-        floor = np.nanmax(np.nan_to_num(steps) ** 2, axis=1) / 12 / centre**2
+        floor = np.nanmax(np.nan_to_num(pair_resolutions) ** 2, axis=1) / 12 / centre**2
     fixed = np.sqrt((0.0 if by_run else allowance**2) + floor)
     if by_run:
         return [
@@ -260,14 +260,14 @@ def judge_family(
                 verdicts[i] = INCONCLUSIVE if v in (REGRESSION, IMPROVEMENT) else v
     unsettled = [i for i, v in enumerate(verdicts) if v == INCONCLUSIVE]
     allow_df = np.broadcast_to(np.asarray(allowance_df, dtype=float), (k,))
-    steps = list(resolutions) if resolutions is not None else [(None, None)] * k
+    pair_resolutions = list(resolutions) if resolutions is not None else [(None, None)] * k
     needs: dict[int, tuple[int | None, int | None]] = {}
     if unsettled:
         found_needs = _settle(
             [pairs[i] for i in unsettled],
             allow[unsettled],
             allow_df[unsettled],
-            [steps[i] for i in unsettled],
+            [pair_resolutions[i] for i in unsettled],
             by_run,
             threshold,
             1 - alpha,
@@ -501,15 +501,15 @@ def compare(
 
     def resolution(rs: list[MetricResult]) -> float | None:
         """Of a side's mean: one run's, or the mean of the runs' (their means' mean)."""
-        steps = [r.single.resolution for r in rs]
-        return None if None in steps else float(np.mean(steps))
+        each = [r.single.resolution for r in rs]
+        return None if None in each else float(np.mean(each))
 
     obs = {k: (observations(in_a[k]), observations(in_b[k])) for k in shared}
-    steps = {k: (resolution(in_a[k]), resolution(in_b[k])) for k in shared}
+    resolutions = {k: (resolution(in_a[k]), resolution(in_b[k])) for k in shared}
     if by_run:
         summaries = iter(
             summarize_many(
-                [x for k in shared for x in obs[k]], [q for k in shared for q in steps[k]]
+                [x for k in shared for x in obs[k]], [q for k in shared for q in resolutions[k]]
             )
         )
         sides = {k: (next(summaries), next(summaries)) for k in shared}
@@ -524,7 +524,7 @@ def compare(
             threshold,
             alpha,
             [allowed.of(k[1])[0] for k in keys],
-            [steps[k] for k in keys],
+            [resolutions[k] for k in keys],
             [allowed.of(k[1])[1] for k in keys],
             [signed(k[3], *obs[k]) for k in keys],
             by_run,

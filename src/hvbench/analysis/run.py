@@ -120,7 +120,7 @@ class _Grouped:
 
     def __init__(self, rows: list[MetricView]) -> None:
         values: dict[tuple[int, str], list[tuple[int, int, float]]] = defaultdict(list)
-        steps: dict[tuple[int, str], list[float]] = defaultdict(list)
+        resolutions: dict[tuple[int, str], list[float]] = defaultdict(list)
         texts: dict[tuple[int, str], set[str]] = defaultdict(set)
         meta: dict[tuple[int, str], tuple[str, bool]] = {}
         declared: dict[tuple[int, str], MetricView] = {}
@@ -133,14 +133,14 @@ class _Grouped:
                     texts[key].add(m.text)
             else:
                 values[key].append((m.repetition, m.instance, m.value))
-                steps[key].append(math.nan if m.resolution is None else m.resolution)
+                resolutions[key].append(math.nan if m.resolution is None else m.resolution)
         self.meta = meta
         self.declared = declared
         """A stored row of each metric: what its workload declared of it (headline, composite,
         direction); none for the figures the analysis makes (the composite)."""
         self.texts = texts
         self.values = {k: np.array(v, dtype=float).reshape(-1, 3) for k, v in values.items()}
-        self.resolutions = {k: np.array(v, dtype=float) for k, v in steps.items()}
+        self.resolutions = {k: np.array(v, dtype=float) for k, v in resolutions.items()}
         """The resolution of each value in ``values``, row by row; NaN where unknown."""
 
     def resolution_triples(self, key: tuple[int, str]) -> np.ndarray:
@@ -188,7 +188,7 @@ def _composite_rows(
             left_out[cell.workload].update(n for n in names if n not in base)
             names = [n for n in names if n in base]
         table: dict[tuple[int, int], dict[str, float]] = defaultdict(dict)
-        steps: dict[tuple[int, int], dict[str, float]] = defaultdict(dict)
+        resolutions: dict[tuple[int, int], dict[str, float]] = defaultdict(dict)
         for name in names:
             key = (cell_id, name)
             if key not in grouped.values:
@@ -197,8 +197,8 @@ def _composite_rows(
                 grouped.values[key], grouped.resolutions[key], strict=True
             ):
                 table[(int(rep), int(inst))][name] = value
-                steps[(int(rep), int(inst))][name] = q
-        rows, row_steps = [], []
+                resolutions[(int(rep), int(inst))][name] = q
+        rows, row_resolutions = [], []
         gaps: dict[tuple[str, bool], list[tuple[int, int]]] = defaultdict(list)
         for (rep, inst), got in sorted(table.items()):
             zero = [f"{n} was {got[n]:g}" for n in names if n in got and not got[n] > 0]
@@ -210,7 +210,9 @@ def _composite_rows(
                 rows.append((rep, inst, score))
                 # a geometric mean moves by its mean relative move: its resolution is that of
                 # the sub-scores, relative, averaged (NaN if one is unknown)
-                row_steps.append(score * np.mean([steps[(rep, inst)][n] / got[n] for n in names]))
+                row_resolutions.append(
+                    score * np.mean([resolutions[(rep, inst)][n] / got[n] for n in names])
+                )
         where = (
             f"{labels.get(cell.platform, cell.platform)} / {cell.workload} / {cell.instances} inst."
         )
@@ -227,7 +229,7 @@ def _composite_rows(
             )
         if rows:
             grouped.values[(cell_id, COMPOSITE)] = np.array(rows, dtype=float)
-            grouped.resolutions[(cell_id, COMPOSITE)] = np.array(row_steps, dtype=float)
+            grouped.resolutions[(cell_id, COMPOSITE)] = np.array(row_resolutions, dtype=float)
             grouped.meta[(cell_id, COMPOSITE)] = ("×native" if base else "score", True)
     for workload, names in left_out.items():
         notes += [
@@ -515,7 +517,7 @@ def _figures(
     """Each (cell, metric)'s values and summaries, in the results' order."""
     specs = []
     arrays: list[np.ndarray] = []
-    steps: list[float | None] = []
+    resolutions: list[float | None] = []
     for (cid, name), (unit, hib) in grouped.meta.items():
         triples = grouped.values.get((cid, name))
         if triples is None or len(triples) == 0:
@@ -532,8 +534,8 @@ def _figures(
         for x, q in views:
             if len(x):
                 arrays.append(x)
-                steps.append(mean_resolution(q))
-    summaries = iter(summarize_many(arrays, steps))
+                resolutions.append(mean_resolution(q))
+    summaries = iter(summarize_many(arrays, resolutions))
     figures = [
         _Figure(
             cell=cells[cid],

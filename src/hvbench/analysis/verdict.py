@@ -115,10 +115,12 @@ def combined(a: RunAnalysis, workload: str, used: list[MetricResult]) -> Normali
 def _resolution(rs: list[MetricResult], gm: np.ndarray) -> float | None:
     """The resolution of ``_per_repetition``'s mean: a geometric mean moves by the mean of its
     factors' relative moves, so its resolution relative to it is the mean of theirs."""
-    steps = [r.single.resolution for r in rs]
-    if not len(gm) or any(q is None or not r.single.mean for q, r in zip(steps, rs, strict=True)):
+    resolutions = [r.single.resolution for r in rs]
+    if not len(gm) or any(
+        q is None or not r.single.mean for q, r in zip(resolutions, rs, strict=True)
+    ):
         return None
-    rel = np.mean([q / abs(r.single.mean) for q, r in zip(steps, rs, strict=True)])
+    rel = np.mean([q / abs(r.single.mean) for q, r in zip(resolutions, rs, strict=True)])
     return float(np.mean(gm) * rel)
 
 
