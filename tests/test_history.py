@@ -95,10 +95,10 @@ def test_steps_are_found_at_their_run_soon_after(cv, step, rate, delay):
 def test_a_found_change_carries_its_interval():
     rng = np.random.default_rng(7)
     x = _series(rng, 0.02, -0.10)
-    (step,) = [s for s in changes.find([x])[0] if s.significant]
-    assert step.index == STEP_AT
-    assert step.low < step.ratio < step.high and step.high < 1
-    assert step.low < 0.9 < step.high
+    (change,) = [s for s in changes.find([x])[0] if s.significant]
+    assert change.index == STEP_AT
+    assert change.low < change.ratio < change.high and change.high < 1
+    assert change.low < 0.9 < change.high
 
 
 def test_many_series_judged_together_keep_the_family_error():

@@ -59,7 +59,7 @@ HOST_ITEMS = (
     "virtualization",
     "python",
 )
-"""Inventory items a change of which may explain a step (``host.inventory.collect``)."""
+"""Inventory items whose change may explain a change point (``host.inventory.collect``)."""
 VOLATILE = re.compile(r"load\.|ksm\.pages_sharing$")
 """Host conditions that are measurements of the moment, different in every run."""
 VERSION = re.compile(r"\d+(?:\.\d+)+")
@@ -525,21 +525,21 @@ def _nothing(
 def _find_changes(series: list[Series]) -> None:
     """Each series' change points, judged together as one family (``changes.find``)."""
     judged = changes.find([[p.mean for p in s.points] for s in series])
-    for s, steps in zip(series, judged, strict=True):
+    for s, candidates in zip(series, judged, strict=True):
         s.changes = [
             ChangePoint(
-                index=step.index,
-                before=s.points[step.index - 1],
-                after=s.points[step.index],
-                ratio=step.ratio,
-                low=step.low,
-                high=step.high,
-                p_value=step.p_holm,
-                regression=(step.ratio < 1) == s.higher_is_better,
-                differences=differences(s.points[step.index - 1], s.points[step.index]),
+                index=c.index,
+                before=s.points[c.index - 1],
+                after=s.points[c.index],
+                ratio=c.ratio,
+                low=c.low,
+                high=c.high,
+                p_value=c.p_holm,
+                regression=(c.ratio < 1) == s.higher_is_better,
+                differences=differences(s.points[c.index - 1], s.points[c.index]),
             )
-            for step in steps
-            if step.significant
+            for c in candidates
+            if c.significant
         ]
 
 
