@@ -140,7 +140,7 @@ def _times(study: Study, cell: Cell, quick: bool) -> int:
     """How many samples a run takes of the cell: one per repetition, or per climb of an ascent
     (``hvbench.ascent``), one with ``--quick``."""
     ascent = study.workloads[cell.workload_index].ascent()
-    return 1 if quick else ascent.climbs if ascent else study.repetitions
+    return 1 if quick else ascent.climb_count if ascent else study.repetitions
 
 
 def _each(memory: int, held: int) -> str:

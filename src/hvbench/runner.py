@@ -491,7 +491,7 @@ class Runner:
         remaining = sum(estimates[c.key] for g in groups for c in g.cells)
         done = 0
         for whole in groups:
-            climbing = [c for c in whole.cells if self._ascents.climbs(c, whole.repetition)]
+            climbing = [c for c in whole.cells if self._ascents.reaches(c, whole.repetition)]
             group = replace(whole, cells=climbing)
             skipped = [estimates[c.key] for c in whole.cells if c not in group.cells]
             total, remaining = total - len(skipped), remaining - sum(skipped)

@@ -74,15 +74,15 @@ class Climb:
     """One ascent of a platform: the steps it held one after the other from the first."""
 
     number: int
-    steps: int
-    """Steps held, 0 where not even the first was."""
+    units_held: int
+    """Steps held, one ``Density.unit`` each (sets), 0 where not even the first was."""
     stopped_by: str
     """slo, harness, failed, memory, bound (every step held) or unfinished."""
     stop: AscentStop | None
     """Where and why it stopped, with the host and the clients there (None: bound or
     unfinished)."""
-    stopped_step: int | None
-    """The step it stopped at (None: bound or unfinished)."""
+    units_at_stop: int | None
+    """The step it stopped at, in ``Density.unit`` (None: bound or unfinished)."""
 
     @property
     def counted(self) -> bool:
@@ -111,23 +111,23 @@ class Density:
         return [c for c in self.climbs if c.counted]
 
     @property
-    def steps(self) -> int | None:
-        """The median of the counted climbs' steps (the lower one of two); None: none
+    def units_held(self) -> int | None:
+        """The median of the counted climbs' ``units_held`` (the lower one of two); None: none
         counted."""
-        held = sorted(c.steps for c in self.counted)
+        held = sorted(c.units_held for c in self.counted)
         return held[(len(held) - 1) // 2] if held else None
 
     @property
     def spread(self) -> tuple[int, int] | None:
         """The fewest and the most steps a counted climb held."""
-        held = [c.steps for c in self.counted]
+        held = [c.units_held for c in self.counted]
         return (min(held), max(held)) if held else None
 
-    def instances(self, steps: int | None) -> int:
-        return self.counts[steps - 1] if steps else 0
+    def instances(self, units: int | None) -> int:
+        return self.counts[units - 1] if units else 0
 
-    def cpu_at(self, steps: int | None) -> HostCpu | None:
-        return self.host_cpu.get(self.counts[steps - 1]) if steps else None
+    def cpu_at(self, units: int | None) -> HostCpu | None:
+        return self.host_cpu.get(self.counts[units - 1]) if units else None
 
 
 @dataclass(frozen=True)
