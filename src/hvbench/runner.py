@@ -36,14 +36,7 @@ from hvbench.analysis.run import headline_singles
 from hvbench.analysis.stats import needs_more
 from hvbench.ascent import Ascents
 from hvbench.drivers import driver_class
-from hvbench.drivers.base import (
-    START_TIMEOUT_S,
-    Driver,
-    Instance,
-    Needs,
-    PlatformSettings,
-    start_allowance,
-)
+from hvbench.drivers.base import Driver, Instance, Needs, PlatformSettings
 from hvbench.drivers.native import NativeDriver, NativeSettings
 from hvbench.errors import HvbenchError, InstanceError, StartFailed, StudyError
 from hvbench.host import inventory
@@ -51,6 +44,7 @@ from hvbench.host.monitor import LOCAL, CpuMonitor, HostCpuSource
 from hvbench.host.network import RunNetwork
 from hvbench.host.profile import HostProfiler, Window
 from hvbench.host.resources import Ledger
+from hvbench.plan import START_TIMEOUT_S, start_allowance
 from hvbench.store import (
     ADAPTIVE,
     LABELS,

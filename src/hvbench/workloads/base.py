@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, ClassVar, Generic, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, PositiveInt
 
 if TYPE_CHECKING:
-    from hvbench.drivers.base import Instance, Kernel, MigrationPlan, Operation, Pace
+    from hvbench.drivers.base import Instance, Kernel, MigrationPlan, Operation
+    from hvbench.drivers.footprint import Pace
     from hvbench.host.network import RunNetwork
 
 
