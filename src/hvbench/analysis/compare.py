@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hvbench.analysis.model import COMPOSITE, MetricResult, RunAnalysis
+from hvbench.analysis.model import COMPOSITE, MetricKey, MetricResult, RunAnalysis
 from hvbench.analysis.normalize import signed
 from hvbench.analysis.stats import (
     ALPHA_ACROSS_RUNS,
@@ -96,9 +96,6 @@ BELOW_THRESHOLD = "below threshold"
 NO_CHANGE = "no significant change"
 VERDICTS = (REGRESSION, IMPROVEMENT, INCONCLUSIVE, NOT_TESTED, BELOW_THRESHOLD, NO_CHANGE)
 """Every verdict, the most pressing first."""
-
-Key = tuple[str, str, int, str]
-"""(platform, workload, instance count, metric)."""
 
 
 @dataclass(frozen=True)
@@ -409,12 +406,9 @@ def gates(result: MetricResult) -> bool:
     return result.composite or (result.headline and result.name != COMPOSITE)
 
 
-def _index(runs: list[RunAnalysis]) -> dict[Key, list[MetricResult]]:
+def _index(runs: list[RunAnalysis]) -> dict[MetricKey, list[MetricResult]]:
     """The metrics every run of a side has, each with its result in every run."""
-    keyed = [
-        {(r.cell.platform, r.cell.workload, r.cell.instances, r.name): r for r in run.results}
-        for run in runs
-    ]
+    keyed = [{r.key: r for r in run.results} for run in runs]
     return {k: [d[k] for d in keyed] for k in keyed[0] if all(k in d for d in keyed)}
 
 
@@ -515,7 +509,7 @@ def compare(
         sides = {k: (next(summaries), next(summaries)) for k in shared}
     else:
         sides = {k: (in_a[k][0].single, in_b[k][0].single) for k in shared}
-    judged: dict[Key, Judged] = {}
+    judged: dict[MetricKey, Judged] = {}
     for gating in (True, False):
         keys = [k for k in shared if (k in headline) == gating]
         family = judge_family(
@@ -523,35 +517,35 @@ def compare(
             [in_a[k][0].higher_is_better for k in keys],
             threshold,
             alpha,
-            [allowed.of(k[1])[0] for k in keys],
+            [allowed.of(k.workload)[0] for k in keys],
             [steps[k] for k in keys],
-            [allowed.of(k[1])[1] for k in keys],
-            [signed(k[3], *obs[k]) for k in keys],
+            [allowed.of(k.workload)[1] for k in keys],
+            [signed(k.metric, *obs[k]) for k in keys],
             by_run,
-            [allowed.alarm_of(k[1]) for k in keys],
+            [allowed.alarm_of(k.workload) for k in keys],
         )
         judged.update(zip(keys, family, strict=True))
     changes = [
         Change(
-            platform=k[0],
-            workload=k[1],
-            instances=k[2],
-            name=k[3],
+            platform=k.platform,
+            workload=k.workload,
+            instances=k.instances,
+            name=k.metric,
             unit=in_a[k][0].unit,
             higher_is_better=in_a[k][0].higher_is_better,
             a=sides[k][0],
             b=sides[k][1],
             headline=k in headline,
             judged=judged[k],
-            allowance=allowed.of(k[1])[0],
+            allowance=allowed.of(k.workload)[0],
         )
         for k in shared
     ]
     spreads = [_spread(*obs[k]) for k in shared] if by_run else []
     spreads = [s for s in spreads if np.isfinite(s)]
 
-    def label(runs: list[RunAnalysis], k: Key) -> str:
-        return f"{runs[0].label(k[0])} / {k[1]} / {k[2]} inst. / {k[3]}"
+    def label(runs: list[RunAnalysis], k: MetricKey) -> str:
+        return f"{runs[0].label(k.platform)} / {k.workload} / {k.instances} inst. / {k.metric}"
 
     return Comparison(
         a=runs_a,
