@@ -40,7 +40,7 @@ from hvbench.analysis.compare import _flat, gates
 from hvbench.analysis.model import CellInfo, RunAnalysis
 from hvbench.analysis.run import analyse
 from hvbench.errors import HvbenchError
-from hvbench.store import FLEET, LABELS, RunRecord, Store
+from hvbench.store import FLEET, LABELS, RunRecord, Store, image_artifact
 
 TIME = "time"
 QEMU = "qemu"
@@ -349,7 +349,7 @@ def host_of(run: RunAnalysis) -> str:
 def _guest_kernel(run: RunAnalysis, cell: CellInfo) -> str | None:
     """The guest kernel of the cell's image, where its guests booted one."""
     key = (cell.platform_settings.get("image") or {}).get("key")
-    kernel = (run.artifacts.get(f"image {key}") or {}).get("kernel") or {}
+    kernel = (run.artifacts.get(image_artifact(key)) or {}).get("kernel") or {}
     if not kernel:
         return None
     return f"{kernel.get('release', '')} ({kernel.get('version', '')})".strip()
