@@ -14,7 +14,7 @@ from test_analysis import RunBuilder
 from typer.testing import CliRunner
 
 from hvbench.analysis import cache, changes
-from hvbench.analysis.series import FIGURES, load, natural
+from hvbench.analysis.series import FIGURES, ItemKind, ProvenanceItem, load, natural
 from hvbench.cli import app
 from hvbench.cli.run import parse_labels
 from hvbench.errors import HvbenchError
@@ -340,7 +340,7 @@ def _check_real_history(store: Store) -> None:
         }
         for s in series:
             assert len(s.points) == NIGHTS
-            assert [p.provenance["label night"] for p in s.points] == [
+            assert [p.provenance[ProvenanceItem(ItemKind.LABEL, "night")] for p in s.points] == [
                 str(i + 1) for i in range(NIGHTS)
             ]
             means = [round(p.mean) for p in s.points]
@@ -356,7 +356,7 @@ def _check_real_history(store: Store) -> None:
                 assert c.index == at, (s.host, s.metric, means)
                 assert c.before is s.points[at - 1] and c.after is s.points[at]
                 assert c.regression and c.high < 1, (s.host, s.metric, means)
-                named = {d.name: (d.before, d.after) for d in c.differences}
+                named = {str(d.item): (d.before, d.after) for d in c.differences}
                 assert named["workload block"] == (BLOCK_BEFORE, BLOCK_AFTER), named
     # the gate at its default window, 3 runs: beta's change is 3 runs old, alpha's 4
     code, out = _history(store, "history-real", "--check")

@@ -60,6 +60,7 @@ from hvbench.store import (
     SampleRecord,
     Store,
     TimeRecord,
+    image_artifact,
 )
 from hvbench.study import Cell, Study, parse_study
 from hvbench.workloads.base import (
@@ -530,7 +531,7 @@ class Runner:
         as the artifact ``image <key>``; the cells that booted it keep its key."""
         manifest = described.get("image")
         if isinstance(manifest, dict) and "key" in manifest:
-            self.store.add_artifact(self.run_id, f"image {manifest['key']}", manifest)
+            self.store.add_artifact(self.run_id, image_artifact(manifest["key"]), manifest)
             described = {**described, "image": {"key": manifest["key"]}}
         return described
 

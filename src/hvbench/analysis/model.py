@@ -155,6 +155,17 @@ class PlatformProfile:
     functions: list[TopFunction]
 
 
+class MetricKey(NamedTuple):
+    """Where a metric's figures are in a run: its cell (platform, workload, instance count) and
+    its name. Results of two runs with the same key are the same figure, as ``compare`` pairs
+    them."""
+
+    platform: str
+    workload: str
+    instances: int
+    metric: str
+
+
 @dataclass(frozen=True, eq=False)
 class MetricResult:
     """One metric of one cell, with every derived figure (built once, with all of them, by
@@ -198,6 +209,10 @@ class MetricResult:
     rotating: tuple[int, int] | None = None
     """(repetitions, of) in which some instance, a different one, was far behind the others
     (``CellValues.rotating``); None where that is not most of them, or one instance is starved."""
+
+    @property
+    def key(self) -> MetricKey:
+        return MetricKey(self.cell.platform, self.cell.workload, self.cell.instances, self.name)
 
 
 @dataclass
@@ -289,9 +304,9 @@ class RunAnalysis:
     """(cell, repetition, error) of failed samples."""
     commands: list[tuple[str, list[str]]] = field(default_factory=list)
     """(tool, argv) of each distinct command the run used."""
-    text_only: dict[tuple[str, str, str, int], str] = field(default_factory=dict)
-    """(platform, workload, metric, count) -> what the tool printed instead of a number, for
-    metrics that never had one there (bonnie++'s "+++++": too fast to measure)."""
+    text_only: dict[MetricKey, str] = field(default_factory=dict)
+    """What the tool printed instead of a number, for metrics that never had one in their cell
+    (bonnie++'s "+++++": too fast to measure)."""
     rows: list[MetricView] = field(default_factory=list)
     """The store's metric rows of the ok samples (``Store.metric_rows``), for sample exports."""
     started: dict[tuple[int, int], datetime] = field(default_factory=dict)
@@ -341,16 +356,14 @@ class RunAnalysis:
 
     def metric_names(self, workload: str) -> list[str]:
         numeric = [r.name for r in self.results if r.cell.workload == workload]
-        texts = [k[2] for k in self.text_only if k[1] == workload]
+        texts = [k.metric for k in self.text_only if k.workload == workload]
         return list(dict.fromkeys(numeric + texts))
 
     def result(self, platform: str, workload: str, name: str, count: int) -> MetricResult | None:
-        return self._index.get((platform, workload, name, count))
+        return self._index.get(MetricKey(platform, workload, count, name))
 
     def __post_init__(self) -> None:
-        self._index = {
-            (r.cell.platform, r.cell.workload, r.name, r.cell.instances): r for r in self.results
-        }
+        self._index = {r.key: r for r in self.results}
 
 
 def steal_reps(host_cpu: dict[int, HostCpu], cell_id: int) -> dict[int, float]:

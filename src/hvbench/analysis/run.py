@@ -56,6 +56,7 @@ from hvbench.analysis.model import (
     Density,
     HostCondition,
     HostCpu,
+    MetricKey,
     MetricResult,
     Noise,
     RunAnalysis,
@@ -555,12 +556,10 @@ def _figures(
     return {(f.cell.id, f.name): f for f in figures}
 
 
-def _text_only(
-    grouped: _Grouped, cells: dict[int, CellInfo]
-) -> dict[tuple[str, str, str, int], str]:
+def _text_only(grouped: _Grouped, cells: dict[int, CellInfo]) -> dict[MetricKey, str]:
     """What the tools printed for metrics that never had a number in their cell."""
     return {
-        (cells[cid].platform, cells[cid].workload, name, cells[cid].instances): " ".join(t)
+        MetricKey(cells[cid].platform, cells[cid].workload, cells[cid].instances, name): " ".join(t)
         for (cid, name), texts in grouped.texts.items()
         if (cid, name) not in grouped.values and (t := sorted(texts))
     }

@@ -74,7 +74,8 @@ def _as_json(s: Series) -> dict:
                 "regression": c.regression,
                 "explained": c.explained,
                 "differences": [
-                    {"name": d.name, "before": d.before, "after": d.after} for d in c.differences
+                    {"name": str(d.item), "before": d.before, "after": d.after}
+                    for d in c.differences
                 ],
             }
             for c in s.changes
