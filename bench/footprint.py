@@ -1,6 +1,6 @@
 """What one instance of each driver holds on the host, and what starting and stopping a group of
 them takes: the figures behind each platform's ``footprint`` and ``pace``
-(``hvbench.drivers.base``), which the capacity check (``plan.misfits_at``) and the duration
+(``hvbench.drivers.footprint``), which the capacity check (``plan.misfits_at``) and the duration
 estimates (``hvbench study show``) use.
 
 Not a test: it prints figures. Per driver, one group of 1 instance and one of ``--count``,

@@ -2,7 +2,7 @@
 (nested SVM), booted under QEMU TCG.
 
 For checking by hand what the suite leaves out on a host without Xen or with a KVM that runs no
-stock guest: Xen's PVH and HVM modes (README, "Platforms"), or a whole study of the KVM drivers
+stock guest: Xen's PVH and HVM modes (docs/guide/platforms.md), or a whole study of the KVM drivers
 such as examples/microvm.yaml (QEMU microvm, Firecracker, Cloud Hypervisor: their binaries on
 PATH or named by the study's binary:). At two levels of emulation the figures mean nothing. The
 lab's output and its results database are left in OUT; `hvbench report RUN --db

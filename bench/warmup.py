@@ -128,7 +128,8 @@ from hvbench.drivers.base import Driver, Instance
 from hvbench.drivers.qemu import QemuInstance
 from hvbench.host.network import RunNetwork
 from hvbench.host.resources import Ledger
-from hvbench.runner import START_TIMEOUT_S, calibrate, needs_of
+from hvbench.plan import START_TIMEOUT_S
+from hvbench.runner import calibrate, needs_of
 from hvbench.store import Store
 from hvbench.study import Study, parse_study
 from hvbench.workloads.base import Context, Metric, Outcome, Workload

@@ -14,7 +14,7 @@ import pytest
 from guest_fixtures import GuestRun
 from workload_env import run_workload
 
-from hvbench.drivers.base import DATA_MOUNT
+from hvbench.drivers.disks import DATA_MOUNT
 from hvbench.drivers.oslevel import OciDriver
 from hvbench.runner import Runner
 from hvbench.store import Store

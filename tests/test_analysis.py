@@ -47,6 +47,7 @@ class RunBuilder:
 
     store: Store
     run_id: str = "run-a"
+    study_name: str = "hand-made"
     study_text: str = STUDY
     inventory: dict = field(default_factory=lambda: {"cores_logical": 2, "kernel": "6.1"})
     workload_names: dict[int, str] = field(default_factory=dict)
@@ -56,7 +57,7 @@ class RunBuilder:
         self.store.create_run(
             RunRecord(
                 id=self.run_id,
-                study_name="hand-made",
+                study_name=self.study_name,
                 study_text=self.study_text,
                 study_source="hand-made.yaml",
                 status="finished",
@@ -110,11 +111,13 @@ class RunBuilder:
         kinds: dict[str, tuple[str, bool]] | None = None,
         headline: set[str] | None = None,
         resolutions: dict[str, list[float]] | None = None,
+        missing: str = "+++++",
     ) -> None:
         """``metrics``: name -> one value per instance; ``kinds``: name -> (unit, higher is
         better) where not ``unit``/``higher_is_better``; ``headline``: the names flagged as
         such (None: no flag at all, as in runs stored before it existed); ``resolutions``:
-        name -> each value's resolution, where the workload states one."""
+        name -> each value's resolution, where the workload states one; ``missing``: what the
+        tool printed where a value is None (bonnie++'s "+++++" by default)."""
         resolutions = resolutions or {}
         kinds = kinds or {}
         records = []
@@ -130,7 +133,7 @@ class RunBuilder:
                     v,
                     name_unit,
                     hib,
-                    None if v is not None else "+++++",
+                    None if v is not None else missing,
                     None if headline is None else name in headline,
                     composite,
                     direction,

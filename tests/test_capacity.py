@@ -14,11 +14,11 @@ import pytest
 
 from hvbench import plan
 from hvbench.drivers import DRIVERS
-from hvbench.drivers.base import SAMPLE_TASKS, Pace
+from hvbench.drivers.footprint import Pace
 from hvbench.drivers.native import FOOTPRINT as NATIVE
 from hvbench.drivers.qemu import TCG_PACE, kvm_runs_guests
 from hvbench.host.limits import KernelLimits, kernel_limits
-from hvbench.plan import Host
+from hvbench.plan import SAMPLE_TASKS, Host
 from hvbench.store import Store
 from hvbench.study import default_study, parse_study
 from hvbench.workloads import workload_of

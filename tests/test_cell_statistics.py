@@ -15,7 +15,7 @@ import scipy.stats
 from test_analysis import RunBuilder, host
 
 from hvbench.analysis import analyse
-from hvbench.analysis.aggregate import series
+from hvbench.analysis.aggregate import cell_values
 from hvbench.analysis.compare import compare
 from hvbench.analysis.model import COMPOSITE
 from hvbench.analysis.stats import (
@@ -163,19 +163,19 @@ def test_starved_instance_is_found_and_clean_cells_are_not_flagged():
         [v * f for v, f in zip(rng.normal(100, 0.3, 4), (1, 1, 1, 0.4), strict=True)]
         for _ in range(3)
     ]
-    s = series(_four_instances(rows), 4)
+    s = cell_values(_four_instances(rows), 4)
     assert np.std(s.single, ddof=1) / np.mean(s.single) < 0.005
     assert s.instance_cv() == pytest.approx(0.33, abs=0.03)
     (starved,) = s.starved(True).items()
     assert starved[0] == 3 and starved[1].share == pytest.approx(0.4, abs=0.01)
     assert starved[1].behind == starved[1].of == 3
     # lower is better: the starved instance takes 2.5× as long
-    assert list(series(_four_instances([[1 / v for v in r] for r in rows]), 4).starved(False)) == [
-        3
-    ]
+    assert list(
+        cell_values(_four_instances([[1 / v for v in r] for r in rows]), 4).starved(False)
+    ) == [3]
     for cv, reps, at_most in ((0.05, 1, 0.0), (0.10, 1, 0.025), (0.10, 3, 0.005)):
         cells = rng.normal(100, 100 * cv, (1000, reps, 4))
-        alarms = np.mean([bool(series(_four_instances(c), 4).starved(True)) for c in cells])
+        alarms = np.mean([bool(cell_values(_four_instances(c), 4).starved(True)) for c in cells])
         assert alarms <= at_most, (cv, reps)
 
 
@@ -190,12 +190,12 @@ def test_rotating_starvation_is_found_and_clean_cells_are_not_flagged():
         for _ in range(1000):
             rows = rng.normal(100, 2, (reps, 4))
             rows[np.arange(reps), rng.permutation(4)[np.arange(reps) % 4]] *= 0.4
-            s = series(_four_instances(rows), 4)
+            s = cell_values(_four_instances(rows), 4)
             found += s.rotating(True) == (reps, reps) and not s.starved(True)
         assert found == 1000, reps
     for cv, at_most in ((0.05, 0), (0.10, 2)):
         cells = rng.normal(100, 100 * cv, (1000, 3, 4))
-        alarms = sum(bool(series(_four_instances(c), 4).rotating(True)) for c in cells)
+        alarms = sum(bool(cell_values(_four_instances(c), 4).rotating(True)) for c in cells)
         assert alarms <= at_most, cv
 
 
@@ -690,5 +690,7 @@ def test_rotating_starvation_is_not_said_of_clean_cells_at_15_percent(instances,
     error)."""
     rng = np.random.default_rng(70 + instances)
     cells = rng.normal(100, 15, (2000, 3, instances))
-    alarms = np.mean([bool(series(_four_instances(c), instances).rotating(True)) for c in cells])
+    alarms = np.mean(
+        [bool(cell_values(_four_instances(c), instances).rotating(True)) for c in cells]
+    )
     assert alarms <= 0.01 < before, alarms

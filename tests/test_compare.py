@@ -4,6 +4,8 @@ that differ, and its exit codes."""
 from __future__ import annotations
 
 import json
+import math
+from collections.abc import Iterable
 
 import numpy as np
 import pytest
@@ -17,6 +19,7 @@ from hvbench.analysis.compare import (
     ALLOWANCE,
     FEWEST,
     THRESHOLD,
+    Observed,
     compare,
     judge_family,
 )
@@ -116,8 +119,29 @@ def test_small_significant_change_is_below_threshold(store):
     assert compare(a, b, threshold=0.01, allowance=0.0).regressions
 
 
+def observed(
+    a: Iterable[np.ndarray],
+    b: Iterable[np.ndarray],
+    allowance: float = 0.0,
+    allowance_df: float = math.inf,
+    alarm: float | None = None,
+) -> list[Observed]:
+    """A family of metrics, higher better, from each side's observations of each, with the
+    same allowance."""
+    return [
+        Observed(x, y, True, allowance, allowance_df, alarm=alarm)
+        for x, y in zip(a, b, strict=True)
+    ]
+
+
 def aa_false_regressions(
-    rng: np.random.Generator, trials: int, metrics: int, n: int, run_sd: float, **kw
+    rng: np.random.Generator,
+    trials: int,
+    metrics: int,
+    n: int,
+    run_sd: float,
+    allowance: float,
+    threshold: float = THRESHOLD,
 ) -> float:
     """Share of simulated A/A comparisons (``metrics`` metrics, ``n`` repetitions a side, 1%
     noise within a run, each run's mean off by ``run_sd`` at random) with a regression called."""
@@ -129,7 +153,7 @@ def aa_false_regressions(
     )
     called = 0
     for ta, tb in zip(a, b, strict=True):
-        judged = judge_family(list(zip(ta, tb, strict=True)), [True] * metrics, **kw)
+        judged = judge_family(observed(ta, tb, allowance), threshold)
         called += any(j.verdict == "regression" for j in judged)
     return called / trials
 
@@ -146,7 +170,7 @@ def test_aa_over_100_metrics_keeps_false_regressions_rare():
         [
             any(
                 j.ratio.p_value < 0.01 and j.ratio.estimate < 1
-                for j in judge_family(list(zip(ta, tb, strict=True)), [True] * 100)
+                for j in judge_family(observed(ta, tb))
             )
             for ta, tb in zip(x[0], x[1], strict=True)
         ]
@@ -171,7 +195,7 @@ def test_run_to_run_variance_needs_the_allowance():
     )
     called = 0
     for ta, tb in zip(a, b, strict=True):
-        judged = judge_family(list(zip(ta.T, tb.T, strict=True)), [True] * 100)
+        judged = judge_family(observed(ta.T, tb.T))
         called += any(j.verdict == "regression" for j in judged)
     assert called / trials <= 0.05
 
@@ -186,7 +210,7 @@ def test_detectable_change_is_found_most_of_the_time(metrics, n, sd):
     def family(change: float) -> list:
         a, b = rng.normal(100, sd, (2, metrics, n))
         b[0] -= 100 * change  # the first metric regresses by ``change``
-        return judge_family(list(zip(a, b, strict=True)), [True] * metrics)
+        return judge_family(observed(a, b))
 
     size = float(np.median([family(0.0)[0].detectable for _ in range(200)]))
     assert 0.05 < size < 0.2
@@ -320,9 +344,9 @@ def test_identical_data_of_a_low_noise_metric_passes(cv):
     at least 2.576·√2·3% = ±10.9% wide whatever the data."""
     rng = np.random.default_rng(41)
     x = 100 * (1 + rng.normal(0, cv, (500, 5)))
-    passed = [judge_family([(r, r)], [True], allowance=ALLOWANCE)[0].verdict for r in x]
+    passed = [judge_family([Observed(r, r, True, ALLOWANCE)])[0].verdict for r in x]
     assert np.mean([v == "no significant change" for v in passed]) >= 0.97
-    assert not any(judge_family([(r, r)], [True], allowance=0.03)[0].settled for r in x[:50])
+    assert not any(judge_family([Observed(r, r, True, 0.03)])[0].settled for r in x[:50])
 
 
 def _runs(
@@ -345,11 +369,11 @@ def _aa(rng, run_sd: float, history: int, trials: int = 200, metrics: int = 10, 
     false = passed = 0
     for t in range(trials):
         if history < FEWEST:
-            kw = {"allowance": ALLOWANCE, "alarm": ALARM}
+            family = observed(a[t], b[t], ALLOWANCE, alarm=ALARM)
         else:
             sd, df = run_to_run(earlier[t].mean(-1), earlier[t].var(-1, ddof=1) / 5)
-            kw = {"allowance": sd, "allowance_df": df}
-        judged = judge_family(list(zip(a[t], b[t], strict=True)), [True] * metrics, **kw)
+            family = observed(a[t], b[t], sd, df)
+        judged = judge_family(family)
         false += any(j.verdict == "regression" for j in judged)
         passed += all(j.settled for j in judged)
     return false / trials, passed / trials
@@ -399,7 +423,7 @@ def test_what_would_settle_a_metric_does():
 
     def by_run(k: int) -> float:
         x = 100 * (1 + rng.normal(0, 0.03, (400, 2, k)))
-        return np.mean([judge_family([(a, b)], [True])[0].settled for a, b in x])
+        return np.mean([judge_family([Observed(a, b, True)])[0].settled for a, b in x])
 
     assert 0.75 <= by_run(k) <= 0.92 and by_run(k - 2) < 0.75
     (n,) = repetitions_to_settle([0.03], [0.005], THRESHOLD, 1 - ALPHA_ACROSS_RUNS)
@@ -407,7 +431,7 @@ def test_what_would_settle_a_metric_does():
 
     def one_run(n: int) -> float:
         x = 100 * (1 + rng.normal(0, 0.005, (400, 2, 1))) * (1 + rng.normal(0, 0.03, (400, 2, n)))
-        judged = [judge_family([(a, b)], [True], allowance=0.005)[0] for a, b in x]
+        judged = [judge_family([Observed(a, b, True, 0.005)])[0] for a, b in x]
         return np.mean([j.settled for j in judged])
 
     assert 0.73 <= one_run(n) <= 0.9 and one_run(n - 4) < 0.73
@@ -425,7 +449,7 @@ def test_printed_intervals_agree_with_the_verdicts(metrics, share):
     for _ in range(400):
         a, b = rng.normal(100, 4, (2, metrics, 5))
         b[0] *= 0.9
-        j = judge_family(list(zip(a, b, strict=True)), [True] * metrics)[0]
+        j = judge_family(observed(a, b))[0]
         excludes = j.ratio.high < 1 or j.ratio.low > 1
         called = j.verdict in ("regression", "improvement", "below threshold")
         contradicted += excludes and not called and not j.before_correction
@@ -590,7 +614,10 @@ def test_a_pass_at_the_assumed_allowance_is_not_called_settled_and_names_its_ris
         if all(
             j.settled and j.verdict != "regression"
             for j in judge_family(
-                list(zip(a[t], b[t], strict=True)), [True, False], allowance=ALLOWANCE, alarm=ALARM
+                [
+                    Observed(x, y, higher, ALLOWANCE, alarm=ALARM)
+                    for x, y, higher in zip(a[t], b[t], (True, False), strict=True)
+                ]
             )
         )
     ]

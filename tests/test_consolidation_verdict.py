@@ -109,16 +109,16 @@ def test_density_reads_the_spread_and_names_every_stop(tmp_path):
     stopped once at 3 sets with the host far from busy; a harness stop is no density."""
     store = Store(f"sqlite:///{tmp_path}/d.db")
     b = RunBuilder(store)
-    steps = [5, 10, 15, 20]
+    counts = [5, 10, 15, 20]
     for platform in ("native", "runc"):
-        for n in steps:
+        for n in counts:
             cell = b.cell(platform, WORKLOAD, n, "container", workload_settings=SETTINGS)
             b.sample(cell, 1, {"x": [1.0]}, host_cpu=host(10, n * 0.2))
     app = "instance 12 (app) missed its SLO: p95 235 ms (limit 200), 0 of 150 requests failed"
-    native = AscentRecord("native", WORKLOAD, "consolidation", "sets", steps, 3)
-    native.held = dict.fromkeys((1, 2, 3), steps)
-    runc = AscentRecord("runc", WORKLOAD, "consolidation", "sets", steps, 3)
-    runc.held = {1: steps, 2: [5, 10], 3: steps[:3]}
+    native = AscentRecord("native", WORKLOAD, "consolidation", "sets", counts, 3)
+    native.held = dict.fromkeys((1, 2, 3), counts)
+    runc = AscentRecord("runc", WORKLOAD, "consolidation", "sets", counts, 3)
+    runc.held = {1: counts, 2: [5, 10], 3: counts[:3]}
     on_time = "clients on schedule: send lag p95 at most 1.2 ms"
     runc.stops = {
         2: AscentStop(15, "slo", app, 0.33, 0.03, 0.41, on_time, instances=0.2),

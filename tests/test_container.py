@@ -21,8 +21,9 @@ from oslevel_checks import (
 )
 
 from hvbench.drivers import DRIVERS
-from hvbench.drivers.base import DATA_MOUNT, Needs
+from hvbench.drivers.base import Needs
 from hvbench.drivers.container import ContainerDriver, ContainerSettings, criu
+from hvbench.drivers.disks import DATA_MOUNT
 from hvbench.errors import CommandTimeout
 from hvbench.workloads.migration import dirtier
 

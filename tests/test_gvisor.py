@@ -26,7 +26,8 @@ from pydantic import ValidationError
 from workload_env import run_workload
 
 from hvbench.drivers import DRIVERS
-from hvbench.drivers.base import DATA_MOUNT, Needs
+from hvbench.drivers.base import Needs
+from hvbench.drivers.disks import DATA_MOUNT
 from hvbench.drivers.gvisor import GvisorDriver, GvisorSettings
 from hvbench.errors import CommandTimeout
 from hvbench.workloads.memory import Memory, MemorySettings

@@ -14,7 +14,7 @@ from test_analysis import RunBuilder
 from typer.testing import CliRunner
 
 from hvbench.analysis import cache, changes
-from hvbench.analysis.series import FIGURES, load, natural
+from hvbench.analysis.series import FIGURES, ItemKind, ProvenanceItem, load, natural
 from hvbench.cli import app
 from hvbench.cli.run import parse_labels
 from hvbench.errors import HvbenchError
@@ -95,10 +95,10 @@ def test_steps_are_found_at_their_run_soon_after(cv, step, rate, delay):
 def test_a_found_change_carries_its_interval():
     rng = np.random.default_rng(7)
     x = _series(rng, 0.02, -0.10)
-    (step,) = [s for s in changes.find([x])[0] if s.significant]
-    assert step.index == STEP_AT
-    assert step.low < step.ratio < step.high and step.high < 1
-    assert step.low < 0.9 < step.high
+    (change,) = [s for s in changes.find([x])[0] if s.significant]
+    assert change.index == STEP_AT
+    assert change.low < change.ratio < change.high and change.high < 1
+    assert change.low < 0.9 < change.high
 
 
 def test_many_series_judged_together_keep_the_family_error():
@@ -340,7 +340,7 @@ def _check_real_history(store: Store) -> None:
         }
         for s in series:
             assert len(s.points) == NIGHTS
-            assert [p.provenance["label night"] for p in s.points] == [
+            assert [p.provenance[ProvenanceItem(ItemKind.LABEL, "night")] for p in s.points] == [
                 str(i + 1) for i in range(NIGHTS)
             ]
             means = [round(p.mean) for p in s.points]
@@ -356,7 +356,7 @@ def _check_real_history(store: Store) -> None:
                 assert c.index == at, (s.host, s.metric, means)
                 assert c.before is s.points[at - 1] and c.after is s.points[at]
                 assert c.regression and c.high < 1, (s.host, s.metric, means)
-                named = {d.name: (d.before, d.after) for d in c.differences}
+                named = {str(d.item): (d.before, d.after) for d in c.differences}
                 assert named["workload block"] == (BLOCK_BEFORE, BLOCK_AFTER), named
     # the gate at its default window, 3 runs: beta's change is 3 runs old, alpha's 4
     code, out = _history(store, "history-real", "--check")

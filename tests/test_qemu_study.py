@@ -15,7 +15,7 @@ from conftest import require
 from hvbench.drivers.qemu import BACKPORTS
 from hvbench.host.process import executable
 from hvbench.runner import Runner
-from hvbench.store import Store
+from hvbench.store import Store, image_artifact
 from hvbench.study import parse_study
 
 STUDY = """\
@@ -51,7 +51,7 @@ def test_study_with_kvm_platforms_falls_back_to_tcg_and_finishes():
         assert resolved["accel"] in ("kvm", "tcg") and resolved["accel_reason"]
         ran = cells[platform].ran  # what the report reads: what the driver wrote it ran
         assert (ran.mode, ran.mode_reason) == (resolved["accel"], resolved["accel_reason"])
-        manifest = store.artifacts(runner.run_id)[f"image {settings['image']['key']}"]
+        manifest = store.artifacts(runner.run_id)[image_artifact(settings["image"]["key"])]
         assert settings["image"] == {"key": manifest["key"]}  # the manifest is kept once
         assert "qemu-guest-agent" in manifest["packages"]
         assert "/usr/bin/iperf3" in manifest["files"]

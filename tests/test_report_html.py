@@ -9,8 +9,10 @@ import json
 import os
 import re
 import shutil
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import require
 from PIL import Image
@@ -19,12 +21,15 @@ from test_report import store  # noqa: F401 (the hand-made run, as a fixture)
 
 from hvbench.analysis import analyse
 from hvbench.analysis.compare import compare
+from hvbench.drivers import driver_class
 from hvbench.host.process import run_bounded
 from hvbench.report import render, render_comparison
 from hvbench.report.plots import COLORS, RC
+from hvbench.report.tables import warnings
 from hvbench.runner import Runner
 from hvbench.store import Store
-from hvbench.study import parse_study
+from hvbench.study import default_study_text, parse_study
+from hvbench.workloads.boot import NO_BOOT
 
 pytestmark = pytest.mark.browser
 
@@ -153,21 +158,27 @@ LAYOUT = """<script>
 WIDTH = 1400
 
 
-def layout(tmp_path: Path, html: str, name: str) -> tuple[list[str], list[str], Path]:
-    """The report at ``WIDTH`` px in Chromium: (texts overprinting each other in a figure,
-    figures narrower than the column) after no console error; and the page with the check."""
+def probe(
+    tmp_path: Path, html: str, name: str, script: str, names: tuple[str, ...], height: int
+) -> tuple[list, Path]:
+    """The report laid out by Chromium in a ``WIDTH`` × ``height`` window with ``script`` run
+    after the report's own, no console error: the JSON ``script`` left in the root's
+    ``data-<name>`` for each of ``names``; and the page with the script."""
     page = tmp_path / f"{name}.html"
-    page.write_text(html.replace("</body>", LAYOUT + "</body>"), encoding="utf-8")
-    dom, stderr = chromium(tmp_path, page, "--dump-dom", f"--window-size={WIDTH},3000")
+    page.write_text(html.replace("</body>", script + "</body>"), encoding="utf-8")
+    dom, stderr = chromium(tmp_path, page, "--dump-dom", f"--window-size={WIDTH},{height}")
     assert console_errors(stderr) == []
     root = re.search(r"<html[^>]*>", dom).group(0)
     assert 'data-ready="1"' in root and "data-errors" not in root
+    found = [re.search(rf"data-{n}=\"([^\"]*)\"", root).group(1) for n in names]
+    return [json.loads(html_lib.unescape(f)) for f in found], page
 
-    def read(name: str) -> list[str]:
-        found = re.search(rf"data-{name}=\"([^\"]*)\"", root).group(1)
-        return json.loads(html_lib.unescape(found))
 
-    return read("overlaps"), read("narrow"), page
+def layout(tmp_path: Path, html: str, name: str) -> tuple[list[str], list[str], Path]:
+    """The report at ``WIDTH`` px in Chromium: (texts overprinting each other in a figure,
+    figures narrower than the column) and the page with the check."""
+    (overlaps, narrow), page = probe(tmp_path, html, name, LAYOUT, ("overlaps", "narrow"), 3000)
+    return overlaps, narrow, page
 
 
 CONSOLIDATION = "consolidation 4×[web:1,app:1,db:1,imap:1] web=50/s,app=10/s,db=20/s,imap=5/s"
@@ -236,3 +247,145 @@ repetitions: 2
     shot = Path(os.environ.get("HVBENCH_REPORT_SCREENSHOT", tmp_path / "report.png"))
     chromium(tmp_path, page, f"--screenshot={shot}", f"--window-size={WIDTH},2400")
     assert Image.open(shot).size[0] == WIDTH
+
+
+@dataclass(frozen=True)
+class Figures:
+    """A platform's figures in a default run, each drawn with ``cv`` around its value."""
+
+    boot_s: float | None
+    """Boot to ready; None: the host itself, which does not boot."""
+    cpu: float
+    """The cpu programs' rates as a fraction of native's, where the study runs them."""
+    disk: float
+    """dd's rates as a fraction of native's."""
+    net: float
+    """iperf3's, in either direction."""
+    busy_cores: float
+    """The host's cores busy while it runs a workload."""
+    cv: float
+
+
+DEFAULT_RUN = {
+    "native": Figures(None, 1.0, 1.0, 1.0, 1.0, 0.03),
+    "qemu-virtio": Figures(11.5, 0.08, 0.3, 0.03, 1.9, 0.10),
+    "qemu-emulated": Figures(14.2, 0.08, 0.12, 0.012, 1.9, 0.10),
+    "uml": Figures(1.6, 0.85, 1.6, 0.02, 1.2, 0.04),
+    "container": Figures(0.35, 0.99, 0.98, 0.75, 1.0, 0.03),
+    "gvisor": Figures(0.8, 0.93, 1.3, 0.11, 1.3, 0.05),
+}
+"""The default study's platforms on a 2-core host without usable KVM (both QEMU platforms under
+TCG, the noisiest; UML's and gVisor's disks through the host's page cache)."""
+NATIVE = {
+    "cpu.apps.xz.mib_per_s": (5.2, "MiB/s"),
+    "cpu.apps.sqlite.rows_per_s": (310_000.0, "rows/s"),
+    "cpu.apps.aes.mib_per_s": (2100.0, "MiB/s"),
+    "disk.dd.write_mbps": (520.0, "MB/s"),
+    "disk.dd.read_mbps": (910.0, "MB/s"),
+    "net.iperf3.inbound_gbps": (28.0, "Gbit/s"),
+    "net.iperf3.outbound_gbps": (28.0, "Gbit/s"),
+}
+"""The host's own figures, each metric's unit (all higher is better)."""
+PHASES = {"kernel": 0.2, "init": 0.7, "ready": 1.0}
+"""Each boot phase's end as a fraction of boot to ready."""
+
+
+def default_run(into: Store) -> str:
+    """A run of the packaged default study as it comes out on such a host, written through
+    the test helpers (no guest booted): its platforms, workloads, labels and 3 repetitions, with
+    a steal spike and TCG's noise among its warnings. Returns the run's id."""
+    study = parse_study(default_study_text(), "default study")
+    b = RunBuilder(
+        into,
+        run_id="default",
+        study_name=study.name,
+        study_text=study.text,
+        inventory={"cores_logical": 2, "hostname": "fresh"},
+    )
+    rng = np.random.default_rng(38)
+    for cell in study.cells():
+        settings = study.platforms[cell.platform]
+        workload = study.workloads[cell.workload_index].name
+        ran = driver_class(settings).ran_by_settings(settings)
+        if settings.driver == "qemu":
+            ran = replace(ran, mode="tcg", mode_reason="/dev/kvm is missing")
+        cid = b.cell(
+            cell.platform,
+            cell.workload,
+            cell.instances,
+            settings.driver,
+            settings.model_dump(mode="json"),
+            study.workloads[cell.workload_index].model_dump(mode="json"),
+            ran,
+        )
+        f = DEFAULT_RUN[cell.platform]
+        fraction = {"cpu": f.cpu, "disk": f.disk, "net": f.net}
+        for rep in range(study.repetitions):
+            steal = 1.8 if (cell.platform, workload, rep) == ("uml", "disk", 1) else 0.0
+            busy = 10 * f.busy_cores * rng.lognormal(0, f.cv) + steal
+            if workload == "boot":
+                ready = f.boot_s and f.boot_s * rng.lognormal(0, f.cv)
+                values = {f"boot.{p}_s": [ready and ready * at] for p, at in PHASES.items()}
+                b.sample(cid, rep, values, "s", False, headline={"boot.ready_s"}, missing=NO_BOOT)
+                continue
+            values = {
+                name: [value * fraction[workload] * rng.lognormal(0, f.cv)]
+                for name, (value, _) in NATIVE.items()
+                if name.startswith(f"{workload}.")
+            }
+            kinds = {name: (NATIVE[name][1], True) for name in values}
+            headline = set() if workload == "cpu" else set(values)  # cpu: its composite's
+            if workload == "net":
+                for way in ("inbound", "outbound"):
+                    values[f"net.iperf3.{way}_retransmits"] = [float(rng.integers(0, 40))]
+                    kinds[f"net.iperf3.{way}_retransmits"] = ("count", False)
+            cpu_time = host(10, busy, steal=steal)
+            b.sample(cid, rep, values, host_cpu=cpu_time, kinds=kinds, headline=headline)
+    return b.run_id
+
+
+FIRST_SCREEN = """<script>
+/* The test's own: where the parts a reader looks at first begin and end on the page, as this
+   browser lays it out, and where the warnings line's link leads. */
+(function () {
+  function box(e) {
+    if (!e) { return null; }
+    var r = e.getBoundingClientRect();
+    return [Math.round(r.top + window.scrollY), Math.round(r.bottom + window.scrollY)];
+  }
+  var count = document.querySelector(".warnings-count");
+  var link = count && count.querySelector("a[href^='#']");
+  var figures = document.querySelectorAll("figure.plot");
+  document.documentElement.dataset.screen = JSON.stringify({
+    width: window.innerWidth,
+    count: box(count),
+    countText: count && count.textContent,
+    linked: box(link && document.getElementById(link.getAttribute("href").slice(1))),
+    verdict: box(document.getElementById("verdict")),
+    verdictList: box(document.querySelector("ul.verdict")),
+    results: box(document.getElementById("w-1")),
+    firstChart: box(figures[0]),
+    lastChart: box(figures[figures.length - 1])
+  });
+})();
+</script>"""
+SCREEN = 900
+
+
+def test_first_screen_shows_the_verdict_then_the_first_chart(tmp_path):
+    """A default run's report in a 1400 × 900 window: the line counting the warnings (its link
+    leading to them, after every chart), then the verdict, then the first chart, each beginning
+    on the first screen."""
+    default_store = Store(f"sqlite:///{tmp_path}/results.db")
+    a = analyse(default_store, default_run(default_store))
+    html = render(a, "html")
+    (screen,), _ = probe(tmp_path, html, "default", FIRST_SCREEN, ("screen",), SCREEN)
+    # the page's layout depends on its width alone; --screenshot's first screen is the top
+    # SCREEN px (--dump-dom's viewport is shorter by the window's frame)
+    assert screen["width"] == WIDTH
+    summary = warnings(a).summary()
+    assert summary and screen["countText"].startswith(summary)
+    assert screen["count"][1] <= screen["verdict"][0]
+    assert screen["verdictList"][1] <= screen["results"][0] <= screen["firstChart"][0]
+    assert screen["firstChart"][0] < SCREEN
+    assert screen["linked"] is not None and screen["linked"][0] > screen["lastChart"][1]

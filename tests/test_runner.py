@@ -22,7 +22,8 @@ from hvbench.analysis.model import COMPOSITE
 from hvbench.analysis.series import FIGURES, RunFigures
 from hvbench.cli.run import REPORTS
 from hvbench.host.resources import STATE_ROOT
-from hvbench.runner import START_TIMEOUT_S, Runner, start_allowance
+from hvbench.plan import START_TIMEOUT_S, start_allowance
+from hvbench.runner import Runner
 from hvbench.store import Store, WhatRan
 from hvbench.study import parse_study
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import http.server
+import json
 import os
 import re
 import shutil
@@ -188,6 +189,29 @@ def test_a_run_without_figures_is_listed_without_a_report(tmp_path):
     page = (tmp_path / "site" / "hand-made@h.html").read_text(encoding="utf-8")
     assert "empty <span" in page and "no report:" in page
     assert "No headline figure" in page
+
+
+def test_a_site_with_the_former_manifest_keeps_its_reports_and_failures(tmp_path):
+    """A manifest written before failures had a mapping of their own (one mapping, a failure
+    under "!" + run id) is read: nothing is made or tried again, and it is written anew."""
+    store = Store(f"sqlite:///{tmp_path}/r.db")
+    b = RunBuilder(store, run_id="h-00", inventory={"hostname": "h"})
+    cell = b.cell("native", "disk")
+    for rep in range(3):
+        b.sample(cell, rep, {"disk.dd.write_mbps": [500.0 + rep]}, headline={"disk.dd.write_mbps"})
+    RunBuilder(store, run_id="empty", inventory={"hostname": "h"})
+    root = tmp_path / "site"
+    assert publish(store, root, jobs=1).reports_written == 2
+    path = root / MANIFEST
+    now = json.loads(path.read_text(encoding="utf-8"))
+    assert set(now["made"]) == {"h-00", "empty"} and set(now["no_report"]) == {"empty"}
+    former = now["made"] | {f"!{k}": why for k, why in now["no_report"].items()}
+    path.write_text(json.dumps(former), encoding="utf-8")
+
+    again = publish(store, root, jobs=1)
+    assert (again.reports_written, again.reports_kept) == (0, 2)
+    assert again.no_report == {"empty": now["no_report"]["empty"]}
+    assert json.loads(path.read_text(encoding="utf-8")) == now
 
 
 def test_publish_command_and_its_errors(history, site, tmp_path):

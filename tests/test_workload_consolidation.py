@@ -176,8 +176,8 @@ def test_settings_sets_roles_and_memory():
     auto = settings(sets="auto", max_sets=3)
     assert auto.instance_count() is None and post.ascent() is None
     assert auto.ascent() == Ascent("sets", [5, 10, 15], 3) and "auto≤3×" in auto.label()
-    assert settings(sets="auto", ascents=5).ascent().climbs == 5
-    assert auto.quick().ascent().climbs == 1  # a smoke run climbs once
+    assert settings(sets="auto", ascents=5).ascent().climb_count == 5
+    assert auto.quick().ascent().climb_count == 1  # a smoke run climbs once
     w = Consolidation(settings(sets=1))
     assert w.misfits(5, 0, 1 << 40) == [] and w.misfits(5, 512 << 20, 1 << 40) == []
     assert "give the platform more memory" in w.misfits(5, 64 << 20, 1 << 40)[0]
@@ -276,7 +276,7 @@ def test_each_ascent_climbs_to_its_own_first_step_missed_or_that_memory_cannot_h
         for rep, limit in enumerate(capacity, 1):
             measured, by = [], "bound"
             for step, cell in enumerate(auto, 1):
-                if not runner._ascents.climbs(cell, rep):
+                if not runner._ascents.reaches(cell, rep):
                     continue
                 measured.append(step)
                 missed = None if step < limit else "instance 2 (app) missed its SLO"
@@ -291,7 +291,7 @@ def test_each_ascent_climbs_to_its_own_first_step_missed_or_that_memory_cannot_h
             expected.append((min(limit - 1, 6), by))
         [record] = read_ascents(store, runner.run_id).values()
         got = density(record, {})
-        assert [(c.steps, c.stopped_by) for c in got.climbs] == expected
+        assert [(c.units_held, c.stopped_by) for c in got.climbs] == expected
         counted = [n for n, by in expected if by in ("slo", "bound")]
         assert got.spread == ((min(counted), max(counted)) if counted else None)
         for c in got.climbs:
@@ -299,17 +299,17 @@ def test_each_ascent_climbs_to_its_own_first_step_missed_or_that_memory_cannot_h
                 assert c.stop.host_busy == pytest.approx(0.3) and c.stop.clients == 0.05
                 assert 0 < c.stop.memory_used < 1 and c.stop.clients_kept
     runner._ascents.records.clear()
-    runner._ascents.climbs(auto[0], 2)
+    runner._ascents.reaches(auto[0], 2)
     runner._ascents.climbed(auto[0], _step(2, "failed"), "start: no guest", None)
     resumed = Runner.resume(store, runner.run_id)  # a failed step is measured again
     assert resumed._ascents.records[f"p|{auto[0].workload}"].stops == {}
-    assert resumed._ascents.climbs(auto[0], 2)
+    assert resumed._ascents.reaches(auto[0], 2)
     total = capacity_of_host()[0]
     memory = f"{total // 7 >> 20}M"  # 5 instances fit, 10 do not
     runner = Runner.create(parse_study(_auto_study(memory, 2), "t"), Store(), quick=False)
     first, second, *_ = (c for c in runner.study.cells() if c.workload_index == 0)
     for rep in (1, 2):
-        assert runner._ascents.climbs(first, rep) and not runner._ascents.climbs(second, rep)
+        assert runner._ascents.reaches(first, rep) and not runner._ascents.reaches(second, rep)
         runner._ascents.climbed(first, _step(rep), None, None)
     [record] = runner._ascents.records.values()
     assert {k: (s.by, s.count) for k, s in record.stops.items()} == {
@@ -318,7 +318,7 @@ def test_each_ascent_climbs_to_its_own_first_step_missed_or_that_memory_cannot_h
     }
     assert "instances × " in record.stops[1].why
     got = density(record, {})
-    assert got.spread == (1, 1) and [c.stopped_step for c in got.climbs] == [2, 2]
+    assert got.spread == (1, 1) and [c.units_at_stop for c in got.climbs] == [2, 2]
 
 
 def test_the_estimate_counts_each_climb_of_an_ascent():
@@ -337,7 +337,7 @@ def test_an_ascent_recorded_before_ascents_were_kept_apart_reads_as_one():
            "why": "instance 7 (app) missed its SLO"}  # fmt: skip
     got = density(AscentRecord.from_json(old), {})
     [climb] = got.climbs
-    assert (climb.steps, climb.stopped_by, climb.stopped_step) == (2, "slo", 3)
+    assert (climb.units_held, climb.stopped_by, climb.units_at_stop) == (2, "slo", 3)
     assert climb.stop.why == old["why"] and climb.stop.host_busy is None
     again = AscentRecord.from_json(AscentRecord.from_json(old).to_json())
     assert again == AscentRecord.from_json(old)
@@ -411,10 +411,10 @@ def test_density_on_native_climbs_to_its_bound_and_stops_at_a_missed_slo(tmp_pat
     a = analyse(store, runner.run_id)
     by = {d.workload: d for d in a.densities}
     [held], [missed] = by[mix].climbs, by[web].climbs  # --quick: one ascent
-    assert (by[mix].steps, held.stopped_by, by[mix].instances(2)) == (2, "bound", 10)
+    assert (by[mix].units_held, held.stopped_by, by[mix].instances(2)) == (2, "bound", 10)
     cpu = by[mix].cpu_at(2)
     assert cpu is not None and cpu.busy > 0
-    assert (by[web].steps, missed.stopped_by, missed.stopped_step) == (0, "slo", 1)
+    assert (by[web].units_held, missed.stopped_by, missed.units_at_stop) == (0, "slo", 1)
     assert missed.stop is not None and "instance 0 (web) missed its SLO" in missed.stop.why
     assert missed.stop.host_busy is not None and missed.stop.memory_used is not None
     assert missed.stop.clients_kept is not None  # vegeta's send lag: on schedule or not

@@ -2,9 +2,10 @@
 and both for real in the nested lab.
 
 The lab (lab.py) boots Xen and a dom0 under QEMU TCG once per module, starts libvirtd with its
-libxl driver in dom0, and runs ``hvbench run`` there on a study of two platforms: a PV domain made
-with xl (blkback disk) and a PV domain made through libvirt (``xen:///system``, QEMU's qdisk
-backend). In the same boot, a second run takes a PV domain through ``xl save``/``xl restore``,
+libxl driver in dom0, and runs ``hvbench run --quick`` there (every job shortened: its figures
+are functional) on a study of two platforms: a PV domain made with xl (blkback disk) and a PV
+domain made through libvirt (``xen:///system``, QEMU's qdisk backend). In the same boot, a
+second run takes a PV domain through ``xl save``/``xl restore``,
 a third migrates a PVH domain with ``xl migrate`` (a PV domain cannot migrate here: Debian's Xen
 has no shadow paging, so no log-dirty for PV domains, ``migrate_failure``); with
 HVBENCH_XEN_LAB_CONSOLIDATION=1, a fourth runs a set of consolidation's servers in PV domains
@@ -12,7 +13,7 @@ booted from the Debian root filesystem (opt-in, CONSOLIDATION_S). The tests read
 they left in the exchange directory, with the store and the report of the host (the runs in
 dom0 make none, ``--no-report``: analysing there, under two levels of emulation, took a minute).
 
-What the nested CPU allows was found out in the lab (README, "Platforms"): PVH and HVM boot only
+What the nested CPU allows was found out in the lab (docs: Platforms): PVH and HVM boot only
 with ``tsc_mode: native`` (QEMU's SVM emulation gives Xen no next-instruction address on an
 intercept, so Xen cannot emulate RDTSCP and crashes the domain in the default mode); a PVH
 domain then runs the workloads but was seen to triple-fault in one of them, and an HVM guest
@@ -130,7 +131,7 @@ LAB_COMMANDS = (
 set -x
 xl info | grep -E '^(virt_caps|xen_version)'
 LIBVIRT_DEFAULT_URI=xen:///system {hvbench} doctor --json > /lab/doctor.json
-{hvbench} run /lab/study.yaml --no-report --db sqlite:////var/tmp/hvbench/results.db
+{hvbench} run /lab/study.yaml --quick --no-report --db sqlite:////var/tmp/hvbench/results.db
 echo "hvbench-run-exit $?"
 cp /var/tmp/hvbench/results.db /lab/results.db
 # one more run in this boot, if its study is there: its output and store in /lab
@@ -479,9 +480,9 @@ def test_lab_xl_saves_and_restores_a_pv_domain(lab):
 
 PVH_CRASH = re.compile(r"\(XEN\) d\d+v\d+ Triple fault[^\r\n]*")
 """Xen's line when it stops an HVM-container domain (the lab's only one is the PVH domain) for a
-triple fault: under QEMU's nested SVM one did so in one of two runs of the workloads (README),
-and on 2026-11-26 one did during ``xl migrate``, which then failed with "Failed to get types for
-pfn batch (3 = No such process)"."""
+triple fault: under QEMU's nested SVM one did so in one of two runs of the workloads (docs:
+Platforms), and on 2026-11-26 one did during ``xl migrate``, which then failed with "Failed to get
+types for pfn batch (3 = No such process)"."""
 
 
 @pytest.mark.guest
@@ -491,7 +492,9 @@ def test_lab_xl_migrates_a_pvh_domain_to_dom0_itself(lab):
     tested in a boot where Xen stopped the domain with a triple fault (``PVH_CRASH``)."""
     crash = PVH_CRASH.search(lab.result.console)
     if crash and lab.count("migration-exit") != 0:
-        pytest.skip(f"nested SVM: Xen stopped the PVH domain ({crash.group(0)}), see README")
+        pytest.skip(
+            f"nested SVM: Xen stopped the PVH domain ({crash.group(0)}), see docs: Platforms"
+        )
     store, run_id = _more_run(lab, "migration")
     samples = store.samples(run_id)
     assert [s.status for s in samples] == ["ok"], [s.error for s in samples]

@@ -1,8 +1,8 @@
 """The density ascents of a run (consolidation's ``sets: auto``): which steps to measure, and
-where each climb stopped and why. The runner only drives them: it asks ``climbs`` before a
+where each climb stopped and why. The runner only drives them: it asks ``reaches`` before a
 cell and tells ``climbed`` each sample.
 
-An ascent is planned as every other count, one cell per step; it is climbed ``Ascent.climbs``
+An ascent is planned as every other count, one cell per step; it is climbed ``Ascent.climb_count``
 times, climb k being its cells' repetition k, so that a bad window ends one climb rather than
 the density. A climb skips the steps at or past the first one it did not hold, or that the
 host's memory cannot hold. Where a climb stops, it keeps what the host and the clients were
@@ -45,7 +45,7 @@ class Ascents:
     def repetitions(self, cell: Cell) -> int | None:
         """The repetitions of an ascent's cell (its climbs); None where it does not ascend."""
         ascent = self.study.workloads[cell.workload_index].ascent()
-        return None if ascent is None else ascent.climbs
+        return None if ascent is None else ascent.climb_count
 
     def _record(self, cell: Cell) -> AscentRecord | None:
         """The cell's ascent, made at its first step; None where its workload does not ascend."""
@@ -61,13 +61,13 @@ class Ascents:
                 settings.name,
                 ascent.unit,
                 ascent.counts,
-                ascent.climbs,
+                ascent.climb_count,
             )
         return self.records[key]
 
-    def climbs(self, cell: Cell, repetition: int) -> bool:
-        """Whether to measure the cell in this climb: not at or past where the climb stopped,
-        nor a step this host's memory cannot hold (that stops the climb there)."""
+    def reaches(self, cell: Cell, repetition: int) -> bool:
+        """Whether this climb reaches the cell, to measure it: not at or past where the climb
+        stopped, nor a step this host's memory cannot hold (that stops the climb there)."""
         record = self._record(cell)
         if record is None:
             return True

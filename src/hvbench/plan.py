@@ -11,14 +11,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hvbench.drivers import driver_class
-from hvbench.drivers.base import SAMPLE_TASKS, start_allowance
+from hvbench.drivers import PlatformSettings, driver_class
 from hvbench.drivers.qemu import kvm_runs_guests
 from hvbench.host.inventory import capacity
 from hvbench.host.limits import KernelLimits, kernel_limits
 from hvbench.host.network import INSTANCE_ADDRESSES
 from hvbench.study import Cell, Study
 from hvbench.units import format_size
+
+START_TIMEOUT_S = 300.0
+"""Seconds a group of instances has to start (``start_allowance``)."""
+SAMPLE_TASKS = 2
+"""Host tasks each instance adds while a sample runs, beyond ``Footprint.tasks``: the runner's
+thread for it and the command it runs (the start's own thread per instance is gone by then)."""
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,13 @@ def this_host() -> Host:
     """This host, read now: what is in use of its limits changes as instances come and go."""
     memory, cores = capacity()
     return Host(memory, cores, kvm_runs_guests(), kernel_limits())
+
+
+def start_allowance(settings: PlatformSettings) -> float:
+    """Seconds a group of instances has to start: START_TIMEOUT_S, or the platform's own
+    ``boot_timeout`` where that is longer (a user's allowance for slow boots, such as five
+    nested Xen domains at once, is not cut short)."""
+    return max(START_TIMEOUT_S, getattr(settings, "boot_timeout", 0.0))
 
 
 def misfits(study: Study, host: Host) -> list[str]:
@@ -140,7 +152,7 @@ def _times(study: Study, cell: Cell, quick: bool) -> int:
     """How many samples a run takes of the cell: one per repetition, or per climb of an ascent
     (``hvbench.ascent``), one with ``--quick``."""
     ascent = study.workloads[cell.workload_index].ascent()
-    return 1 if quick else ascent.climbs if ascent else study.repetitions
+    return 1 if quick else ascent.climb_count if ascent else study.repetitions
 
 
 def _each(memory: int, held: int) -> str:

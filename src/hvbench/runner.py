@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
@@ -37,7 +37,7 @@ from hvbench.analysis.run import headline_singles
 from hvbench.analysis.stats import needs_more
 from hvbench.ascent import Ascents
 from hvbench.drivers import driver_class
-from hvbench.drivers.base import START_TIMEOUT_S, Driver, Instance, Needs, start_allowance
+from hvbench.drivers.base import Driver, Instance, Needs, PlatformSettings
 from hvbench.drivers.native import NativeDriver, NativeSettings
 from hvbench.errors import HvbenchError, InstanceError, StartFailed, StudyError
 from hvbench.host import inventory
@@ -45,6 +45,7 @@ from hvbench.host.monitor import LOCAL, CpuMonitor, HostCpuSource
 from hvbench.host.network import RunNetwork
 from hvbench.host.profile import HostProfiler, Window
 from hvbench.host.resources import Ledger
+from hvbench.plan import START_TIMEOUT_S, start_allowance
 from hvbench.store import (
     ADAPTIVE,
     LABELS,
@@ -60,6 +61,7 @@ from hvbench.store import (
     SampleRecord,
     Store,
     TimeRecord,
+    image_artifact,
 )
 from hvbench.study import Cell, Study, parse_study
 from hvbench.workloads.base import (
@@ -125,11 +127,20 @@ def new_run_id() -> str:
     return f"{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
 
 
-@functools.cache
-def _git_commit() -> str | None:
+@dataclass
+class GitCommit:
     """The checkout's commit, for the run's provenance; None (unknown) where git cannot tell
-    within GIT_TIMEOUT_S, said once a process on stderr: provenance never stops a run (in the
-    nested labs' slow L1, git once took longer)."""
+    within GIT_TIMEOUT_S: provenance never stops a run (in the nested labs' slow L1, git once
+    took longer)."""
+
+    commit: str | None
+    unsaid: str | None = None
+    """Why the commit is unknown, until the first run of the process has said it."""
+
+
+@functools.cache
+def _git_commit() -> GitCommit:
+    """The commit, looked up once a process."""
     argv = ["git", "-C", str(Path(__file__).parent), "rev-parse", "HEAD"]
     try:
         out = subprocess.run(
@@ -141,10 +152,14 @@ def _git_commit() -> str | None:
         why = f"git: {e.strerror}"
     else:
         if out.returncode == 0 and out.stdout.strip():
-            return out.stdout.strip()
+            return GitCommit(out.stdout.strip())
         why = (out.stderr.strip().splitlines() or [f"git exit status {out.returncode}"])[0]
-    print(f"hvbench: the run's git commit is unknown ({why})", file=sys.stderr, flush=True)
-    return None
+    return GitCommit(None, why)
+
+
+def _to_stderr(line: str) -> None:
+    """Where a runner's messages go unless its caller says otherwise."""
+    print(line, file=sys.stderr, flush=True)
 
 
 def needs_of(study: Study) -> Needs:
@@ -203,7 +218,55 @@ class RunnerOptions(TypedDict, total=False):
     """What ``Runner.create`` and ``Runner.resume`` pass on to the runner as they make it."""
 
     on_progress: Callable[[Progress], None]
+    on_message: Callable[[str], None]
     started: float | None
+
+
+@dataclass
+class RunScope:
+    """What one ``Runner.run`` holds on the host: claimed when it starts, let go when it ends
+    (Ctrl-C included), so that nothing of a run outlives it."""
+
+    needs: Needs
+    """What the study's workloads need of every platform's instances."""
+    ledger: Ledger
+    workdir: Path
+    network: RunNetwork
+    profiler: HostProfiler
+    drivers: dict[str, Driver] = field(default_factory=dict)
+    """One driver per platform, made at its first group (``driver``), closed at the end."""
+
+    @classmethod
+    def claim(
+        cls, run_id: str, needs: Needs, profile: bool, notice: Callable[[str], None]
+    ) -> RunScope:
+        """The run's ledger, work directory, network and profiler (saying its failure through
+        ``notice``)."""
+        ledger = Ledger(run_id)
+        ledger.claim()
+        workdir = WORK_ROOT / run_id
+        ledger.add("path", str(workdir))
+        workdir.mkdir(parents=True, exist_ok=True)
+        network = RunNetwork(run_id, ledger)
+        profiler = HostProfiler(ledger, workdir, notice, enabled=profile)
+        return cls(needs, ledger, workdir, network, profiler)
+
+    def driver(self, platform: str, settings: PlatformSettings) -> Driver:
+        """The platform's driver for the whole run: made at its first group."""
+        if platform not in self.drivers:
+            (self.workdir / platform).mkdir(exist_ok=True)
+            self.drivers[platform] = driver_class(settings)(
+                platform, settings, self.needs, self.ledger, self.network, self.workdir / platform
+            )
+        return self.drivers[platform]
+
+    def close(self) -> None:
+        """Close the drivers, then let go of everything the run claimed."""
+        try:
+            while self.drivers:
+                self.drivers.popitem()[1].close()
+        finally:
+            self.ledger.release_all()
 
 
 class Runner:
@@ -216,20 +279,19 @@ class Runner:
         run_id: str,
         quick: bool,
         on_progress: Callable[[Progress], None] = lambda p: None,
+        on_message: Callable[[str], None] = _to_stderr,
         started: float | None = None,
     ) -> None:
-        """``started``: when ``hvbench run`` started (``time.monotonic()``), where the run's
-        time is counted from (default: now)."""
+        """``on_message``: where every line the runner has to say goes, one line a call (the
+        CLI shows it above its progress bar). ``started``: when ``hvbench run`` started
+        (``time.monotonic()``), where the run's time is counted from (default: now)."""
         self.study = study
         self.store = store
         self.run_id = run_id
         self.quick = quick
         self.on_progress = on_progress
-        self.failed = 0
-        self._network: RunNetwork | None = None
-        """The run's network, made when ``run`` starts (it claims host resources)."""
-        self._drivers: dict[str, Driver] = {}
-        """One driver per platform for the run, made at its first group, closed at the end."""
+        self.on_message = on_message
+        self.failed_samples = 0
         self._ascents = Ascents(study, store, run_id)
         earlier = TimeRecord.from_json(store.artifacts(run_id).get(TIME))
         self.stopwatch = Stopwatch(earlier, time.monotonic() if started is None else started)
@@ -254,6 +316,7 @@ class Runner:
         if misfits:
             raise StudyError(f"{study.source}: cannot run on this host: {'; '.join(misfits)}")
         run_id = new_run_id()
+        git = _git_commit()
         store.create_run(
             RunRecord(
                 id=run_id,
@@ -263,12 +326,16 @@ class Runner:
                 status="running",
                 created_at=datetime.now(UTC),
                 hvbench_version=__version__,
-                git_commit=_git_commit(),
+                git_commit=git.commit,
                 options={"quick": quick, **({LABELS: labels} if labels else {})},
                 inventory=inventory.collect(),
             )
         )
-        return cls(study, store, run_id, quick, **kw)
+        runner = cls(study, store, run_id, quick, **kw)
+        if git.unsaid is not None:  # once a process
+            runner.on_message(f"hvbench: the run's git commit is unknown ({git.unsaid})")
+            git.unsaid = None
+        return runner
 
     @classmethod
     def resume(cls, store: Store, run_id: str, **kw: Unpack[RunnerOptions]) -> Runner:
@@ -284,24 +351,17 @@ class Runner:
 
     def run(self) -> str:
         """Measure every sample not yet in the store; return the run's final status."""
-        ledger = Ledger(self.run_id)
-        ledger.claim()
-        workdir = WORK_ROOT / self.run_id
-        ledger.add("path", str(workdir))
-        workdir.mkdir(parents=True, exist_ok=True)
-        self._network = RunNetwork(self.run_id, ledger)
-        self._profiler = HostProfiler(ledger, workdir, self._notice, enabled=self.study.profile)
+        notice = self._profile_notice
+        scope = RunScope.claim(self.run_id, needs_of(self.study), self.study.profile, notice)
         status = "interrupted"
         try:
             with _sigterm_as_interrupt():
-                self._run_all(needs_of(self.study), ledger, workdir)
-            status = "failed" if self.failed else "finished"
+                self._run_all(scope)
+            status = "failed" if self.failed_samples else "finished"
         finally:
             try:
-                while self._drivers:
-                    self._drivers.popitem()[1].close()
+                scope.close()
             finally:
-                ledger.release_all()
                 self.keep_time()
                 self.store.set_run_status(self.run_id, status, finished=status != "interrupted")
         return status
@@ -338,11 +398,11 @@ class Runner:
                         groups.append(Group(rep, platform, count, todo))
         return groups
 
-    def _run_all(self, needs: Needs, ledger: Ledger, workdir: Path) -> None:
+    def _run_all(self, scope: RunScope) -> None:
         # --quick is a smoke run: shortened workloads, one repetition, no adaptive ones
-        self._calibrate(ledger, workdir)
+        self._calibrate(scope)
         reps = 1 if self.quick else self.study.repetitions
-        self._run_groups(self._groups(range(1, reps + 1)), needs, ledger, workdir)
+        self._run_groups(self._groups(range(1, reps + 1)), scope)
         adaptive = self.study.adaptive
         if adaptive is None or self.quick:
             return
@@ -355,7 +415,7 @@ class Runner:
                 break
             groups = self._groups(range(rep, rep + 1), wanted)
             if time.monotonic() - t0 > budget or not self._run_groups(
-                groups, needs, ledger, workdir, deadline=t0 + budget
+                groups, scope, deadline=t0 + budget
             ):
                 stopped_by = "budget_minutes"
                 break
@@ -363,12 +423,11 @@ class Runner:
         record = AdaptiveRecord(**adaptive.model_dump(), stopped_by=stopped_by, short=sorted(short))
         self.store.add_artifact(self.run_id, ADAPTIVE, record.to_json(), replace=True)
 
-    def _calibrate(self, ledger: Ledger, workdir: Path) -> None:
+    def _calibrate(self, scope: RunScope) -> None:
         """Size the work of the workloads whose settings ask for it (``scale: auto``) natively
         on this host, once per run, before any sample: kept as the artifact ``calibration``
         (and with each cell's workload settings), so that every platform, and the run when
         resumed, does the same work. A ``--quick`` run keeps its fixed smoke-run work."""
-        assert self._network is not None, "calibration runs inside run()"
         stored: dict[str, dict] = self.store.artifacts(self.run_id).get(CALIBRATION) or {}
         todo = [
             i
@@ -382,10 +441,10 @@ class Runner:
                     replace(self.study, workloads=[self.study.workloads[i] for i in todo])
                 )
                 driver = NativeDriver(
-                    CALIBRATION, platform, replace(needs, data_disk=False), ledger, self._network,
-                    workdir / CALIBRATION,
+                    CALIBRATION, platform, replace(needs, data_disk=False), scope.ledger,
+                    scope.network, scope.workdir / CALIBRATION,
                 )  # fmt: skip
-                (workdir / CALIBRATION).mkdir(exist_ok=True)
+                (scope.workdir / CALIBRATION).mkdir(exist_ok=True)
                 fix = "pin the work instead (a scale, or work per program)"
                 try:
                     instances = driver.start(1, time.monotonic() + START_TIMEOUT_S)
@@ -397,13 +456,9 @@ class Runner:
                     for i in todo:
                         workload = self.study.workload(i)
                         label = workload.settings.label()
-                        print(
-                            f"hvbench: sizing the jobs of {label} natively",
-                            file=sys.stderr,
-                            flush=True,
-                        )
+                        self.on_message(f"hvbench: sizing the jobs of {label} natively")
                         try:
-                            settings = calibrate(workload, instances[0], self._network)
+                            settings = calibrate(workload, instances[0], scope.network)
                         except (InstanceError, ValueError) as e:
                             raise HvbenchError(
                                 f"sizing {label} natively: {_one_line(e)}; {fix}"
@@ -431,13 +486,10 @@ class Runner:
     def _run_groups(
         self,
         groups: list[Group],
-        needs: Needs,
-        ledger: Ledger,
-        workdir: Path,
+        scope: RunScope,
         deadline: float = float("inf"),
     ) -> bool:
         """Measure the groups in order; False if one would not fit the ``deadline``."""
-        assert self._network is not None, "groups run inside run()"
         total = sum(len(g.cells) for g in groups)
         kvm = plan.this_host().kvm
         estimates = {
@@ -448,7 +500,7 @@ class Runner:
         remaining = sum(estimates[c.key] for g in groups for c in g.cells)
         done = 0
         for whole in groups:
-            climbing = [c for c in whole.cells if self._ascents.climbs(c, whole.repetition)]
+            climbing = [c for c in whole.cells if self._ascents.reaches(c, whole.repetition)]
             group = replace(whole, cells=climbing)
             skipped = [estimates[c.key] for c in whole.cells if c not in group.cells]
             total, remaining = total - len(skipped), remaining - sum(skipped)
@@ -456,12 +508,12 @@ class Runner:
                 continue
             if time.monotonic() + sum(estimates[c.key] for c in group.cells) > deadline:
                 return False  # the next group would not fit the time budget
-            driver = self._driver(group.platform, needs, ledger, workdir)
-            for cell, record, missed, pace in self._group(driver, group):
+            driver = scope.driver(group.platform, self.study.platforms[group.platform])
+            for cell, record, missed, pace in self._group(scope, driver, group):
                 self.store.add_sample(self._cell_id(cell, driver), record)
                 self._ascents.climbed(cell, record, missed, pace)
                 if record.status != "ok":
-                    self.failed += 1
+                    self.failed_samples += 1
                 done += 1
                 remaining -= estimates[cell.key]
                 self.on_progress(
@@ -470,17 +522,6 @@ class Runner:
                     )
                 )
         return True
-
-    def _driver(self, platform: str, needs: Needs, ledger: Ledger, workdir: Path) -> Driver:
-        """The platform's driver for the whole run: made at its first group."""
-        if platform not in self._drivers:
-            assert self._network is not None, "groups run inside run()"
-            settings = self.study.platforms[platform]
-            (workdir / platform).mkdir(exist_ok=True)
-            self._drivers[platform] = driver_class(settings)(
-                platform, settings, needs, ledger, self._network, workdir / platform
-            )
-        return self._drivers[platform]
 
     def _cell_id(self, cell: Cell, driver: Driver) -> int:
         settings = self.study.workloads[cell.workload_index]
@@ -504,12 +545,12 @@ class Runner:
         as the artifact ``image <key>``; the cells that booted it keep its key."""
         manifest = described.get("image")
         if isinstance(manifest, dict) and "key" in manifest:
-            self.store.add_artifact(self.run_id, f"image {manifest['key']}", manifest)
+            self.store.add_artifact(self.run_id, image_artifact(manifest["key"]), manifest)
             described = {**described, "image": {"key": manifest["key"]}}
         return described
 
     def _group(
-        self, driver: Driver, group: Group
+        self, scope: RunScope, driver: Driver, group: Group
     ) -> Iterator[tuple[Cell, SampleRecord, str | None, ClientPace | None]]:
         """Start the instances once, sample every cell in them, stop them; each sample with
         why it did not hold and its clients' pace (``_sample``), its instances still up. A
@@ -532,12 +573,13 @@ class Runner:
                         return
                 with (
                     self.stopwatch.step(cell.workload, workload=True),
-                    self._profiler.window() as profile,
+                    scope.profiler.window() as profile,
                 ):
                     record, missed, pace = self._sample(
                         self.study.workload(cell.workload_index),
                         driver,
                         instances,
+                        scope.network,
                         rep,
                         start,
                         profile,
@@ -597,10 +639,10 @@ class Runner:
             raw=[],
         )
 
-    def _notice(self, line: str) -> None:
-        """Tell whoever watches the run (stderr: the CLI shows it above its progress bar) and
-        keep the line with the run, for its report."""
-        print(line, file=sys.stderr, flush=True)
+    def _profile_notice(self, line: str) -> None:
+        """Say why the run goes on without profiles and keep the line with the run, for its
+        report."""
+        self.on_message(line)
         self.store.add_artifact(self.run_id, "profile", {"notice": line}, replace=True)
 
     # one sample ------------------------------------------------------------------------
@@ -610,15 +652,15 @@ class Runner:
         workload: Workload,
         driver: Driver,
         instances: list[Instance],
+        network: RunNetwork,
         rep: int,
         start: GroupStart,
         profile: Window,
     ) -> tuple[SampleRecord, str | None, ClientPace | None]:
         """One sample through ``run_sample``, as its record, with why it did not hold (its
         error, or the load its workload says it missed; None: held) and its clients' pace."""
-        assert self._network is not None, "samples run inside run()"
         source = driver.host_cpu_source()
-        run = run_sample(workload, instances, self._network, self.quick, start, source, profile)
+        run = run_sample(workload, instances, network, self.quick, start, source, profile)
         record = _record(rep, run, instances, source.cores)
         return record, run.error or workload.missed(run.outcomes), workload.pace(run.outcomes)
 

@@ -31,7 +31,7 @@ repetition (above 1/0.7 of it for lower-is-better metrics) is behind in that rep
 in more than half of them, it is starved. Measured by simulation on clean cells (instances
 spread normally): no false alarm at a CV of 5% across instances, ≤ 2% at 10% with one
 repetition and ≤ 0.1% from three; one instance of four at 0.4× is found every time, and so is
-a different one at 0.4× in each repetition (``Series.rotating``)."""
+a different one at 0.4× in each repetition (``CellValues.rotating``)."""
 
 
 ROTATING_MIN_INSTANCES = 3
@@ -45,8 +45,9 @@ def is_throughput(unit: str, higher_is_better: bool) -> bool:
 
 
 @dataclass
-class Series:
-    """One metric of one cell, from the store's (repetition, instance, value) rows."""
+class CellValues:
+    """One metric's values in one cell, per repetition and per instance, from the store's
+    (repetition, instance, value) rows."""
 
     reps: np.ndarray
     single: np.ndarray
@@ -128,7 +129,7 @@ class Series:
         return (behind, of) if far else None
 
 
-def series(triples: np.ndarray, instances: int) -> Series:
+def cell_values(triples: np.ndarray, instances: int) -> CellValues:
     """Group (repetition, instance, value) rows; a repetition where an instance did not report
     has a single figure but no aggregate (a sum with a missing part would look like a loss)."""
     reps, rep_idx = np.unique(triples[:, 0], return_inverse=True)
@@ -139,7 +140,7 @@ def series(triples: np.ndarray, instances: int) -> Series:
     per_instance = np.bincount(inst_idx, weights=triples[:, 2]) / np.bincount(inst_idx)
     table = np.full((len(reps), len(labels)), np.nan)
     table[rep_idx, inst_idx] = triples[:, 2]
-    return Series(
+    return CellValues(
         reps.astype(int),
         sums / counts,
         reps[full].astype(int),

@@ -1,10 +1,10 @@
 """Change points of a series of run means, each tested so that noise is not reported as one.
 
 A history (``series``) is one figure's run means in order. Where its level moved, ruptures'
-binary segmentation (``Binseg``, least-squares cost, on the logarithm of the means: a step is a
+binary segmentation (``Binseg``, least-squares cost, on the logarithm of the means: a change is a
 ratio) proposes the places, with a penalty of ``PENALTY``·σ²·log n, σ the run-to-run noise
-estimated from successive differences (robust to the steps themselves). Binary segmentation
-finds the same steps as ruptures' exact PELT on such series and costs a fraction of it (40 ms
+estimated from successive differences (robust to the changes themselves). Binary segmentation
+finds the same changes as ruptures' exact PELT on such series and costs a fraction of it (40 ms
 against 2.5 s at 1000 runs), which a site of hundreds of series needs.
 
 A proposal is only a candidate: a search over every place picks the largest split of pure
@@ -60,7 +60,7 @@ length of a grid 10% apart, which is conservative (the largest |t| grows with th
 
 
 @dataclass(frozen=True)
-class Step:
+class Candidate:
     """One tested candidate: the level of a series moves between ``index`` − 1 and ``index``."""
 
     index: int
@@ -108,7 +108,7 @@ def _null_length(m: int) -> int:
 def _null(m: int) -> np.ndarray:
     """The largest |t| over the splits of m normal values, sorted: ``NULL_DRAWS`` of them up
     to ``EXACT_LENGTHS`` values, fewer beyond (down to ``MIN_DRAWS``), where the Bonferroni
-    bound of ``p_value`` takes over sooner: a step in a long stretch stands far out."""
+    bound of ``p_value`` takes over sooner: a change in a long stretch stands far out."""
     draws = max(MIN_DRAWS, NULL_DRAWS * EXACT_LENGTHS // max(m, EXACT_LENGTHS))
     rng = np.random.default_rng(SEED + m)
     per_batch = max(1, NULL_BATCH // m)
@@ -134,7 +134,7 @@ def p_value(t: float, m: int) -> float:
 
 def _noise(y: np.ndarray) -> float:
     """Run-to-run standard deviation of y from its successive differences (median absolute
-    deviation, scaled to a normal's σ): a step moves one difference, not the median."""
+    deviation, scaled to a normal's σ): a change moves one difference, not the median."""
     d = np.diff(y)
     mad = float(np.median(np.abs(d - np.median(d))))
     return 1.4826 * mad / math.sqrt(2)
@@ -154,7 +154,7 @@ def candidates(y: np.ndarray) -> list[int]:
     return [int(b) for b in algo.predict(pen=PENALTY * sigma**2 * math.log(n))[:-1]]
 
 
-def _tested(y: np.ndarray, lo: int, hi: int) -> Step:
+def _tested(y: np.ndarray, lo: int, hi: int) -> Candidate:
     """The best split of the stretch y[lo:hi] between two neighbouring candidates (where the
     candidate between them lies, or has moved to once a neighbour was dropped), tested."""
     ts = _split_t(y[lo:hi][None, :])[0]
@@ -166,7 +166,7 @@ def _tested(y: np.ndarray, lo: int, hi: int) -> Step:
     if variance > 0:
         half = float(_scipy().t.ppf(1 - ALPHA_ACROSS_RUNS / 2, df)) * math.sqrt(variance)
     t = float(ts[k])
-    return Step(
+    return Candidate(
         index=index,
         ratio=math.exp(diff),
         low=math.exp(diff - half),
@@ -175,7 +175,9 @@ def _tested(y: np.ndarray, lo: int, hi: int) -> Step:
     )
 
 
-def steps(means: Sequence[float] | np.ndarray, level: float = ALPHA_ACROSS_RUNS) -> list[Step]:
+def tested_candidates(
+    means: Sequence[float] | np.ndarray, level: float = ALPHA_ACROSS_RUNS
+) -> list[Candidate]:
     """The tested candidates of one series of run means (all positive), before any adjustment;
     none where it is too short or holds a value that is not above 0 (a ratio means nothing).
 
@@ -208,7 +210,7 @@ def testable(y: np.ndarray) -> bool:
     return len(y) >= MIN_POINTS and bool(np.all(np.isfinite(y)) and np.all(y > 0))
 
 
-def find(series: Sequence[Sequence[float]]) -> list[list[Step]]:
+def find(series: Sequence[Sequence[float]]) -> list[list[Candidate]]:
     """The tested change points of each series of run means, judged as one family: each of
     the S testable series at ``ALPHA_ACROSS_RUNS``/S (Bonferroni: a series searched and found
     clean is a test made too), its own candidates by Holm's step-down within it, so that the
@@ -217,7 +219,7 @@ def find(series: Sequence[Sequence[float]]) -> list[list[Step]]:
     count = max(1, sum(testable(y) for y in arrays))
     out = []
     for y in arrays:
-        found = steps(y, ALPHA_ACROSS_RUNS / count)
+        found = tested_candidates(y, ALPHA_ACROSS_RUNS / count)
         adjusted = np.minimum(holm([s.p_value for s in found]) * count, 1.0).tolist()
         out.append([replace(s, p_holm=p) for s, p in zip(found, adjusted, strict=True)])
     return out

@@ -284,21 +284,21 @@ def judge_claims(
     that would settle it and its repetitions (``n``). ``bounds``: in the metric's unit, or the
     share of native for a figure with a baseline."""
     pairs, diff, scales = [], [], []
-    steps: list[Resolutions] = []
+    resolutions: list[Resolutions] = []
     for f, b in zip(figures, bounds, strict=True):
         if f.baseline is None:  # the bound as a side with no variance, known exactly
             pairs.append((np.full(2, b), f.values))
-            steps.append((0.0, f.resolutions[1]))
+            resolutions.append((0.0, f.resolutions[1]))
             diff.append(True)
             scales.append(1.0)
         else:  # θ = mean/baseline against s: the baseline scaled by s, its ratio 1 at the bound
             s = b if f.higher_is_better else 1 / b
             q_base = f.resolutions[0]
             pairs.append((f.baseline * s, f.values))
-            steps.append((None if q_base is None else q_base * s, f.resolutions[1]))
+            resolutions.append((None if q_base is None else q_base * s, f.resolutions[1]))
             diff.append(False)
             scales.append(s)
-    found = ratios(pairs, CONFIDENCE, resolutions=steps, difference=diff) if pairs else []
+    found = ratios(pairs, CONFIDENCE, resolutions=resolutions, difference=diff) if pairs else []
     adjusted = holm([r.p_value for r in found]).tolist()
     m = max(1, sum(math.isfinite(p) for p in adjusted))
     out = []
@@ -452,8 +452,8 @@ def _figure(a: RunAnalysis, claim: Claim, r: MetricResult | None) -> Figure | No
     base = a.result(pick.platform, pick.workload, r.name, pick.instances) if pick else None
     if base is None or base is r:
         return None
-    steps = (base.single.resolution, r.single.resolution)
-    return Figure(r.single_values, base.single_values, r.higher_is_better, steps)
+    resolutions = (base.single.resolution, r.single.resolution)
+    return Figure(r.single_values, base.single_values, r.higher_is_better, resolutions)
 
 
 # --- what a run says of them ---------------------------------------------------------------

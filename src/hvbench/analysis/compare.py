@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hvbench.analysis.model import COMPOSITE, MetricResult, RunAnalysis
+from hvbench.analysis.model import COMPOSITE, MetricKey, MetricResult, RunAnalysis
 from hvbench.analysis.normalize import signed
 from hvbench.analysis.stats import (
     ALPHA_ACROSS_RUNS,
@@ -96,9 +96,6 @@ BELOW_THRESHOLD = "below threshold"
 NO_CHANGE = "no significant change"
 VERDICTS = (REGRESSION, IMPROVEMENT, INCONCLUSIVE, NOT_TESTED, BELOW_THRESHOLD, NO_CHANGE)
 """Every verdict, the most pressing first."""
-
-Key = tuple[str, str, int, str]
-"""(platform, workload, instance count, metric)."""
 
 
 @dataclass(frozen=True)
@@ -165,6 +162,26 @@ class Judged:
         return self.verdict not in (INCONCLUSIVE, NOT_TESTED)
 
 
+@dataclass(frozen=True)
+class Observed:
+    """What one metric brings to its family's judgement (``judge_family``)."""
+
+    a: np.ndarray
+    b: np.ndarray
+    """Its observations on each side: repetitions of one run, or several runs' means."""
+    higher_is_better: bool
+    allowance: float = 0.0
+    """The run-to-run allowance added to each side's variance (relative)."""
+    allowance_df: float = math.inf
+    """The allowance's degrees of freedom."""
+    resolutions: Resolutions = (None, None)
+    """Of each side's mean (``stats.fieller``)."""
+    difference: bool = False
+    """Signed: judged by its difference, not its ratio (``normalize.signed``)."""
+    alarm: float | None = None
+    """Where the allowance is assumed, the one a regression or improvement must hold at too."""
+
+
 def judge(
     r: Ratio,
     p_holm: float,
@@ -201,11 +218,11 @@ def _settle(
     (mean_a, var_a, n_a), (_, var_b, n_b) = (
         moments([np.asarray(pair[side], dtype=float) for pair in pairs]) for side in (0, 1)
     )
-    steps = np.array(resolutions, dtype=float).reshape(len(pairs), 2)
+    pair_resolutions = np.array(resolutions, dtype=float).reshape(len(pairs), 2)
     with np.errstate(divide="ignore", invalid="ignore"):
         centre = np.where(mean_a != 0, np.abs(mean_a), np.nan)
         spread = np.sqrt((var_a + var_b) / 2) / centre
-        floor = np.nanmax(np.nan_to_num(steps) ** 2, axis=1) / 12 / centre**2
+        floor = np.nanmax(np.nan_to_num(pair_resolutions) ** 2, axis=1) / 12 / centre**2
     fixed = np.sqrt((0.0 if by_run else allowance**2) + floor)
     if by_run:
         return [
@@ -218,37 +235,34 @@ def _settle(
 
 
 def judge_family(
-    pairs: Sequence[tuple[np.ndarray, np.ndarray]],
-    higher_is_better: Sequence[bool],
+    metrics: Sequence[Observed],
     threshold: float = THRESHOLD,
     alpha: float = ALPHA_ACROSS_RUNS,
-    allowance: float | Sequence[float] = 0.0,
-    resolutions: Sequence[Resolutions] | None = None,
-    allowance_df: float | Sequence[float] = math.inf,
-    difference: bool | Sequence[bool] = False,
     by_run: bool = False,
-    alarm: float | Sequence[float | None] | None = None,
 ) -> list[Judged]:
-    """The statistical core of ``compare``: (A, B) observations of each metric of one family,
-    judged together (Holm's step-down over the family); ``resolutions``: of each side's mean
-    (``stats.fieller``); ``allowance`` and its degrees of freedom, per metric or for all;
-    ``difference``: which are signed (their difference, not their ratio); ``by_run``: the
-    observations are runs' means (what would settle them is then more runs); ``alarm``: where
-    the allowance is assumed, the one a regression or improvement must hold at too (Holm's
-    step-down over the family again), else it is inconclusive (``Judged.assumed_only``)."""
+    """The statistical core of ``compare``: the metrics of one family, judged together (Holm's
+    step-down over the family); ``by_run``: the observations are runs' means (what would
+    settle them is then more runs). A metric with an ``alarm`` is judged at it too (Holm's
+    step-down over the family again): a regression or improvement that does not hold there is
+    inconclusive (``Judged.assumed_only``)."""
+    pairs = [(m.a, m.b) for m in metrics]
+    allowance = [m.allowance for m in metrics]
+    allowance_df = [m.allowance_df for m in metrics]
+    resolutions = [m.resolutions for m in metrics]
+    difference = [m.difference for m in metrics]
     rs = ratios(pairs, 1 - alpha, allowance, resolutions, allowance_df, difference)
     adjusted = holm([r.p_value for r in rs]).tolist()
-    m = max(1, sum(math.isfinite(p) for p in adjusted))
+    tested = max(1, sum(math.isfinite(p) for p in adjusted))
     found = detectable(
-        np.array([r.se for r in rs]), np.array([r.df for r in rs]), alpha / m, threshold
+        np.array([r.se for r in rs]), np.array([r.df for r in rs]), alpha / tested, threshold
     ).tolist()
     k = len(rs)
     verdicts = [
-        judge(r, p, hib, alpha, threshold)
-        for r, p, hib in zip(rs, adjusted, higher_is_better, strict=True)
+        judge(r, p, m.higher_is_better, alpha, threshold)
+        for r, p, m in zip(rs, adjusted, metrics, strict=True)
     ]
-    allow = np.broadcast_to(np.asarray(allowance, dtype=float), (k,))
-    alarms = list(alarm) if isinstance(alarm, Sequence) else [alarm] * k
+    allow = np.asarray(allowance, dtype=float)
+    alarms = [m.alarm for m in metrics]
     assumed_only = [False] * k
     if any(x is not None for x in alarms):
         strict = [allow[i] if x is None else max(x, allow[i]) for i, x in enumerate(alarms)]
@@ -259,15 +273,14 @@ def judge_family(
                 assumed_only[i] = True
                 verdicts[i] = INCONCLUSIVE if v in (REGRESSION, IMPROVEMENT) else v
     unsettled = [i for i, v in enumerate(verdicts) if v == INCONCLUSIVE]
-    allow_df = np.broadcast_to(np.asarray(allowance_df, dtype=float), (k,))
-    steps = list(resolutions) if resolutions is not None else [(None, None)] * k
+    allow_df = np.asarray(allowance_df, dtype=float)
     needs: dict[int, tuple[int | None, int | None]] = {}
     if unsettled:
         found_needs = _settle(
             [pairs[i] for i in unsettled],
             allow[unsettled],
             allow_df[unsettled],
-            [steps[i] for i in unsettled],
+            [resolutions[i] for i in unsettled],
             by_run,
             threshold,
             1 - alpha,
@@ -409,12 +422,9 @@ def gates(result: MetricResult) -> bool:
     return result.composite or (result.headline and result.name != COMPOSITE)
 
 
-def _index(runs: list[RunAnalysis]) -> dict[Key, list[MetricResult]]:
+def _index(runs: list[RunAnalysis]) -> dict[MetricKey, list[MetricResult]]:
     """The metrics every run of a side has, each with its result in every run."""
-    keyed = [
-        {(r.cell.platform, r.cell.workload, r.cell.instances, r.name): r for r in run.results}
-        for run in runs
-    ]
+    keyed = [{r.key: r for r in run.results} for run in runs]
     return {k: [d[k] for d in keyed] for k in keyed[0] if all(k in d for d in keyed)}
 
 
@@ -505,53 +515,55 @@ def compare(
         return float(np.mean(known)) if len(known) == len(rs) else None
 
     obs = {k: (observations(in_a[k]), observations(in_b[k])) for k in shared}
-    steps = {k: (resolution(in_a[k]), resolution(in_b[k])) for k in shared}
+    resolutions = {k: (resolution(in_a[k]), resolution(in_b[k])) for k in shared}
     if by_run:
         summaries = iter(
             summarize_many(
-                [x for k in shared for x in obs[k]], [q for k in shared for q in steps[k]]
+                [x for k in shared for x in obs[k]], [q for k in shared for q in resolutions[k]]
             )
         )
         sides = {k: (next(summaries), next(summaries)) for k in shared}
     else:
         sides = {k: (in_a[k][0].single, in_b[k][0].single) for k in shared}
-    judged: dict[Key, Judged] = {}
+
+    def observed(k: MetricKey) -> Observed:
+        share, df = allowed.of(k.workload)
+        return Observed(
+            *obs[k],
+            in_a[k][0].higher_is_better,
+            allowance=share,
+            allowance_df=df,
+            resolutions=resolutions[k],
+            difference=signed(k.metric, *obs[k]),
+            alarm=allowed.alarm_of(k.workload),
+        )
+
+    judged: dict[MetricKey, Judged] = {}
     for gating in (True, False):
         keys = [k for k in shared if (k in headline) == gating]
-        family = judge_family(
-            [obs[k] for k in keys],
-            [in_a[k][0].higher_is_better for k in keys],
-            threshold,
-            alpha,
-            [allowed.of(k[1])[0] for k in keys],
-            [steps[k] for k in keys],
-            [allowed.of(k[1])[1] for k in keys],
-            [signed(k[3], *obs[k]) for k in keys],
-            by_run,
-            [allowed.alarm_of(k[1]) for k in keys],
-        )
+        family = judge_family([observed(k) for k in keys], threshold, alpha, by_run)
         judged.update(zip(keys, family, strict=True))
     changes = [
         Change(
-            platform=k[0],
-            workload=k[1],
-            instances=k[2],
-            name=k[3],
+            platform=k.platform,
+            workload=k.workload,
+            instances=k.instances,
+            name=k.metric,
             unit=in_a[k][0].unit,
             higher_is_better=in_a[k][0].higher_is_better,
             a=sides[k][0],
             b=sides[k][1],
             headline=k in headline,
             judged=judged[k],
-            allowance=allowed.of(k[1])[0],
+            allowance=allowed.of(k.workload)[0],
         )
         for k in shared
     ]
     spreads = [_spread(*obs[k]) for k in shared] if by_run else []
     spreads = [s for s in spreads if np.isfinite(s)]
 
-    def label(runs: list[RunAnalysis], k: Key) -> str:
-        return f"{runs[0].label(k[0])} / {k[1]} / {k[2]} inst. / {k[3]}"
+    def label(runs: list[RunAnalysis], k: MetricKey) -> str:
+        return f"{runs[0].label(k.platform)} / {k.workload} / {k.instances} inst. / {k.metric}"
 
     return Comparison(
         a=runs_a,

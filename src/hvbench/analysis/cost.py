@@ -147,18 +147,18 @@ was far from busy: the limit was not the platform's CPU or memory."""
 def density(record: AscentRecord, host_cpu: dict[int, HostCpu | None]) -> Density:
     """An ascent's density from its record (``store.ascent``) and the host CPU of its cells by
     instance count. Each climb counts the steps it held below where it stopped."""
-    steps = list(record.steps)
+    counts = list(record.counts)
     climbs = []
-    for k in range(1, max([record.climbs, *record.held, *record.stops]) + 1):
+    for k in range(1, max([record.climb_count, *record.held, *record.stops]) + 1):
         stop = record.stops.get(k)
         held = {n for n in record.held.get(k, []) if stop is None or n < stop.count}
-        n = next((i for i, count in enumerate(steps) if count not in held), len(steps))
+        n = next((i for i, count in enumerate(counts) if count not in held), len(counts))
         if stop is not None:
-            by, at = stop.by, steps.index(stop.count) + 1 if stop.count in steps else None
+            by, at = stop.by, counts.index(stop.count) + 1 if stop.count in counts else None
         else:
-            by, at = ("bound" if n == len(steps) else "unfinished"), None
+            by, at = ("bound" if n == len(counts) else "unfinished"), None
         climbs.append(Climb(k, n, by, stop, at))
     return Density(
-        record.platform, record.workload, record.workload_name, record.unit, climbs, steps,
+        record.platform, record.workload, record.workload_name, record.unit, climbs, counts,
         host_cpu,
     )  # fmt: skip

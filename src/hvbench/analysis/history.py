@@ -23,10 +23,9 @@ from hvbench.analysis.compare import (
     FEWEST,
     MEASURED,
     Allowance,
-    Key,
     gates,
 )
-from hvbench.analysis.model import RunAnalysis
+from hvbench.analysis.model import MetricKey, RunAnalysis
 from hvbench.analysis.run import analyse
 from hvbench.analysis.stats import run_to_run
 from hvbench.errors import HvbenchError
@@ -59,21 +58,17 @@ def pooled(history: list[RunAnalysis], reference: RunAnalysis) -> dict[str, tupl
     ``history`` of the reference run's gating metrics (``compare.gates``), each only where the
     cell ran the same work under the same accelerator (a study edited between runs measures
     that, not noise)."""
-    cells = {
-        (r.cell.platform, r.cell.workload, r.cell.instances, r.name): r
-        for r in reference.results
-        if gates(r)
-    }
-    columns: dict[str, list[Key]] = defaultdict(list)
+    cells = {r.key: r for r in reference.results if gates(r)}
+    columns: dict[str, list[MetricKey]] = defaultdict(list)
     for key in cells:
-        columns[key[1]].append(key)
+        columns[key.workload].append(key)
     out = {}
     for workload, keys in columns.items():
         means = np.full((len(history), len(keys)), np.nan)
         variances = np.full_like(means, np.nan)
         for i, run in enumerate(history):
             for j, key in enumerate(keys):
-                r = run.result(key[0], key[1], key[3], key[2])
+                r = run.result(key.platform, key.workload, key.metric, key.instances)
                 ref = cells[key].cell
                 if r is None or (r.cell.workload_settings, r.cell.accel) != (
                     ref.workload_settings,

@@ -74,15 +74,15 @@ class Climb:
     """One ascent of a platform: the steps it held one after the other from the first."""
 
     number: int
-    steps: int
-    """Steps held, 0 where not even the first was."""
+    units_held: int
+    """Steps held, one ``Density.unit`` each (sets), 0 where not even the first was."""
     stopped_by: str
     """slo, harness, failed, memory, bound (every step held) or unfinished."""
     stop: AscentStop | None
     """Where and why it stopped, with the host and the clients there (None: bound or
     unfinished)."""
-    stopped_step: int | None
-    """The step it stopped at (None: bound or unfinished)."""
+    units_at_stop: int | None
+    """The step it stopped at, in ``Density.unit`` (None: bound or unfinished)."""
 
     @property
     def counted(self) -> bool:
@@ -111,23 +111,23 @@ class Density:
         return [c for c in self.climbs if c.counted]
 
     @property
-    def steps(self) -> int | None:
-        """The median of the counted climbs' steps (the lower one of two); None: none
+    def units_held(self) -> int | None:
+        """The median of the counted climbs' ``units_held`` (the lower one of two); None: none
         counted."""
-        held = sorted(c.steps for c in self.counted)
+        held = sorted(c.units_held for c in self.counted)
         return held[(len(held) - 1) // 2] if held else None
 
     @property
     def spread(self) -> tuple[int, int] | None:
         """The fewest and the most steps a counted climb held."""
-        held = [c.steps for c in self.counted]
+        held = [c.units_held for c in self.counted]
         return (min(held), max(held)) if held else None
 
-    def instances(self, steps: int | None) -> int:
-        return self.counts[steps - 1] if steps else 0
+    def instances(self, units: int | None) -> int:
+        return self.counts[units - 1] if units else 0
 
-    def cpu_at(self, steps: int | None) -> HostCpu | None:
-        return self.host_cpu.get(self.counts[steps - 1]) if steps else None
+    def cpu_at(self, units: int | None) -> HostCpu | None:
+        return self.host_cpu.get(self.counts[units - 1]) if units else None
 
 
 @dataclass(frozen=True)
@@ -155,6 +155,17 @@ class PlatformProfile:
     functions: list[TopFunction]
 
 
+class MetricKey(NamedTuple):
+    """Where a metric's figures are in a run: its cell (platform, workload, instance count) and
+    its name. Results of two runs with the same key are the same figure, as ``compare`` pairs
+    them."""
+
+    platform: str
+    workload: str
+    instances: int
+    metric: str
+
+
 @dataclass(frozen=True, eq=False)
 class MetricResult:
     """One metric of one cell, with every derived figure (built once, with all of them, by
@@ -179,7 +190,7 @@ class MetricResult:
     instance_cv: float
     """Mean over repetitions of the CV across the instances of each (NaN with one instance)."""
     starved: dict[int, Starved]
-    """Instances far behind the others of the cell (``Series.starved``)."""
+    """Instances far behind the others of the cell (``CellValues.starved``)."""
     single: Summary
     aggregate: Summary | None
     vs_baseline: Normalized | None = None
@@ -197,7 +208,11 @@ class MetricResult:
     ``stats.TREND_MIN_N`` repetitions (Holm over the run's); None where not tested."""
     rotating: tuple[int, int] | None = None
     """(repetitions, of) in which some instance, a different one, was far behind the others
-    (``Series.rotating``); None where that is not most of them, or one instance is starved."""
+    (``CellValues.rotating``); None where that is not most of them, or one instance is starved."""
+
+    @property
+    def key(self) -> MetricKey:
+        return MetricKey(self.cell.platform, self.cell.workload, self.cell.instances, self.name)
 
 
 @dataclass
@@ -289,9 +304,9 @@ class RunAnalysis:
     """(cell, repetition, error) of failed samples."""
     commands: list[tuple[str, list[str]]] = field(default_factory=list)
     """(tool, argv) of each distinct command the run used."""
-    text_only: dict[tuple[str, str, str, int], str] = field(default_factory=dict)
-    """(platform, workload, metric, count) -> what the tool printed instead of a number, for
-    metrics that never had one there (bonnie++'s "+++++": too fast to measure)."""
+    text_only: dict[MetricKey, str] = field(default_factory=dict)
+    """What the tool printed instead of a number, for metrics that never had one in their cell
+    (bonnie++'s "+++++": too fast to measure)."""
     rows: list[MetricView] = field(default_factory=list)
     """The store's metric rows of the ok samples (``Store.metric_rows``), for sample exports."""
     started: dict[tuple[int, int], datetime] = field(default_factory=dict)
@@ -341,16 +356,14 @@ class RunAnalysis:
 
     def metric_names(self, workload: str) -> list[str]:
         numeric = [r.name for r in self.results if r.cell.workload == workload]
-        texts = [k[2] for k in self.text_only if k[1] == workload]
+        texts = [k.metric for k in self.text_only if k.workload == workload]
         return list(dict.fromkeys(numeric + texts))
 
     def result(self, platform: str, workload: str, name: str, count: int) -> MetricResult | None:
-        return self._index.get((platform, workload, name, count))
+        return self._index.get(MetricKey(platform, workload, count, name))
 
     def __post_init__(self) -> None:
-        self._index = {
-            (r.cell.platform, r.cell.workload, r.name, r.cell.instances): r for r in self.results
-        }
+        self._index = {r.key: r for r in self.results}
 
 
 def steal_reps(host_cpu: dict[int, HostCpu], cell_id: int) -> dict[int, float]:
@@ -367,7 +380,7 @@ def skewed(r: MetricResult, host_cpu: dict[int, HostCpu]) -> bool:
 
 
 class Starved(NamedTuple):
-    """An instance far behind the others of its cell (``aggregate.Series.starved``)."""
+    """An instance far behind the others of its cell (``aggregate.CellValues.starved``)."""
 
     share: float
     """Median over repetitions of its value / the others' median (inverted for ↓ metrics)."""

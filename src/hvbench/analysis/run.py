@@ -43,11 +43,11 @@ import yaml
 from hvbench.analysis import claims
 from hvbench.analysis.aggregate import (
     STARVED_RATIO,
-    Series,
+    CellValues,
+    cell_values,
     is_throughput,
     overcommit,
     scaling,
-    series,
 )
 from hvbench.analysis.cost import density, host_cpu_of
 from hvbench.analysis.model import (
@@ -56,6 +56,7 @@ from hvbench.analysis.model import (
     Density,
     HostCondition,
     HostCpu,
+    MetricKey,
     MetricResult,
     Noise,
     RunAnalysis,
@@ -120,7 +121,7 @@ class _Grouped:
 
     def __init__(self, rows: list[MetricView]) -> None:
         values: dict[tuple[int, str], list[tuple[int, int, float]]] = defaultdict(list)
-        steps: dict[tuple[int, str], list[float]] = defaultdict(list)
+        resolutions: dict[tuple[int, str], list[float]] = defaultdict(list)
         texts: dict[tuple[int, str], set[str]] = defaultdict(set)
         meta: dict[tuple[int, str], tuple[str, bool]] = {}
         declared: dict[tuple[int, str], MetricView] = {}
@@ -133,18 +134,18 @@ class _Grouped:
                     texts[key].add(m.text)
             else:
                 values[key].append((m.repetition, m.instance, m.value))
-                steps[key].append(math.nan if m.resolution is None else m.resolution)
+                resolutions[key].append(math.nan if m.resolution is None else m.resolution)
         self.meta = meta
         self.declared = declared
         """A stored row of each metric: what its workload declared of it (headline, composite,
         direction); none for the figures the analysis makes (the composite)."""
         self.texts = texts
         self.values = {k: np.array(v, dtype=float).reshape(-1, 3) for k, v in values.items()}
-        self.resolutions = {k: np.array(v, dtype=float) for k, v in steps.items()}
+        self.resolutions = {k: np.array(v, dtype=float) for k, v in resolutions.items()}
         """The resolution of each value in ``values``, row by row; NaN where unknown."""
 
     def resolution_triples(self, key: tuple[int, str]) -> np.ndarray:
-        """(repetition, instance, resolution) rows of a metric, for ``series`` to average and
+        """(repetition, instance, resolution) rows of a metric, for ``cell_values`` to average and
         sum as it does its values: a mean's rounding error is within half the mean of its
         values' resolutions, a sum's within half their sum."""
         triples = self.values[key].copy()
@@ -188,7 +189,7 @@ def _composite_rows(
             left_out[cell.workload].update(n for n in names if n not in base)
             names = [n for n in names if n in base]
         table: dict[tuple[int, int], dict[str, float]] = defaultdict(dict)
-        steps: dict[tuple[int, int], dict[str, float]] = defaultdict(dict)
+        resolutions: dict[tuple[int, int], dict[str, float]] = defaultdict(dict)
         for name in names:
             key = (cell_id, name)
             if key not in grouped.values:
@@ -197,8 +198,8 @@ def _composite_rows(
                 grouped.values[key], grouped.resolutions[key], strict=True
             ):
                 table[(int(rep), int(inst))][name] = value
-                steps[(int(rep), int(inst))][name] = q
-        rows, row_steps = [], []
+                resolutions[(int(rep), int(inst))][name] = q
+        rows, row_resolutions = [], []
         gaps: dict[tuple[str, bool], list[tuple[int, int]]] = defaultdict(list)
         for (rep, inst), got in sorted(table.items()):
             zero = [f"{n} was {got[n]:g}" for n in names if n in got and not got[n] > 0]
@@ -210,7 +211,9 @@ def _composite_rows(
                 rows.append((rep, inst, score))
                 # a geometric mean moves by its mean relative move: its resolution is that of
                 # the sub-scores, relative, averaged (NaN if one is unknown)
-                row_steps.append(score * np.mean([steps[(rep, inst)][n] / got[n] for n in names]))
+                row_resolutions.append(
+                    score * np.mean([resolutions[(rep, inst)][n] / got[n] for n in names])
+                )
         where = (
             f"{labels.get(cell.platform, cell.platform)} / {cell.workload} / {cell.instances} inst."
         )
@@ -227,7 +230,7 @@ def _composite_rows(
             )
         if rows:
             grouped.values[(cell_id, COMPOSITE)] = np.array(rows, dtype=float)
-            grouped.resolutions[(cell_id, COMPOSITE)] = np.array(row_steps, dtype=float)
+            grouped.resolutions[(cell_id, COMPOSITE)] = np.array(row_resolutions, dtype=float)
             grouped.meta[(cell_id, COMPOSITE)] = ("×native" if base else "score", True)
     for workload, left in left_out.items():
         notes += [
@@ -408,7 +411,7 @@ def _baseline_means(
     return means
 
 
-def _per_core(ser: Series, throughput: bool, host_cpu: HostCpu | None) -> np.ndarray:
+def _per_core(values: CellValues, throughput: bool, host_cpu: HostCpu | None) -> np.ndarray:
     """Each repetition's aggregate divided by the host cores busy during it."""
     if not throughput:
         return np.empty(0)
@@ -416,7 +419,7 @@ def _per_core(ser: Series, throughput: bool, host_cpu: HostCpu | None) -> np.nda
     return np.array(
         [
             x / cores[int(r)]
-            for x, r in zip(ser.aggregate, ser.aggregate_reps, strict=True)
+            for x, r in zip(values.aggregate, values.aggregate_reps, strict=True)
             if cores.get(int(r), 0) > 0
         ]
     )
@@ -424,7 +427,7 @@ def _per_core(ser: Series, throughput: bool, host_cpu: HostCpu | None) -> np.nda
 
 @dataclass(frozen=True)
 class _Figure:
-    """A (cell, metric) with its series and summaries: what its ``MetricResult`` is built from
+    """A (cell, metric) with its values and summaries: what its ``MetricResult`` is built from
     once the figures that compare it with others (the baseline, its smallest count, the run's
     other headlines) are known."""
 
@@ -433,7 +436,7 @@ class _Figure:
     unit: str
     higher_is_better: bool
     throughput: bool
-    series: Series
+    values: CellValues
     single: Summary
     aggregate: Summary | None
     per_core_values: np.ndarray | None
@@ -441,11 +444,11 @@ class _Figure:
 
     @property
     def single_values(self) -> np.ndarray:
-        return self.series.single
+        return self.values.single
 
     @property
     def aggregate_values(self) -> np.ndarray | None:
-        return self.series.aggregate if self.throughput else None
+        return self.values.aggregate if self.throughput else None
 
 
 _Key = tuple[int, str]
@@ -455,8 +458,8 @@ _Key = tuple[int, str]
 def _results(
     grouped: _Grouped, cells: dict[int, CellInfo], samples: _Samples, baseline: str | None
 ) -> list[MetricResult]:
-    """Every (cell, metric) with its series and summaries, the cell's metrics in the tools'
-    order behind its composite, headlines marked; first every series, then all their summaries
+    """Every (cell, metric) with its values and summaries, the cell's metrics in the tools'
+    order behind its composite, headlines marked; first every one's values, then all their summaries
     at once (bootstraps are batched), then what sets them against each other; each result is
     built once, with all of it."""
     figures = _figures(grouped, cells, samples)
@@ -486,12 +489,12 @@ def _results(
                 headline=key in headlines,
                 composite=bool(said and said.composite),
                 direction=said.direction if said else None,
-                repetitions=f.series.reps,
+                repetitions=f.values.reps,
                 single_values=f.single_values,
                 aggregate_values=f.aggregate_values,
-                per_instance=f.series.per_instance,
-                instance_cv=f.series.instance_cv(),
-                starved=f.series.starved(f.higher_is_better),
+                per_instance=f.values.per_instance,
+                instance_cv=f.values.instance_cv(),
+                starved=f.values.starved(f.higher_is_better),
                 single=f.single,
                 aggregate=f.aggregate,
                 vs_baseline=vs,
@@ -503,7 +506,7 @@ def _results(
                 cost_vs_baseline=cost,
                 suspect=suspects.get(key),
                 trend=trend.get(key),
-                rotating=f.series.rotating(f.higher_is_better),
+                rotating=f.values.rotating(f.higher_is_better),
             )
         )
     return results
@@ -512,28 +515,28 @@ def _results(
 def _figures(
     grouped: _Grouped, cells: dict[int, CellInfo], samples: _Samples
 ) -> dict[_Key, _Figure]:
-    """Each (cell, metric)'s series and summaries, in the results' order."""
+    """Each (cell, metric)'s values and summaries, in the results' order."""
     specs = []
     arrays: list[np.ndarray] = []
-    steps: list[float | None] = []
+    resolutions: list[float | None] = []
     for (cid, name), (unit, hib) in grouped.meta.items():
         triples = grouped.values.get((cid, name))
         if triples is None or len(triples) == 0:
             continue
-        ser = series(triples, cells[cid].instances)
-        res = series(grouped.resolution_triples((cid, name)), cells[cid].instances)
-        throughput = is_throughput(unit, hib) and len(ser.aggregate) > 0
+        values = cell_values(triples, cells[cid].instances)
+        res = cell_values(grouped.resolution_triples((cid, name)), cells[cid].instances)
+        throughput = is_throughput(unit, hib) and len(values.aggregate) > 0
         host_cpu = samples.host_cpu.get(cid)
-        per_core = _per_core(ser, throughput, host_cpu)
-        specs.append((cid, name, unit, hib, ser, throughput, per_core))
-        views = [(ser.single, res.single)]
-        views += [(ser.aggregate, res.aggregate)] if throughput else []
+        per_core = _per_core(values, throughput, host_cpu)
+        specs.append((cid, name, unit, hib, values, throughput, per_core))
+        views = [(values.single, res.single)]
+        views += [(values.aggregate, res.aggregate)] if throughput else []
         views += [(per_core, _per_core(res, throughput, host_cpu))]
         for x, q in views:
             if len(x):
                 arrays.append(x)
-                steps.append(mean_resolution(q))
-    summaries = iter(summarize_many(arrays, steps))
+                resolutions.append(mean_resolution(q))
+    summaries = iter(summarize_many(arrays, resolutions))
     figures = [
         _Figure(
             cell=cells[cid],
@@ -541,24 +544,22 @@ def _figures(
             unit=unit,
             higher_is_better=hib,
             throughput=throughput,
-            series=ser,
+            values=values,
             single=next(summaries),
             aggregate=next(summaries) if throughput else None,
             per_core_values=per_core if len(per_core) else None,
             per_core=next(summaries) if len(per_core) else None,
         )
-        for cid, name, unit, hib, ser, throughput, per_core in specs
+        for cid, name, unit, hib, values, throughput, per_core in specs
     ]
     figures.sort(key=lambda f: (f.cell.id, f.name != COMPOSITE))  # stable: tool order
     return {(f.cell.id, f.name): f for f in figures}
 
 
-def _text_only(
-    grouped: _Grouped, cells: dict[int, CellInfo]
-) -> dict[tuple[str, str, str, int], str]:
+def _text_only(grouped: _Grouped, cells: dict[int, CellInfo]) -> dict[MetricKey, str]:
     """What the tools printed for metrics that never had a number in their cell."""
     return {
-        (cells[cid].platform, cells[cid].workload, name, cells[cid].instances): " ".join(t)
+        MetricKey(cells[cid].platform, cells[cid].workload, cells[cid].instances, name): " ".join(t)
         for (cid, name), texts in grouped.texts.items()
         if (cid, name) not in grouped.values and (t := sorted(texts))
     }
@@ -596,7 +597,7 @@ def headline_singles(
     for cid, name in grouped.values:
         names[cid].append(name)
     return {
-        (cid, name): series(grouped.values[(cid, name)], cells[cid].instances).single
+        (cid, name): cell_values(grouped.values[(cid, name)], cells[cid].instances).single
         for cid, ns in names.items()
         for name in _headline_names(grouped, cid, ns)
     }

@@ -31,6 +31,8 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from datetime import datetime
+from enum import StrEnum
+from typing import NamedTuple
 
 from hvbench.analysis import changes, claims
 from hvbench.analysis.cache import run_key
@@ -38,7 +40,7 @@ from hvbench.analysis.compare import _flat, gates
 from hvbench.analysis.model import CellInfo, RunAnalysis
 from hvbench.analysis.run import analyse
 from hvbench.errors import HvbenchError
-from hvbench.store import FLEET, LABELS, RunRecord, Store
+from hvbench.store import FLEET, LABELS, RunRecord, Store, image_artifact
 
 TIME = "time"
 QEMU = "qemu"
@@ -59,13 +61,51 @@ HOST_ITEMS = (
     "virtualization",
     "python",
 )
-"""Inventory items a change of which may explain a step (``host.inventory.collect``)."""
+"""Inventory items whose change may explain a change point (``host.inventory.collect``)."""
 VOLATILE = re.compile(r"load\.|ksm\.pages_sharing$")
 """Host conditions that are measurements of the moment, different in every run."""
 VERSION = re.compile(r"\d+(?:\.\d+)+")
 FIGURES = "series figures"
 """A finished run's ``RunFigures``, kept in the store (``Store.keep_derived``) under this
 name: a history reads them rather than analysing every run again."""
+
+
+class ItemKind(StrEnum):
+    """What an item of a run's provenance is of."""
+
+    HVBENCH = "hvbench"
+    QEMU = "QEMU"
+    """The QEMU the cell ran (its platform's ``resolved.qemu``)."""
+    GUEST_KERNEL = "guest kernel"
+    HOST = "host"
+    """An inventory item (``HOST_ITEMS``)."""
+    HOST_TOOL = "host tool"
+    HOST_CONDITION = "host condition"
+    PLATFORM = "platform"
+    WORKLOAD = "workload"
+    LABEL = "label"
+
+
+class ProvenanceItem(NamedTuple):
+    """One item of what the store recorded of a run for a cell (``provenance``): its kind, and
+    its name within the kind where the kind alone does not name it."""
+
+    kind: ItemKind
+    name: str = ""
+
+    def __str__(self) -> str:
+        """As a change point names it, in ``hvbench history`` and on the site: "host tool
+        fio", "QEMU"."""
+        return f"{self.kind} {self.name}" if self.name else str(self.kind)
+
+
+HVBENCH_COMMIT = ProvenanceItem(ItemKind.HVBENCH, "commit")
+HVBENCH_VERSION = ProvenanceItem(ItemKind.HVBENCH, "version")
+QEMU_RAN = ProvenanceItem(ItemKind.QEMU)
+GUEST_KERNEL_RAN = ProvenanceItem(ItemKind.GUEST_KERNEL)
+HOST_KERNEL = ProvenanceItem(ItemKind.HOST, "kernel")
+HOST_QEMU = ProvenanceItem(ItemKind.HOST_TOOL, "qemu-system-x86_64")
+"""The host's QEMU, for a cell whose platform did not resolve one."""
 
 
 @dataclass(frozen=True)
@@ -83,20 +123,20 @@ class Point:
     """95% interval of the mean (NaN with one repetition)."""
     n: int
     """Repetitions."""
-    provenance: dict[str, str] = field(repr=False, compare=False)
-    """What the store recorded of the run for this cell, flat: name -> value."""
+    provenance: dict[ProvenanceItem, str] = field(repr=False, compare=False)
+    """What the store recorded of the run for this cell, flat."""
 
 
 @dataclass(frozen=True)
 class Difference:
     """One item of provenance that differs between the runs either side of a change."""
 
-    name: str
+    item: ProvenanceItem
     before: str | None
     after: str | None
 
     def __str__(self) -> str:
-        return f"{self.name} {self.before or '-'} → {self.after or '-'}"
+        return f"{self.item} {self.before or '-'} → {self.after or '-'}"
 
 
 @dataclass(frozen=True)
@@ -236,7 +276,7 @@ class RunFigures:
 
     host: str
     figures: list[Figure]
-    provenance: dict[str, dict[str, str]]
+    provenance: dict[str, dict[ProvenanceItem, str]]
     """Per cell key (``provenance``)."""
     claims: list[dict] = field(default_factory=list)
     """The run's judged claims (``claims.as_json``), for a claim's outcome run by run."""
@@ -270,7 +310,10 @@ class RunFigures:
         return {
             "host": self.host,
             "figures": [[_null(v) for v in vars(f).values()] for f in self.figures],
-            "provenance": self.provenance,
+            "provenance": {
+                cell: [[item.kind.value, item.name, value] for item, value in items.items()]
+                for cell, items in self.provenance.items()
+            },
             "claims": self.claims,
         }
 
@@ -282,7 +325,11 @@ class RunFigures:
             values = dict(zip(names, row, strict=True))
             values |= {k: math.nan for k in ("mean", "low", "high") if values[k] is None}
             figures.append(Figure(**values))
-        return cls(data["host"], figures, data["provenance"], data["claims"])
+        provenance = {
+            cell: {ProvenanceItem(ItemKind(kind), name): value for kind, name, value in rows}
+            for cell, rows in data["provenance"].items()
+        }
+        return cls(data["host"], figures, provenance, data["claims"])
 
 
 def _null(v: object) -> object:
@@ -298,30 +345,32 @@ def host_of(run: RunAnalysis) -> str:
 def _guest_kernel(run: RunAnalysis, cell: CellInfo) -> str | None:
     """The guest kernel of the cell's image, where its guests booted one."""
     key = (cell.platform_settings.get("image") or {}).get("key")
-    kernel = (run.artifacts.get(f"image {key}") or {}).get("kernel") or {}
+    kernel = (run.artifacts.get(image_artifact(key)) or {}).get("kernel") or {}
     if not kernel:
         return None
     return f"{kernel.get('release', '')} ({kernel.get('version', '')})".strip()
 
 
-def provenance(run: RunAnalysis, cell: CellInfo) -> dict[str, str]:
-    """What the store recorded of a run for one of its cells, flat (``Difference``'s names)."""
+def provenance(run: RunAnalysis, cell: CellInfo) -> dict[ProvenanceItem, str]:
+    """What the store recorded of a run for one of its cells, flat (``Difference``'s items)."""
     inv = run.inventory or {}
-    items: dict[str, object] = {
-        "hvbench commit": run.git_commit,
-        "hvbench version": run.hvbench_version,
+    items: dict[ProvenanceItem, object] = {
+        HVBENCH_COMMIT: run.git_commit,
+        HVBENCH_VERSION: run.hvbench_version,
     }
     settings = _flat(cell.platform_settings)
-    items["QEMU"] = settings.pop("resolved.qemu", None)
-    items["guest kernel"] = _guest_kernel(run, cell)
-    items |= {f"host {k}": inv.get(k) for k in HOST_ITEMS}
-    items |= {f"host tool {k}": v for k, v in (inv.get("tools") or {}).items()}
-    items |= {
-        f"host condition {c.name}": c.value for c in run.conditions if not VOLATILE.match(c.name)
-    }
-    items |= {f"platform {k}": v for k, v in settings.items()}
-    items |= {f"workload {k}": v for k, v in _flat(cell.workload_settings).items()}
-    items |= {f"label {k}": v for k, v in (run.options.get(LABELS) or {}).items()}
+    items[QEMU_RAN] = settings.pop("resolved.qemu", None)
+    items[GUEST_KERNEL_RAN] = _guest_kernel(run, cell)
+    conditions = [c for c in run.conditions if not VOLATILE.match(c.name)]
+    groups: list[tuple[ItemKind, dict[str, object]]] = [
+        (ItemKind.HOST, {k: inv.get(k) for k in HOST_ITEMS}),
+        (ItemKind.HOST_TOOL, inv.get("tools") or {}),
+        (ItemKind.HOST_CONDITION, {c.name: c.value for c in conditions}),
+        (ItemKind.PLATFORM, settings),
+        (ItemKind.WORKLOAD, _flat(cell.workload_settings)),
+        (ItemKind.LABEL, run.options.get(LABELS) or {}),
+    ]
+    items |= {ProvenanceItem(kind, k): v for kind, found in groups for k, v in found.items()}
     return {k: str(v) for k, v in items.items() if v is not None}
 
 
@@ -340,17 +389,17 @@ def short_version(text: str | None) -> str | None:
     return found.group(0) if found and text.startswith("QEMU") else text
 
 
-def _key(by: str, p: dict[str, str]) -> str | None:
+def _key(by: str, p: dict[ProvenanceItem, str]) -> str | None:
     """The value of the ordering key ``by`` in a point's provenance."""
     if by == QEMU:
-        return short_version(p.get("QEMU") or p.get("host tool qemu-system-x86_64"))
+        return short_version(p.get(QEMU_RAN) or p.get(HOST_QEMU))
     if by == KERNEL:
-        return p.get("host kernel")
+        return p.get(HOST_KERNEL)
     if by == GUEST_KERNEL:
-        return p.get("guest kernel")
+        return p.get(GUEST_KERNEL_RAN)
     if by == COMMIT:
-        return p.get("hvbench commit")
-    return p.get(f"label {by.removeprefix(LABEL)}")
+        return p.get(HVBENCH_COMMIT)
+    return p.get(ProvenanceItem(ItemKind.LABEL, by.removeprefix(LABEL)))
 
 
 def natural(text: str) -> tuple:
@@ -378,9 +427,9 @@ def _ordered(points: list[Point], by: str) -> list[Point]:
     return sorted(points, key=lambda p: natural(p.version or ""))
 
 
-def _point(run: RunRecord, f: Figure, prov: dict[str, str], by: str) -> Point:
+def _point(run: RunRecord, f: Figure, prov: dict[ProvenanceItem, str], by: str) -> Point:
     version = (
-        _key(by, prov) if by != TIME else short_version(prov.get("QEMU")) or prov.get("host kernel")
+        _key(by, prov) if by != TIME else short_version(prov.get(QEMU_RAN)) or prov.get(HOST_KERNEL)
     )
     return Point(run.id, run.created_at, version, f.mean, f.low, f.high, f.n, prov)
 
@@ -521,21 +570,21 @@ def _nothing(
 def _find_changes(series: list[Series]) -> None:
     """Each series' change points, judged together as one family (``changes.find``)."""
     judged = changes.find([[p.mean for p in s.points] for s in series])
-    for s, steps in zip(series, judged, strict=True):
+    for s, candidates in zip(series, judged, strict=True):
         s.changes = [
             ChangePoint(
-                index=step.index,
-                before=s.points[step.index - 1],
-                after=s.points[step.index],
-                ratio=step.ratio,
-                low=step.low,
-                high=step.high,
-                p_value=step.p_holm,
-                regression=(step.ratio < 1) == s.higher_is_better,
-                differences=differences(s.points[step.index - 1], s.points[step.index]),
+                index=c.index,
+                before=s.points[c.index - 1],
+                after=s.points[c.index],
+                ratio=c.ratio,
+                low=c.low,
+                high=c.high,
+                p_value=c.p_holm,
+                regression=(c.ratio < 1) == s.higher_is_better,
+                differences=differences(s.points[c.index - 1], s.points[c.index]),
             )
-            for step in steps
-            if step.significant
+            for c in candidates
+            if c.significant
         ]
 
 

@@ -441,7 +441,7 @@ def _climb(d: Density, c: Climb) -> str:
     """ "ascent 2 stopped at 3 sets, slo: ..." or "ascent 3 unfinished"."""
     if c.stop is None:
         return f"ascent {c.number} {'held every step' if c.stopped_by == 'bound' else c.stopped_by}"
-    at = _n(c.stopped_step, d.unit) if c.stopped_step else f"{c.stop.count} instances"
+    at = _n(c.units_at_stop, d.unit) if c.units_at_stop else f"{c.stop.count} instances"
     return f"ascent {c.number} stopped at {at}, {stop_cause(c.stop)}"
 
 
@@ -454,7 +454,7 @@ def _held(d: Density) -> str:
     low, high = spread
     if low == high:
         return f"{_n(low, d.unit)} at SLO in {len(d.counted)} of {_n(n, 'ascents')}"
-    each = ", ".join(str(c.steps) for c in d.counted)
+    each = ", ".join(str(c.units_held) for c in d.counted)
     return f"{low}–{high} {d.unit} at SLO ({len(d.counted)} ascents: {each})"
 
 
@@ -466,10 +466,10 @@ def ascent_lines(a: RunAnalysis) -> list[str]:
     out = []
     for d in a.densities:
         line = f"{a.label(d.platform)}: {_held(d)}"
-        if d.steps:
-            cpu = d.cpu_at(d.steps)
+        if d.units_held:
+            cpu = d.cpu_at(d.units_held)
             busy = "n/a" if cpu is None else f"{100 * cpu.busy:.1f}%"
-            line += f", host CPU {busy} at {_n(d.steps, d.unit)}"
+            line += f", host CPU {busy} at {_n(d.units_held, d.unit)}"
         if all(c.stopped_by == "bound" for c in d.climbs):
             line += " (every step held: raise the bound)"
         stops = [_climb(d, c) for c in d.climbs if c.stopped_by != "bound"]

@@ -26,6 +26,7 @@ from hvbench.cli import reporting
 from hvbench.cli import run as run_cmd
 from hvbench.cli.lines import print_finding
 from hvbench.cli.options import DbOption
+from hvbench.cli.study_schema import study_schema
 from hvbench.errors import HvbenchError
 from hvbench.host.profile import MISSING
 from hvbench.host.resources import orphan_ledgers
@@ -39,7 +40,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     help="Measure what a virtualization platform costs, against the same host running natively.",
 )
-study_app = typer.Typer(no_args_is_help=True, help="Check and show study files.")
+study_app = typer.Typer(no_args_is_help=True, help="Check and show study files, and their schema.")
 app.add_typer(study_app, name="study")
 app.add_typer(image_cmd.app, name="image", help="Build, list and prune guest images.")
 app.add_typer(fleet_cmd.app, name="fleet")
@@ -135,8 +136,10 @@ def study_show(
     quick: Annotated[bool, typer.Option(help="estimate for --quick")] = False,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Print the expanded matrix of cells and the study's estimated duration, on this host and
-    on one of as many cores whose KVM runs stock guests (accel: auto takes KVM there)."""
+    """Print a study's expanded matrix of cells and its estimated duration, here and with KVM.
+
+    The estimate is for this host and for one of as many cores whose KVM runs stock guests
+    (accel: auto takes KVM there)."""
     study = load_study(file).quickened() if quick else load_study(file)
     here = this_host()
     hosts = {"this_host": here, "kvm_host": replace(here, kvm=True)}
@@ -185,6 +188,16 @@ def study_show(
         "with KVM",
         soft_wrap=True,
     )
+
+
+@study_app.command("schema")
+def study_schema_cmd() -> None:
+    """Print the study file's JSON Schema, for editors that complete and check YAML with one.
+
+    With the YAML language server, a study's first line
+    `# yaml-language-server: $schema=study.schema.json` names the file this printed.
+    """
+    print(json.dumps(study_schema(), indent=2))
 
 
 @app.command("doctor")

@@ -125,8 +125,9 @@ def import_(
     db: DbOption = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Copy every run of another store into this one, keeping run ids, inventories and
-    provenance; a run already here is replaced by a fuller account of it."""
+    """Copy every run of another store into this one, keeping run ids, inventories, provenance.
+
+    A run already here is replaced by a fuller account of it."""
     if not file.is_file():
         raise HvbenchError(f"{file}: no such file; give an hvbench SQLite store (results.db)")
     source = Store(f"sqlite:///{file.resolve()}")

@@ -74,7 +74,8 @@ def _as_json(s: Series) -> dict:
                 "regression": c.regression,
                 "explained": c.explained,
                 "differences": [
-                    {"name": d.name, "before": d.before, "after": d.after} for d in c.differences
+                    {"name": str(d.item), "before": d.before, "after": d.after}
+                    for d in c.differences
                 ],
             }
             for c in s.changes
@@ -153,10 +154,11 @@ def history(
     ] = False,
     db: DbOption = None,
 ) -> None:
-    """Every run of a study as one series per host and figure, with its change points: where
-    the level moved, by how much (the ratio of the means either side, with its 99% interval),
-    and what the store recorded differently of the runs either side. --claims: each claim's
-    outcome (held, refuted, inconclusive) run by run instead.
+    """Every run of a study as one series per host and figure, with its change points explained.
+
+    A change point says where the level moved, by how much (the ratio of the means either side,
+    with its 99% interval), and what the store recorded differently of the runs either side.
+    --claims: each claim's outcome (held, refuted, inconclusive) run by run instead.
 
     Exit codes: 0 ok; 1 with --check, a headline figure regressed at a change point among the
     newest --window runs; 2 bad input.

@@ -55,10 +55,11 @@ def publish(
         int | None, typer.Option(help="processes making run reports (default: one per core)")
     ] = None,
 ) -> None:
-    """A static site of the store's history: each study on each host, its headline metrics'
-    trends with their change points, and every run's report. Works from file:// and any web
-    server; loads nothing from the network. Run reports already there are kept unless their
-    run or hvbench changed."""
+    """A static site of the store's history: trends with their change points, every run's report.
+
+    Each study on each host, its headline metrics' trends with their change points, and every
+    run's report. Works from file:// and any web server; loads nothing from the network. Run
+    reports already there are kept unless their run or hvbench changed."""
     done = site.publish(Store(db), directory, jobs)
     print(
         f"{done.index} ({len(done.pages)} histor{'y' if len(done.pages) == 1 else 'ies'}; "
@@ -141,9 +142,11 @@ def claims(
     as_json: Annotated[bool, typer.Option("--json")] = False,
     db: DbOption = None,
 ) -> None:
-    """Judge a stored run's claims again (its study's expect: and its SLOs), each by its 95%
-    interval against its bound, the run's claims one family (Holm's step-down): held, refuted
-    or inconclusive, with the repetitions that would settle an inconclusive one.
+    """Judge a stored run's claims again: held, refuted or inconclusive, by their 95% intervals.
+
+    The claims are its study's expect: and its SLOs, each interval set against its bound, the
+    run's claims one family (Holm's step-down); an inconclusive one comes with the repetitions
+    that would settle it.
 
     Exit codes: 0 every claim held; 1 a claim refuted; 2 bad input (or nothing to judge);
     3 none refuted, but one inconclusive.
@@ -152,7 +155,7 @@ def claims(
     if not a.claims:
         raise HvbenchError(
             f"run {a.run_id}: its study expects nothing (no expect:) and has no SLOs; "
-            "add claims to the study (README: Claims)"
+            "add claims to the study (docs/guide/claims.md)"
         )
     if as_json:
         print(json.dumps([claims_of.as_json(j) for j in a.claims], indent=2, ensure_ascii=False))

@@ -46,6 +46,12 @@ LabelOption = Annotated[
 """``--label``, of a run and of every host's run of a fleet."""
 
 
+def tell(line: str) -> None:
+    """One line for the user on stderr, as written: the runner's messages and the run's
+    warnings, above the progress bar while it is drawn."""
+    err.print(line, markup=False, highlight=False, emoji=False, soft_wrap=True)
+
+
 def run(
     study_file: Annotated[
         Path | None, typer.Argument(metavar="[STUDY]", help="study file (default: built in)")
@@ -78,8 +84,7 @@ def run(
         ),
     ] = True,
 ) -> None:
-    """Run a study; prints `run <RUN_ID>` first, the % of native table and where the run's
-    time went last."""
+    """Run a study: `run <RUN_ID>` first, the % of native table and where its time went last."""
     started = time.monotonic()
     labels = parse_labels(label or [])
     if labels and resume:
@@ -90,11 +95,11 @@ def run(
         print(f"run {earlier.id}: finished, in fleet {fleet} already", flush=True)
         return
     if earlier is not None:
-        runner = Runner.resume(store, earlier.id, started=started)
+        runner = Runner.resume(store, earlier.id, on_message=tell, started=started)
     elif resume:
         if study_file is not None:
             raise HvbenchError("--resume takes the study stored with the run; give no STUDY")
-        runner = Runner.resume(store, resume, started=started)
+        runner = Runner.resume(store, resume, on_message=tell, started=started)
     else:
         if study_file is not None:
             study = load_study(study_file)
@@ -103,10 +108,10 @@ def run(
         if lacking := packages.missing(study):
             raise HvbenchError(f"{study.source}: cannot run on this host: {'; '.join(lacking)}")
         if quick:
-            err.print(f"hvbench: {QUICK_NOTE}", markup=False, highlight=False, soft_wrap=True)
+            tell(f"hvbench: {QUICK_NOTE}")
         for line in study.ignored_counts() + (study.short_jobs(quick=False) if not quick else []):
-            err.print(f"hvbench: warning: {line}", markup=False, highlight=False, soft_wrap=True)
-        runner = Runner.create(study, store, quick, labels=labels, started=started)
+            tell(f"hvbench: warning: {line}")
+        runner = Runner.create(study, store, quick, labels=labels, on_message=tell, started=started)
         if fleet:
             store.add_artifact(runner.run_id, FLEET, {"fleet": fleet, "host": fleet_host})
     print(f"run {runner.run_id}", flush=True)
@@ -149,7 +154,7 @@ def run(
     else:
         made = f"no report (hvbench report {runner.run_id} makes it)"
     print("\n".join(time_lines(runner.keep_time())))
-    print(f"run {runner.run_id}: {status}, {runner.failed} failed sample(s); {made}")
+    print(f"run {runner.run_id}: {status}, {runner.failed_samples} failed sample(s); {made}")
     if status == "failed":
         sys.exit(1)
 

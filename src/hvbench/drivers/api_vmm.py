@@ -24,18 +24,10 @@ from typing import Any, ClassVar, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
 from hvbench.drivers.agent_instance import AgentInstance
-from hvbench.drivers.base import (
-    Availability,
-    DataImage,
-    Driver,
-    Footprint,
-    Pace,
-    PlatformSettings,
-    format_data_disk,
-    rootfs_summary,
-    tap_and_mac,
-)
+from hvbench.drivers.base import Availability, Driver, PlatformSettings
 from hvbench.drivers.console import Console, launch
+from hvbench.drivers.disks import DataImage, format_data_disk
+from hvbench.drivers.footprint import Footprint, Pace
 from hvbench.drivers.last_words import last_words
 from hvbench.drivers.qemu import host_is_a_guest
 from hvbench.drivers.vmm_api import VmmApi
@@ -44,6 +36,7 @@ from hvbench.guest import image as guest_image
 from hvbench.guest import userland
 from hvbench.guest.agent import VsockAgent
 from hvbench.host import hugepages
+from hvbench.host.network import tap_and_mac
 from hvbench.host.process import executable
 from hvbench.host.resources import Ledger, Resource
 from hvbench.store import WhatRan
@@ -506,5 +499,5 @@ class ApiVmmDriver(Driver[S, I]):
         if self._image:
             info["image"] = self._image.manifest
         if self._rootfs:
-            info["rootfs"] = rootfs_summary(self._rootfs)
+            info["rootfs"] = self._rootfs.summary()
         return info

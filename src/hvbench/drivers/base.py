@@ -7,89 +7,26 @@ control channel that is never the device under test, and the driver ``stop``s th
 
 from __future__ import annotations
 
-import hashlib
-import itertools
-import os
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Generic, Literal, Protocol, TypeVar
+from typing import TYPE_CHECKING, ClassVar, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt
 
+from hvbench.drivers.disks import DataDisk
+from hvbench.drivers.footprint import Footprint, Pace
 from hvbench.errors import HvbenchError, InstanceError, StartFailed
 from hvbench.host.monitor import LOCAL, HostCpuSource
 from hvbench.host.process import ExecResult
-from hvbench.host.storage import loop_device, make_image
 from hvbench.store import WhatRan
-from hvbench.units import Size
 
 if TYPE_CHECKING:
-    from hvbench.guest.userland import RootImage
     from hvbench.host.network import RunNetwork
     from hvbench.host.resources import Ledger, Resource
-
-
-class HostDisk(BaseModel):
-    """A data disk made on the host (native, containers): a loop device with direct I/O over a
-    sparse file, or a block device the user names."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    backing: Literal["file", "block"] = "file"
-    path: str | None = None
-    """For ``file``: the directory that holds the image (default: the run's work directory).
-    For ``block``: the partition or LV to format, which is erased."""
-    size: Size = 2 << 30
-
-
-START_TIMEOUT_S = 300.0
-"""Seconds a group of instances has to start (``start_allowance``)."""
-SAMPLE_TASKS = 2
-"""Host tasks each instance adds while a sample runs, beyond ``Footprint.tasks``: the runner's
-thread for it and the command it runs (the start's own thread per instance is gone by then)."""
-
-
-@dataclass(frozen=True)
-class Footprint:
-    """What one running instance holds on the host besides its guest's memory (``holds``), as
-    bench/footprint.py measures it: what a group of instances must find room for before a run
-    starts any (``plan.misfits_at``)."""
-
-    memory: int
-    """Bytes: its host processes' PSS beyond the guest's memory, the kernel memory charged to
-    its cgroup, and its network namespace with its veth."""
-    tasks: int
-    """Host tasks (processes and threads) it holds idle, hvbench's own threads for it included:
-    each takes a pid (kernel.pid_max) and counts against kernel.threads-max and RLIMIT_NPROC."""
-    net_namespaces: int = 0
-    pid_namespaces: int = 0
-    address: bool = True
-    """Whether it takes an address on the run's network (``RunNetwork.address``)."""
-
-
-@dataclass(frozen=True)
-class Pace:
-    """How fast a platform goes against native on the same host, for the estimate of a study's
-    duration (``plan.estimate_seconds``) and whether its largest group can start in time."""
-
-    slowdown: float
-    """Wall time of fixed work (a compression, a search, a build) over native's."""
-    io_slowdown: float
-    """Wall time of fixed work on the data disk (a file written and read with direct I/O) over
-    native's."""
-    start_s: float
-    """Seconds to start one instance until it is ready (its data disk formatted), and stop it."""
-    core_s: float
-    """Core-seconds each instance of a group started at once takes: a start is mostly CPU work,
-    so N of them on C cores take about N × core_s / C."""
-
-    def group_seconds(self, count: int, cores: int) -> float:
-        """Seconds to start and stop ``count`` instances at once on ``cores`` cores."""
-        return max(self.start_s, count * self.core_s / cores)
 
 
 class PlatformSettings(BaseModel):
@@ -124,25 +61,6 @@ class PlatformSettings(BaseModel):
         """How fast this platform goes on a host whose KVM runs stock guests (``kvm``), or one
         whose does not (``accel: auto`` resolves by it)."""
         raise NotImplementedError(f"driver {self.driver} has no pace")
-
-
-def start_allowance(settings: PlatformSettings) -> float:
-    """Seconds a group of instances has to start: START_TIMEOUT_S, or the platform's own
-    ``boot_timeout`` where that is longer (a user's allowance for slow boots, such as five
-    nested Xen domains at once, is not cut short)."""
-    return max(START_TIMEOUT_S, getattr(settings, "boot_timeout", 0.0))
-
-
-@dataclass
-class DataDisk:
-    """The disk that disk workloads measure, as seen from inside the instance."""
-
-    device: str
-    """Block device inside the instance (``/dev/vdb``, a loop device for native)."""
-    mountpoint: str
-    """Where the freshly formatted filesystem of that device is mounted inside the instance."""
-    description: str
-    """What backs it on the host (file, partition, LV), for the report's provenance."""
 
 
 @dataclass
@@ -495,110 +413,3 @@ class Availability:
     ok: bool
     detail: str
     fix: str = ""
-
-
-_taps = itertools.count()
-
-
-def tap_and_mac(tag: str, mac_byte: int, index: int) -> tuple[str, str]:
-    """Names for the NIC of instance ``index``: a tap that no other hvbench process on the host
-    names (``hv``, the driver's ``tag``, this process's id and a counter, within the kernel's
-    15 characters), and a MAC in QEMU's range (52:54:00) whose fourth byte, ``mac_byte``,
-    tells the drivers apart."""
-    tap = f"hv{tag}{os.getpid() % 10000}t{next(_taps)}"
-    return tap, f"52:54:00:{mac_byte:02x}:{index >> 8 & 0xFF:02x}:{index & 0xFF:02x}"
-
-
-def rootfs_summary(rootfs: RootImage) -> dict:
-    """What ``describe`` records of a root filesystem image: its manifest with the files'
-    list folded into a count and one hash (the full list is in the cache, thousands of lines)."""
-    manifest = rootfs.manifest
-    listing = "".join(f"{p} {f['sha256']}\n" for p, f in sorted(manifest["files"].items()))
-    return {
-        **{k: v for k, v in manifest.items() if k != "files"},
-        "files": len(manifest["files"]),
-        "files_sha256": hashlib.sha256(listing.encode()).hexdigest(),
-    }
-
-
-class DiskSettings(Protocol):
-    """What every platform's data disk settings say of where the disk lives on the host."""
-
-    @property
-    def backing(self) -> Literal["file", "block"]: ...
-
-    @property
-    def path(self) -> str | None: ...
-
-    @property
-    def size(self) -> int: ...
-
-
-@dataclass(frozen=True)
-class DataImage:
-    """The host side of one instance's data disk, made the same way for every driver
-    (``make``), so that each driver only maps it onto its own device syntax."""
-
-    path: str
-    """What the instance's VMM (or the host's mkfs) opens: the user's block device, the file
-    made for the instance, or the loop device over that file."""
-    file: Path | None
-    """The file made for the instance, or None on the user's block device."""
-
-    @classmethod
-    def make(
-        cls,
-        driver: Driver,
-        disk: DiskSettings,
-        name: str,
-        made: list[Resource],
-        fmt: str = "raw",
-        loop: bool = False,
-    ) -> DataImage:
-        """The block device the settings name, once it is there (validation made sure they
-        name one); or a new image file ``name`` of the disk's size and format ``fmt`` in the
-        disk's directory (by default the run's), in the ledger (``made``) before it exists,
-        behind a loop device with direct I/O where ``loop``."""
-        if disk.backing == "block":
-            assert disk.path
-            if not Path(disk.path).exists():
-                raise HvbenchError(
-                    f"platform {driver.platform}: disk path {disk.path} does not exist"
-                )
-            return cls(disk.path, None)
-        file = Path(disk.path or driver.workdir) / name
-        if loop:
-            made += loop_device(driver.ledger, file, disk.size)
-            return cls(made[-1].name, file)
-        made.append(driver.ledger.add("path", str(file)))
-        make_image(file, fmt, disk.size)
-        return cls(str(file), file)
-
-
-DATA_MOUNT = "/mnt/hvbench-data"
-MKFS = ("mkfs.ext4", "-F", "-q", "-E", "lazy_itable_init=0,lazy_journal_init=0")
-"""How every data disk is formatted. Inode tables and journal are initialised now, not lazily:
-ext4's background initialisation would otherwise write to the disk while a workload measures it."""
-
-
-def time_left(deadline: float) -> float:
-    """Seconds a step may take before ``deadline``, at least one: a step that starts late
-    still gets the chance to answer and say why it failed."""
-    return max(1.0, deadline - time.monotonic())
-
-
-def format_data_disk(
-    instance: Instance, device: str, description: str, mountpoint: str = DATA_MOUNT
-) -> None:
-    """Format the data disk inside the instance (with MKFS) and mount it, the same way on every
-    platform that has a kernel of its own."""
-    steps = (
-        [*MKFS, device],
-        ["mkdir", "-p", mountpoint],
-        ["mount", device, mountpoint],
-    )
-    for argv in steps:
-        result = instance.exec(argv, timeout=600)
-        if not result.ok:
-            raise InstanceError(f"{instance.name}: data disk {device}: {result.describe_failure()}")
-    instance.data_disk = DataDisk(device, mountpoint, description)

@@ -32,13 +32,13 @@ from hvbench.drivers.api_vmm import (
     Vmm,
 )
 from hvbench.drivers.base import (
-    DataImage,
     Lifecycle,
     MigrationPlan,
     Operation,
     OperationReport,
     PlatformSettings,
 )
+from hvbench.drivers.disks import DataImage
 from hvbench.drivers.qemu import DATA_SERIAL, find_disk
 from hvbench.errors import CommandTimeout, InstanceError
 from hvbench.host import hugepages

@@ -15,14 +15,8 @@ import re
 import subprocess
 from typing import ClassVar, Literal, NamedTuple
 
-from hvbench.drivers.base import (
-    Availability,
-    Footprint,
-    Kernel,
-    Operation,
-    Pace,
-    PlatformSettings,
-)
+from hvbench.drivers.base import Availability, Kernel, Operation, PlatformSettings
+from hvbench.drivers.footprint import Footprint, Pace
 from hvbench.drivers.oslevel import OciDriver, OsLevelSettings
 from hvbench.host.process import which
 from hvbench.store import WhatRan

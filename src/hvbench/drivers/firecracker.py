@@ -34,13 +34,13 @@ from hvbench.drivers.api_vmm import (
     Vmm,
 )
 from hvbench.drivers.base import (
-    DataImage,
     Lifecycle,
     MigrationPlan,
     Operation,
     OperationReport,
     PlatformSettings,
 )
+from hvbench.drivers.disks import DataImage
 from hvbench.drivers.qemu import find_disk
 from hvbench.errors import CommandTimeout, InstanceError
 from hvbench.host import hugepages

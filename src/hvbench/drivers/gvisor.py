@@ -33,14 +33,8 @@ import subprocess
 from dataclasses import dataclass
 from typing import ClassVar, Literal, get_args
 
-from hvbench.drivers.base import (
-    Availability,
-    Footprint,
-    Kernel,
-    Operation,
-    Pace,
-    PlatformSettings,
-)
+from hvbench.drivers.base import Availability, Kernel, Operation, PlatformSettings
+from hvbench.drivers.footprint import Footprint, Pace
 from hvbench.drivers.oslevel import SPAWN, OciDriver, OciInstance, OsLevelSettings
 from hvbench.host.process import which
 from hvbench.store import WhatRan

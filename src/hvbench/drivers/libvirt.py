@@ -60,16 +60,15 @@ from hvbench.drivers.agent_instance import AgentInstance
 from hvbench.drivers.base import (
     Availability,
     Driver,
-    Footprint,
     Lifecycle,
     MigrationPlan,
     Operation,
     OperationReport,
     PlatformSettings,
-    format_data_disk,
-    tap_and_mac,
 )
 from hvbench.drivers.console import Console
+from hvbench.drivers.disks import format_data_disk
+from hvbench.drivers.footprint import Footprint
 from hvbench.drivers.last_words import last_words
 from hvbench.drivers.qemu import (
     DATA_SERIAL,
@@ -86,6 +85,7 @@ from hvbench.errors import HvbenchError, InstanceError
 from hvbench.guest.agent import AgentSilent, GuestAgent
 from hvbench.host.hugepages import PAGE_KIB
 from hvbench.host.monitor import LOCAL, STATES, HostCpuSource
+from hvbench.host.network import tap_and_mac
 from hvbench.host.resources import Resource
 from hvbench.store import WhatRan
 

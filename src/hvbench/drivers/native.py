@@ -17,17 +17,9 @@ from typing import ClassVar, Literal
 
 import psutil
 
-from hvbench.drivers.base import (
-    Availability,
-    Driver,
-    Footprint,
-    HostDisk,
-    Instance,
-    Kernel,
-    Pace,
-    PlatformSettings,
-    format_data_disk,
-)
+from hvbench.drivers.base import Availability, Driver, Instance, Kernel, PlatformSettings
+from hvbench.drivers.disks import HostDisk, format_data_disk
+from hvbench.drivers.footprint import Footprint, Pace
 from hvbench.errors import HvbenchError
 from hvbench.host.process import ExecResult, Running, run_bounded
 from hvbench.host.storage import loop_device

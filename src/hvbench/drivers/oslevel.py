@@ -44,25 +44,19 @@ import psutil
 from pydantic import PositiveInt
 
 from hvbench.drivers.base import (
-    DATA_MOUNT,
-    MKFS,
-    DataDisk,
-    DataImage,
     Driver,
-    HostDisk,
     Instance,
     Lifecycle,
     MigrationPlan,
     OperationReport,
     PlatformSettings,
-    rootfs_summary,
-    time_left,
 )
+from hvbench.drivers.disks import DATA_MOUNT, MKFS, DataDisk, DataImage, HostDisk
 from hvbench.drivers.last_words import last_words
 from hvbench.errors import CommandTimeout, HvbenchError, InstanceError
 from hvbench.guest import image as guest_image
 from hvbench.guest import rootfs, userland
-from hvbench.host.process import ExecResult, Running, run_bounded
+from hvbench.host.process import ExecResult, Running, run_bounded, time_left
 from hvbench.host.resources import Resource
 from hvbench.host.storage import attach_loop, mount
 from hvbench.units import Size
@@ -546,7 +540,7 @@ class OciDriver(Driver[OS, OciInstance]):
         }
         info["image"] = image.manifest
         if self._userland:
-            info["rootfs"] = rootfs_summary(self._userland)
+            info["rootfs"] = self._userland.summary()
         return info
 
 

@@ -30,22 +30,18 @@ from qemu.qmp.legacy import QEMUMonitorProtocol
 from hvbench.drivers.agent_instance import AgentInstance
 from hvbench.drivers.base import (
     Availability,
-    DataImage,
     Driver,
-    Footprint,
     Instance,
     Lifecycle,
     MigrationPlan,
     Needs,
     Operation,
     OperationReport,
-    Pace,
     PlatformSettings,
-    format_data_disk,
-    rootfs_summary,
-    tap_and_mac,
 )
 from hvbench.drivers.console import Console, launch
+from hvbench.drivers.disks import DataImage, format_data_disk
+from hvbench.drivers.footprint import Footprint, Pace
 from hvbench.drivers.last_words import last_words
 from hvbench.drivers.qemu_devices import (
     QEMU,
@@ -67,6 +63,7 @@ from hvbench.guest.files import DISK_LIST
 from hvbench.host import hugepages
 from hvbench.host.hugepages import PAGE_KIB
 from hvbench.host.inventory import boot_id
+from hvbench.host.network import tap_and_mac
 from hvbench.host.process import executable, which
 from hvbench.host.resources import Ledger, Resource
 from hvbench.host.storage import make_image
@@ -635,7 +632,7 @@ class MachineBuilder:
         """What ``describe`` records of the images the machine boots."""
         info: dict = {"image": self.image.manifest}
         if self.rootfs:
-            info["rootfs"] = rootfs_summary(self.rootfs)
+            info["rootfs"] = self.rootfs.summary()
         return info
 
 

@@ -49,18 +49,10 @@ import psutil
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from hvbench.drivers.agent_instance import AgentInstance
-from hvbench.drivers.base import (
-    Availability,
-    DataImage,
-    Driver,
-    Footprint,
-    Pace,
-    PlatformSettings,
-    format_data_disk,
-    rootfs_summary,
-    tap_and_mac,
-)
+from hvbench.drivers.base import Availability, Driver, PlatformSettings
 from hvbench.drivers.console import Console
+from hvbench.drivers.disks import DataImage, format_data_disk
+from hvbench.drivers.footprint import Footprint, Pace
 from hvbench.drivers.last_words import last_words
 from hvbench.drivers.serial_relay import LineRelay
 from hvbench.errors import CommandTimeout, HvbenchError, InstanceError
@@ -68,6 +60,7 @@ from hvbench.guest import image as guest_image
 from hvbench.guest import rootfs, userland
 from hvbench.guest.agent import GuestAgent
 from hvbench.host.inventory import boot_id
+from hvbench.host.network import tap_and_mac
 from hvbench.host.process import run_bounded
 from hvbench.host.resources import Ledger, Resource
 from hvbench.store import WhatRan
@@ -702,5 +695,5 @@ class UmlDriver(Driver[UmlSettings, UmlInstance]):
             }
             info["image"] = self._image.manifest
         if self._rootfs:
-            info["rootfs"] = rootfs_summary(self._rootfs)
+            info["rootfs"] = self._rootfs.summary()
         return info

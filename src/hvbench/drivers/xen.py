@@ -54,19 +54,15 @@ from pydantic import PositiveInt, model_validator
 from hvbench.drivers.agent_instance import AgentInstance
 from hvbench.drivers.base import (
     Availability,
-    DataImage,
     Driver,
-    HostDisk,
     Lifecycle,
     MigrationPlan,
     Operation,
     OperationReport,
-    Pace,
     PlatformSettings,
-    format_data_disk,
-    rootfs_summary,
-    time_left,
 )
+from hvbench.drivers.disks import DataImage, HostDisk, format_data_disk
+from hvbench.drivers.footprint import Pace
 from hvbench.drivers.last_words import last_words
 from hvbench.drivers.qemu import KVM_PACE
 from hvbench.drivers.serial_relay import LineRelay
@@ -75,7 +71,7 @@ from hvbench.guest import image as guest_image
 from hvbench.guest import userland
 from hvbench.guest.agent import GuestAgent
 from hvbench.host.monitor import HostCpuSource, read_proc_stat
-from hvbench.host.process import ExecResult, run_bounded
+from hvbench.host.process import ExecResult, run_bounded, time_left
 from hvbench.host.resources import Resource
 from hvbench.host.storage import make_image
 from hvbench.store import WhatRan
@@ -579,7 +575,7 @@ class XenDriver(Driver[XS, XenInstance]):
     def describe(self) -> dict:
         info = super().describe()
         if self._rootfs:
-            info["rootfs"] = rootfs_summary(self._rootfs)
+            info["rootfs"] = self._rootfs.summary()
         if self._image:
             info["resolved"] = {
                 "xen_version": self._xen_version,

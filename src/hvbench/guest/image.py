@@ -111,10 +111,19 @@ _LDD_PATH = re.compile(r"(?:=>\s*)?(/\S+)\s+\(0x")
 
 def _libraries(binary: Path) -> list[Path]:
     """Shared libraries (and the loader) the binary needs, from ldd; none for a static one."""
-    proc = subprocess.run(["ldd", str(binary)], capture_output=True, text=True, check=False)
+    st = binary.stat()
+    return list(_ldd(str(binary), st.st_mtime_ns, st.st_size))
+
+
+@functools.cache
+def _ldd(binary: str, mtime_ns: int, size: int) -> tuple[Path, ...]:
+    """ldd's answer, once per process for the binary as it is on disk (its time and size in the
+    key): a run looks its tools up once for each platform it opens, and each ldd, which runs the
+    loader, takes seconds in a nested lab's L1."""
+    proc = subprocess.run(["ldd", binary], capture_output=True, text=True, check=False)
     if proc.returncode != 0:
-        return []  # "not a dynamic executable"
-    return [Path(m.group(1)) for m in map(_LDD_PATH.search, proc.stdout.splitlines()) if m]
+        return ()  # "not a dynamic executable"
+    return tuple(Path(m.group(1)) for m in map(_LDD_PATH.search, proc.stdout.splitlines()) if m)
 
 
 def _script_targets(script: bytes) -> list[Path]:

@@ -7,6 +7,7 @@ guest spends seconds decompressing an xz kernel, while QEMU loads an ELF with a 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -85,8 +86,11 @@ def _run(argv: list[str], what: str, cwd: Path | None = None) -> str:
     return proc.stdout
 
 
+@functools.cache
 def resolve(flavour: str) -> tuple[str, str]:
-    """The versioned kernel package that the flavour's meta-package depends on, and its version."""
+    """The versioned kernel package that the flavour's meta-package depends on, and its version;
+    asked of apt once per process: its two queries take seconds here and over a minute in a
+    nested lab's L1, once for each platform the run opens, and apt's candidate holds for a run."""
     if flavour not in FLAVOURS:
         raise HvbenchError(f"guest kernel {flavour!r}: expected one of {', '.join(FLAVOURS)}")
     meta = FLAVOURS[flavour]

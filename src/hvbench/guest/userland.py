@@ -66,6 +66,17 @@ class RootImage:
         manifest: dict[str, Any] = json.loads((self.dir / "manifest.json").read_text())
         return manifest
 
+    def summary(self) -> dict:
+        """What a driver's ``describe`` records of the image: its manifest with the files' list
+        folded into a count and one hash (the full list is in the cache, thousands of lines)."""
+        manifest = self.manifest
+        listing = "".join(f"{p} {f['sha256']}\n" for p, f in sorted(manifest["files"].items()))
+        return {
+            **{k: v for k, v in manifest.items() if k != "files"},
+            "files": len(manifest["files"]),
+            "files_sha256": hashlib.sha256(listing.encode()).hexdigest(),
+        }
+
 
 def _host_suite_and_mirror() -> tuple[str, str]:
     """The release and main mirror the host's apt uses (deb822 or one-line sources)."""

@@ -8,6 +8,8 @@ Nothing here touches the root namespace's addresses, routes or firewall. Address
 
 from __future__ import annotations
 
+import itertools
+import os
 import subprocess
 import threading
 from collections.abc import Sequence
@@ -24,6 +26,17 @@ PREFIX = 24
 INSTANCE_ADDRESSES = 245
 """Instances of one group the run's network has addresses for (``address``: 198.18.0.10-254)."""
 BRIDGE = "hvbr0"
+
+_taps = itertools.count()
+
+
+def tap_and_mac(tag: str, mac_byte: int, index: int) -> tuple[str, str]:
+    """Names for the NIC of instance ``index``: a tap that no other hvbench process on the host
+    names (``hv``, the driver's ``tag``, this process's id and a counter, within the kernel's
+    15 characters), and a MAC in QEMU's range (52:54:00) whose fourth byte, ``mac_byte``,
+    tells the drivers apart."""
+    tap = f"hv{tag}{os.getpid() % 10000}t{next(_taps)}"
+    return tap, f"52:54:00:{mac_byte:02x}:{index >> 8 & 0xFF:02x}:{index & 0xFF:02x}"
 
 
 def _ip(*args: str) -> None:

@@ -162,6 +162,12 @@ def _feed(pipe: IO[bytes], data: bytes) -> None:
         pipe.close()
 
 
+def time_left(deadline: float) -> float:
+    """Seconds a step may take before ``deadline``, at least one: a step that starts late
+    still gets the chance to answer and say why it failed."""
+    return max(1.0, deadline - time.monotonic())
+
+
 def executable(name: str) -> str | None:
     """The program a setting names (a VMM's ``binary``): a path, or a program looked up in
     hvbench's virtualenv, then PATH (``which``); None if there is none."""

@@ -133,16 +133,16 @@ def _density_lines(a: RunAnalysis) -> list[dict]:
             "workload": d.workload,
             "baseline": a.baseline,
             "hvbench_version": a.hvbench_version,
-            "instances": d.instances(d.steps),
-            "host_cpu_pct": None if (cpu := d.cpu_at(d.steps)) is None else 100 * cpu.busy,
+            "instances": d.instances(d.units_held),
+            "host_cpu_pct": None if (cpu := d.cpu_at(d.units_held)) is None else 100 * cpu.busy,
             "spread": d.spread,
             "ascents": [
                 {
                     "ascent": c.number,
-                    "steps": c.steps,
+                    "steps": c.units_held,
                     "counted": c.counted,
                     "stopped_by": c.stopped_by,
-                    "stopped_step": c.stopped_step,
+                    "stopped_step": c.units_at_stop,
                     **(c.stop.to_json() if c.stop else {}),
                 }
                 for c in d.climbs
@@ -150,7 +150,7 @@ def _density_lines(a: RunAnalysis) -> list[dict]:
         }
         line = {
             "metric": f"{d.workload_name}.density_{d.unit}",
-            "value": d.steps,
+            "value": d.units_held,
             "unit": d.unit,
             "metadata": meta,
             "timestamp": None,

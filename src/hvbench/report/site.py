@@ -165,6 +165,42 @@ def report_path(run_id: str) -> str:
 # run reports ------------------------------------------------------------------------------
 
 
+@dataclass
+class Manifest:
+    """What DIR's ``MANIFEST`` records of the site's run reports: the key (``cache.run_key``)
+    each run's report was made under, and why a run has none (a run that cannot have one is
+    not tried again under the same key)."""
+
+    made: dict[str, str | None] = field(default_factory=dict)
+    """Run id -> the key its report, or its failure, was made under."""
+    no_report: dict[str, str] = field(default_factory=dict)
+    """Run id -> why it has no report."""
+
+    @classmethod
+    def read(cls, path: Path) -> Manifest:
+        """The manifest at ``path``; an empty one where there is none to read."""
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return cls()
+        if not isinstance(data.get("made"), dict):
+            # A site published before this form: one mapping, each failure under "!" + run id.
+            # Read once here; ``write`` leaves it in this form.
+            failed = {k for k in data if k.startswith("!")}
+            made = {k: v for k, v in data.items() if k not in failed}
+            return cls(made, {k.removeprefix("!"): data[k] for k in failed})
+        return cls(data["made"], data["no_report"])
+
+    def write(self, path: Path, runs: Iterable[str]) -> None:
+        """Keep what is recorded of ``runs`` (the store's), at ``path``."""
+        keep = set(runs)
+        content = {
+            "made": {k: v for k, v in self.made.items() if k in keep},
+            "no_report": {k: v for k, v in self.no_report.items() if k in keep},
+        }
+        path.write_text(json.dumps(content, indent=1, sort_keys=True), encoding="utf-8")
+
+
 def _reuse(store: Store, runs: list[RunRecord], root: Path) -> set[str]:
     """Copy into the site the reports of ``runs`` that ``hvbench run`` wrote when each ended,
     where still current (same run, same code, same bytes); the ids of those copied."""
@@ -223,24 +259,20 @@ def write_reports(
     returned): ``meanwhile`` runs in this process while other processes make the reports."""
     global _worker_store
     (root / RUNS).mkdir(parents=True, exist_ok=True)
-    manifest_path = root / MANIFEST
-    try:
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        manifest = {}
+    manifest = Manifest.read(root / MANIFEST)
     stamps = {r.id: run_key(r, REPORT_CODE) for r in runs}
 
     def current(run_id: str) -> bool:
         """Made from this run as it is, and there (or known to have no report: a run that
         cannot have one keeps its reason in the manifest and is not tried again)."""
-        if stamps[run_id] is None or manifest.get(run_id) != stamps[run_id]:
+        if stamps[run_id] is None or manifest.made.get(run_id) != stamps[run_id]:
             return False
-        return f"!{run_id}" in manifest or (root / report_path(run_id)).exists()
+        return run_id in manifest.no_report or (root / report_path(run_id)).exists()
 
     stale = [r for r in runs if not current(r.id)]
     copied = _reuse(store, stale, root)
     todo = [(r.id, str(root / report_path(r.id))) for r in stale if r.id not in copied]
-    missing = {r.id: manifest[f"!{r.id}"] for r in runs if f"!{r.id}" in manifest}
+    missing = {r.id: manifest.no_report[r.id] for r in runs if r.id in manifest.no_report}
     jobs = max(1, min(jobs or _cores(), len(todo)))
     if jobs == 1:
         _worker_store = store
@@ -256,15 +288,13 @@ def write_reports(
             other = meanwhile()
             done = list(pending)
     for run_id, why in [*done, *((run_id, None) for run_id in copied)]:
-        manifest[run_id] = stamps[run_id]
-        manifest.pop(f"!{run_id}", None)
+        manifest.made[run_id] = stamps[run_id]
+        manifest.no_report.pop(run_id, None)
         missing.pop(run_id, None)
         if why is not None:
-            manifest[f"!{run_id}"] = why
+            manifest.no_report[run_id] = why
             missing[run_id] = why
-    known = set(stamps) | {f"!{k}" for k in stamps}
-    manifest = {k: v for k, v in manifest.items() if k in known}
-    manifest_path.write_text(json.dumps(manifest, indent=1, sort_keys=True), encoding="utf-8")
+    manifest.write(root / MANIFEST, stamps)
     return len(todo), len(copied), len(runs) - len(stale), missing, other
 
 

@@ -16,6 +16,7 @@ from hvbench.analysis.model import (
     ASYMMETRY,
     COMPOSITE,
     CellInfo,
+    MetricKey,
     MetricResult,
     RunAnalysis,
     pick_baseline_cell,
@@ -217,7 +218,8 @@ def _grid(
     """Metrics measured at this count (columns), platforms (rows), and their results."""
 
     def measured(p: str, n: str) -> bool:
-        return a.result(p, workload, n, count) is not None or (p, workload, n, count) in a.text_only
+        found = a.result(p, workload, n, count)
+        return found is not None or MetricKey(p, workload, count, n) in a.text_only
 
     names = [n for n in a.metric_names(workload) if any(measured(p, n) for p in a.platforms)]
     platforms = [p for p in a.platforms if any(measured(p, n) for n in names)]
@@ -252,7 +254,7 @@ def values_table(a: RunAnalysis, workload: str, count: int) -> Table:
         cells = [
             (with_ci(r.single) + (f" (median {num(r.single.median)})" if a.skewed(r) else ""))
             if r
-            else a.text_only.get((p, workload, name, count), "")
+            else a.text_only.get(MetricKey(p, workload, count, name), "")
             for name, r in zip(names, row, strict=True)
         ]
         t.rows.append([a.label(p), str(n), *cells])

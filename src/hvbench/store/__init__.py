@@ -68,12 +68,19 @@ __all__ = [
     "TimeRecord",
     "WhatRan",
     "default_url",
+    "image_artifact",
 ]
 
 FLEET = "fleet"
 """The artifact that tags a run as one host's part of a fleet run: ``{fleet, host}``."""
 LABELS = "labels"
 """The run's option that holds what ``hvbench run --label KEY=VALUE`` said: ``{key: value}``."""
+
+
+def image_artifact(key: str) -> str:
+    """The artifact that holds the manifest of the guest image ``key``, kept once per run
+    however many of its cells booted it (their platform settings keep only its key)."""
+    return f"image {key}"
 
 
 def default_url() -> str:

@@ -51,10 +51,11 @@ class AscentRecord:
     workload_name: str
     unit: str
     """What a step is called ("sets")."""
-    steps: list[int]
-    """Instances at step 1, 2, ...; the last is the bound."""
-    climbs: int = 1
-    """How many times it is climbed (``workloads.base.Ascent.climbs``)."""
+    counts: list[int]
+    """Instances at step 1, 2, ...; the last is the bound (stored as ``steps``)."""
+    climb_count: int = 1
+    """How many times it is climbed (``workloads.base.Ascent.climb_count``; stored as
+    ``climbs``)."""
     held: dict[int, list[int]] = field(default_factory=dict)
     """Per climb, the instance counts whose step held."""
     stops: dict[int, AscentStop] = field(default_factory=dict)
@@ -66,8 +67,8 @@ class AscentRecord:
             "workload": self.workload,
             "workload_name": self.workload_name,
             "unit": self.unit,
-            "steps": self.steps,
-            "climbs": self.climbs,
+            "steps": self.counts,
+            "climbs": self.climb_count,
             "held": {str(k): v for k, v in self.held.items()},
             "stops": {str(k): s.to_json() for k, s in self.stops.items()},
         }
@@ -77,14 +78,15 @@ class AscentRecord:
         """The stored object back. A run from before climbs were kept apart stored one entry
         for all its repetitions (``held``, ``stopped_at``, ``stopped_by``, ``why``): read as
         one climb."""
-        common = {k: data[k] for k in ("platform", "workload", "workload_name", "unit", "steps")}
+        common = {k: data[k] for k in ("platform", "workload", "workload_name", "unit")}
+        common["counts"] = data["steps"]
         if "stops" not in data:
             stop = data.get("stopped_at")
             stops = {} if stop is None else {1: AscentStop(stop, data["stopped_by"], data["why"])}
             return cls(**common, held={1: list(data["held"])}, stops=stops)
         return cls(
             **common,
-            climbs=data["climbs"],
+            climb_count=data["climbs"],
             held={int(k): list(v) for k, v in data["held"].items()},
             stops={int(k): AscentStop(**s) for k, s in data["stops"].items()},
         )

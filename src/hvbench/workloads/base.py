@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, ClassVar, Generic, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, PositiveInt
 
 if TYPE_CHECKING:
-    from hvbench.drivers.base import Instance, Kernel, MigrationPlan, Operation, Pace
+    from hvbench.drivers.base import Instance, Kernel, MigrationPlan, Operation
+    from hvbench.drivers.footprint import Pace
     from hvbench.host.network import RunNetwork
 
 
@@ -73,7 +74,7 @@ class Ascent:
     """What a step is called in the report ("sets")."""
     counts: list[int]
     """The instances at step 1, 2, ...; the last one is the ascent's upper bound."""
-    climbs: int = 1
+    climb_count: int = 1
     """How many times it is climbed, each climb one repetition of its cells: one climb, one
     15 s window a step, is one sample of a noisy quantity (``hvbench.ascent``)."""
 

@@ -1,0 +1,121 @@
+"""Data disks: what a platform's settings say of the disk workloads measure, how its host side
+is made (the same way for every driver), and how it is formatted and mounted inside an
+instance."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+from hvbench.errors import HvbenchError, InstanceError
+from hvbench.host.storage import loop_device, make_image
+from hvbench.units import Size
+
+if TYPE_CHECKING:
+    from hvbench.drivers.base import Driver, Instance
+    from hvbench.host.resources import Resource
+
+
+class HostDisk(BaseModel):
+    """A data disk made on the host (native, containers): a loop device with direct I/O over a
+    sparse file, or a block device the user names."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    backing: Literal["file", "block"] = "file"
+    path: str | None = None
+    """For ``file``: the directory that holds the image (default: the run's work directory).
+    For ``block``: the partition or LV to format, which is erased."""
+    size: Size = 2 << 30
+
+
+@dataclass
+class DataDisk:
+    """The disk that disk workloads measure, as seen from inside the instance."""
+
+    device: str
+    """Block device inside the instance (``/dev/vdb``, a loop device for native)."""
+    mountpoint: str
+    """Where the freshly formatted filesystem of that device is mounted inside the instance."""
+    description: str
+    """What backs it on the host (file, partition, LV), for the report's provenance."""
+
+
+class DiskSettings(Protocol):
+    """What every platform's data disk settings say of where the disk lives on the host."""
+
+    @property
+    def backing(self) -> Literal["file", "block"]: ...
+
+    @property
+    def path(self) -> str | None: ...
+
+    @property
+    def size(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class DataImage:
+    """The host side of one instance's data disk, made the same way for every driver
+    (``make``), so that each driver only maps it onto its own device syntax."""
+
+    path: str
+    """What the instance's VMM (or the host's mkfs) opens: the user's block device, the file
+    made for the instance, or the loop device over that file."""
+    file: Path | None
+    """The file made for the instance, or None on the user's block device."""
+
+    @classmethod
+    def make(
+        cls,
+        driver: Driver,
+        disk: DiskSettings,
+        name: str,
+        made: list[Resource],
+        fmt: str = "raw",
+        loop: bool = False,
+    ) -> DataImage:
+        """The block device the settings name, once it is there (validation made sure they
+        name one); or a new image file ``name`` of the disk's size and format ``fmt`` in the
+        disk's directory (by default the run's), in the ledger (``made``) before it exists,
+        behind a loop device with direct I/O where ``loop``."""
+        if disk.backing == "block":
+            assert disk.path
+            if not Path(disk.path).exists():
+                raise HvbenchError(
+                    f"platform {driver.platform}: disk path {disk.path} does not exist"
+                )
+            return cls(disk.path, None)
+        file = Path(disk.path or driver.workdir) / name
+        if loop:
+            made += loop_device(driver.ledger, file, disk.size)
+            return cls(made[-1].name, file)
+        made.append(driver.ledger.add("path", str(file)))
+        make_image(file, fmt, disk.size)
+        return cls(str(file), file)
+
+
+DATA_MOUNT = "/mnt/hvbench-data"
+MKFS = ("mkfs.ext4", "-F", "-q", "-E", "lazy_itable_init=0,lazy_journal_init=0")
+"""How every data disk is formatted. Inode tables and journal are initialised now, not lazily:
+ext4's background initialisation would otherwise write to the disk while a workload measures it."""
+
+
+def format_data_disk(
+    instance: Instance, device: str, description: str, mountpoint: str = DATA_MOUNT
+) -> None:
+    """Format the data disk inside the instance (with MKFS) and mount it, the same way on every
+    platform that has a kernel of its own."""
+    steps = (
+        [*MKFS, device],
+        ["mkdir", "-p", mountpoint],
+        ["mount", device, mountpoint],
+    )
+    for argv in steps:
+        result = instance.exec(argv, timeout=600)
+        if not result.ok:
+            raise InstanceError(f"{instance.name}: data disk {device}: {result.describe_failure()}")
+    instance.data_disk = DataDisk(device, mountpoint, description)
