@@ -345,6 +345,8 @@ def host_of(run: RunAnalysis) -> str:
 def _guest_kernel(run: RunAnalysis, cell: CellInfo) -> str | None:
     """The guest kernel of the cell's image, where its guests booted one."""
     key = (cell.platform_settings.get("image") or {}).get("key")
+    if key is None:
+        return None
     kernel = (run.artifacts.get(image_artifact(key)) or {}).get("kernel") or {}
     if not kernel:
         return None
