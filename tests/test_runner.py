@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from polling import wait_for
 from test_analysis import RunBuilder
 
 from hvbench import runner as runner_module
@@ -144,11 +145,9 @@ def _hvbench(*args: str, **kw) -> subprocess.Popen:
     )
 
 
-def _wait_for_samples(store: Store, run_id: str, count: int, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while len(store.samples(run_id)) < count:
-        assert time.monotonic() < deadline, "the run made no progress"
-        time.sleep(0.2)
+def _wait_for_samples(store: Store, run_id: str, count: int) -> None:
+    what = f"{count} samples of run {run_id} stored"
+    wait_for(lambda: len(store.samples(run_id)) >= count, 120, what, interval=0.2)
 
 
 def _host_scratch() -> set[Path]:
