@@ -3,6 +3,7 @@ check that a run left nothing of its containers behind."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 from guest_fixtures import GuestRun
+from polling import wait_for
 from workload_env import run_workload
 
 from hvbench.drivers.disks import DATA_MOUNT
@@ -90,13 +92,26 @@ def container_leftovers(run_id: str) -> list[str]:
 KILLED_WORKLOAD = "{name: cpu, suite: micro, integer: {duration: 60}}"
 
 
+def runtime_runs(run_id: str, command: str) -> bool:
+    """Whether the container runtime runs ``command`` in one of the run's containers: its
+    ``exec`` (``<runtime> ... exec ... hvb-<run>-<instance>-<pid> <command> ...``) waits on the
+    host for as long as the command runs."""
+    prefix = f"hvb-{run_id[-8:]}-"
+    for proc in psutil.process_iter(["cmdline"]):
+        argv = proc.info["cmdline"] or []
+        pairs = itertools.pairwise(argv)
+        if "exec" in argv and any(a.startswith(prefix) and b == command for a, b in pairs):
+            return True
+    return False
+
+
 def killed_run_is_cleaned_up(
-    platform: str, tmp_path: Path, workload: str = KILLED_WORKLOAD
+    platform: str, tmp_path: Path, workload: str = KILLED_WORKLOAD, command: str = "stress-ng"
 ) -> list[str]:
-    """SIGKILL ``hvbench run`` while its container runs a command; ``hvbench cleanup`` must then
-    remove the container (its processes, cgroups, state and mounts) and all else of the run,
-    the loop devices it mounted included (a root filesystem image's is backed by the cache).
-    Returns those loop devices."""
+    """SIGKILL ``hvbench run`` while its container runs the workload's ``command``; ``hvbench
+    cleanup`` must then remove the container (its processes, cgroups, state and mounts) and all
+    else of the run, the loop devices it mounted included (a root filesystem image's is backed
+    by the cache). Returns those loop devices."""
     study = tmp_path / "study.yaml"
     study.write_text(
         f"name: killed\nplatforms:\n  p: {platform}\nworkloads:\n  - {workload}\nrepetitions: 1\n"
@@ -108,11 +123,13 @@ def killed_run_is_cleaned_up(
         text=True,
     )
     run_id = proc.stdout.readline().split()[1]
-    deadline = time.monotonic() + 600  # a root filesystem image may be built first
-    while not list(Path("/sys/fs/cgroup").glob(f"*/hvb-{run_id[-8:]}-*")):
-        assert time.monotonic() < deadline and proc.poll() is None, "no container started"
-        time.sleep(0.5)
-    time.sleep(3)  # into the workload's command
+
+    def running() -> bool:
+        assert proc.poll() is None, f"hvbench run ended before a container ran {command}"
+        return runtime_runs(run_id, command)
+
+    # a root filesystem image may be built first
+    wait_for(running, 600, f"{command} running in a container of run {run_id}", interval=0.2)
     proc.kill()
     proc.wait()
     assert container_leftovers(run_id) != []

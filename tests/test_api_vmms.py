@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from oslevel_checks import container_leftovers
+from polling import wait_for
 from vmm_binaries import vmm_binary
 
 from hvbench.drivers.firecracker import merge_layer
@@ -171,10 +172,13 @@ def test_a_killed_run_leaves_nothing_after_cleanup(tmp_path, driver):
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
     )  # fmt: skip
     run_id = proc.stdout.readline().split()[1]
-    deadline = time.monotonic() + 600  # the guest image may be built first
-    while not any(f.startswith("process") and driver in f for f in container_leftovers(run_id)):
-        assert time.monotonic() < deadline and proc.poll() is None, "no VMM started"
-        time.sleep(0.5)
+
+    def vmm_started() -> bool:
+        assert proc.poll() is None, f"hvbench run ended before {driver} started"
+        return any(f.startswith("process") and driver in f for f in container_leftovers(run_id))
+
+    # the guest image may be built first
+    wait_for(vmm_started, 600, f"{driver} started for run {run_id}", interval=0.5)
     proc.kill()
     proc.wait()
     left = container_leftovers(run_id)

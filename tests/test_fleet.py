@@ -14,6 +14,7 @@ the Debian packages, and runs that copy of hvbench.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -21,7 +22,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +30,7 @@ import pytest
 import sshd
 import yaml
 from conftest import require
+from polling import wait_for
 from test_store import _run, _sample, postgres_url  # noqa: F401 (the suite's PostgreSQL server)
 
 from hvbench.errors import HvbenchError
@@ -82,6 +83,15 @@ class Lab:
         return path
 
 
+def _listens(address: str, port: int) -> bool:
+    """Whether something accepts connections at the address and port."""
+    try:
+        socket.create_connection((address, port), timeout=1).close()
+    except OSError:
+        return False
+    return True
+
+
 def _ip(*args: str) -> None:
     subprocess.run(["ip", *args], check=True, capture_output=True)
 
@@ -121,14 +131,14 @@ def lab(tmp_path_factory) -> Iterator[Lab]:
                 sshd.start(d, f"sshd_{host}", lab.addresses[host], 22, ("ip", "netns", "exec", ns))
             )
         for host, address in lab.addresses.items():
-            deadline = time.monotonic() + 20
-            while True:
-                try:
-                    socket.create_connection((address, 22), timeout=1).close()
-                    break
-                except OSError:
-                    assert time.monotonic() < deadline, (d / f"sshd_{host}.log").read_text()
-                    time.sleep(0.2)
+            log = d / f"sshd_{host}.log"
+            wait_for(
+                functools.partial(_listens, address, 22),
+                20,
+                f"sshd of {host} listening",
+                interval=0.2,
+                detail=log.read_text,
+            )
         yield lab
     finally:
         for daemon in daemons:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import shutil
 import socket
 import subprocess
@@ -252,11 +253,13 @@ def test_image_commands_list_show_prune(tmp_path: Path, monkeypatch, guest_image
     from hvbench.cli.image import app
 
     monkeypatch.setenv("HVBENCH_IMAGE_CACHE", str(tmp_path))
-    for name in ("aaaa000000000000", "bbbb000000000000"):
+    for minute, name in enumerate(("aaaa000000000000", "bbbb000000000000")):
         (tmp_path / name).mkdir()
         manifest = {**guest_image.manifest, "key": name}
         (tmp_path / name / "manifest.json").write_text(json.dumps(manifest))
-        time.sleep(0.01)  # "newest first" goes by the manifest's time
+        # "newest first" goes by the manifest's time: bbbb's a minute after aaaa's
+        stamp = time.time() + 60 * minute
+        os.utime(tmp_path / name / "manifest.json", (stamp, stamp))
     cli = CliRunner()
     listed = cli.invoke(app, ["list", "--json"])
     assert listed.exit_code == 0, listed.output

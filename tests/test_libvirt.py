@@ -22,6 +22,7 @@ import pytest
 import sshd
 from conftest import require
 from guest_fixtures import GuestRun
+from polling import wait_for
 from pydantic import ValidationError
 from test_runner import leftovers
 from test_workload_consolidation import every_role_served, quick_run
@@ -81,15 +82,13 @@ def libvirt_uri(tmp_path_factory) -> Iterator[str]:
             start_new_session=True,
         )
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert daemons.poll() is None, (sockets / "daemons.log").read_text()[-2000:]
-            try:
-                libvirt.open(uri).close()
-                break
-            except libvirt.libvirtError:
-                assert time.monotonic() < deadline, "libvirtd did not come up"
-                time.sleep(0.2)
+        wait_for(
+            lambda: _answers(uri, daemons, sockets / "daemons.log"),
+            60,
+            "libvirtd up",
+            interval=0.2,
+            detail=lambda: (sockets / "daemons.log").read_text()[-2000:],
+        )
         yield uri
     finally:
         os.killpg(daemons.pid, signal.SIGTERM)
@@ -98,6 +97,16 @@ def libvirt_uri(tmp_path_factory) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             os.killpg(daemons.pid, signal.SIGKILL)
             daemons.wait()
+
+
+def _answers(uri: str, daemon: subprocess.Popen, log: Path) -> bool:
+    """Whether libvirtd answers at ``uri``; a daemon that ended fails at once, with its log."""
+    assert daemon.poll() is None, log.read_text()[-2000:]
+    try:
+        libvirt.open(uri).close()
+    except libvirt.libvirtError:
+        return False
+    return True
 
 
 REMOTE_POOL = "hvbench-remote"
@@ -134,15 +143,13 @@ def ssh_uri(libvirt_uri: str, tmp_path_factory) -> Iterator[str]:
         "</pool>"
     )
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert daemon.poll() is None, (d / "sshd.log").read_text()
-            try:
-                libvirt.open(uri).close()
-                break
-            except libvirt.libvirtError:
-                assert time.monotonic() < deadline, (d / "sshd.log").read_text()[-2000:]
-                time.sleep(0.3)
+        wait_for(
+            lambda: _answers(uri, daemon, d / "sshd.log"),
+            30,
+            "libvirtd through sshd",
+            interval=0.3,
+            detail=lambda: (d / "sshd.log").read_text()[-2000:],
+        )
         yield uri
     finally:
         pool.destroy()

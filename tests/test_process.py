@@ -9,6 +9,7 @@ import time
 
 import psutil
 import pytest
+from polling import wait_for
 
 from hvbench.errors import CommandTimeout
 from hvbench.host.process import run_bounded
@@ -20,8 +21,14 @@ def test_a_command_past_its_timeout_is_killed_with_what_it_started():
     with pytest.raises(CommandTimeout):
         run_bounded(["sh", "-c", "sleep 300 & sleep 301"], timeout=1, on_start=started.append)
     assert time.monotonic() - t0 < 5
-    time.sleep(0.2)  # the killed background sleep is reaped by init
-    assert [p.pid for p in psutil.process_iter() if _alive_in(p, session=started[0])] == []
+
+    def left() -> list[int]:
+        return [p.pid for p in psutil.process_iter() if _alive_in(p, session=started[0])]
+
+    # the killed background sleep is reaped by init
+    wait_for(
+        lambda: left() == [], 10, "the session's processes gone", detail=lambda: f"left: {left()}"
+    )
 
 
 def test_waiting_for_a_command_does_not_wake_up_while_it_runs():

@@ -15,6 +15,7 @@ from pathlib import Path
 import guest_fixtures
 import pytest
 from guest_fixtures import GUEST_TOOLS, GuestRun
+from polling import wait_for
 from pydantic import ValidationError
 from qemu.qmp.legacy import QEMUMonitorProtocol
 
@@ -414,7 +415,8 @@ def test_killed_qemu_fails_the_command_cleanly(guest_run: GuestRun):
 
     t = threading.Thread(target=workload)
     t.start()
-    time.sleep(1)
+    # the agent answers one request at a time: a ps goes between the sleep's status polls
+    wait_for(lambda: "sleep 120" in inst.exec(["ps"], 30).text(), 60, "sleep 120 in the guest")
     os.kill(inst.guest.proc.pid, signal.SIGKILL)
     t.join(30)
     assert not t.is_alive()

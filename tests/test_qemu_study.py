@@ -7,10 +7,12 @@ import contextlib
 import os
 import threading
 import time
+from pathlib import Path
 
 import psutil
 import pytest
 from conftest import require
+from polling import wait_for
 
 from hvbench.drivers.qemu import BACKPORTS
 from hvbench.host.process import executable
@@ -78,19 +80,32 @@ def _qemu_of(run_id: str) -> psutil.Process | None:
     return None
 
 
-def _iperf3_server_running(run_id: str) -> bool:
-    """The net cell's server runs on the peer, in the run's own namespace."""
+def _iperf3_server(run_id: str) -> psutil.Process | None:
+    """The net cell's server, on the peer, in the run's own namespace (with the run's QEMU)."""
     try:
         netns = os.stat(f"/run/netns/hvb-{run_id[-8:]}").st_ino
     except OSError:
-        return False
+        return None
     for proc in psutil.process_iter(["cmdline"]):
         argv = proc.info["cmdline"] or []
         if argv and os.path.basename(argv[0]) == "iperf3" and {"-s", "--server"} & set(argv):
             with contextlib.suppress(OSError):
                 if os.stat(f"/proc/{proc.pid}/ns/net").st_ino == netns:
-                    return _qemu_of(run_id) is not None
-    return False
+                    return proc if _qemu_of(run_id) is not None else None
+    return None
+
+
+SENDING = 4 << 20
+"""Bytes received in the server's namespace that only the client's stream brings there."""
+
+
+def _received(server: psutil.Process) -> int:
+    """Bytes received on the interfaces of the server's namespace (its /proc/net/dev)."""
+    try:
+        lines = Path(f"/proc/{server.pid}/net/dev").read_text().splitlines()[2:]
+    except OSError:
+        return 0
+    return sum(int(line.split(":")[1].split()[0]) for line in lines if ":" in line)
 
 
 @pytest.mark.guest
@@ -98,12 +113,18 @@ def test_qemu_killed_mid_workload_fails_its_cell_and_the_run_goes_on():
     store = Store()
     runner = Runner.create(parse_study(KILL_STUDY, "qemu-killed.yaml"), store, quick=False)
     killed: list[int] = []
+    missed: list[str] = []
 
     def killer():
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and not _iperf3_server_running(runner.run_id):
-            time.sleep(0.5)
-        time.sleep(3)  # the client is sending now
+        try:
+            server = wait_for(
+                lambda: _iperf3_server(runner.run_id), 300, "the iperf3 server up", interval=0.5
+            )
+            # the client (in the guest, outbound) is sending once megabytes reach the server
+            wait_for(lambda: _received(server) > SENDING, 120, "the client sending", interval=0.2)
+        except AssertionError as e:
+            missed.append(str(e))
+            return
         victim = _qemu_of(runner.run_id)
         if victim:
             killed.append(victim.pid)
@@ -114,7 +135,7 @@ def test_qemu_killed_mid_workload_fails_its_cell_and_the_run_goes_on():
     start = time.monotonic()
     status = runner.run()
     thread.join(10)
-    assert killed, "the QEMU process was never found to kill"
+    assert killed, f"the QEMU process was never found to kill: {missed}"
     assert time.monotonic() - start < 200  # not the 60 s workload plus its timeout
     assert status == "failed"
     samples = {s.cell_id: s for s in store.samples(runner.run_id)}

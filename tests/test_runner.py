@@ -9,10 +9,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
+import psutil
 import pytest
+from polling import wait_for
 from test_analysis import RunBuilder
 
 from hvbench import runner as runner_module
@@ -144,11 +145,19 @@ def _hvbench(*args: str, **kw) -> subprocess.Popen:
     )
 
 
-def _wait_for_samples(store: Store, run_id: str, count: int, timeout: float = 120) -> None:
-    deadline = time.monotonic() + timeout
-    while len(store.samples(run_id)) < count:
-        assert time.monotonic() < deadline, "the run made no progress"
-        time.sleep(0.2)
+def _wait_for_samples(store: Store, run_id: str, count: int) -> None:
+    what = f"{count} samples of run {run_id} stored"
+    wait_for(lambda: len(store.samples(run_id)) >= count, 120, what, interval=0.2)
+
+
+def _measuring(run_id: str) -> bool:
+    """Whether the cpu workload's stress-ng runs for the run (its report goes to the run's
+    scratch, so its command line names the run)."""
+    for proc in psutil.process_iter(["cmdline"]):
+        argv = proc.info["cmdline"] or []
+        if argv and os.path.basename(argv[0]) == "stress-ng" and run_id in " ".join(argv):
+            return True
+    return False
 
 
 def _host_scratch() -> set[Path]:
@@ -165,7 +174,7 @@ def test_sigkill_mid_cell_then_cleanup_and_resume_gives_every_sample_once(tmp_pa
     run_id = proc.stdout.readline().split()[1]
     store = Store()
     _wait_for_samples(store, run_id, 2)
-    time.sleep(1.5)  # inside the third sample's measurement
+    wait_for(lambda: _measuring(run_id), 60, "the third sample measuring")
     proc.kill()
     proc.wait()
     assert store.run(run_id).status == "running"  # nobody could mark it

@@ -7,12 +7,12 @@ import os
 import shutil
 import subprocess
 import tempfile
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from alembic import command
+from polling import wait_for
 from sqlalchemy import Engine, create_engine, text
 
 from hvbench.errors import HvbenchError
@@ -219,9 +219,7 @@ def postgres_url():
         capture_output=True,
     )
     try:
-        deadline = time.monotonic() + 30
-        while not list(sock.glob(".s.PGSQL.*")) and time.monotonic() < deadline:
-            time.sleep(0.2)
+        wait_for(lambda: list(sock.glob(".s.PGSQL.*")), 30, f"PostgreSQL's socket in {sock}")
         subprocess.run(
             [*as_pg, str(bindir / "createdb"), "-h", str(sock), "-U", "hv", "hvbench"],
             check=True,

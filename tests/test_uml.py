@@ -17,6 +17,7 @@ from typing import Any
 import guest_fixtures
 import pytest
 from guest_fixtures import GuestRun
+from polling import wait_for
 from pydantic import ValidationError
 from test_runner import leftovers
 
@@ -112,17 +113,18 @@ def test_uml_reaches_user_space_through_the_shim(tmp_path):
 
 def _connect_soon(path: str) -> socket.socket:
     """A connection the relay accepts within seconds (a full backlog refuses at once)."""
-    deadline = time.monotonic() + 5
-    while True:
+
+    def connect() -> socket.socket | None:
         client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         client.settimeout(5)
         try:
             client.connect(path)
-            return client
         except BlockingIOError:
             client.close()
-            assert time.monotonic() < deadline, "the relay stopped accepting"
-            time.sleep(0.01)
+            return None
+        return client
+
+    return wait_for(connect, 5, "the relay accepting a client", interval=0.01)
 
 
 def test_relay_serves_clients_even_when_the_guest_reads_nothing(tmp_path):
@@ -271,10 +273,7 @@ def test_hostfs_root_data_disk_and_a_crash(guest_run: GuestRun):
         pids = inst.host_pids()
         assert len(pids) > 1  # the UML kernel and the host processes of its guest
         os.kill(pids[0], signal.SIGKILL)
-        deadline = time.monotonic() + 10
-        while inst.alive() and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert not inst.alive()
+        wait_for(lambda: not inst.alive(), 10, "the killed UML dead")
         with pytest.raises(InstanceError):
             inst.exec(["true"], timeout=10)
     finally:

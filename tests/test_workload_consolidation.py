@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import require
 from oslevel_checks import container_leftovers, killed_run_is_cleaned_up
+from polling import wait_for
 from pydantic import ValidationError
 from test_runner import leftovers
 from test_workload_metrics_doc import doc_rows
@@ -462,7 +463,8 @@ def test_faults_name_the_role_the_server_and_why():
         try:
             stop = f"kill $(cat {w.scratch(inst)}/nginx.pid)"
             assert inst.exec(["sh", "-c", stop], 30).ok
-            time.sleep(0.5)
+            listens = ["ss", "-Htln", "sport = :80"]
+            wait_for(lambda: not inst.exec(listens, 30).text().strip(), 30, "port 80 closed")
             with pytest.raises(InstanceError, match=r"could not reach nginx at .*refused"):
                 w.measure(inst, ctx)
         finally:
@@ -622,7 +624,8 @@ def test_a_killed_run_in_containers_leaves_no_overlay_image_mount_or_loop_device
     with the containers."""
     require(ContainerDriver.check().ok, "runc (apt-get install runc)")
     mix = "{name: consolidation, sets: 1, mix: {web: 1, imap: 1, app: 1, db: 1, idle: 1, nfs: 1}}"
-    loops = killed_run_is_cleaned_up("{driver: container, instances: [5]}", tmp_path, mix)
+    # killed while a server's start script runs
+    loops = killed_run_is_cleaned_up("{driver: container, instances: [5]}", tmp_path, mix, "sh")
     assert len(loops) == 1  # the image's, mounted once for the platform's five instances
 
 
