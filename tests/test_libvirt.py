@@ -82,13 +82,7 @@ def libvirt_uri(tmp_path_factory) -> Iterator[str]:
             start_new_session=True,
         )
     try:
-        wait_for(
-            lambda: _answers(uri, daemons, sockets / "daemons.log"),
-            60,
-            "libvirtd up",
-            interval=0.2,
-            detail=lambda: (sockets / "daemons.log").read_text()[-2000:],
-        )
+        _until_answering(uri, daemons, sockets / "daemons.log", 60, "libvirtd up")
         yield uri
     finally:
         os.killpg(daemons.pid, signal.SIGTERM)
@@ -97,6 +91,20 @@ def libvirt_uri(tmp_path_factory) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             os.killpg(daemons.pid, signal.SIGKILL)
             daemons.wait()
+
+
+def _until_answering(
+    uri: str, daemon: subprocess.Popen, log: Path, timeout: float, what: str
+) -> None:
+    """Wait until libvirtd answers at ``uri``, through ``daemon`` (libvirtd, or an sshd before
+    it), whose ``log`` tells why not."""
+    wait_for(
+        lambda: _answers(uri, daemon, log),
+        timeout,
+        what,
+        interval=0.2,
+        detail=lambda: log.read_text()[-2000:],
+    )
 
 
 def _answers(uri: str, daemon: subprocess.Popen, log: Path) -> bool:
@@ -143,13 +151,7 @@ def ssh_uri(libvirt_uri: str, tmp_path_factory) -> Iterator[str]:
         "</pool>"
     )
     try:
-        wait_for(
-            lambda: _answers(uri, daemon, d / "sshd.log"),
-            30,
-            "libvirtd through sshd",
-            interval=0.3,
-            detail=lambda: (d / "sshd.log").read_text()[-2000:],
-        )
+        _until_answering(uri, daemon, d / "sshd.log", 30, "libvirtd through sshd")
         yield uri
     finally:
         pool.destroy()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Annotated
 
-from pydantic import BeforeValidator, PlainSerializer
+from pydantic import BeforeValidator, PlainSerializer, WithJsonSchema
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE)
 _FACTOR = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -37,8 +37,19 @@ def format_size(size: int) -> str:
     return str(size)
 
 
-Size = Annotated[int, BeforeValidator(parse_size), PlainSerializer(format_size, return_type=str)]
-"""A byte count that studies write as 4G; serialized back the same way."""
+Size = Annotated[
+    int,
+    BeforeValidator(parse_size),
+    PlainSerializer(format_size, return_type=str),
+    WithJsonSchema(
+        {
+            "anyOf": [{"type": "integer", "exclusiveMinimum": 0}, {"type": "string"}],
+            "description": "bytes, or a size such as 4G, 256K or 2GiB",
+        }
+    ),
+]
+"""A byte count that studies write as 4G; serialized back the same way, and described so in the
+study's JSON Schema (pydantic would say integer, the type after the validator)."""
 
 
 # --- quantities of claims (``analysis.claims``): a bound with its unit ------------------------

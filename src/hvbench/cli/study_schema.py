@@ -32,10 +32,10 @@ def _is_size(schema: CoreSchema) -> bool:
 
 
 class _StudyJsonSchema(GenerateJsonSchema):
-    """pydantic's schema, with a size as a study writes it (a string such as 4G beside a plain
-    count of bytes, where pydantic would say integer, the type after its validator) and a key's
-    pattern as what every key must match, as pydantic validates it (pydantic writes
-    patternProperties, which leave keys that do not match unchecked)."""
+    """pydantic's schema, with a size's default as a study writes it (4G: pydantic writes a
+    default as its Python value) and a key's pattern as what every key must match, as pydantic
+    validates it (pydantic writes patternProperties, which leave keys that do not match
+    unchecked)."""
 
     def dict_schema(self, schema: core_schema.DictSchema) -> JsonSchemaValue:
         out = super().dict_schema(schema)
@@ -43,16 +43,6 @@ class _StudyJsonSchema(GenerateJsonSchema):
             ((pattern, values),) = out.pop("patternProperties").items()
             out |= {"propertyNames": {"pattern": pattern}, "additionalProperties": values}
         return out
-
-    def function_before_schema(
-        self, schema: core_schema.BeforeValidatorFunctionSchema
-    ) -> JsonSchemaValue:
-        if _is_size(schema):
-            return {
-                "anyOf": [{"type": "integer", "exclusiveMinimum": 0}, {"type": "string"}],
-                "description": "bytes, or a size such as 4G, 256K or 2GiB",
-            }
-        return super().function_before_schema(schema)
 
     def default_schema(self, schema: core_schema.WithDefaultSchema) -> JsonSchemaValue:
         out = super().default_schema(schema)
