@@ -38,7 +38,6 @@ from hvbench.host import hugepages
 from hvbench.host.process import executable
 from hvbench.host.storage import make_image
 from hvbench.study import parse_study
-from hvbench.workloads.kernbench import Kernbench, KernbenchSettings
 
 guest_image = guest_fixtures.guest_image  # fixtures, until conftest imports guest_fixtures
 guest_run = guest_fixtures.guest_run
@@ -487,34 +486,6 @@ def test_last_words_name_the_signal_and_the_cause(tmp_path):
     assert words.startswith("killed by SIGSEGV; stderr: KVM internal error. Suberror: 1 | ... |")
     assert words.endswith(f"RAX={39:016x}; console: (no log)"), words
     assert last_words(3) == "exit status 3" and last_words(-999) == "killed by signal 999"
-
-
-@pytest.mark.guest
-def test_userland_root_filesystem_compiles(guest_run: GuestRun):
-    """``Needs.userland``: the guest boots a Debian root filesystem (debootstrap, mkfs.ext4 -d)
-    from a copy-on-write overlay, and its compiler builds and runs a program."""
-    kernbench = Kernbench(KernbenchSettings(name="kernbench"))
-    needs = Needs(  # kernbench's, so that its guest test finds the same root filesystem built
-        tools=frozenset(kernbench.tools()),
-        userland=True,
-        packages=frozenset(kernbench.packages()),
-        data_disk=True,
-    )
-    d = driver(guest_run, needs, nic="none", memory="512M", disk={"size": "64M"})
-    [inst] = d.start(1, deadline(600))
-    try:
-        root = inst.exec(["findmnt", "-n", "-o", "SOURCE,FSTYPE", "/"], 30).text().split()
-        assert root == ["/dev/vda", "ext4"]
-        source = b'#include <stdio.h>\nint main(void) { puts("built in the guest"); }\n'
-        assert inst.exec(["tee", "/root/hello.c"], 30, stdin=source).ok
-        cc = inst.exec(["gcc", "-O2", "-o", "/root/hello", "/root/hello.c"], 300)
-        assert cc.ok, cc.describe_failure()
-        assert inst.exec(["/root/hello"], 30).text() == "built in the guest\n"
-        assert inst.data_disk is not None and inst.data_disk.device == "/dev/vdb"
-        rootfs = d.describe()["rootfs"]
-        assert "build-essential" in rootfs["packages"] and rootfs["files"] > 1000
-    finally:
-        d.stop([inst])
 
 
 @pytest.mark.guest

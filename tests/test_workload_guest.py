@@ -54,8 +54,8 @@ CASES: dict[str, tuple[Workload, list[str]]] = {
 }
 
 
-def _boot_one(tmp_path_factory, needs: Needs) -> Iterator[tuple[Instance, RunNetwork]]:
-    """One TCG guest for the module; afterwards nothing it made may be left on the host."""
+def _boot_one(tmp_path_factory, needs: Needs) -> Iterator[tuple[Instance, RunNetwork, QemuDriver]]:
+    """One TCG guest; afterwards nothing it made may be left on the host."""
     run_id = f"test-{time.time_ns()}"
     ledger = RecordingLedger(run_id)
     ledger.claim()
@@ -65,7 +65,7 @@ def _boot_one(tmp_path_factory, needs: Needs) -> Iterator[tuple[Instance, RunNet
     try:
         [inst] = driver.start(1, time.monotonic() + 900)
         try:
-            yield inst, network
+            yield inst, network, driver
         finally:
             driver.stop([inst])
     finally:
@@ -75,8 +75,10 @@ def _boot_one(tmp_path_factory, needs: Needs) -> Iterator[tuple[Instance, RunNet
 
 @pytest.fixture(scope="module")
 def guest(tmp_path_factory) -> Iterator[tuple[Instance, RunNetwork]]:
+    """One TCG guest for the module's workloads."""
     tools = frozenset(t for w, _ in CASES.values() for t in w.tools())
-    yield from _boot_one(tmp_path_factory, Needs(tools=tools, data_disk=True))
+    for instance, network, _driver in _boot_one(tmp_path_factory, Needs(tools, data_disk=True)):
+        yield instance, network
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -107,12 +109,28 @@ def test_cpu_apps_corpus_is_the_bytes_native_makes(guest):
 
 
 def test_kernbench_quick_in_a_userland_guest(tmp_path_factory):
-    """The root-filesystem form of the guest: compile tools/lib/subcmd, cold and warm."""
+    """The root-filesystem form of the guest (``Needs.userland``): it boots a Debian root
+    filesystem (debootstrap, mkfs.ext4 -d) from a copy-on-write overlay, with the data disk
+    beside it; its compiler builds and runs a program, and kernbench compiles tools/lib/subcmd,
+    cold and warm. One boot for both: a userland guest takes a minute and more under TCG."""
     workload = Kernbench(KernbenchSettings(name="kernbench"))
     needs = Needs(
-        tools=frozenset(workload.tools()), userland=True, packages=frozenset(workload.packages())
+        tools=frozenset(workload.tools()),
+        userland=True,
+        packages=frozenset(workload.packages()),
+        data_disk=True,
     )
-    for instance, network in _boot_one(tmp_path_factory, needs):
+    for instance, network, driver in _boot_one(tmp_path_factory, needs):
+        root = instance.exec(["findmnt", "-n", "-o", "SOURCE,FSTYPE", "/"], 30).text().split()
+        assert root == ["/dev/vda", "ext4"]
+        source = b'#include <stdio.h>\nint main(void) { puts("built in the guest"); }\n'
+        assert instance.exec(["tee", "/root/hello.c"], 30, stdin=source).ok
+        cc = instance.exec(["gcc", "-O2", "-o", "/root/hello", "/root/hello.c"], 300)
+        assert cc.ok, cc.describe_failure()
+        assert instance.exec(["/root/hello"], 30).text() == "built in the guest\n"
+        assert instance.data_disk is not None and instance.data_disk.device == "/dev/vdb"
+        rootfs = driver.describe()["rootfs"]
+        assert "build-essential" in rootfs["packages"] and rootfs["files"] > 1000
         t0 = time.monotonic()
         (outcome,) = run_workload(workload, [instance], network)
         print(f"kernbench: {time.monotonic() - t0:.1f} s in the guest")
