@@ -1,8 +1,8 @@
 """A nested lab's pass rate: its test module run again and again, each run one session of pytest.
 
 Not a test: it prints figures. Each session boots the lab (tests/lab.py) as CI does, once, or
-twice where the lab takes the first boot's failure for the nested emulation's
-(``_emulation_failed``: the boot is set aside and L1 booted again). Per session it prints the
+again where the lab takes a boot's failure for the nested emulation's (``_emulation_failed``:
+the boot is set aside and L1 booted again, up to ``BOOTS`` boots). Per session it prints the
 seconds, the host's highest 1-minute load, each boot's outcome and, for a failed test, its
 first line.
 Then the pass rates with their 95% Wilson intervals: sessions that passed (what CI sees), and
@@ -28,8 +28,9 @@ from pathlib import Path
 
 from scipy.stats import binomtest
 
-RETRIED = re.compile(r"(\w+) lab: (.+?) after (\d+) s; booted again")
-"""The warning tests/lab.py gives when it sets a boot aside and boots L1 once more."""
+RETRIED = re.compile(r"UserWarning: (\w+) lab: (.+?) after (\d+) s; booted again")
+"""The warning tests/lab.py gives when it sets a boot aside and boots L1 again, as pytest's
+summary shows it (the summary's next line may be the warning's source line, not matched)."""
 
 
 @dataclass
@@ -42,8 +43,8 @@ class Session:
     skipped: int = 0
     failed: dict[str, str] = field(default_factory=dict)
     """A failed test's name: the first line of its failure."""
-    retried: str | None = None
-    """Why the first boot was set aside, where it was."""
+    retried: list[str] = field(default_factory=list)
+    """Why each boot set aside was, in order."""
 
     @property
     def ok(self) -> bool:
@@ -52,7 +53,7 @@ class Session:
     @property
     def boots(self) -> list[bool]:
         """Each L1 boot's outcome: a boot set aside failed; the last passed if the tests did."""
-        return ([False] if self.retried else []) + [self.ok]
+        return [False] * len(self.retried) + [self.ok]
 
 
 def run_session(module: Path, out: Path) -> Session:
@@ -68,8 +69,8 @@ def run_session(module: Path, out: Path) -> Session:
             load = max(load, os.getloadavg()[0])
             time.sleep(5)
     session = Session(time.monotonic() - started, load)
-    if retried := RETRIED.search(log.read_text(errors="replace")):
-        session.retried = f"{retried.group(2)} after {retried.group(3)} s"
+    for retried in RETRIED.finditer(log.read_text(errors="replace")):
+        session.retried.append(f"{retried.group(2)} after {retried.group(3)} s")
     for case in ET.parse(junit).iter("testcase") if junit.exists() else ():
         failure = case.find("failure")
         if failure is None:
@@ -101,8 +102,8 @@ def main() -> int:
         sessions.append(s)
         outcome = "passed" if s.ok else f"FAILED ({len(s.failed)} failed, {s.skipped} skipped)"
         print(f"session {i}: {outcome} in {s.seconds:.0f} s, host load up to {s.load:.1f}")
-        if s.retried:
-            print(f"  first boot set aside: {s.retried}")
+        for n, why in enumerate(s.retried, 1):
+            print(f"  boot {n} set aside: {why}")
         for name, why in s.failed.items():
             print(f"  {name}: {why}")
     boots = [b for s in sessions for b in s.boots]

@@ -54,10 +54,17 @@ def test_an_operation_the_vmm_lacks_is_refused_when_the_study_loads():
     assert "migration cannot run on platform a: the firecracker driver has no live migration" in fc
     assert "restores from a snapshot instead" in fc
     ch = _refusal("  a: {driver: cloud-hypervisor}\n", "[{name: migration}]")
-    assert "the cloud-hypervisor driver has no live migration here" in ch
+    assert "only a multi-queue tap allows (net: {num_queues: 4}, or nic: none)" in ch
+    postcopy = _refusal(
+        "  a: {driver: cloud-hypervisor, nic: none}\n", "[{name: migration, mode: postcopy}]"
+    )
+    assert "Cloud Hypervisor's migration copies guest memory in passes" in postcopy
+    for platform in ("{nic: none}", "{vcpus: 2, net: {num_queues: 4}}"):
+        ch = "  a: {driver: cloud-hypervisor, " + platform[1:] + "\n"
+        parse_study((HEAD + ch).replace("boot", "migration"), "s.yaml")
     huge = _refusal("  a: {driver: firecracker, hugepages: 2M}\n", "[{name: snapshot}]")
     assert "userfaultfd" in huge
-    parse_study(HEAD + "  a: {driver: cloud-hypervisor}\n".replace("boot", "snapshot"), "s.yaml")
+    parse_study((HEAD + "  a: {driver: cloud-hypervisor}\n").replace("boot", "snapshot"), "s.yaml")
 
 
 def test_a_diff_layer_is_merged_onto_its_base_page_by_page(tmp_path):

@@ -10,7 +10,8 @@ tested on the host (test_qemu.py), not here: in one of two lab boots L1's kernel
 (khugepaged blocked) once the run gave its 2M pages back. Each platform runs what only it
 tests here, as L1's every minute is TCG's: QEMU's pc its vhost-net queues and NVMe disk,
 libvirt its domain, and the microVMs every workload (cpu on them only: the guest's code runs on
-the same nested vCPU whichever QEMU machine holds it).
+the same nested vCPU whichever QEMU machine holds it), Cloud Hypervisor its live migration too
+(QEMU's is tested on the host, test_workload_lifecycle.py).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ platforms:
   firecracker: {driver: firecracker, binary: FIRECRACKER, memory: 256M,
                 disk: {size: 256M, io_engine: Async}}
   cloud-hypervisor: {driver: cloud-hypervisor, binary: CLOUD_HYPERVISOR, memory: 256M, vcpus: 2,
-                     disk: {size: 256M, num_queues: 2}}
+                     disk: {size: 256M, num_queues: 2}, net: {num_queues: 4}}
 workloads:
   - {name: boot, platforms: [microvm-auto, firecracker, cloud-hypervisor]}
   - {name: memory, platforms: [microvm-auto, firecracker, cloud-hypervisor]}
@@ -55,6 +56,7 @@ workloads:
   - {name: disk, tool: dd, size: 32M}
   - {name: net, tool: iperf3, directions: [in, out], parallel: 1, seconds: 2}
   - {name: snapshot, platforms: [microvm-auto, firecracker, cloud-hypervisor]}
+  - {name: migration, dirty_rate: 4M, platforms: [cloud-hypervisor]}
 instances: [1]
 repetitions: 1
 """
@@ -111,6 +113,7 @@ def test_lab_runs_cpu_disk_and_net_under_kvm(kvm_lab):
     platforms = ("pc-kvm", "microvm-auto", "libvirt-kvm", "firecracker", "cloud-hypervisor")
     want = {(p, w): ("ok", None) for p in platforms for w in ("disk", "net")}
     want |= {(p, w): ("ok", None) for p in MICROVMS for w in ("boot", "memory", "cpu", "snapshot")}
+    want[("cloud-hypervisor", "migration")] = ("ok", None)
     assert samples == want, kvm_lab.result.output[-3000:]
     by_platform = {c.platform: c for c in cells.values()}
     for platform in platforms:
@@ -135,9 +138,10 @@ def test_lab_leaves_nothing_in_l1(kvm_lab):
 
 @pytest.mark.guest
 def test_lab_runs_the_microvm_vmms_through_their_own_apis(kvm_lab):
-    """Firecracker and Cloud Hypervisor booted, measured and snapshotted: each VMM's own start
-    and Firecracker's boot time beside QEMU's phases, the VMM's memory beyond its guest's RAM,
-    Firecracker's diff snapshot beside its full one, and the version that ran."""
+    """Firecracker and Cloud Hypervisor booted, measured and snapshotted, Cloud Hypervisor
+    live-migrated: each VMM's own start and Firecracker's boot time beside QEMU's phases, the
+    VMM's memory beyond its guest's RAM, Firecracker's diff snapshot beside its full one, and
+    the version that ran."""
     store = kvm_lab.store()
     cells = {c.id: c for c in store.cells(kvm_lab.run_id)}
     figures: dict[tuple[str, str], float | None] = {
@@ -153,6 +157,11 @@ def test_lab_runs_the_microvm_vmms_through_their_own_apis(kvm_lab):
         assert 0 < figures[(vmm, "memory.overhead_mib")] < 100, vmm
         assert figures[(vmm, "snapshot.restore_s")] > 0 and figures[(vmm, "snapshot.size_mib")] > 0
     assert ("microvm-auto", "boot.start_to_init_s") not in figures  # QEMU has no such call
+    # live migration to a second Cloud Hypervisor: the guest wrote on throughout, and every
+    # page it wrote arrived
+    assert figures[("cloud-hypervisor", "migration.total_s")] > 0
+    assert figures[("cloud-hypervisor", "migration.dirty_rate_mib_s")] > 0
+    assert figures[("cloud-hypervisor", "migration.wrong_pages")] == 0
     # without track_dirty_pages the diff is mincore's: every page resident, which the full
     # snapshot's copy made all of them (with it, nested, the guest slowed past the sample's time)
     full, diff = (figures[("firecracker", f"snapshot.{f}_mib")] for f in ("size", "diff_size"))
@@ -302,7 +311,8 @@ FAKE_LAB = """
 import warnings
 
 def test_booted():
-    warnings.warn("kvm lab: L1 stuck (no word from L1 for 600 s) after 212 s; booted again (x)")
+    warnings.warn("kvm lab: L1 stuck (no word from L1 for 360 s) after 212 s; booted again (x)")
+    warnings.warn("kvm lab: L1 stuck (a soft lockup) after 301 s; booted again (x)")
 
 def test_passed():
     pass
@@ -314,7 +324,7 @@ def test_failed():
 
 def test_the_pass_rate_bench_reads_a_session_as_its_tests_left_it(tmp_path):
     """bench/lab_boots.py's reading of one pytest session: its failed tests with their first
-    line, and the boot set aside for a second, each counted as a failed boot."""
+    line, and each boot set aside for another, counted as a failed boot."""
     module = tmp_path / "test_fake_lab.py"
     module.write_text(FAKE_LAB)
     with bench_scripts.load("lab_boots") as bench:
@@ -324,7 +334,38 @@ def test_the_pass_rate_bench_reads_a_session_as_its_tests_left_it(tmp_path):
     assert failed.passed == 2 and failed.failed == {
         "test_failed": "AssertionError: the lab's run failed"
     }
-    assert failed.retried == "L1 stuck (no word from L1 for 600 s) after 212 s"
-    assert not failed.ok and failed.boots == [False, False]
-    assert passed.ok and passed.boots == [False, True]
+    assert failed.retried == [
+        "L1 stuck (no word from L1 for 360 s) after 212 s",
+        "L1 stuck (a soft lockup) after 301 s",
+    ]
+    assert not failed.ok and failed.boots == [False, False, False]
+    assert passed.ok and passed.boots == [False, False, True]
     assert (tmp_path / "session-2" / "pytest.log").exists()
+
+
+def test_a_lab_boots_again_while_the_emulation_fails_up_to_boots_times(tmp_path, monkeypatch):
+    """Each boot that the nested emulation failed is set aside with a warning and L1 booted
+    again, in the time the boots before it left, ``BOOTS`` times at most."""
+    stuck = nested.LabResult(None, "", "", 300.0, stuck="soft lockup - CPU#0 stuck for 71s!")
+    passed = nested.LabResult(0, "run 20261128-1\nhvbench-run-exit 0\n", "", 600.0)
+    limits: list[float] = []
+
+    def boot(files, exchange, script, timeout, **kw):
+        limits.append(timeout)
+        (exchange / "console.log").write_text(f"boot {len(limits)}\n")
+        return results.pop(0)
+
+    monkeypatch.setattr(nested, "build_images", lambda study, name: None)
+    monkeypatch.setattr(nested, "prepare", lambda hv: None)
+    monkeypatch.setattr(nested, "run", boot)
+    results = [stuck, stuck, passed]
+    with pytest.warns(UserWarning, match="booted again") as warned:
+        lab = nested.run_study(nested.KVM, tmp_path, "study", "{hvbench}", timeout=2400)
+    assert lab.run_id == "20261128-1" and len(warned) == 2
+    assert limits == [2400, 2100, 1800]
+    assert (tmp_path / "boot-2" / "console.log").read_text() == "boot 2\n"
+    results, limits[:] = [stuck] * nested.BOOTS, []
+    (tmp_path / "again").mkdir()
+    with pytest.warns(UserWarning), pytest.raises(AssertionError, match="L1 did not finish"):
+        nested.run_study(nested.KVM, tmp_path / "again", "study", "{hvbench}", timeout=2400)
+    assert len(limits) == nested.BOOTS

@@ -359,6 +359,10 @@ class ApiVmmDriver(Driver[S, I]):
         """The huge page size guest memory is on (reserved for the group), or None."""
         return None
 
+    def _multi_queue_tap(self) -> bool:
+        """Whether the VMM opens the instance's tap multi-queue (then it must be made so)."""
+        return False
+
     def _start_one(self, inst: I, deadline: float) -> None:
         prefix = self.workdir / f"{self.platform}-{inst.index}"
         made = inst.resources
@@ -367,7 +371,7 @@ class ApiVmmDriver(Driver[S, I]):
             inst.address = self.network.address(inst.index)
             append.append(f"hvbench.ip={inst.address}/24")
             inst.tap, inst.mac = tap_and_mac(self.tap_tag, self.mac_byte, inst.index)
-            made.append(self.network.add_tap(inst.tap))
+            made.append(self.network.add_tap(inst.tap, multi_queue=self._multi_queue_tap()))
         root = None
         if self._rootfs:
             root = f"{prefix}.root.ext4"

@@ -8,13 +8,17 @@ disk with a serial the host names), qemu-guest-agent on virtio-vsock, then ``vm.
 only on KVM; it has no emulated NICs or disks.
 
 Its snapshot (``CloudHypervisorLifecycle.snapshot``) pauses the guest and writes its state and
-memory to a directory; a new Cloud Hypervisor restores it from there and resumes it.
+memory to a directory; a new Cloud Hypervisor restores it from there and resumes it. Its live
+migration (``CloudHypervisorLifecycle.migrate``) sends the running guest to a second Cloud
+Hypervisor on this host over a Unix socket.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import os
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,6 +84,12 @@ class CloudHypervisorSettings(ApiVmmSettings):
             raise ValueError("disk num_queues: at most vcpus (Cloud Hypervisor's rule)")
         return self
 
+    @property
+    def multi_queue_tap(self) -> bool:
+        """More than one queue pair: Cloud Hypervisor then opens its tap multi-queue, and
+        refuses a tap made otherwise."""
+        return (self.net.num_queues or 2) > 2
+
     def host_misfits(self, count: int) -> list[str]:
         if not self.hugepages:
             return []
@@ -110,15 +120,20 @@ class CloudHypervisorDriver(ApiVmmDriver[CloudHypervisorSettings, CloudHyperviso
     tap_tag: ClassVar[str] = "c"
     mac_byte: ClassVar[int] = 0x17
     api_probe: ClassVar[str] = "/api/v1/vmm.ping"
-    no_lifecycle: ClassVar[str] = (
-        "has no live migration here: a second Cloud Hypervisor on the same host would take the "
-        "guest's vsock socket and tap by the same names, which the first still holds"
+    copies_once: ClassVar[str | None] = (
+        "Cloud Hypervisor's migration copies guest memory in passes until the rest fits its "
+        "downtime"
     )
 
     @classmethod
     def refuses(cls, operation: Operation, settings: PlatformSettings) -> str | None:
-        if operation == "migrate":
-            return f"the cloud-hypervisor driver {cls.no_lifecycle}"
+        assert isinstance(settings, CloudHypervisorSettings)
+        if operation == "migrate" and settings.nic != "none" and not settings.multi_queue_tap:
+            return (
+                "cloud-hypervisor: a migration's second Cloud Hypervisor attaches to the guest's "
+                "tap while the first still holds it, which only a multi-queue tap allows "
+                "(net: {num_queues: 4}, or nic: none)"
+            )
         return None
 
     @classmethod
@@ -133,6 +148,9 @@ class CloudHypervisorDriver(ApiVmmDriver[CloudHypervisorSettings, CloudHyperviso
 
     def _hugepage_size(self) -> str | None:
         return "2M" if self.settings.hugepages else None
+
+    def _multi_queue_tap(self) -> bool:
+        return self.settings.multi_queue_tap
 
     def data_settings(self) -> CloudHypervisorDisk:
         return self.settings.disk
@@ -188,14 +206,77 @@ class CloudHypervisorDriver(ApiVmmDriver[CloudHypervisorSettings, CloudHyperviso
 
 
 class CloudHypervisorLifecycle(Lifecycle):
-    """Snapshot and restore: ``vm.snapshot`` of the paused guest into a directory, then a new
-    Cloud Hypervisor that ``vm.restore``s it and resumes."""
+    """Snapshot and restore (``vm.snapshot`` of the paused guest into a directory, then a new
+    Cloud Hypervisor that ``vm.restore``s it and resumes), and live migration to a new Cloud
+    Hypervisor (``vm.receive-migration`` there, ``vm.send-migration`` here)."""
 
     def __init__(self, driver: CloudHypervisorDriver, inst: CloudHypervisorInstance) -> None:
         self.driver, self.inst = driver, inst
 
     def migrate(self, plan: MigrationPlan, deadline: float) -> OperationReport:
-        raise InstanceError(f"{self.inst.name}: {CloudHypervisorDriver.no_lifecycle}")
+        """Live-migrate to a second Cloud Hypervisor on this host over a Unix socket, memory
+        copied as to another host (``local`` mode, which hands shared memory over, is its
+        live upgrade instead); the destination attaches to the same multi-queue tap.
+
+        The destination takes its configuration from the source, so it binds the guest's vsock
+        socket at the source's path: the source's is moved aside first (the source keeps
+        listening on it). The source, ending once the guest moved, unlinks that path, which is
+        the destination's socket by then: a second name made for it while the move goes on
+        (``os.link``) puts it back.
+
+        ``total_s`` runs from the send call until the destination's receive call answered
+        (the guest is there), timed here: the send call answers at once, as the move goes on
+        in a thread of the source's, and Cloud Hypervisor reports no figures of its own (the
+        guest's pause is the dirtier's)."""
+        source = self.inst.process
+        if source is None or not source.alive():
+            raise InstanceError(
+                f"{self.inst.name}: Cloud Hypervisor is not running ({self.inst.last_words()})"
+            )
+        ledger, workdir = self.driver.ledger, self.driver.workdir
+        source.release_agent(deadline)  # a vsock connection does not survive the move
+        vsock = Path(source.agent.path)
+        [socket_res] = [r for r in self.inst.channels if r.name == str(vsock)]
+        prefix = workdir / f"{self.inst.name}-in{next(_operations)}"
+        channel = Path(f"{prefix}.migration.sock")
+        aside, kept = Path(f"{vsock}.source"), Path(f"{vsock}.destination")
+        made = [ledger.add("path", str(path)) for path in (channel, aside, kept)]
+        target = [ledger.add("path", f"{prefix}.api.sock")]
+        dest: Vmm | None = None
+        try:
+            dest = self.driver.start_vmm(self.inst, prefix, (target[0].name, str(vsock)), target)
+            receiving = _Call(dest, "vm.receive-migration", {"receiver_url": f"unix:{channel}"})
+            _wait_for(channel, "migration socket", deadline, dest)
+            os.rename(vsock, aside)
+            t0 = time.monotonic()
+            send = {"destination_url": f"unix:{channel}"}
+            source.api.call("PUT", "/api/v1/vm.send-migration", send, timeout=deadline - t0)
+            _wait_for(vsock, "vsock socket", deadline, dest)
+            os.link(vsock, kept)
+            total_s = receiving.result(deadline) - t0
+            source.kill()
+            if not vsock.exists():
+                os.rename(kept, vsock)
+            dest.wait_ready(deadline)
+        except BaseException:
+            if dest:
+                dest.kill()
+            if aside.exists():  # the source goes on where the move failed: its socket back
+                vsock.unlink(missing_ok=True)
+                os.rename(aside, vsock)
+            for res in target:
+                ledger.release(res)
+            raise
+        finally:
+            for res in made:
+                ledger.release(res)
+        for res in self.inst.channels:
+            if res is not socket_res:
+                ledger.release(res)
+        self.inst.process, self.inst.channels = dest, [*target, socket_res]
+        figures = {"total_s": total_s}
+        raw = {"kind": "Cloud Hypervisor vm.send-migration over a Unix socket", "figures": figures}
+        return OperationReport(figures, json.dumps(raw))
 
     def snapshot(self, deadline: float) -> OperationReport:
         """Pause and snapshot (``save_s``; ``size_mib``: the directory's files), end that
@@ -245,3 +326,42 @@ class CloudHypervisorLifecycle(Lifecycle):
 
 
 _operations = itertools.count(1)
+
+
+def _wait_for(path: Path, what: str, deadline: float, vmm: Vmm) -> None:
+    """Wait for a socket of the destination's, or raise with its last words. Polled each
+    millisecond: the vsock socket must be given its second name before the source ends, and
+    on a fast host a small guest moves in a tenth of a second."""
+    while not path.exists():
+        if not vmm.alive() or time.monotonic() > deadline:
+            raise InstanceError(f"{vmm.name}: no {what} from the destination ({vmm.last_words()})")
+        time.sleep(0.001)
+
+
+class _Call:
+    """One API call made beside another: a destination's ``vm.receive-migration`` answers
+    only once the guest arrived, while the source's send is the call that moves it."""
+
+    def __init__(self, vmm: Vmm, action: str, body: dict) -> None:
+        self.vmm, self.action, self.body = vmm, action, body
+        self.error: BaseException | None = None
+        self.answered = 0.0
+        """When the call answered (monotonic seconds)."""
+        self._thread = threading.Thread(target=self._run, name=f"{vmm.name} {action}", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self.vmm.api.call("PUT", f"/api/v1/{self.action}", self.body, timeout=None)
+            self.answered = time.monotonic()
+        except BaseException as e:  # raised again by result
+            self.error = e
+
+    def result(self, deadline: float) -> float:
+        """Wait for the call's answer until ``deadline``; when it answered, or its error."""
+        self._thread.join(max(0.0, deadline - time.monotonic()))
+        if self._thread.is_alive():
+            raise InstanceError(f"{self.vmm.name}: {self.action} did not answer in time")
+        if self.error:
+            raise self.error
+        return self.answered

@@ -33,12 +33,19 @@ class VmmApi:
     def close(self) -> None:
         self._client.close()
 
-    def call(self, method: str, path: str, body: dict | None = None) -> Any:
+    def call(
+        self,
+        method: str,
+        path: str,
+        body: dict | None = None,
+        timeout: float | None = CALL_TIMEOUT_S,
+    ) -> Any:
         """One call; its JSON answer (None where it has no body). A refusal raises
         InstanceError with the VMM's own message (Firecracker's ``fault_message``, Cloud
-        Hypervisor's text)."""
+        Hypervisor's text). ``timeout``: None for a call that answers only once a long
+        operation ended (a migration's), bounded by its caller."""
         try:
-            answer = self._client.request(method, path, json=body)
+            answer = self._client.request(method, path, json=body, timeout=timeout)
         except httpx.HTTPError as e:
             raise InstanceError(f"{self.name}: API {method} {path}: {e}") from e
         if answer.is_error:
