@@ -604,8 +604,9 @@ def _emulation_failed(exchange: Path, result: LabResult) -> str | None:
 
 BOOTS = 3
 """Boots of L1 for one lab run, where the nested emulation fails. Two were not enough in CI on
-2026-11-27: both boots of the KVM lab stuck (a soft lockup as its first L2, the KVM probe,
-booted), with the host's load under 2. A stuck boot is ended within about five minutes."""
+2026-11-28, with the host's load under 2: the KVM lab's first boot went silent after
+libvirt-kvm's cells, its second locked up as microvm-auto's guest booted. A stuck boot is ended
+within about six minutes."""
 
 
 def _set_aside(exchange: Path, name: str) -> Path:

@@ -31,7 +31,7 @@ from vmm_binaries import vmm_binary
 from hvbench.store import PlatformState, SampleRecord, Store
 from hvbench.study import parse_study
 
-pytestmark = pytest.mark.timeout(2600)  # the lab's boot (and one retry) in the first test's time
+pytestmark = pytest.mark.timeout(2600)  # the lab's boots (2400 s in all) in the first test's time
 
 STUDY = """\
 name: kvm-lab
