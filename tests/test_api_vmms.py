@@ -59,8 +59,8 @@ def test_an_operation_the_vmm_lacks_is_refused_when_the_study_loads():
         "  a: {driver: cloud-hypervisor, nic: none}\n", "[{name: migration, mode: postcopy}]"
     )
     assert "Cloud Hypervisor's migration copies guest memory in passes" in postcopy
-    for platform in ("{nic: none}", "{vcpus: 2, net: {num_queues: 4}}"):
-        ch = "  a: {driver: cloud-hypervisor, " + platform[1:] + "\n"
+    for settings in ("nic: none", "vcpus: 2, net: {num_queues: 4}"):
+        ch = f"  a: {{driver: cloud-hypervisor, {settings}}}\n"
         parse_study((HEAD + ch).replace("boot", "migration"), "s.yaml")
     huge = _refusal("  a: {driver: firecracker, hugepages: 2M}\n", "[{name: snapshot}]")
     assert "userfaultfd" in huge

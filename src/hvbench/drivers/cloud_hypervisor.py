@@ -18,8 +18,9 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import threading
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, Literal
@@ -243,9 +244,11 @@ class CloudHypervisorLifecycle(Lifecycle):
         made = [ledger.add("path", str(path)) for path in (channel, aside, kept)]
         target = [ledger.add("path", f"{prefix}.api.sock")]
         dest: Vmm | None = None
+        calls = ThreadPoolExecutor(max_workers=1, thread_name_prefix="receive-migration")
         try:
             dest = self.driver.start_vmm(self.inst, prefix, (target[0].name, str(vsock)), target)
-            receiving = _Call(dest, "vm.receive-migration", {"receiver_url": f"unix:{channel}"})
+            receive = {"receiver_url": f"unix:{channel}"}
+            receiving = calls.submit(_answered, dest, "vm.receive-migration", receive)
             _wait_for(channel, "migration socket", deadline, dest)
             os.rename(vsock, aside)
             t0 = time.monotonic()
@@ -253,7 +256,7 @@ class CloudHypervisorLifecycle(Lifecycle):
             source.api.call("PUT", "/api/v1/vm.send-migration", send, timeout=deadline - t0)
             _wait_for(vsock, "vsock socket", deadline, dest)
             os.link(vsock, kept)
-            total_s = receiving.result(deadline) - t0
+            total_s = _result(receiving, dest, deadline) - t0
             source.kill()
             if not vsock.exists():
                 os.rename(kept, vsock)
@@ -268,6 +271,7 @@ class CloudHypervisorLifecycle(Lifecycle):
                 ledger.release(res)
             raise
         finally:
+            calls.shutdown(wait=False)  # a receive still waiting ends with its killed VMM
             for res in made:
                 ledger.release(res)
         for res in self.inst.channels:
@@ -330,38 +334,24 @@ _operations = itertools.count(1)
 
 def _wait_for(path: Path, what: str, deadline: float, vmm: Vmm) -> None:
     """Wait for a socket of the destination's, or raise with its last words. Polled each
-    millisecond: the vsock socket must be given its second name before the source ends, and
-    on a fast host a small guest moves in a tenth of a second."""
+    millisecond: the vsock socket must be given its second name before the source ends, which a
+    small guest on a fast host may take well under a second to reach."""
     while not path.exists():
         if not vmm.alive() or time.monotonic() > deadline:
             raise InstanceError(f"{vmm.name}: no {what} from the destination ({vmm.last_words()})")
         time.sleep(0.001)
 
 
-class _Call:
-    """One API call made beside another: a destination's ``vm.receive-migration`` answers
-    only once the guest arrived, while the source's send is the call that moves it."""
+def _answered(vmm: Vmm, action: str, body: dict) -> float:
+    """Make the call; when it answered (monotonic seconds). A destination's
+    ``vm.receive-migration`` answers only once the guest arrived, so it runs beside the send."""
+    vmm.api.call("PUT", f"/api/v1/{action}", body, timeout=None)
+    return time.monotonic()
 
-    def __init__(self, vmm: Vmm, action: str, body: dict) -> None:
-        self.vmm, self.action, self.body = vmm, action, body
-        self.error: BaseException | None = None
-        self.answered = 0.0
-        """When the call answered (monotonic seconds)."""
-        self._thread = threading.Thread(target=self._run, name=f"{vmm.name} {action}", daemon=True)
-        self._thread.start()
 
-    def _run(self) -> None:
-        try:
-            self.vmm.api.call("PUT", f"/api/v1/{self.action}", self.body, timeout=None)
-            self.answered = time.monotonic()
-        except BaseException as e:  # raised again by result
-            self.error = e
-
-    def result(self, deadline: float) -> float:
-        """Wait for the call's answer until ``deadline``; when it answered, or its error."""
-        self._thread.join(max(0.0, deadline - time.monotonic()))
-        if self._thread.is_alive():
-            raise InstanceError(f"{self.vmm.name}: {self.action} did not answer in time")
-        if self.error:
-            raise self.error
-        return self.answered
+def _result(call: Future[float], vmm: Vmm, deadline: float) -> float:
+    """The call's answer, or its error, waited for until ``deadline``."""
+    try:
+        return call.result(timeout=max(0.0, deadline - time.monotonic()))
+    except FutureTimeout as e:
+        raise InstanceError(f"{vmm.name}: vm.receive-migration did not answer in time") from e

@@ -136,7 +136,7 @@ def _script_targets(script: bytes) -> list[Path]:
 def host_files(tools: Iterable[str]) -> dict[str, Path]:
     """Guest path -> host file for the tools, what they run, and every library they need. A
     library is not asked of ldd in turn: the loader's answer for a program already holds what
-    its libraries need (154 ldd calls for every workload's tools became 25)."""
+    its libraries need (154 ldd calls for every workload's tools became 18)."""
     files: dict[str, Path] = {}
     todo = [_which(t) for t in sorted({*BASE_TOOLS, *tools})]
     for tool in {*BASE_TOOLS, *tools}:
