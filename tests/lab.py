@@ -555,14 +555,20 @@ FAULT = re.compile(
 failed to run its guest. None appears in a boot where all went well."""
 FAILED_RUN = re.compile(r"^(\S+)-exit:? ([1-9]\d*)$", re.MULTILINE)
 """A run in the lab's commands that failed: its ``<name>-exit <status>`` line."""
-ENDED_ITSELF = re.compile(
-    r"died during \S+ \((?:exit status 0;|.*shutting down, reason=shutdown\)$)", re.DOTALL
+GUEST_LOST = re.compile(
+    r"the guest hangs \(|(?:died during \S+|the domain exited) \((?:exit status 0;"
+    r"|.*shutting down, reason=shutdown\))",
+    re.DOTALL,
 )
-"""A failed sample's error where an L2 guest ended itself in the middle of a command: QEMU
-(run with -no-reboot) exited 0, or libvirt's log of the domain says the guest shut it down.
-hvbench stops a guest by killing QEMU or destroying its domain, and a stock kernel's panic is
-on its console (``FAULT``): what ends a guest silently is a reset, as a triple fault makes.
-Seen in the KVM lab on 2026-11-27, in 1 of 10 sessions: libvirt-kvm's guest during iperf3."""
+"""A failed sample's error where an L2 guest was lost without a word on its console: it
+stopped answering (hvbench stops a guest whose agent is silent past the command's time), or
+it ended itself, at boot or in the middle of a command: QEMU (run with -no-reboot) exited 0, or
+libvirt's log of the domain says the guest shut it down. hvbench stops a guest by killing QEMU
+or destroying its domain, and a stock kernel's panic is on its console (``FAULT``): what ends a
+guest silently is a reset, as a triple fault makes. Seen in the KVM lab: libvirt-kvm's guest
+reset during iperf3 (1 of 10 sessions, 2026-11-27); in CI on 2026-11-28, pc-kvm's guest
+silent during iperf3, then libvirt-kvm's reset twice as it booted, in the same boot of L1,
+while the microVMs' twelve cells around them passed."""
 
 
 def _fault(exchange: Path) -> str | None:
@@ -574,30 +580,32 @@ def _fault(exchange: Path) -> str | None:
     return None
 
 
-def _ended_itself(exchange: Path) -> str | None:
+def _guest_lost(exchange: Path) -> str | None:
     """The first failed sample (in the store the lab's commands left in ``exchange``) whose
-    guest ended itself (``ENDED_ITSELF``), and its instance."""
+    guest was lost (``GUEST_LOST``), with its cell."""
     db = exchange / "results.db"
     if not db.exists():
         return None
     store = Store(f"sqlite:///{db}")
     for run in store.runs():
+        cells = {c.id: c for c in store.cells(run.id)}
         for sample in store.samples(run.id):
-            if sample.error and ENDED_ITSELF.search(sample.error):
-                return f"{sample.error.split(': ')[0]}'s guest ended itself (results.db)"
+            if sample.error and GUEST_LOST.search(sample.error):
+                cell = cells[sample.cell_id]
+                return f"{cell.platform}'s guest lost in {cell.workload_name} (results.db)"
     return None
 
 
 def _emulation_failed(exchange: Path, result: LabResult) -> str | None:
     """Why a boot is taken for a failure of the nested emulation (TCG's SVM), not of the code
     under test: L1 stuck (``_stuck``), or a run that failed in a boot where a kernel or KVM
-    faulted (``_fault``) or a guest ended itself (``_ended_itself``). A run that failed
+    faulted (``_fault``) or a guest was lost (``_guest_lost``). A run that failed
     otherwise is hvbench's failure, which no second boot may hide; one with a fault fails
     again in the second boot if it is hvbench's."""
     if result.stuck:
         return f"L1 stuck ({result.stuck})"
     failed = [name for name, _ in FAILED_RUN.findall(result.output)]
-    if failed and (fault := _fault(exchange) or _ended_itself(exchange)):
+    if failed and (fault := _fault(exchange) or _guest_lost(exchange)):
         return f"{', '.join(failed)} failed where the emulation faulted: {fault}"
     return None
 
