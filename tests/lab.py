@@ -230,6 +230,30 @@ virtlogd -d
 """libvirtd with its QEMU driver (qemu:///system, domain type kvm) in the KVM lab's L1."""
 
 
+MORE_RUN = """\
+# one more run in this boot, if its study is there: its output and store in /lab
+more_run() {{
+    [ -f "/lab/$1.yaml" ] || return 0
+    start=$(date +%s)
+    {hvbench} run "/lab/$1.yaml" --quick --no-report --db "sqlite:////var/tmp/hvbench/$1.db" \\
+        > "/lab/$1.log" 2>&1
+    echo "$1-exit: $?"
+    echo "$1-seconds: $(($(date +%s) - start))"
+    cp "/var/tmp/hvbench/$1.db" "/lab/$1.db"
+}}
+"""
+"""A lab's shell function for one more run in its boot, ``more_run NAME``, on the study a test
+put at ``exchange/NAME.yaml`` (none there: no run); ``LabRun.more`` reads what it left."""
+
+CONSOLIDATION_PEER = """\
+# consolidation's clients run on the peer (L1) in a cgroup v2 of the run's; vegeta is the
+# virtualenv's
+mount -t cgroup2 cgroup2 /sys/fs/cgroup
+export PATH="$(dirname {hvbench}):$PATH"
+"""
+"""What L1 needs before a run with consolidation, whose peer it is."""
+
+
 def lab_cache(hv: Hypervisor) -> Path:
     return guest_image.cache_root() / f"{hv.name}lab"
 
@@ -528,6 +552,15 @@ class LabRun:
             if line.startswith(f"{what}: "):
                 return int(line.split(": ", 1)[1])
         raise AssertionError(f"the lab printed no {what!r} count:\n{self.result.output[-3000:]}")
+
+    def more(self, name: str) -> tuple[Store, str]:
+        """The store and run id of one more run in the lab's boot (``MORE_RUN``), which must
+        have passed."""
+        log = self.exchange / f"{name}.log"
+        assert self.count(f"{name}-exit") == 0, log.read_text()[-3000:]
+        print(f"lab: {name} took {self.count(f'{name}-seconds')} s")
+        run_id = next(ln.split()[1] for ln in log.read_text().splitlines() if ln.startswith("run "))
+        return Store(f"sqlite:///{self.exchange / name}.db"), run_id
 
     def report(self) -> subprocess.CompletedProcess:
         """The host's ``hvbench report`` of the lab's run, in Markdown."""

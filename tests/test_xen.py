@@ -124,21 +124,13 @@ LIBVIRT_DEFAULT_URI=xen:///system {hvbench} doctor --json > /lab/doctor.json
 {hvbench} run /lab/study.yaml --quick --no-report --db sqlite:////var/tmp/hvbench/results.db
 echo "hvbench-run-exit $?"
 cp /var/tmp/hvbench/results.db /lab/results.db
-# one more run in this boot, if its study is there: its output and store in /lab
-more_run() {{
-    [ -f "/lab/$1.yaml" ] || return 0
-    start=$(date +%s)
-    {hvbench} run "/lab/$1.yaml" --quick --no-report --db "sqlite:////var/tmp/hvbench/$1.db" \\
-        > "/lab/$1.log" 2>&1
-    echo "$1-exit: $?"
-    echo "$1-seconds: $(($(date +%s) - start))"
-    cp "/var/tmp/hvbench/$1.db" "/lab/$1.db"
-}}
+"""
+    + nested.MORE_RUN
+    + """\
 more_run migration
-# consolidation's clients run on the peer (dom0) in a cgroup v2 of the run's; vegeta is the
-# virtualenv's
-mount -t cgroup2 cgroup2 /sys/fs/cgroup
-export PATH="$(dirname {hvbench}):$PATH"
+"""
+    + nested.CONSOLIDATION_PEER
+    + """\
 more_run consolidation
 echo "domains: $(xl list | tail -n +2 | wc -l)"
 echo "libvirt-domains: $(virsh -c xen:///system list --all --name | grep -c hvb-)"
@@ -407,15 +399,6 @@ def lab(tmp_path_factory) -> nested.LabRun:
     )
 
 
-def _more_run(lab: nested.LabRun, name: str) -> tuple[Store, str]:
-    """The store and run id of one more run in the lab's boot (``more_run``)."""
-    assert lab.count(f"{name}-exit") == 0, (lab.exchange / f"{name}.log").read_text()[-3000:]
-    print(f"xen lab: {name} took {lab.count(f'{name}-seconds')} s")
-    output = (lab.exchange / f"{name}.log").read_text()
-    run_id = next(ln.split()[1] for ln in output.splitlines() if ln.startswith("run "))
-    return Store(f"sqlite:///{lab.exchange / name}.db"), run_id
-
-
 def _metrics(store: Store, run_id: str) -> dict[tuple[str, int, str], float]:
     cells = {c.id: c.workload_name for c in store.cells(run_id)}
     return {(cells[r.cell_id], r.instance, r.name): r.value for r in store.metric_rows(run_id)}
@@ -486,7 +469,7 @@ def test_lab_xl_migrates_a_pvh_domain_to_dom0_itself(lab):
         pytest.skip(
             f"nested SVM: Xen stopped the PVH domain ({crash.group(0)}), see docs: Platforms"
         )
-    store, run_id = _more_run(lab, "migration")
+    store, run_id = lab.more("migration")
     samples = store.samples(run_id)
     assert [s.status for s in samples] == ["ok"], [s.error for s in samples]
     migration = {name: v for (_, _, name), v in _metrics(store, run_id).items()}
@@ -501,7 +484,7 @@ def test_lab_one_set_of_real_servers_in_pv_domains_on_the_root_filesystem(lab):
     """One set in --quick in five PV domains booted from the Debian root filesystem on qcow2
     overlays (qdisk): every active role's requests counted against those due, an SLO verdict
     each, and the image described."""
-    store, run_id = _more_run(lab, "consolidation")
+    store, run_id = lab.more("consolidation")
     samples = store.samples(run_id)
     assert [s.status for s in samples] == ["ok"], [s.error for s in samples]
     got = {(i, name): v for (_, i, name), v in _metrics(store, run_id).items()}
