@@ -146,7 +146,8 @@ def test_doctor_names_each_vmm_with_its_version_and_why_it_cannot_run_here(tmp_p
     path = f"{Path(fc).parent}:{Path(ch).parent}:{os.environ['PATH']}"
     hvbench = Path(__file__).parents[1] / ".venv" / "bin" / "hvbench"
     out = subprocess.run(
-        [str(hvbench if hvbench.exists() else "hvbench"), "doctor", "--json"],
+        [str(hvbench if hvbench.exists() else "hvbench"), "doctor", "firecracker",
+         "cloud-hypervisor", "--json"],
         capture_output=True, text=True, check=True, env={**os.environ, "PATH": path},
     )  # fmt: skip
     found = {f["name"]: f for f in json.loads(out.stdout) if f["kind"] == "driver"}

@@ -263,6 +263,20 @@ def test_80_columns(command, tmp_path):
     assert [ln for ln in lines if len(ln) > 80] == []
 
 
+def test_doctor_checks_the_drivers_named_and_refuses_an_unknown_one(tmp_path):
+    """``hvbench doctor DRIVER...`` runs those drivers' probes alone (each takes a minute
+    under emulation); a name no driver has is one line that lists the drivers."""
+    result = hvbench(tmp_path, "doctor", "native", "container", "--json")
+    assert result.returncode == 0, result.stderr
+    findings = json.loads(result.stdout)
+    assert [f["name"] for f in findings if f["kind"] == "driver"] == ["native", "container"]
+    assert any(f["kind"] == "tool" for f in findings)
+    result = hvbench(tmp_path, "doctor", "qemu", "kvm")
+    assert result.returncode == 2
+    [line] = result.stderr.splitlines()
+    assert line.startswith("hvbench: doctor: no driver named kvm; the drivers: ") and "qemu" in line
+
+
 def test_every_run_records_the_conditions_and_the_report_names_what_drifts(tmp_path):
     assert [c["name"] for c in inventory.collect()["conditions"]] == NAMES
     found = conditions.check(sample=0.1, sys=fake_sysfs(tmp_path / "sys"))

@@ -201,9 +201,15 @@ def study_schema_cmd() -> None:
 
 
 @app.command("doctor")
-def doctor_cmd(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+def doctor_cmd(
+    drivers: Annotated[
+        list[str] | None,
+        typer.Argument(help="Only these drivers (default: every one), e.g. qemu firecracker."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
     """What this host can run: every driver and tool, and how to fix what is missing."""
-    findings = doctor.examine()
+    findings = doctor.examine(drivers or ())
     if as_json:
         print(json.dumps(doctor.as_json(findings), indent=2))
         return
