@@ -295,7 +295,7 @@ def bars(a: RunAnalysis, workload: str, count: int) -> str | None:
     labels = ticks([n.split(".", 1)[-1] for n in names], axes_in / len(names))
     below = labels.height
     bar = 0.8 / len(platforms)
-    with _figure(3.0 + below, legend, bottom_in=0.35 + below, width=width) as (fig, out):
+    with _figure(2.6 + below, legend, bottom_in=0.35 + below, width=width) as (fig, out):
         ax = fig.add_subplot()
         # legend entries of their own: a hatched first bar would hatch its platform's entry
         entries: list[tuple[Artist, str]] = []
