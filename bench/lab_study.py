@@ -8,7 +8,8 @@ PATH or named by the study's binary:). At two levels of emulation the figures me
 lab's output and its results database are left in OUT; `hvbench report RUN --db
 sqlite:///OUT/results.db` reports on them.
 
-    python bench/lab_study.py STUDY OUT [--lab xen|kvm] [--timeout SECONDS]
+    python bench/lab_study.py STUDY OUT [--lab xen|kvm] [--timeout SECONDS] [--quick]
+        [--memory MIB] [--scratch GIB]
 """
 
 from __future__ import annotations
@@ -22,14 +23,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import lab as nested  # the lab lives with the tests that use it
 
-RUN = """\
-# consolidation's clients: a cgroup v2 of the run's, vegeta from the virtualenv
-mount -t cgroup2 cgroup2 /sys/fs/cgroup
-export PATH="$(dirname {hvbench}):$PATH"
-{hvbench} run /lab/study.yaml --db sqlite:////var/tmp/hvbench/results.db
+RUN = (
+    nested.CONSOLIDATION_PEER
+    + """\
+{hvbench} run /lab/study.yaml {quick}--db sqlite:////var/tmp/hvbench/results.db
 status=$?
 cp /var/tmp/hvbench/results.db /lab/results.db
 """
+)
 LABS = {
     "xen": (
         nested.XEN,
@@ -49,6 +50,11 @@ def main() -> int:
     parser.add_argument("out", type=Path)
     parser.add_argument("--lab", choices=sorted(LABS), default="xen")
     parser.add_argument("--timeout", type=float, default=3600)
+    parser.add_argument("--quick", action="store_true", help="hvbench run --quick")
+    parser.add_argument("--memory", type=int, help="L1's memory (MiB)")
+    parser.add_argument(
+        "--scratch", type=int, default=4, help="L1's disk for the runs (GiB, sparse here)"
+    )
     args = parser.parse_args()
     nested.build_images(args.study.read_text(), str(args.study))  # seconds here, hours in dom0
     args.out.mkdir(parents=True, exist_ok=True)
@@ -58,9 +64,10 @@ def main() -> int:
     result = nested.run(
         nested.prepare(hypervisor),
         args.out.resolve(),
-        commands.format(hvbench=hvbench),
+        commands.format(hvbench=hvbench, quick="--quick " if args.quick else ""),
         args.timeout,
-        memory_mib=4096 if hypervisor is nested.KVM else 2560,
+        memory_mib=args.memory or (4096 if hypervisor is nested.KVM else 2560),
+        scratch_size=args.scratch << 30,
     )
     print(result.output)
     print(f"lab: {result.seconds:.0f} s, L1's commands exited with {result.exit_code}")

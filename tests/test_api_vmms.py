@@ -16,6 +16,7 @@ from oslevel_checks import container_leftovers
 from polling import wait_for
 from vmm_binaries import vmm_binary
 
+from hvbench.drivers.api_vmm import room_for_copies
 from hvbench.drivers.firecracker import merge_layer
 from hvbench.drivers.vmm_api import VmmApi
 from hvbench.errors import HvbenchError, InstanceError
@@ -87,6 +88,30 @@ def test_a_diff_layer_is_merged_onto_its_base_page_by_page(tmp_path):
         want = written.get(index, old[index * page : (index + 1) * page])
         assert merged[index * page : (index + 1) * page] == want, index
     assert len(merged) == page * pages
+
+
+def test_root_filesystem_copies_that_cannot_fit_are_refused_before_any_is_made(tmp_path):
+    """Each instance boots its own copy of the root filesystem: where the copies cannot fit in
+    the run's directory (a tmpfs, which clones nothing) the start is refused in one line with
+    the figures, and nothing is copied."""
+    into = tmp_path / "small"
+    into.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8M", "tmpfs", str(into)], check=True)
+    try:
+        root = tmp_path / "root.ext4"
+        with root.open("wb") as f:
+            f.write(os.urandom(3 << 20))  # 3 MiB allocated
+            f.truncate(64 << 20)  # of 64 MiB: the copies are sparse
+        room_for_copies(root, 2, into, "platform fc")
+        with pytest.raises(HvbenchError) as refused:
+            room_for_copies(root, 3, into, "platform fc")
+        assert str(refused.value).startswith(
+            "platform fc: 3 instance(s) boot a copy each of the root filesystem (3M each, "
+        )
+        assert "9M in all, but " in str(refused.value) and "free space there" in str(refused.value)
+        assert list(into.iterdir()) == []
+    finally:
+        subprocess.run(["umount", str(into)], check=True)
 
 
 @pytest.mark.parametrize(
