@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 from guest_fixtures import guest_image, guest_run  # noqa: F401 (shared booted-guest fixtures)
+
+if TYPE_CHECKING:
+    from lab import Labs
 
 
 def require(ok: bool, fix: str) -> None:
@@ -14,6 +18,44 @@ def require(ok: bool, fix: str) -> None:
     and ./setup.sh --dev installs everything the suite needs."""
     if not ok:
         pytest.fail(f"missing on this host: {fix} (run ./setup.sh --dev)", pytrace=False)
+
+
+def _booted_lab(item: pytest.Item) -> bool:
+    """A test that reads a nested lab's boot (through its module's fixture, which asks for
+    ``labs``)."""
+    return "labs" in getattr(item, "fixturenames", ())
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The tests of the nested labs' boots last: the labs boot in the background meanwhile."""
+    items.sort(key=_booted_lab)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _labs_booting(request: pytest.FixtureRequest, tmp_path_factory) -> Iterator[Labs | None]:
+    """The nested labs of the session's tests, booted in the background from its start
+    (lab.Labs, one boot per module that asks for one with ``lab_boot()``); None where no
+    test reads one."""
+    modules = dict.fromkeys(i.module for i in request.session.items if _booted_lab(i))
+    if not modules:
+        yield None
+        return
+    import lab  # only where a lab boots: it builds what it boots
+
+    labs = lab.Labs()
+    try:
+        for module in modules:
+            labs.start(module, tmp_path_factory.mktemp(module.__name__.removeprefix("test_")))
+        yield labs
+    finally:
+        labs.close()
+
+
+@pytest.fixture(scope="session")
+def labs(_labs_booting: Labs | None) -> Labs:
+    """The session's nested labs, for a lab module's fixture (``Labs.booted``)."""
+    assert _labs_booting is not None
+    return _labs_booting
 
 
 @pytest.fixture(autouse=True)

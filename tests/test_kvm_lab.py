@@ -2,7 +2,7 @@
 
 This host's /dev/kvm is PVM and runs no stock guest (PLATFORMS.md), so KVM runs one level down:
 an L1 under QEMU TCG with AMD's SVM and nested paging, kvm_amd loaded, hvbench running there as
-checked out. The lab boots once per module and runs doctor and one ``--quick`` study in that
+checked out. The lab boots once per session and runs doctor and one ``--quick`` study in that
 boot (the run stores its results only, ``--no-report``: the host analyses and reports them);
 the tests read what it left in the exchange directory. Figures from it are functional
 only (guest code runs at TCG speed): they carry ``nested`` in their provenance. Huge pages are
@@ -21,6 +21,7 @@ import os
 import subprocess
 import time
 from datetime import UTC, datetime
+from types import ModuleType
 
 import bench_scripts
 import lab as nested
@@ -83,7 +84,7 @@ budget for the lab."""
 LAB_TIMEOUT = 2400 + (3600 if ROOTFS else 0)
 """The limit of the lab's boots (s), all of them together (``nested.BOOTS``)."""
 
-pytestmark = pytest.mark.timeout(LAB_TIMEOUT + 200)  # the lab's boots in the first test's time
+pytestmark = pytest.mark.timeout(LAB_TIMEOUT + 200)  # the first test waits for the boots
 
 MICROVMS = ("microvm-auto", "firecracker", "cloud-hypervisor")
 """The microVM VMMs and QEMU's microvm machine, which the lab compares on boot, memory and
@@ -116,25 +117,24 @@ echo "libvirt-domains: $(virsh -c qemu:///system list --all --name | grep -c hvb
 )
 
 
-@pytest.fixture(scope="module")
-def kvm_lab(tmp_path_factory) -> nested.LabRun:
-    """One boot of the lab for the module: L1 with kvm_amd, STUDY and doctor run in it, then
-    ROOTFS_STUDY where asked (``ROOTFS``)."""
-    exchange = tmp_path_factory.mktemp("kvmlab")
-    if ROOTFS:
-        rootfs = _with_binaries(ROOTFS_STUDY)
-        (exchange / "rootfs.yaml").write_text(rootfs)
-        nested.build_images(rootfs, "rootfs.yaml")
-    return nested.run_study(
+def lab_boot() -> nested.Boot:
+    """The lab's one boot (conftest.py boots it from the session's start): L1 with kvm_amd,
+    STUDY and doctor run in it, then ROOTFS_STUDY where asked (``ROOTFS``)."""
+    return nested.Boot(
         nested.KVM,
-        exchange,
         _with_binaries(STUDY),
         LAB_COMMANDS,
-        timeout=LAB_TIMEOUT,
+        LAB_TIMEOUT,
+        {"rootfs": _with_binaries(ROOTFS_STUDY)} if ROOTFS else {},
         # five 512M guests at once for consolidation, each on its own copy of the root
         # filesystem (2.4 GiB allocated: raw drives, no copy-on-write format)
         **({"memory_mib": 6144, "scratch_size": 20 << 30} if ROOTFS else {"memory_mib": 4096}),
     )
+
+
+@pytest.fixture(scope="module")
+def kvm_lab(labs) -> nested.LabRun:
+    return labs.booted(__name__)
 
 
 def _with_binaries(study: str) -> str:
@@ -439,13 +439,14 @@ def test_the_pass_rate_bench_reads_a_session_as_its_tests_left_it(tmp_path):
 
 
 def test_a_lab_boots_again_while_the_emulation_fails_up_to_boots_times(tmp_path, monkeypatch):
-    """Each boot that the nested emulation failed is set aside with a warning and L1 booted
-    again, in the time the boots before it left, ``BOOTS`` times at most."""
+    """Each boot that the nested emulation failed is set aside and L1 booted again, in the time
+    the boots before it left, ``BOOTS`` times at most; the module's fixture (``Labs.booted``)
+    says each boot set aside as a warning."""
     stuck = nested.LabResult(None, "", "", 300.0, stuck="soft lockup - CPU#0 stuck for 71s!")
     passed = nested.LabResult(0, "run 20261128-1\nhvbench-run-exit 0\n", "", 600.0)
     limits: list[float] = []
 
-    def boot(files, exchange, script, timeout, **kw):
+    def boot(files, exchange, script, timeout, *size, stop):
         limits.append(timeout)
         (exchange / "console.log").write_text(f"boot {len(limits)}\n")
         return results.pop(0)
@@ -454,13 +455,38 @@ def test_a_lab_boots_again_while_the_emulation_fails_up_to_boots_times(tmp_path,
     monkeypatch.setattr(nested, "prepare", lambda hv: None)
     monkeypatch.setattr(nested, "run", boot)
     results = [stuck, stuck, passed]
-    with pytest.warns(UserWarning, match="booted again") as warned:
-        lab = nested.run_study(nested.KVM, tmp_path, "study", "{hvbench}", timeout=2400)
-    assert lab.run_id == "20261128-1" and len(warned) == 2
+    module = ModuleType("test_fake_lab")
+    module.lab_boot = lambda: nested.Boot(nested.KVM, "study", "{hvbench}", timeout=2400)
+    labs = nested.Labs()
+    labs.start(module, tmp_path)
+    with pytest.warns(UserWarning, match="kvm lab: L1 stuck .* after 300 s; booted again") as w:
+        lab = labs.booted("test_fake_lab")
+    assert lab.run_id == "20261128-1" and len(w) == 2
     assert limits == [2400, 2100, 1800]
     assert (tmp_path / "boot-2" / "console.log").read_text() == "boot 2\n"
+    assert (tmp_path / "study.yaml").read_text() == "study"
     results, limits[:] = [stuck] * nested.BOOTS, []
     (tmp_path / "again").mkdir()
-    with pytest.warns(UserWarning), pytest.raises(AssertionError, match="L1 did not finish"):
-        nested.run_study(nested.KVM, tmp_path / "again", "study", "{hvbench}", timeout=2400)
+    again = nested.Boot(nested.KVM, "study", "{hvbench}", timeout=2400)
+    with pytest.raises(AssertionError, match="L1 did not finish"):
+        nested.run_study(again, None, tmp_path / "again")
     assert len(limits) == nested.BOOTS
+    labs.close()
+
+
+def test_a_lab_that_cannot_boot_here_is_its_tests_outcome_and_the_session_goes_on(tmp_path):
+    """A lab module's skip (a VMM missing outside CI) or failure, raised as its boot is asked
+    for at the session's start, is raised again in its own fixture, not in the session's: the
+    other tests run. A session that ends stops the boot under way."""
+    skipping, failing = ModuleType("test_skipping"), ModuleType("test_failing")
+    skipping.lab_boot = lambda: pytest.skip("no firecracker")
+    failing.lab_boot = lambda: pytest.fail("no firecracker under CI")
+    labs = nested.Labs()
+    labs.start(skipping, tmp_path)
+    labs.start(failing, tmp_path)
+    with pytest.raises(pytest.skip.Exception, match="no firecracker"):
+        labs.booted("test_skipping")
+    with pytest.raises(pytest.fail.Exception, match="under CI"):
+        labs.booted("test_failing")
+    labs.close()
+    assert labs.stop.is_set()

@@ -1,7 +1,7 @@
 """The xen driver and libvirt's Xen variant: settings, xl configuration and domain XML here,
 and both for real in the nested lab.
 
-The lab (lab.py) boots Xen and a dom0 under QEMU TCG once per module, starts libvirtd with its
+The lab (lab.py) boots Xen and a dom0 under QEMU TCG once per session, starts libvirtd with its
 libxl driver in dom0, and runs ``hvbench run --quick`` there (every job shortened: its figures
 are functional) on a study of two platforms: a PV domain made with xl (blkback disk) and a PV
 domain made through libvirt (``xen:///system``, QEMU's qdisk backend), the xl domain then
@@ -113,7 +113,7 @@ LAB_TIMEOUT = 3600 + (1500 if CONSOLIDATION else 0)
 tests beside the lab): up to the first run 420 s, the first run 1300 s, snapshot 400 s, PVH
 migration 447 s."""
 
-pytestmark = pytest.mark.timeout(LAB_TIMEOUT + 200)  # the boot is in the first test's time
+pytestmark = pytest.mark.timeout(LAB_TIMEOUT + 200)  # the first test waits for the boot
 
 LAB_COMMANDS = (
     nested.LIBVIRTD_XEN
@@ -382,22 +382,20 @@ def test_hotplug_script_reports_a_nic_and_hands_blkback_its_device(tmp_path):
 # the nested lab --------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory) -> nested.LabRun:
-    """One boot of the lab for the module: Xen, dom0, and hvbench run on STUDY in dom0, then
-    on PVH_MIGRATION_STUDY (and CONSOLIDATION_STUDY where asked: five 256M
-    domains, for which L1 gets more memory)."""
-    exchange = tmp_path_factory.mktemp("xenlab")
+def lab_boot() -> nested.Boot:
+    """The lab's one boot (conftest.py boots it from the session's start): Xen, dom0, and
+    hvbench run on STUDY in dom0, then on PVH_MIGRATION_STUDY (and CONSOLIDATION_STUDY where
+    asked: five 256M domains, for which L1 gets more memory)."""
     more = {"migration": PVH_MIGRATION_STUDY}
     if CONSOLIDATION:
         more["consolidation"] = CONSOLIDATION_STUDY
-    for name, study in more.items():
-        (exchange / f"{name}.yaml").write_text(study)
-        nested.build_images(study, f"{name}.yaml")
     memory = {"memory_mib": 3584} if CONSOLIDATION else {}
-    return nested.run_study(
-        nested.XEN, exchange, STUDY, LAB_COMMANDS, timeout=LAB_TIMEOUT, **memory
-    )
+    return nested.Boot(nested.XEN, STUDY, LAB_COMMANDS, LAB_TIMEOUT, more, **memory)
+
+
+@pytest.fixture(scope="module")
+def lab(labs) -> nested.LabRun:
+    return labs.booted(__name__)
 
 
 def _metrics(store: Store, run_id: str) -> dict[tuple[str, int, str], float]:
