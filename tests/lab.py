@@ -31,7 +31,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -785,6 +785,11 @@ class Labs:
             warnings.warn(why, stacklevel=2)
         print(f"{module}: {lab.result.seconds:.0f} s, host load up to {lab.result.load:.1f}")
         return lab
+
+    def finished(self) -> None:
+        """Wait until every boot has ended, whatever its outcome (its tests say it)."""
+        futures = [b for b in self._boots.values() if isinstance(b, Future)]
+        wait(futures)
 
     def close(self) -> None:
         """End the boots: the one running is killed (its files kept), the others never start."""

@@ -453,6 +453,7 @@ repetitions: 1
 
 
 @pytest.mark.guest
+@pytest.mark.alone
 def test_one_set_of_real_servers_in_domains_booted_from_their_overlays(libvirt_uri):
     """``Needs.userland`` (the consolidation's servers): six domains boot the Debian root
     filesystem from copy-on-write overlays of the cached image (its first disk), and one set

@@ -515,6 +515,7 @@ profile: true
 
 
 @pytest.mark.guest
+@pytest.mark.alone
 def test_one_set_of_real_servers_on_native_and_tcg():
     """One set in --quick on the host (web, imap, app, db, idle: the platform's 5 instances
     leave nfs out) and in six TCG guests (with nfs, half of web's files served from it): every
@@ -587,6 +588,7 @@ UML_STUDY = OSLEVEL.replace("-oslevel", "-uml").replace(
 
 
 @pytest.mark.guest
+@pytest.mark.alone
 def test_one_set_of_real_servers_in_containers_and_gvisor():
     """One set (web, imap, app, db, idle) in --quick in runc containers and in gVisor sandboxes
     whose root is the guests' Debian root filesystem under an overlay of each instance's own:
@@ -630,6 +632,7 @@ def test_a_killed_run_in_containers_leaves_no_overlay_image_mount_or_loop_device
 
 
 @pytest.mark.guest
+@pytest.mark.alone
 def test_one_set_of_real_servers_in_uml():
     """One set in --quick in six UML guests booted from the userland image on copy-on-write
     ubds (the cached image untouched), the NIC the vector transport with GRO: every role's
