@@ -412,13 +412,16 @@ def _stuck(exchange: Path) -> str | None:
     return None
 
 
+L1_CPUS = 1
+"""L1's vCPUs. One, so that the other tests keep the host's other CPU while a lab boots beside
+them (``Labs``). With two, L1 took both, TCG's vCPU threads waiting for each other (at an equal
+share an L2 guest's kernel was still booting after 90 s, against 20 alone), and the labs beside
+the other tests made the suite 45 minutes (2026-11-28, CPUs 95% busy for the labs' 27 minutes).
+With one, the KVM lab's boot took 10 minutes alone against 8, on one CPU."""
+
 L1_AUTOGROUP_NICE = -5
-"""The nice value of L1's autogroup (its own, as it is a session of its own): three times the
-share of the CPUs of each of the other tests' (pytest's, a guest's). L1 needs both CPUs while
-its guests run: TCG's vCPU threads wait for each other, and at an equal share (one CPU) an L2
-guest's kernel was still booting after 90 s, against 20 alone (2026-11-28). At -5 the KVM lab's
-run took 7 min 34 s beside the other tests against 6 min 35 s alone, and they ran at half their
-pace meanwhile: about 58% of both CPUs alone, over CI's 53 minutes."""
+"""The nice value of L1's autogroup (its own, as it is a session of its own): ahead of the other
+tests (pytest's, a guest's), so that its one vCPU is not starved by a test's two."""
 
 
 SALVAGED = re.compile(r".+\.(log|db|db-wal|xml|json)")
@@ -505,7 +508,7 @@ def run(
         "qemu-system-x86_64",
         "-accel", "tcg,thread=multi",
         "-cpu", hv.cpu,
-        "-smp", "2",
+        "-smp", str(L1_CPUS),
         "-m", str(memory_mib),
         "-nographic", "-no-reboot",
         *boot,
