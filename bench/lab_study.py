@@ -55,6 +55,7 @@ def main() -> int:
     parser.add_argument(
         "--scratch", type=int, default=4, help="L1's disk for the runs (GiB, sparse here)"
     )
+    parser.add_argument("--cpus", type=int, default=2, help="L1's vCPUs (alone here: two)")
     args = parser.parse_args()
     nested.build_images(args.study.read_text(), str(args.study))  # seconds here, hours in dom0
     args.out.mkdir(parents=True, exist_ok=True)
@@ -68,6 +69,7 @@ def main() -> int:
         args.timeout,
         memory_mib=args.memory or (4096 if hypervisor is nested.KVM else 2560),
         scratch_size=args.scratch << 30,
+        cpus=args.cpus,
     )
     print(result.output)
     print(f"lab: {result.seconds:.0f} s, L1's commands exited with {result.exit_code}")

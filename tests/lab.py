@@ -417,7 +417,8 @@ L1_CPUS = 1
 them (``Labs``). With two, L1 took both, TCG's vCPU threads waiting for each other (at an equal
 share an L2 guest's kernel was still booting after 90 s, against 20 alone), and the labs beside
 the other tests made the suite 45 minutes (2026-11-28, CPUs 95% busy for the labs' 27 minutes).
-With one, the KVM lab's boot took 10 minutes alone against 8, on one CPU."""
+With one, the KVM lab's boot took 10 minutes alone against 8, on one CPU. A lab that runs alone
+(``bench/lab_study.py``, the opt-in runs of many guests at once) takes two."""
 
 L1_AUTOGROUP_NICE = -5
 """The nice value of L1's autogroup (its own, as it is a session of its own): ahead of the other
@@ -469,6 +470,7 @@ def run(
     memory_mib: int = 2560,
     scratch_size: int = 4 << 30,
     stop: threading.Event | None = None,
+    cpus: int = L1_CPUS,
 ) -> LabResult:
     """Boot the lab, run ``commands`` (shell) in L1 with /lab = ``exchange``, power off (or
     kill L1 once ``stop`` is set: the session ended). The console, the logs and, in
@@ -508,7 +510,7 @@ def run(
         "qemu-system-x86_64",
         "-accel", "tcg,thread=multi",
         "-cpu", hv.cpu,
-        "-smp", str(L1_CPUS),
+        "-smp", str(cpus),
         "-m", str(memory_mib),
         "-nographic", "-no-reboot",
         *boot,
@@ -704,6 +706,7 @@ class Boot:
     more: dict[str, str] = field(default_factory=dict)
     memory_mib: int = 2560
     scratch_size: int = 4 << 30
+    cpus: int = L1_CPUS
 
 
 def made_ready(boot: Boot, exchange: Path) -> LabFiles:
@@ -723,7 +726,9 @@ def run_study(
     started a run."""
     script, left, set_aside = boot.commands.format(hvbench=HVBENCH), boot.timeout, []
     for number in range(1, BOOTS + 1):
-        result = run(files, exchange, script, left, boot.memory_mib, boot.scratch_size, stop=stop)
+        result = run(
+            files, exchange, script, left, boot.memory_mib, boot.scratch_size, stop, boot.cpus
+        )
         left -= result.seconds
         why = _emulation_failed(exchange, result)
         if not why or number == BOOTS or left <= 0 or (stop and stop.is_set()):

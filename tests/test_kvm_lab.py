@@ -127,8 +127,13 @@ def lab_boot() -> nested.Boot:
         LAB_TIMEOUT,
         {"rootfs": _with_binaries(ROOTFS_STUDY)} if ROOTFS else {},
         # five 512M guests at once for consolidation, each on its own copy of the root
-        # filesystem (2.4 GiB allocated: raw drives, no copy-on-write format)
-        **({"memory_mib": 6144, "scratch_size": 20 << 30} if ROOTFS else {"memory_mib": 4096}),
+        # filesystem (2.4 GiB allocated: raw drives, no copy-on-write format), and both CPUs:
+        # the opt-in run is alone on the host
+        **(
+            {"memory_mib": 6144, "scratch_size": 20 << 30, "cpus": 2}
+            if ROOTFS
+            else {"memory_mib": 4096}
+        ),
     )
 
 
