@@ -727,8 +727,9 @@ def run_study(
     script, left, set_aside = boot.commands.format(hvbench=HVBENCH), boot.timeout, []
     for number in range(1, BOOTS + 1):
         result = run(
-            files, exchange, script, left, boot.memory_mib, boot.scratch_size, stop, boot.cpus
-        )
+            files, exchange, script, left, boot.memory_mib, boot.scratch_size,
+            stop=stop, cpus=boot.cpus,
+        )  # fmt: skip
         left -= result.seconds
         why = _emulation_failed(exchange, result)
         if not why or number == BOOTS or left <= 0 or (stop and stop.is_set()):

@@ -451,7 +451,8 @@ def test_a_lab_boots_again_while_the_emulation_fails_up_to_boots_times(tmp_path,
     passed = nested.LabResult(0, "run 20261128-1\nhvbench-run-exit 0\n", "", 600.0)
     limits: list[float] = []
 
-    def boot(files, exchange, script, timeout, *size, stop):
+    def boot(files, exchange, script, timeout, *size, stop, cpus):
+        assert cpus == nested.L1_CPUS  # one: the other tests keep the host's other CPU
         limits.append(timeout)
         (exchange / "console.log").write_text(f"boot {len(limits)}\n")
         return results.pop(0)
