@@ -129,11 +129,9 @@ def lab_boot() -> nested.Boot:
         # five 512M guests at once for consolidation, each on its own copy of the root
         # filesystem (2.4 GiB allocated: raw drives, no copy-on-write format), and both CPUs:
         # the opt-in run is alone on the host
-        **(
-            {"memory_mib": 6144, "scratch_size": 20 << 30, "cpus": 2}
-            if ROOTFS
-            else {"memory_mib": 4096}
-        ),
+        memory_mib=6144 if ROOTFS else 4096,
+        scratch_size=(20 if ROOTFS else 4) << 30,
+        cpus=2 if ROOTFS else nested.L1_CPUS,
     )
 
 
