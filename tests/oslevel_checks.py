@@ -18,6 +18,7 @@ from workload_env import run_workload
 
 from hvbench.drivers.disks import DATA_MOUNT
 from hvbench.drivers.oslevel import OciDriver
+from hvbench.host.process import processes
 from hvbench.runner import Runner
 from hvbench.store import Store
 from hvbench.study import parse_study
@@ -82,7 +83,7 @@ def container_leftovers(run_id: str) -> list[str]:
         str(p) for p in (Path("/run/hvbench") / run_id, Path("/var/tmp/hvbench") / run_id)
         if p.exists()
     ]  # fmt: skip
-    for proc in psutil.process_iter(["cmdline"]):
+    for proc in processes(["cmdline"]):
         cmdline = " ".join(proc.info["cmdline"] or [])
         if run_id in cmdline:
             found.append(f"process {proc.pid}: {cmdline[:120]}")
@@ -97,7 +98,7 @@ def runtime_runs(run_id: str, command: str) -> bool:
     ``exec`` (``<runtime> ... exec ... hvb-<run>-<instance>-<pid> <command> ...``) waits on the
     host for as long as the command runs."""
     prefix = f"hvb-{run_id[-8:]}-"
-    for proc in psutil.process_iter(["cmdline"]):
+    for proc in processes(["cmdline"]):
         argv = proc.info["cmdline"] or []
         pairs = itertools.pairwise(argv)
         if "exec" in argv and any(a.startswith(prefix) and b == command for a, b in pairs):

@@ -15,7 +15,7 @@ from conftest import require
 from polling import wait_for
 
 from hvbench.drivers.qemu import BACKPORTS
-from hvbench.host.process import executable
+from hvbench.host.process import executable, processes
 from hvbench.runner import Runner
 from hvbench.store import Store, image_artifact
 from hvbench.study import parse_study
@@ -73,7 +73,7 @@ repetitions: 1
 
 
 def _qemu_of(run_id: str) -> psutil.Process | None:
-    for proc in psutil.process_iter(["cmdline"]):
+    for proc in processes(["cmdline"]):
         argv = proc.info["cmdline"] or []
         if argv and argv[0].endswith("qemu-system-x86_64") and run_id in " ".join(argv):
             return proc
@@ -86,7 +86,7 @@ def _iperf3_server(run_id: str) -> psutil.Process | None:
         netns = os.stat(f"/run/netns/hvb-{run_id[-8:]}").st_ino
     except OSError:
         return None
-    for proc in psutil.process_iter(["cmdline"]):
+    for proc in processes(["cmdline"]):
         argv = proc.info["cmdline"] or []
         if argv and os.path.basename(argv[0]) == "iperf3" and {"-s", "--server"} & set(argv):
             with contextlib.suppress(OSError):

@@ -11,7 +11,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import psutil
 import pytest
 from polling import wait_for
 from test_analysis import RunBuilder
@@ -22,6 +21,7 @@ from hvbench.analysis.cache import run_key
 from hvbench.analysis.model import COMPOSITE
 from hvbench.analysis.series import FIGURES, RunFigures
 from hvbench.cli.run import REPORTS
+from hvbench.host.process import processes
 from hvbench.host.resources import STATE_ROOT
 from hvbench.plan import START_TIMEOUT_S, start_allowance
 from hvbench.runner import Runner
@@ -153,7 +153,7 @@ def _wait_for_samples(store: Store, run_id: str, count: int) -> None:
 def _measuring(run_id: str) -> bool:
     """Whether the cpu workload's stress-ng runs for the run (its report goes to the run's
     scratch, so its command line names the run)."""
-    for proc in psutil.process_iter(["cmdline"]):
+    for proc in processes(["cmdline"]):
         argv = proc.info["cmdline"] or []
         if argv and os.path.basename(argv[0]) == "stress-ng" and run_id in " ".join(argv):
             return True

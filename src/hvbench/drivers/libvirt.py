@@ -53,7 +53,6 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 from urllib.parse import urlsplit
 
-import psutil
 from pydantic import model_validator
 
 from hvbench.drivers.agent_instance import AgentInstance
@@ -86,6 +85,7 @@ from hvbench.guest.agent import AgentSilent, GuestAgent
 from hvbench.host.hugepages import PAGE_KIB
 from hvbench.host.monitor import LOCAL, STATES, HostCpuSource
 from hvbench.host.network import tap_and_mac
+from hvbench.host.process import processes
 from hvbench.host.resources import Resource
 from hvbench.store import WhatRan
 
@@ -450,7 +450,7 @@ class LibvirtInstance(AgentInstance):
 def _qemu_pid(name: str) -> int | None:
     """The host process of a local domain: libvirt names it ``-name guest=NAME,...``."""
     wanted = f"guest={name},"
-    for proc in psutil.process_iter(["name", "cmdline"]):
+    for proc in processes(["name", "cmdline"]):
         cmdline = proc.info.get("cmdline") or []
         if (proc.info.get("name") or "").startswith("qemu") and any(
             a.startswith(wanted) for a in cmdline

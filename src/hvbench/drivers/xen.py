@@ -48,7 +48,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal, TypeVar, get_args
 
-import psutil
 from pydantic import PositiveInt, model_validator
 
 from hvbench.drivers.agent_instance import AgentInstance
@@ -71,7 +70,7 @@ from hvbench.guest import image as guest_image
 from hvbench.guest import userland
 from hvbench.guest.agent import GuestAgent
 from hvbench.host.monitor import HostCpuSource, read_proc_stat
-from hvbench.host.process import ExecResult, run_bounded, time_left
+from hvbench.host.process import ExecResult, processes, run_bounded, time_left
 from hvbench.host.resources import Resource
 from hvbench.host.storage import make_image
 from hvbench.store import WhatRan
@@ -214,7 +213,7 @@ class XenInstance(AgentInstance):
             return []
         mine = ["-xen-domid", str(self.domid)]
         found = []
-        for proc in psutil.process_iter(["cmdline"]):
+        for proc in processes(["cmdline"]):
             cmdline = proc.info["cmdline"] or []
             if any(cmdline[i : i + 2] == mine for i in range(len(cmdline) - 1)):
                 found.append(proc.pid)

@@ -26,9 +26,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
-
 from hvbench.host.monitor import read_proc_stat
+from hvbench.host.process import processes
 
 SYS = Path("/sys")
 PROC = Path("/proc")
@@ -361,7 +360,7 @@ def _numa(h: _Host) -> list[Condition]:
 
 
 def _irqbalance() -> Condition:
-    pids = [p.pid for p in psutil.process_iter(["name"]) if p.info.get("name") == "irqbalance"]
+    pids = [p.pid for p in processes(["name"]) if p.info.get("name") == "irqbalance"]
     return Condition(
         "irqbalance",
         f"running (pid {pids[0]})" if pids else "not running",

@@ -13,7 +13,7 @@ import resource
 from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
+from hvbench.host.process import processes
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ def kernel_limits() -> KernelLimits:
     uid = os.getuid()
     user_tasks = 0
     if nproc is not None:
-        for proc in psutil.process_iter(["uids", "num_threads"]):
+        for proc in processes(["uids", "num_threads"]):
             if proc.info["uids"] and proc.info["uids"].real == uid:
                 user_tasks += proc.info["num_threads"] or 0
     return KernelLimits(

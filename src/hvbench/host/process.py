@@ -1,4 +1,5 @@
-"""Running a host process with a timeout and bounded output capture."""
+"""Running a host process with a timeout and bounded output capture; listing the host's
+processes."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ import subprocess
 import sysconfig
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
+
+import psutil
 
 from hvbench.errors import CommandTimeout
 
@@ -184,3 +187,16 @@ def which(name: str) -> str | None:
     if local.is_file() and os.access(local, os.X_OK):
         return str(local)
     return shutil.which(name)
+
+
+def processes(attrs: list[str]) -> Iterator[psutil.Process]:
+    """Every process on the host now, each with ``info`` read as ``psutil.process_iter`` reads
+    it, but each made afresh: ``process_iter`` caches its Process objects between calls, and
+    skips a PID for one call once any Process object has seen that PID reused (psutil issue
+    2601). A host that has run a few thousand processes on pid_max 32768 reuses PIDs, so a
+    process we look for would go unseen."""
+    for pid in psutil.pids():
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc = psutil.Process(pid)
+            proc.info = proc.as_dict(attrs)
+            yield proc
