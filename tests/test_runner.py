@@ -21,6 +21,7 @@ from hvbench.analysis.cache import run_key
 from hvbench.analysis.model import COMPOSITE
 from hvbench.analysis.series import FIGURES, RunFigures
 from hvbench.cli.run import REPORTS
+from hvbench.errors import HvbenchError
 from hvbench.host.process import processes
 from hvbench.host.resources import STATE_ROOT
 from hvbench.plan import START_TIMEOUT_S, start_allowance
@@ -315,6 +316,24 @@ def test_only_headline_metrics_ask_for_more_repetitions(tmp_path):
     b.sample(cpu, 5, {"cpu.a.ops": [30.0], "cpu.b.ops": [50.0]}, headline=set())
     assert runner._imprecise_cells(0.03, 10) == {"native|net|1", "native|cpu|1"}
     assert runner._imprecise_cells(0.03, 6) == set()  # at the cap
+
+
+def test_auto_bytes_are_sized_on_the_baseline_native_platforms_disk():
+    """dd's size: auto is sized on the disk the study measures natively (its baseline's: a
+    block device, say), not on a loop device of native's defaults."""
+    study = (
+        STUDY.replace(
+            "again: {driver: native}",
+            "again: {driver: native}\n  disk: {driver: native, disk: "
+            "{backing: block, path: /dev/hvbench-no-such-disk}}",
+        )
+        .replace("baseline: native", "baseline: disk")
+        .replace(f"  - {CPU}", "  - {name: disk, tool: dd, size: auto}")
+    )
+    runner = Runner.create(parse_study(study, "t"), Store(), quick=False)
+    with pytest.raises(HvbenchError, match=r"calibration: no native instance .*hvbench-no-such"):
+        runner.run()
+    assert leftovers(runner.run_id) == []
 
 
 def test_auto_work_is_sized_once_per_run_and_kept_for_every_platform_and_a_resume(capsys):

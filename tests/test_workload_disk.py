@@ -6,13 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from workload_env import native_instances, run_workload
+from workload_env import calibrate, native_instances, run_workload
 
 from hvbench.errors import InstanceError
 from hvbench.workloads import workload_class
 from hvbench.workloads.base import ParseError
 from hvbench.workloads.dbench import Dbench, DbenchSettings, parse_dbench
-from hvbench.workloads.dd import Dd, DdSettings, parse_dd
+from hvbench.workloads.dd import QUICK_SIZE, Dd, DdSettings, parse_dd
 from hvbench.workloads.fio import Fio, FioSettings, parse_fio_json
 
 FIX = Path(__file__).parent / "fixtures"
@@ -89,12 +89,13 @@ def native_disk():
     [
         (Fio(FioSettings(name="disk", tool="fio", depths=[1])), "disk.fio.rand_read_qd1_iops"),
         (Dd(DdSettings(name="disk", tool="dd")), "disk.dd.read_mbps"),
+        (Dd(DdSettings(name="disk", tool="dd", size="auto")), "disk.dd.write_mbps"),
         (
             Dbench(DbenchSettings(name="disk", tool="dbench", clients=2)),
             "disk.dbench.throughput_mbps",
         ),
     ],
-    ids=["fio", "dd", "dbench"],
+    ids=["fio", "dd", "dd size=auto", "dbench"],
 )
 def test_quick_run_on_native(native_disk, workload, metric):
     instances, network = native_disk
@@ -113,3 +114,32 @@ def test_no_data_disk_is_one_clear_error():
         pytest.raises(InstanceError, match="data disk"),
     ):
         run_workload(Dd(DdSettings(name="disk", tool="dd")), instances, network)
+
+
+def test_auto_size_is_sized_natively_and_kept_in_the_settings_not_the_label():
+    """size: auto grows the passes from 64 MiB until the faster lasts the target natively, in
+    whole blocks, within most; the settings it returns move those bytes, under the same label
+    (a cell's key), and settings never sized refuse to run."""
+    settings = DdSettings(name="disk", tool="dd", size="auto", target_seconds=1.0, most="3G")
+    assert settings.calibrates() and settings.label() == "disk dd size=auto target=1s"
+    with native_instances(1, data_disk=True, disk_size="4G") as (instances, network):
+        chosen = calibrate(Dd(settings), instances[0], network)
+        (outcome,) = run_workload(Dd(chosen), instances, network, quick=False)
+        with pytest.raises(ValueError, match="size: auto was not sized"):
+            run_workload(Dd(settings), instances, network, quick=False)
+    assert chosen.sized is not None and QUICK_SIZE <= chosen.sized <= 3 << 30
+    assert chosen.sized % chosen.block == 0
+    assert f"count={chosen.sized // chosen.block}" in outcome.raw[0].command
+    assert chosen.label() == settings.label() and not chosen.calibrates()
+
+
+def test_auto_size_that_cannot_last_a_second_within_most_is_one_line(native_disk):
+    """A disk that moves ``most`` in under a second natively: the run cannot keep dd's pass
+    long enough for its clock, and says so with the fix."""
+    instances, network = native_disk
+    settings = DdSettings(name="disk", tool="dd", size="auto", target_seconds=1.0, most="1M")
+    with pytest.raises(ValueError, match=r"1M, the most size: auto may move here, lasts 0\.\d+ s"):
+        calibrate(Dd(settings), instances[0], network)
+    assert DdSettings(name="disk", tool="dd", size="auto", target_seconds=2).label() == (
+        "disk dd size=auto target=2s"
+    )

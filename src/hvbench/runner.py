@@ -436,13 +436,12 @@ class Runner:
         ]
         if todo:
             with self.stopwatch.step("calibration"):
-                platform = NativeSettings(driver="native")
                 needs = needs_of(
                     replace(self.study, workloads=[self.study.workloads[i] for i in todo])
                 )
                 driver = NativeDriver(
-                    CALIBRATION, platform, replace(needs, data_disk=False), scope.ledger,
-                    scope.network, scope.workdir / CALIBRATION,
+                    CALIBRATION, self._native_platform(), needs, scope.ledger, scope.network,
+                    scope.workdir / CALIBRATION,
                 )  # fmt: skip
                 (scope.workdir / CALIBRATION).mkdir(exist_ok=True)
                 fix = "pin the work instead (a scale, or work per program)"
@@ -469,6 +468,18 @@ class Runner:
                     driver.stop(instances)
                     driver.close()
         self.study = self.study.calibrated({int(i): data for i, data in stored.items()})
+
+    def _native_platform(self) -> NativeSettings:
+        """Where calibration sizes the jobs: the study's native platform (the baseline first),
+        whose data disk (a block device, say) is the one dd's bytes are sized on; else the
+        host with native's defaults."""
+        natives = {
+            name: settings
+            for name, settings in self.study.platforms.items()
+            if isinstance(settings, NativeSettings)
+        }
+        first = next(iter(natives.values()), NativeSettings(driver="native"))
+        return natives.get(self.study.baseline or "", first)
 
     def _imprecise_cells(self, ci_target: float, max_count: float) -> set[str]:
         """Keys of cells with fewer than ``ADAPTIVE_MIN_N`` repetitions or a headline metric

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 
 from pydantic import PositiveInt
 
+from hvbench.units import Size
 from hvbench.workloads.base import Context, Metric, Outcome, ParseError
 from hvbench.workloads.common import combined, keep, number, run
 from hvbench.workloads.disk import DiskSettings, DiskWorkload
@@ -55,6 +56,9 @@ _LATENCY_US = {"us": 1.0, "ms": 1e3, "s": 1e6}
 
 class BonnieSettings(DiskSettings):
     tool: Literal["bonnie++"] = "bonnie++"
+    size: Size | None = None
+    """Bytes of the data set (bonnie++ -s); default: twice the instance's RAM, so that the page
+    cache cannot hold it."""
     files: PositiveInt = 16
     """Files for the create tests, in multiples of 1024 (bonnie++ -n; the seeds used 16)."""
 

@@ -64,6 +64,7 @@ run when resumed, does the same work, and ``compare`` says when two runs did not
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import shlex
@@ -84,25 +85,18 @@ from hvbench.workloads.base import (
 )
 from hvbench.workloads.clock import FINE_ENOUGH_S, Timing, clock, parse_timing
 from hvbench.workloads.common import ScratchWorkload, combined, keep, number, run, search
+from hvbench.workloads.sizing import AUTO_TARGET_S, size_to_last
 
 if TYPE_CHECKING:
     from hvbench.drivers.base import Instance
 
 QUICK_SCALE = 0.02
 """``--quick``: a fiftieth of each job, under a second per program natively: a smoke run."""
-AUTO_TARGET_S = 1.5
-"""``scale: auto``'s default: each job lasts 1.5 s natively, at least a second when the host
-runs a little faster than when it was calibrated."""
 AUTO_DATA_SCALE = 0.1
 """``scale: auto`` works on a tenth of the data (a 1.2 MiB corpus, 20 000 rows a round): it
 fits the caches of any server as it does a guest's, and the work grows by passes and rounds."""
 CALIBRATION_START_SCALE = 0.005
 """The scale of the first job calibration times, where the job's size follows the scale."""
-CALIBRATION_STEPS = 8
-CALIBRATED = 0.9
-"""A calibration stops at a job lasting 90% of the target or more, and at least MIN_JOB_S."""
-MIN_JOB_S = 1.0
-"""The shortest job calibration accepts: a thousand ticks of a millisecond clock."""
 START_OVERHEAD_S = 1.0
 """Start-up per program, for estimates (POV-Ray's is 2 s: it parses the scene and shoots
 photons whatever the image size)."""
@@ -642,15 +636,10 @@ class CpuApps(ScratchWorkload[CpuAppsSettings]):
         return outcome
 
     def calibrate(self, instance: Instance, ctx: Context) -> CpuAppsSettings:
-        """Each program's job sized to last ``target_seconds`` on ``instance`` (native), as
-        pyperf sizes its loops: time a small job, grow it by what is missing (at most 20-fold a
-        step, since start-up weighs on small jobs), until a job lasts 90% of the target and a
-        second at least, twice in a row (the faster of the two counts: a host busy for a
-        moment during calibration would otherwise make every job of the run too short)."""
+        """Each program's job sized to last ``target_seconds`` on ``instance`` (native), from
+        a small job up (``sizing``); openssl speed runs for the target's seconds."""
         s = self.settings
         copies = s.copies or instance.vcpus
-        data = self._data_scale(quick=False)
-        enough = max(MIN_JOB_S, CALIBRATED * s.target_seconds)
         work = dict(s.work)
         for program in self.programs:
             if program.key in work:
@@ -658,21 +647,14 @@ class CpuApps(ScratchWorkload[CpuAppsSettings]):
             if program.fixed_time:
                 work[program.key] = math.ceil(s.target_seconds)
                 continue
-            size = program.first_size()
-            for _ in range(CALIBRATION_STEPS):
-                job = program.job(size, data, self._corpus[instance.name])
-                seconds = self._timed(instance, program, job, copies)
-                if seconds >= enough:  # once more: a busy moment must not shorten every job
-                    seconds = min(seconds, self._timed(instance, program, job, copies))
-                    if seconds >= enough:
-                        break
-                grow = min(20.0, s.target_seconds / seconds)
-                size = max(size + 1, math.ceil(size * grow))
-            work[program.key] = size
+            timed = functools.partial(self._timed, instance, program, copies)
+            work[program.key], _ = size_to_last(s.target_seconds, program.first_size(), timed)
         return s.model_copy(update={"work": work})
 
-    def _timed(self, instance: Instance, program: Program, job: Job, copies: int) -> float:
-        """The shortest copy's wall time of one run of the job (calibration's probe)."""
+    def _timed(self, instance: Instance, program: Program, copies: int, size: int) -> float:
+        """The shortest copy's wall time of one run of the program's job of this size (the
+        probe of sizing)."""
+        job = program.job(size, self._data_scale(quick=False), self._corpus[instance.name])
         text = self._run(instance, program, job, copies, quick=False)
         return min(c.seconds for c in parse_copies(text, copies))
 

@@ -7,6 +7,12 @@ prints no transfer time. The rate is computed from the bytes and seconds dd repo
 (10^6 bytes) as dd prints it; its resolution is one unit of the last digit dd prints of its
 seconds. hvbench-clock runs each pass, so the raw output also keeps its monotonic start and
 end, its CPU time and the clock's resolution.
+
+How much: 1 GiB each pass by default. ``size: auto`` sizes it at the start of a run, natively on
+the host, so that the faster pass lasts ``target_seconds`` (1.5 s) there (``sizing``), at most
+``most``: a fixed size is too short on a fast disk and a waste under emulation, where a pass runs
+at tens of MB/s. The bytes chosen (``sized``) are stored with the run and its cells, as cpu apps'
+work is: every platform, and the run when resumed, moves the same bytes.
 """
 
 from __future__ import annotations
@@ -14,11 +20,14 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, ClassVar, Literal
 
-from hvbench.units import Size
-from hvbench.workloads.base import Context, Metric, Outcome, ParseError
+from pydantic import Field
+
+from hvbench.units import Size, format_size
+from hvbench.workloads.base import Context, Metric, Outcome, ParseError, RawOutput
 from hvbench.workloads.clock import clock
 from hvbench.workloads.common import combined, keep, number, run, search
-from hvbench.workloads.disk import DiskSettings, DiskWorkload
+from hvbench.workloads.disk import DiskSettings, DiskWorkload, free_bytes
+from hvbench.workloads.sizing import AUTO_TARGET_S, MIN_JOB_S, size_to_last
 
 if TYPE_CHECKING:
     from hvbench.drivers.base import Instance
@@ -31,8 +40,25 @@ _COPIED = r"^(\d+) bytes .*copied, ([0-9.e+-]+) s"
 
 class DdSettings(DiskSettings):
     tool: Literal["dd"] = "dd"
+    size: Size | Literal["auto"] | None = None
+    """Bytes each pass moves (default 1G); ``auto``: sized at the start of the run so that the
+    faster pass lasts ``target_seconds`` natively on this host (``sized``)."""
+    target_seconds: float = Field(default=AUTO_TARGET_S, ge=1.0)
+    """With ``size: auto``: how long the faster pass lasts natively."""
+    most: Size = 2 << 30
+    """With ``size: auto``: the most it chooses. Every platform's data disk must hold it."""
+    sized: Size | None = None
+    """What ``size: auto`` chose for a run, stored with its cells."""
     block: Size = 1 << 20
     """dd's bs: bytes per read and write call."""
+
+    def calibrates(self) -> bool:
+        return self.size == "auto" and self.sized is None
+
+    def label(self) -> str:
+        if self.size != "auto" or self.target_seconds == AUTO_TARGET_S:
+            return super().label()
+        return f"{super().label()} target={self.target_seconds:g}s"
 
 
 def parse_dd(text: str, what: str) -> tuple[float, float]:
@@ -61,30 +87,25 @@ class Dd(DiskWorkload[DdSettings]):
         return ["dd", str(clock())]
 
     def _size(self, quick: bool) -> int:
-        size = self.settings.size or DEFAULT_SIZE
+        s = self.settings
+        if s.size == "auto":
+            if quick:
+                return QUICK_SIZE
+            if s.sized is None:
+                raise ValueError("disk dd: size: auto was not sized")
+            return s.sized
+        size = s.size or DEFAULT_SIZE
         return min(size, QUICK_SIZE) if quick else size
 
     def prepare(self, instance: Instance, ctx: Context) -> None:
         super().prepare(instance, ctx)
-        self.check_space(instance, self._size(ctx.quick))
+        if not self.settings.calibrates():
+            self.check_space(instance, self._size(ctx.quick))
 
     def measure(self, instance: Instance, ctx: Context) -> Outcome:
-        target = f"{self.scratch(instance)}/dd.dat"
-        block = self.settings.block
-        count = max(1, self._size(ctx.quick) // block)
-        passes = {
-            "write": [DD, "if=/dev/zero", f"of={target}", f"bs={block}", f"count={count}",
-                      "oflag=direct", "conv=fsync"],
-            "read": [DD, f"if={target}", "of=/dev/null", f"bs={block}", "iflag=direct"],
-        }  # fmt: skip
         outcome = Outcome()
-        for what, argv in passes.items():
-            ctx.barrier()
-            timed = [str(clock()), "-", *argv]
-            result = run(instance, timed, timeout=self.timeout(ctx.quick))
-            text = result.stderr.decode("utf-8", errors="replace")
-            outcome.raw.append(keep("dd", timed, combined(result)))
-            rate, resolution = parse_dd(text, what)
+        for what, text, rate, resolution in self._passes(instance, self._size(ctx.quick), ctx):
+            outcome.raw.append(text)
             outcome.metrics.append(
                 Metric(
                     f"disk.dd.{what}_mbps", rate, "MB/s", True, headline=True, resolution=resolution
@@ -92,7 +113,52 @@ class Dd(DiskWorkload[DdSettings]):
             )
         return outcome
 
+    def _passes(
+        self, instance: Instance, size: int, ctx: Context
+    ) -> list[tuple[str, RawOutput, float, float]]:
+        """The write pass then the read pass of ``size`` bytes: each one's raw output, MB/s
+        and its resolution."""
+        target = f"{self.scratch(instance)}/dd.dat"
+        block = self.settings.block
+        count = max(1, size // block)
+        passes = {
+            "write": [DD, "if=/dev/zero", f"of={target}", f"bs={block}", f"count={count}",
+                      "oflag=direct", "conv=fsync"],
+            "read": [DD, f"if={target}", "of=/dev/null", f"bs={block}", "iflag=direct"],
+        }  # fmt: skip
+        done = []
+        for what, argv in passes.items():
+            ctx.barrier()
+            timed = [str(clock()), "-", *argv]
+            result = run(instance, timed, timeout=self.timeout(ctx.quick))
+            text = result.stderr.decode("utf-8", errors="replace")
+            done.append((what, keep("dd", timed, combined(result)), *parse_dd(text, what)))
+        return done
+
+    def calibrate(self, instance: Instance, ctx: Context) -> DdSettings:
+        """The bytes each pass moves, sized so that the faster pass lasts ``target_seconds``
+        on ``instance`` (native), from QUICK_SIZE up, at most ``most`` and what the data disk
+        holds; refused where that lasts under a second."""
+        s = self.settings
+        free = free_bytes(instance, self.scratch_parent(instance))
+        most = min(s.most, (free - free // 10) // s.block * s.block)
+
+        def faster_pass(size: int) -> float:
+            return min(size / rate / 1e6 for _, _, rate, _ in self._passes(instance, size, ctx))
+
+        first = min(QUICK_SIZE, most)
+        size, seconds = size_to_last(s.target_seconds, first, faster_pass, s.block, most)
+        if seconds < MIN_JOB_S:
+            raise ValueError(
+                f"disk dd: {format_size(size)}, the most size: auto may move here, lasts "
+                f"{seconds:.2f} s natively, under the {MIN_JOB_S:g} s a pass needs; raise most "
+                "(every platform's data disk must hold it) or set size"
+            )
+        return s.model_copy(update={"sized": size})
+
     def estimate_seconds(self, quick: bool) -> float:
         # a GiB a second each way: the default study's 1 GiB took 1.9-2.5 s natively on the
-        # 2-core development host, both passes
+        # 2-core development host, both passes; size: auto's passes last about its target
+        if self.settings.calibrates() and not quick:
+            return 1 + 2 * self.settings.target_seconds
         return 1 + 2 * self._size(quick) / (1 << 30)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, ClassVar, Literal, TypeVar
 
 from hvbench.errors import InstanceError
-from hvbench.units import Size, format_size
+from hvbench.units import format_size
 from hvbench.workloads.base import WorkloadSettings
 from hvbench.workloads.common import ScratchWorkload, run
 
@@ -26,13 +26,13 @@ class DiskSettings(WorkloadSettings):
     """Settings every disk tool takes; each tool adds its own."""
 
     name: Literal["disk"]
-    size: Size | None = None
-    """Bytes the tool writes (data set, file size); each tool says what its default is."""
 
     def label(self) -> str:
-        tool = getattr(self, "tool", "")
-        size = f" size={format_size(self.size)}" if self.size else ""
-        return f"disk {tool}{size}"
+        """The tool, and the bytes it writes where the tool takes a ``size`` (its own field:
+        dbench has none, dd's may be ``auto``)."""
+        size = getattr(self, "size", None)
+        shown = f" size={size if isinstance(size, str) else format_size(size)}" if size else ""
+        return f"disk {getattr(self, 'tool', '')}{shown}"
 
 
 D = TypeVar("D", bound=DiskSettings)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 
 from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt
 
+from hvbench.units import Size
 from hvbench.workloads.base import Context, Metric, Outcome, ParseError, TimedJob
 from hvbench.workloads.common import combined, keep, number
 from hvbench.workloads.disk import DiskSettings, DiskWorkload
@@ -39,6 +40,8 @@ PROFILES: dict[str, tuple[str, str, str]] = {
 
 class FioSettings(DiskSettings):
     tool: Literal["fio"] = "fio"
+    size: Size | None = None
+    """Bytes of the file each profile works on; default 1G."""
     runtime: PositiveFloat = 60.0
     """Seconds each profile is measured, after the ramp."""
     ramp: NonNegativeFloat = 5.0
