@@ -361,6 +361,20 @@ class LabResult:
     """The host's highest 1-minute load average during the boot. L1's deadlines (a guest's boot,
     the KVM probe's 25 s) are missed when the host's CPUs have more to run than the lab: seen
     with the load at 12-25 on 2 CPUs, a failure of the host's load, not of the code."""
+    ended: int | None = None
+    """L1's QEMU's exit status where it ended by itself: L1 powered off, or reset (-no-reboot
+    ends QEMU then); None where it was killed (stuck, out of time, the session's end)."""
+
+    def unfinished(self) -> str:
+        """Why L1 did not write its commands' exit status, for a message."""
+        if self.stuck:
+            return self.stuck
+        if self.ended is not None:
+            return (
+                f"L1's QEMU ended by itself (status {self.ended}) before L1's commands did: "
+                "L1 reset (a triple fault, or a panic: its console's end says which)"
+            )
+        return "the lab's time ran out"
 
     def why(self, exchange: Path) -> str:
         """Where the boot's console, logs and stores are, and the host's load, for a message."""
@@ -539,6 +553,7 @@ def run(
                     break
                 stuck, load = _stuck(exchange), max(load, os.getloadavg()[0])
         finally:  # also on Ctrl-C: the lab's QEMU and its scratch disk go with the test
+            ended = proc.poll()
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, 9)
             proc.wait()
@@ -553,6 +568,7 @@ def run(
         time.monotonic() - started,
         stuck,
         load,
+        ended,
     )
 
 
@@ -669,6 +685,8 @@ def _emulation_failed(exchange: Path, result: LabResult) -> str | None:
     again in the second boot if it is hvbench's."""
     if result.stuck:
         return f"L1 stuck ({result.stuck})"
+    if result.exit_code is None and result.ended is not None:
+        return result.unfinished()
     failed = [name for name, _ in FAILED_RUN.findall(result.output)]
     if failed and (fault := _fault(exchange) or _guest_lost(exchange)):
         return f"{', '.join(failed)} failed where the emulation faulted: {fault}"
@@ -740,7 +758,7 @@ def run_study(
             f"({result.why(aside)})"
         )
     assert result.exit_code is not None, (
-        f"L1 did not finish ({result.stuck or 'the lab timed out'}; {result.why(exchange)}):\n"
+        f"L1 did not finish ({result.unfinished()}; {result.why(exchange)}):\n"
         f"{result.console[-3000:]}"
     )
     run_id = next(

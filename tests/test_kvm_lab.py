@@ -20,6 +20,7 @@ import json
 import os
 import subprocess
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from types import ModuleType
 
@@ -359,6 +360,13 @@ def test_a_failed_run_boots_again_only_where_the_emulation_faulted(tmp_path):
     assert nested._emulation_failed(tmp_path, more).startswith("snapshot failed where")
     stuck = nested.LabResult(None, "", "", 900.0, stuck="no word from L1 for 600 s")
     assert nested._emulation_failed(tmp_path, stuck) == "L1 stuck (no word from L1 for 600 s)"
+    # seen in the opt-in run (2026-11-29): QEMU gone 36 min in, the console quiet to its end
+    reset = nested.LabResult(None, "", "lab: root ready\r\n", 2180.0, ended=0)
+    assert nested._emulation_failed(tmp_path, reset) == (
+        "L1's QEMU ended by itself (status 0) before L1's commands did: L1 reset (a triple "
+        "fault, or a panic: its console's end says which)"
+    )
+    assert nested._emulation_failed(tmp_path, replace(reset, ended=None)) is None  # out of time
 
 
 @pytest.mark.parametrize(
