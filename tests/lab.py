@@ -638,18 +638,20 @@ FAILED_RUN = re.compile(r"^(\S+)-exit:? ([1-9]\d*)$", re.MULTILINE)
 """A run in the lab's commands that failed: its ``<name>-exit <status>`` line."""
 GUEST_LOST = re.compile(
     r"the guest hangs \(|(?:died during \S+|the domain exited) \((?:exit status 0;"
-    r"|.*shutting down, reason=shutdown\))",
+    r"|.*shutting down, reason=shutdown\))|MicroVMStoppedWithError",
     re.DOTALL,
 )
-"""A failed sample's error where an L2 guest was lost without a word on its console: it
-stopped answering (hvbench stops a guest whose agent is silent past the command's time), or
-it ended itself, at boot or in the middle of a command: QEMU (run with -no-reboot) exited 0, or
-libvirt's log of the domain says the guest shut it down. hvbench stops a guest by killing QEMU
-or destroying its domain, and a stock kernel's panic is on its console (``FAULT``): what ends a
-guest silently is a reset, as a triple fault makes. Seen in the KVM lab: libvirt-kvm's guest
-reset during iperf3 (1 of 10 sessions, 2026-11-27); in CI on 2026-11-28, pc-kvm's guest
-silent during iperf3, then libvirt-kvm's reset twice as it booted, in the same boot of L1,
-while the microVMs' twelve cells around them passed."""
+"""A failed sample's error where an L2 guest was lost without a word on its console: it stopped
+answering (hvbench stops a guest whose agent is silent past the command's time), or it ended itself,
+at boot or in the middle of a command: QEMU (run with -no-reboot) exited 0, or libvirt's log of the
+domain says the guest shut it down, or Firecracker stopped the microVM on an error of its vCPU's run
+(``MicroVMStoppedWithError``; three guests in the opt-in run of 2026-11-29, as they booted or copied
+kernbench's tree, their consoles without a fault). hvbench stops a guest by killing QEMU or
+destroying its domain, and a stock kernel's panic is on its console (``FAULT``): what ends a guest
+silently is a reset, as a triple fault makes. Seen in the KVM lab: libvirt-kvm's guest reset during
+iperf3 (1 of 10 sessions, 2026-11-27); in CI on 2026-11-28, pc-kvm's guest silent during iperf3,
+then libvirt-kvm's reset twice as it booted, in the same boot of L1, while the microVMs' twelve
+cells around them passed."""
 
 
 def _fault(exchange: Path) -> str | None:
@@ -662,18 +664,18 @@ def _fault(exchange: Path) -> str | None:
 
 
 def _guest_lost(exchange: Path) -> str | None:
-    """The first failed sample (in the store the lab's commands left in ``exchange``) whose
-    guest was lost (``GUEST_LOST``), with its cell."""
-    db = exchange / "results.db"
-    if not db.exists():
-        return None
-    store = Store(f"sqlite:///{db}")
-    for run in store.runs():
-        cells = {c.id: c for c in store.cells(run.id)}
-        for sample in store.samples(run.id):
-            if sample.error and GUEST_LOST.search(sample.error):
-                cell = cells[sample.cell_id]
-                return f"{cell.platform}'s guest lost in {cell.workload_name} (results.db)"
+    """The first failed sample (in the stores the lab's runs left in ``exchange``, or on L1's
+    scratch disk where L1 did not get to copy them) whose guest was lost (``GUEST_LOST``), with
+    its cell."""
+    for db in (*sorted(exchange.glob("*.db")), *sorted((exchange / "scratch").glob("*.db"))):
+        store = Store(f"sqlite:///{db}")
+        for run in store.runs():
+            cells = {c.id: c for c in store.cells(run.id)}
+            for sample in store.samples(run.id):
+                if sample.error and GUEST_LOST.search(sample.error):
+                    cell = cells[sample.cell_id]
+                    where = db.relative_to(exchange)
+                    return f"{cell.platform}'s guest lost in {cell.workload_name} ({where})"
     return None
 
 

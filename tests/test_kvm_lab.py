@@ -413,6 +413,26 @@ def test_a_guest_lost_is_the_emulations_failure(tmp_path, error, lost):
     )
 
 
+def test_a_microvm_stopped_on_its_vcpus_error_in_a_run_l1_never_copied_is_lost(tmp_path):
+    """Firecracker stopping a microVM on its vCPU's error, in the opt-in run's store that L1 died
+    before copying (salvaged from its scratch disk): a second boot."""
+    store = Store(f"sqlite:///{tmp_path / 'scratch' / 'rootfs.db'}")
+    cell = RunBuilder(store).cell("firecracker", "kernbench")
+    error = (
+        "firecracker-0: Firecracker died during cp (exit status 1; stderr: Error: "
+        "RunWithApi(MicroVMStoppedWithError(GenericError)); log: ...)"
+    )
+    store.add_sample(
+        cell,
+        SampleRecord(1, "failed", error, datetime.now(UTC), 9.0, PlatformState(), None, [], []),
+    )
+    failed = nested.LabResult(0, "hvbench-run-exit 0\nrootfs-exit: 1\n", "", 300.0)
+    assert nested._emulation_failed(tmp_path, failed) == (
+        "rootfs failed where the emulation faulted: firecracker's guest lost in kernbench "
+        "(scratch/rootfs.db)"
+    )
+
+
 FAKE_LAB = """
 import warnings
 
