@@ -444,7 +444,7 @@ class Runner:
                     scope.workdir / CALIBRATION,
                 )  # fmt: skip
                 (scope.workdir / CALIBRATION).mkdir(exist_ok=True)
-                fix = "pin the work instead (a scale, or work per program)"
+                fix = "pin the work instead (cpu apps: a scale, or work per program; dd: a size)"
                 try:
                     instances = driver.start(1, time.monotonic() + START_TIMEOUT_S)
                 except (InstanceError, HvbenchError) as e:
