@@ -432,7 +432,7 @@ them (``Labs``). With two, L1 took both, TCG's vCPU threads waiting for each oth
 share an L2 guest's kernel was still booting after 90 s, against 20 alone), and the labs beside
 the other tests made the suite 45 minutes (2026-11-28, CPUs 95% busy for the labs' 27 minutes).
 With one, the KVM lab's boot took 10 minutes alone against 8, on one CPU. A lab that runs alone
-(``bench/lab_study.py``, the opt-in runs of many guests at once) takes two."""
+(``bench/lab_study.py``, the Xen lab's opt-in consolidation) takes two."""
 
 L1_AUTOGROUP_NICE = -5
 """The nice value of L1's autogroup (its own, as it is a session of its own): ahead of the other
@@ -642,16 +642,16 @@ GUEST_LOST = re.compile(
     re.DOTALL,
 )
 """A failed sample's error where an L2 guest was lost without a word on its console: it stopped
-answering (hvbench stops a guest whose agent is silent past the command's time), or it ended itself,
-at boot or in the middle of a command: QEMU (run with -no-reboot) exited 0, or libvirt's log of the
-domain says the guest shut it down, or Firecracker stopped the microVM on an error of its vCPU's run
-(``MicroVMStoppedWithError``; three guests in the opt-in run of 2026-11-29, as they booted or copied
-kernbench's tree, their consoles without a fault). hvbench stops a guest by killing QEMU or
-destroying its domain, and a stock kernel's panic is on its console (``FAULT``): what ends a guest
-silently is a reset, as a triple fault makes. Seen in the KVM lab: libvirt-kvm's guest reset during
-iperf3 (1 of 10 sessions, 2026-11-27); in CI on 2026-11-28, pc-kvm's guest silent during iperf3,
-then libvirt-kvm's reset twice as it booted, in the same boot of L1, while the microVMs' twelve
-cells around them passed."""
+answering (hvbench stops a guest whose agent is silent past the command's time), or it ended
+itself, at boot or in the middle of a command: QEMU (run with -no-reboot) exited 0, or libvirt's
+log of the domain says the guest shut it down, or Firecracker stopped the microVM on an error of
+its vCPU's run (``MicroVMStoppedWithError``; two guests in the opt-in run of 2026-11-29, one as it
+booted, one as it copied kernbench's tree, their consoles without a fault). hvbench stops a guest
+by killing QEMU or destroying its domain, and a stock kernel's panic is on its console (``FAULT``):
+what ends a guest silently is a reset, as a triple fault makes. Seen in the KVM lab: libvirt-kvm's
+guest reset during iperf3 (1 of 10 sessions, 2026-11-27); in CI on 2026-11-28, pc-kvm's guest
+silent during iperf3, then libvirt-kvm's reset twice as it booted, in the same boot of L1, while
+the microVMs' twelve cells around them passed."""
 
 
 def _fault(exchange: Path) -> str | None:

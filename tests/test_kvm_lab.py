@@ -129,8 +129,9 @@ def lab_boot() -> nested.Boot:
         {"rootfs": _with_binaries(ROOTFS_STUDY)} if ROOTFS else {},
         # five 512M guests at once for consolidation, each on its own copy of the root
         # filesystem (2.4 GiB allocated: raw drives, no copy-on-write format). One vCPU, as in
-        # CI: with two, the opt-in run lost three microVMs to vCPU errors and L1 to a reset
-        # (2026-11-29); with one, its four cells but Firecracker's consolidation passed
+        # CI: with two, the opt-in run lost two microVMs to vCPU errors, a third to a reset,
+        # and L1 to a reset (2026-11-29); with one, its four cells but Firecracker's
+        # consolidation passed
         memory_mib=6144 if ROOTFS else 4096,
         scratch_size=(20 if ROOTFS else 4) << 30,
     )

@@ -131,6 +131,9 @@ def test_auto_size_is_sized_natively_and_kept_in_the_settings_not_the_label():
     assert chosen.sized % chosen.block == 0
     assert f"count={chosen.sized // chosen.block}" in outcome.raw[0].command
     assert chosen.label() == settings.label() and not chosen.calibrates()
+    assert DdSettings(name="disk", tool="dd", size="auto", target_seconds=2).label() == (
+        "disk dd size=auto target=2s"
+    )
 
 
 def test_auto_size_that_cannot_last_a_second_within_most_is_one_line(native_disk):
@@ -140,6 +143,3 @@ def test_auto_size_that_cannot_last_a_second_within_most_is_one_line(native_disk
     settings = DdSettings(name="disk", tool="dd", size="auto", target_seconds=1.0, most="1M")
     with pytest.raises(ValueError, match=r"1M, the most size: auto may move here, lasts 0\.\d+ s"):
         calibrate(Dd(settings), instances[0], network)
-    assert DdSettings(name="disk", tool="dd", size="auto", target_seconds=2).label() == (
-        "disk dd size=auto target=2s"
-    )
