@@ -3,6 +3,8 @@ loaded host waits as long as it needs and an idle one no longer than the state t
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from typing import TypeVar
@@ -30,3 +32,17 @@ def wait_for(
             said = f"; {detail()}" if detail else ""
             raise AssertionError(f"never within {timeout:g} s: {what}{said}")
         time.sleep(interval)
+
+
+def sleeper(*args: str) -> subprocess.Popen[bytes]:
+    """A Python process that sleeps for a minute, with ``args`` on its command line, returned
+    once it runs: Popen returns as the exec begins, and until the kernel has set up the new
+    program /proc/PID/cmdline reads empty (on a loaded host, for long enough that a test
+    looking for it by its command line misses it; CI did, twice)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import time; print(flush=True); time.sleep(60)", *args],
+        stdout=subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    proc.stdout.readline()
+    return proc

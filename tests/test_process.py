@@ -7,13 +7,12 @@ from __future__ import annotations
 import os
 import resource
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import psutil
 import pytest
-from polling import wait_for
+from polling import sleeper, wait_for
 
 from hvbench.errors import CommandTimeout
 from hvbench.host.process import processes, run_bounded
@@ -55,11 +54,11 @@ def _on_the_pid_of(pid: int) -> subprocess.Popen:
     after ns_last_pid next (any process forked in between takes it first, hence the tries)."""
     for _ in range(50):
         Path("/proc/sys/kernel/ns_last_pid").write_text(str(pid - 1))
-        proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "again"])
+        proc = sleeper("again")
         if proc.pid == pid:
             return proc
         proc.kill()
-        proc.wait()
+        proc.communicate()
     raise AssertionError(f"50 processes forked and none got PID {pid} back")
 
 
@@ -67,16 +66,15 @@ def test_a_process_on_a_reused_pid_is_found():
     """psutil.process_iter skips such a process for one call once a Process object of the PID's
     first holder has looked (psutil issue 2601): the Xen driver missed a domain's device model
     that way in CI."""
-    first = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    first = sleeper()
     stale = psutil.Process(first.pid)
     list(psutil.process_iter(["cmdline"]))
     first.kill()
-    first.wait()
-    second = _on_the_pid_of(first.pid)
-    try:
-        assert not stale.is_running()
-        found = [p.info["cmdline"] for p in processes(["cmdline"]) if p.pid == second.pid]
-        assert found == [second.args]
-    finally:
-        second.kill()
-        second.wait()
+    first.communicate()
+    with _on_the_pid_of(first.pid) as second:
+        try:
+            assert not stale.is_running()
+            found = [p.info["cmdline"] for p in processes(["cmdline"]) if p.pid == second.pid]
+            assert found == [second.args]
+        finally:
+            second.kill()

@@ -27,13 +27,13 @@ import json
 import os
 import re
 import subprocess
-import sys
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
 import lab as nested
 import pytest
+from polling import sleeper
 from pydantic import ValidationError
 from test_workload_consolidation import every_role_served
 
@@ -555,12 +555,9 @@ def test_xl_list_times_are_read_defensively():
 def test_host_pids_are_the_domains_device_model():
     """A domain's vCPUs run on Xen; what runs in dom0 for it is its device model (QEMU with
     ``-xen-domid``), whose CPU is the domain's share of the host's."""
-    model = subprocess.Popen(
-        [sys.executable, "-c", "import time; time.sleep(60)", "-xen-domid", "424242"]
-    )
-    try:
-        assert XenInstance("x", 0, 1, 256, domain="d", domid=424242).host_pids() == [model.pid]
-        assert XenInstance("x", 0, 1, 256, domain="d", domid=42424).host_pids() == []
-    finally:
-        model.kill()
-        model.wait()
+    with sleeper("-xen-domid", "424242") as model:
+        try:
+            assert XenInstance("x", 0, 1, 256, domain="d", domid=424242).host_pids() == [model.pid]
+            assert XenInstance("x", 0, 1, 256, domain="d", domid=42424).host_pids() == []
+        finally:
+            model.kill()
