@@ -24,6 +24,7 @@ from hvbench.drivers import DRIVERS, qemu
 from hvbench.drivers.base import Needs
 from hvbench.drivers.last_words import last_words
 from hvbench.drivers.qemu import (
+    AccelVerdict,
     Guest,
     QemuDriver,
     QemuInstance,
@@ -35,6 +36,7 @@ from hvbench.drivers.qemu import (
 from hvbench.drivers.qemu_devices import AGENT_PORT, AGENT_PORT_NR, QEMU, Disk, opts
 from hvbench.errors import CommandTimeout, InstanceError, StudyError
 from hvbench.host import hugepages
+from hvbench.host.inventory import PVM_ONLY, kvm_is_pvm_only
 from hvbench.host.process import executable
 from hvbench.host.storage import make_image
 from hvbench.study import parse_study
@@ -189,16 +191,29 @@ def test_options_are_escaped_not_pasted():
     assert argv[-1] == "nvme,drive=d0,serial=s"
 
 
-def test_accel_auto_verdict_on_this_host():
-    """Here /dev/kvm is PVM and cannot run a stock guest: the probe must say TCG and why."""
+def test_kvm_is_pvm_only_where_no_hardware_module_is_loaded(tmp_path: Path):
+    """kvm_pvm beside kvm_intel (a bare-metal host with both) leaves the probe to decide."""
+    (tmp_path / "module/kvm_pvm").mkdir(parents=True)
+    assert kvm_is_pvm_only(tmp_path)
+    (tmp_path / "module/kvm_intel").mkdir()
+    assert not kvm_is_pvm_only(tmp_path)
+    assert not kvm_is_pvm_only(tmp_path / "nothing")
+
+
+def test_accel_auto_verdict_on_this_host(tmp_path: Path):
+    """Here /dev/kvm is PVM and cannot run a stock guest: the verdict must say TCG and why,
+    without a probe guest's 25 s (a first run on a fresh host waited for it)."""
     binary = executable(QEMU)
     assert binary is not None
     verdict = kvm_verdict(binary)
     assert verdict is not None
     assert verdict.reason
-    if Path("/sys/module/kvm_pvm").exists():
+    if kvm_is_pvm_only():
         assert verdict.accel == "tcg"
         assert "kvm_pvm" in verdict.reason
+        made = kvm_verdict(binary, cache=tmp_path)
+        assert made == AccelVerdict("tcg", "/dev/kvm " + PVM_ONLY)
+        assert [p.suffix for p in tmp_path.iterdir()] == [".json"]  # no probe guest's image
     assert QemuDriver.check().detail.startswith(f"accel auto -> {verdict.accel}")
 
 

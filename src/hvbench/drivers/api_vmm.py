@@ -37,6 +37,7 @@ from hvbench.guest import image as guest_image
 from hvbench.guest import userland
 from hvbench.guest.agent import VsockAgent
 from hvbench.host import hugepages
+from hvbench.host.inventory import PVM_ONLY, kvm_is_pvm_only
 from hvbench.host.network import tap_and_mac
 from hvbench.host.process import executable
 from hvbench.host.resources import Ledger, Resource
@@ -127,13 +128,8 @@ def kvm_availability(vmm: str, binary: str | None, fix: str) -> Availability:
     version = vmm_version(binary)
     if not os.access("/dev/kvm", os.R_OK | os.W_OK):
         return Availability(False, f"{version}: no usable /dev/kvm (it needs KVM)", "")
-    if Path("/sys/module/kvm_pvm").exists():
-        return Availability(
-            False,
-            f"{version}: /dev/kvm is kvm_pvm, which runs only PVM-enabled guest kernels, "
-            "not a stock Debian guest",
-            "",
-        )
+    if kvm_is_pvm_only():
+        return Availability(False, f"{version}: /dev/kvm {PVM_ONLY}", "")
     return Availability(True, f"{version} on KVM")
 
 

@@ -62,7 +62,7 @@ from hvbench.guest.agent import GuestAgent
 from hvbench.guest.files import DISK_LIST
 from hvbench.host import hugepages
 from hvbench.host.hugepages import PAGE_KIB
-from hvbench.host.inventory import boot_id
+from hvbench.host.inventory import PVM_ONLY, boot_id, kvm_is_pvm_only
 from hvbench.host.network import tap_and_mac
 from hvbench.host.process import executable, which
 from hvbench.host.resources import Ledger, Resource
@@ -278,6 +278,8 @@ def _probe_kvm(binary: str, cache: Path | None) -> AccelVerdict:
         return AccelVerdict("tcg", "no /dev/kvm on this host")
     if not os.access("/dev/kvm", os.R_OK | os.W_OK):
         return AccelVerdict("tcg", "/dev/kvm is not accessible to this user")
+    if kvm_is_pvm_only():
+        return AccelVerdict("tcg", f"/dev/kvm {PVM_ONLY}")
     img = guest_image.build(cache=cache)
     with _scratch_ledger() as (ledger, workdir):
         machine = Machine(
@@ -300,27 +302,24 @@ def _probe_kvm(binary: str, cache: Path | None) -> AccelVerdict:
             guest.kill()
     if reached:
         return AccelVerdict("kvm", f"a stock guest reached init under KVM in {reached:.1f} s")
-    hint = ""
-    if Path("/sys/module/kvm_pvm").exists():
-        hint = "; /dev/kvm is kvm_pvm, which runs only PVM-enabled guest kernels"
     why = (
         f"did not reach init in {PROBE_SECONDS:.0f} s"
         if guest.proc.returncode == -9
         else f"made QEMU fail ({guest.last_words()})"
     )
-    return AccelVerdict("tcg", f"/dev/kvm is present but a stock guest {why}{hint}")
+    return AccelVerdict("tcg", f"/dev/kvm is present but a stock guest {why}")
 
 
 def kvm_runs_guests() -> bool:
     """Whether KVM runs stock guests on this host, without booting a probe (``study show`` and
     ETAs): the probe's verdict where one was made since the host booted, else what /dev/kvm
-    shows (there, usable by this user, and not kvm_pvm's, which runs only PVM guest kernels)."""
+    shows (there, usable by this user, and not kvm_pvm's alone)."""
     binary = executable(QEMU)
     verdict = kvm_verdict(binary, probe=False) if binary else None
     if verdict is not None:
         return verdict.accel == "kvm"
     usable = os.access("/dev/kvm", os.R_OK | os.W_OK)
-    return usable and not Path("/sys/module/kvm_pvm").exists()
+    return usable and not kvm_is_pvm_only()
 
 
 @contextlib.contextmanager

@@ -113,6 +113,18 @@ def _virtualization() -> str:
         return "unknown"
 
 
+PVM_ONLY = "is kvm_pvm's, which runs only PVM-enabled guest kernels, not a stock guest"
+"""What doctor and the drivers say of a /dev/kvm that ``kvm_is_pvm_only``."""
+
+
+def kvm_is_pvm_only(sys: Path = Path("/sys")) -> bool:
+    """Whether this host's /dev/kvm is kvm_pvm's alone, which runs only PVM-enabled guest
+    kernels: no stock guest boots under it, so no probe needs to try one."""
+    hardware = ("kvm_intel", "kvm_amd")
+    module = sys / "module"
+    return (module / "kvm_pvm").is_dir() and not any((module / m).is_dir() for m in hardware)
+
+
 def capacity() -> tuple[int, int]:
     """This host's memory in bytes and its logical cores: what a study's instances must fit."""
     return psutil.virtual_memory().total, psutil.cpu_count() or 1
