@@ -14,19 +14,22 @@ from pathlib import Path
 import pytest
 from polling import wait_for
 from test_analysis import RunBuilder
+from typer.testing import CliRunner
 
+from hvbench import doctor
 from hvbench import runner as runner_module
 from hvbench.analysis import analyse
 from hvbench.analysis.cache import run_key
 from hvbench.analysis.model import COMPOSITE
 from hvbench.analysis.series import FIGURES, RunFigures
+from hvbench.cli import app as cli_app
 from hvbench.cli.run import REPORTS
 from hvbench.errors import HvbenchError
 from hvbench.host.process import processes
 from hvbench.host.resources import STATE_ROOT
 from hvbench.plan import START_TIMEOUT_S, start_allowance
 from hvbench.runner import Runner
-from hvbench.store import Store, WhatRan
+from hvbench.store import TIME, Store, TimeRecord, WhatRan
 from hvbench.study import parse_study
 
 CPU = (
@@ -355,3 +358,19 @@ def test_auto_work_is_sized_once_per_run_and_kept_for_every_platform_and_a_resum
     assert resumed.run() == "finished"
     assert "sizing" not in capsys.readouterr().err
     assert resumed.study.workloads[0].work == chosen["work"]
+
+
+def test_the_default_studys_examination_of_the_host_is_a_step_of_its_time(tmp_path, monkeypatch):
+    """The default study keeps the platforms doctor finds usable; the examination (a KVM probe
+    and the images it needs: 41 s on a fresh host of this kind) is the step ``doctor`` of the
+    run's time, not part of "other". The platforms are cut to native after the real
+    examination, so that the run takes seconds."""
+    monkeypatch.setattr(doctor, "available_drivers", lambda findings: {"native"})
+    db = f"sqlite:///{tmp_path}/results.db"
+    result = CliRunner().invoke(cli_app, ["run", "--quick", "--no-report", "--db", db])
+    assert result.exit_code == 0, result.output
+    (run,) = Store(db).runs()
+    spent = TimeRecord.from_json(Store(db).artifacts(run.id)[TIME])
+    assert set(spent.steps) == {"doctor", "images", "boots"}
+    assert spent.steps["doctor"] > 0
+    assert spent.other_s() < spent.total_s / 2

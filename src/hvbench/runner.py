@@ -208,6 +208,11 @@ class Stopwatch:
             into = self.record.workloads if workload else self.record.steps
             into[name] = into.get(name, 0.0) + time.monotonic() - t0
 
+    def add(self, name: str, seconds: float) -> None:
+        """A step timed before the runner was made (``doctor``: the host examined to choose the
+        default study's platforms)."""
+        self.record.steps[name] = self.record.steps.get(name, 0.0) + seconds
+
     def now(self) -> TimeRecord:
         """The record with its total up to this moment."""
         self.record.total_s = self._earlier_s + time.monotonic() - self._started

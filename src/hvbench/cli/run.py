@@ -101,10 +101,13 @@ def run(
             raise HvbenchError("--resume takes the study stored with the run; give no STUDY")
         runner = Runner.resume(store, resume, on_message=tell, started=started)
     else:
+        examined_s = 0.0
         if study_file is not None:
             study = load_study(study_file)
         else:
+            t0 = time.monotonic()
             study = default_study(doctor.available_drivers(doctor.examine()))
+            examined_s = time.monotonic() - t0
         if lacking := packages.missing(study):
             raise HvbenchError(f"{study.source}: cannot run on this host: {'; '.join(lacking)}")
         if quick:
@@ -112,6 +115,8 @@ def run(
         for line in study.ignored_counts() + (study.short_jobs(quick=False) if not quick else []):
             tell(f"hvbench: warning: {line}")
         runner = Runner.create(study, store, quick, labels=labels, on_message=tell, started=started)
+        if examined_s:
+            runner.stopwatch.add("doctor", examined_s)
         if fleet:
             store.add_artifact(runner.run_id, FLEET, {"fleet": fleet, "host": fleet_host})
     print(f"run {runner.run_id}", flush=True)

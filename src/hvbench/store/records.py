@@ -114,9 +114,10 @@ class TimeRecord:
     total_s: float = 0.0
     """From ``hvbench run``'s start to its end, the analysis included."""
     steps: dict[str, float] = field(default_factory=dict)
-    """By step: ``images`` (each platform's driver opened: guest images built or found, root
-    filesystems, accelerator probes), ``boots`` (instances started), ``calibration`` (jobs
-    sized natively), ``analysis``."""
+    """By step: ``doctor`` (the default study's: the host examined for the platforms it can
+    run, a KVM probe and the images that needs included), ``images`` (each platform's driver
+    opened: guest images built or found, root filesystems, accelerator probes), ``boots``
+    (instances started), ``calibration`` (jobs sized natively), ``analysis``."""
     workloads: dict[str, float] = field(default_factory=dict)
     """By workload (its label): its samples, from preparing them to cleaning up after them."""
 
