@@ -16,6 +16,10 @@ from hvbench.workloads.base import Context, ParseError, RawOutput, W, Workload
 if TYPE_CHECKING:
     from hvbench.drivers.base import Instance
 
+SMALL_COMMAND_S = 300.0
+"""The timeout of a command a healthy instance ends at once (mktemp, chmod, cat, ls): long,
+because a slow guest is not a hung one. Five Firecracker microVMs booting under two levels of
+emulation on one CPU (the KVM lab's opt-in run, 2026-11-29) left mktemp unanswered for 60 s."""
 RAW_LIMIT = 4 * 1024 * 1024
 """Characters of one tool output kept in the store; the head and the tail survive, because the
 head says what ran and the tail holds the summary or the error."""
@@ -49,7 +53,7 @@ def combined(result: ExecResult) -> str:
 def scratch_dir(instance: Instance, parent: str | None = None) -> str:
     """A fresh directory inside the instance (under ``parent`` or the instance's /tmp)."""
     argv = ["mktemp", "-d", f"{parent or '/tmp'}/hvbench.XXXXXX"]
-    path = run(instance, argv, timeout=60).text().strip()
+    path = run(instance, argv, timeout=SMALL_COMMAND_S).text().strip()
     if not path.startswith("/") or "\n" in path:
         raise InstanceError(f"{instance.name}: mktemp -d printed {path[:80]!r}, not a path")
     return path

@@ -93,7 +93,7 @@ from hvbench.workloads.base import (
     RawOutput,
     WorkloadSettings,
 )
-from hvbench.workloads.common import ScratchWorkload, keep, run
+from hvbench.workloads.common import SMALL_COMMAND_S, ScratchWorkload, keep, run
 
 if TYPE_CHECKING:
     from hvbench.drivers.base import Instance, Kernel
@@ -737,10 +737,14 @@ class Consolidation(ScratchWorkload[ConsolidationSettings]):
         pidfiles, files = " ".join(server.pidfiles), " ".join(map(str, NFS_FILES))
         script = (f"{PATH}\nd=$1 addr=$2 peer=$3 port={server.port} pidfiles='{pidfiles}' "
                   f"files='{files}'\n{server.start}{LISTENING}")  # fmt: skip
-        run(instance, ["chmod", "755", d], timeout=60)
+        run(instance, ["chmod", "755", d], timeout=SMALL_COMMAND_S)
         started = instance.exec(["sh", "-c", script, "sh", d, address, peer], 600)
         if not started.ok:
-            tail = instance.exec(["tail", "-n", "5", f"{d}/{server.log}"], 60).text().strip()
+            tail = (
+                instance.exec(["tail", "-n", "5", f"{d}/{server.log}"], SMALL_COMMAND_S)
+                .text()
+                .strip()
+            )
             said = " | ".join(tail.splitlines()) or started.describe_failure()
             raise InstanceError(
                 f"{instance.name}: role {role}: {server.name} did not start: {said}"
@@ -837,9 +841,9 @@ class Consolidation(ScratchWorkload[ConsolidationSettings]):
         if running.role == "nfs":
             ctx.barrier()  # after it: web's mount in its prepare is not the window's work
             t0 = time.monotonic()
-            before = run(instance, ["cat", NFSD_STATS], 60).text()
+            before = run(instance, ["cat", NFSD_STATS], SMALL_COMMAND_S).text()
             time.sleep(max(0.0, seconds - (time.monotonic() - t0)))
-            after = run(instance, ["cat", NFSD_STATS], 60).text()
+            after = run(instance, ["cat", NFSD_STATS], SMALL_COMMAND_S).text()
             argv = ["cat", NFSD_STATS]
             raw = [keep("nfsd stats before", argv, before), keep("nfsd stats after", argv, after)]
             return Outcome(metrics=nfs_metrics(before, after), raw=raw)

@@ -44,7 +44,15 @@ from hvbench.workloads.base import (
     ParseError,
     WorkloadSettings,
 )
-from hvbench.workloads.common import ScratchWorkload, combined, keep, number, run, search
+from hvbench.workloads.common import (
+    SMALL_COMMAND_S,
+    ScratchWorkload,
+    combined,
+    keep,
+    number,
+    run,
+    search,
+)
 
 if TYPE_CHECKING:
     from hvbench.drivers.base import Instance
@@ -124,7 +132,7 @@ class StressNgPart(Part):
         ]
 
     def collect(self, instance: Instance, out: str, printed: str) -> str:
-        return run(instance, ["cat", out], timeout=60).text()
+        return run(instance, ["cat", out], timeout=SMALL_COMMAND_S).text()
 
     def parse(self, text: str) -> float:
         return parse_stress_ng(text, self.options[0])

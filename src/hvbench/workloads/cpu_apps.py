@@ -84,7 +84,15 @@ from hvbench.workloads.base import (
     WorkloadSettings,
 )
 from hvbench.workloads.clock import FINE_ENOUGH_S, Timing, clock, parse_timing
-from hvbench.workloads.common import ScratchWorkload, combined, keep, number, run, search
+from hvbench.workloads.common import (
+    SMALL_COMMAND_S,
+    ScratchWorkload,
+    combined,
+    keep,
+    number,
+    run,
+    search,
+)
 from hvbench.workloads.sizing import AUTO_TARGET_S, size_to_last
 
 if TYPE_CHECKING:
@@ -313,7 +321,9 @@ def _side(scale: float) -> int:
 @dataclass(frozen=True)
 class Povray(Program):
     def prepare(self, instance: Instance, scratch: str, data_scale: float) -> None:
-        if not instance.exec(["test", "-r", f"{POVRAY_SCENE}/benchmark.pov"], timeout=60).ok:
+        if not instance.exec(
+            ["test", "-r", f"{POVRAY_SCENE}/benchmark.pov"], timeout=SMALL_COMMAND_S
+        ).ok:
             raise InstanceError(
                 f"{instance.name}: POV-Ray's benchmark scene {POVRAY_SCENE}/benchmark.pov is "
                 "missing on the host (./setup.sh --with-tools installs povray-examples)"
@@ -686,7 +696,7 @@ def make_corpus(instance: Instance, scratch: str, data_scale: float) -> int:
     rows = max(1000, round(CORPUS_ROWS * data_scale))
     make = [SQLITE3, "-cmd", f".output {corpus}", ":memory:", corpus_sql(rows)]
     run(instance, make, timeout=60 + SLOWEST_PLATFORM * rows / 100_000)
-    size = run(instance, ["wc", "-c", corpus], timeout=60).text().split()
+    size = run(instance, ["wc", "-c", corpus], timeout=SMALL_COMMAND_S).text().split()
     return int(number(size[0] if size else "", "corpus size"))
 
 

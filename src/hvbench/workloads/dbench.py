@@ -9,7 +9,7 @@ from pydantic import PositiveInt
 
 from hvbench.errors import InstanceError
 from hvbench.workloads.base import Context, Metric, Outcome, ParseError
-from hvbench.workloads.common import combined, keep, number, run, search
+from hvbench.workloads.common import SMALL_COMMAND_S, combined, keep, number, run, search
 from hvbench.workloads.disk import DiskSettings, DiskWorkload
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ class Dbench(DiskWorkload[DbenchSettings]):
 
     def prepare(self, instance: Instance, ctx: Context) -> None:
         super().prepare(instance, ctx)
-        if not instance.exec(["test", "-f", LOADFILE], timeout=60).ok:
+        if not instance.exec(["test", "-f", LOADFILE], timeout=SMALL_COMMAND_S).ok:
             raise InstanceError(f"{instance.name}: dbench's load file {LOADFILE} is missing")
 
     def measure(self, instance: Instance, ctx: Context) -> Outcome:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal, TypeVar
 from hvbench.errors import InstanceError
 from hvbench.units import format_size
 from hvbench.workloads.base import WorkloadSettings
-from hvbench.workloads.common import ScratchWorkload, run
+from hvbench.workloads.common import SMALL_COMMAND_S, ScratchWorkload, run
 
 if TYPE_CHECKING:
     from hvbench.drivers.base import Instance
@@ -64,7 +64,9 @@ class DiskWorkload(ScratchWorkload[D]):
 
 def free_bytes(instance: Instance, path: str) -> int:
     """Free bytes of the filesystem holding ``path`` (POSIX ``df -P -k``: GNU and busybox)."""
-    lines = run(instance, ["df", "-P", "-k", path], timeout=60).text().strip().splitlines()
+    lines = (
+        run(instance, ["df", "-P", "-k", path], timeout=SMALL_COMMAND_S).text().strip().splitlines()
+    )
     try:
         return int(lines[-1].split()[3]) * 1024
     except (IndexError, ValueError):

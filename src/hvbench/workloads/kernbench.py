@@ -31,7 +31,7 @@ from pydantic import PositiveInt
 from hvbench.errors import InstanceError
 from hvbench.workloads.base import Context, Metric, Outcome, RawOutput, WorkloadSettings
 from hvbench.workloads.clock import clock, parse_timing
-from hvbench.workloads.common import ScratchWorkload, combined, keep, run
+from hvbench.workloads.common import SMALL_COMMAND_S, ScratchWorkload, combined, keep, run
 
 if TYPE_CHECKING:
     from hvbench.drivers.base import Instance
@@ -140,7 +140,7 @@ class Kernbench(ScratchWorkload[KernbenchSettings]):
         if source == top:  # an unpacked tree: copy what is built
             part = "/tools" if tree == "subcmd" else ""
             if part:
-                run(instance, ["mkdir", "-p", dest], timeout=60)
+                run(instance, ["mkdir", "-p", dest], timeout=SMALL_COMMAND_S)
             run(instance, ["cp", "-a", f"{SOURCE_DIR}/{top}{part}", f"{dest}{part}"], 3600)
         else:
             members = [f"{top}/tools"] if tree == "subcmd" else []
@@ -189,7 +189,7 @@ class Kernbench(ScratchWorkload[KernbenchSettings]):
 def _newest_source(instance: Instance) -> tuple[str, str]:
     """(name in /usr/src, top directory) of the newest kernel source in the instance: an
     unpacked tree before a tarball of the same version (Debian's linux-source)."""
-    names = run(instance, ["ls", SOURCE_DIR], timeout=60).text().split()
+    names = run(instance, ["ls", SOURCE_DIR], timeout=SMALL_COMMAND_S).text().split()
     found = sorted(
         (tuple(int(p) for p in m.group(1).split(".") if p), m.group(2) is None, name)
         for name in names

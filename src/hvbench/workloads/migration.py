@@ -42,7 +42,7 @@ from hvbench.drivers.base import MigrationPlan, Operation
 from hvbench.errors import InstanceError
 from hvbench.units import Size, format_size
 from hvbench.workloads.base import Context, Metric, Outcome, ParseError, Workload, WorkloadSettings
-from hvbench.workloads.common import keep
+from hvbench.workloads.common import SMALL_COMMAND_S, keep
 from hvbench.workloads.helpers import static_helper
 
 if TYPE_CHECKING:
@@ -143,7 +143,7 @@ def _start(instance: Instance, argv: list[str]) -> str:
     """Start the dirtier in the background (its output in a file, so no pipe holds the agent's
     command) and wait until it touched its buffer; its pid."""
     line = " ".join(argv)
-    result = instance.spawn(f"{line} > {OUTPUT} 2>&1 & echo $!", timeout=60)
+    result = instance.spawn(f"{line} > {OUTPUT} 2>&1 & echo $!", timeout=SMALL_COMMAND_S)
     pid = result.text().strip()
     if not result.ok or not pid.isdigit():
         raise InstanceError(f"{instance.name}: hvbench-dirty: {result.describe_failure()}")
