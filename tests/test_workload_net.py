@@ -6,12 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from polling import wait_for
 from workload_env import native_instances, run_workload
 
-from hvbench.errors import StudyError
+from hvbench.errors import InstanceError, StudyError
+from hvbench.host.network import PEER_ADDRESS
 from hvbench.study import parse_study
+from hvbench.workloads import iperf3 as iperf3_module
 from hvbench.workloads import workload_class
-from hvbench.workloads.base import ParseError
+from hvbench.workloads.base import Context, ParseError
 from hvbench.workloads.iperf import Iperf, IperfSettings, parse_iperf_csv
 from hvbench.workloads.iperf3 import Iperf3, Iperf3Settings, parse_iperf3_json
 from hvbench.workloads.latency import Latency, LatencySettings, parse_sockperf
@@ -135,3 +138,38 @@ def test_quick_run_on_two_native_instances(native_pair, workload, metrics):
     roots = {i.scratch_root for i in instances}  # the instances' own, until they stop
     live = [r for r in network.ledger.live if r.kind in ("process", "path") and r.name not in roots]
     assert live == []
+
+
+def test_bad_iperf3_seconds_are_refused_as_iperf3_would_misread_them():
+    """iperf3 reads --time as a whole number: 0.5 s would run until the cell's timeout."""
+    with pytest.raises(StudyError, match="iperf3 runs whole seconds") as e:
+        parse_study(STUDY.replace("WORKLOAD", "{name: net, seconds: 0.5}"), "s.yaml")
+    assert "\n" not in str(e.value)
+    iperf2 = "{name: net, tool: iperf, seconds: 0.5}"
+    assert parse_study(STUDY.replace("WORKLOAD", iperf2), "s.yaml").workloads[0].seconds == 0.5
+
+
+def test_the_next_iperf3_client_waits_for_its_server_to_listen_again(native_pair, monkeypatch):
+    """iperf3's server opens a new listener after each test, and refuses a client that comes
+    before it: the next direction starts once the server's log says it listens again, and a
+    server still taken by a test is one line naming it."""
+    instances, network = native_pair
+    instance = instances[0]
+    workload = Iperf3(Iperf3Settings(name="net"))
+    workload.prepare(instance, Context(network=network, quick=True, instance_count=1))
+    try:
+        workload._wait_for_next_test(instance)  # listening for the first test
+        port = workload.port(instance)
+        client = f"iperf3 -c {PEER_ADDRESS} -p {port} -t 60 > /dev/null 2>&1 & echo $!"
+        pid = instance.spawn(client, timeout=60).text().strip()
+        log = workload.server_log(instance)
+        wait_for(lambda: "Accepted connection" in log.read_text(), 30, "the server takes the test")
+        monkeypatch.setattr(iperf3_module, "SERVER_READY_S", 1.0)
+        with pytest.raises(InstanceError, match="took no new test within 1 s"):
+            workload._wait_for_next_test(instance)
+        instance.exec(["kill", pid], timeout=60)
+        monkeypatch.setattr(iperf3_module, "SERVER_READY_S", 30.0)
+        workload._wait_for_next_test(instance)
+        assert log.read_text().count("Server listening on ") == 2
+    finally:
+        workload.cleanup(instance, Context(network=network, quick=True, instance_count=1))

@@ -9,12 +9,16 @@ and may still exit 0: that field fails the cell.
 from __future__ import annotations
 
 import json
+import time
 from typing import TYPE_CHECKING, ClassVar, Literal
 
+from pydantic import field_validator
+
+from hvbench.errors import InstanceError
 from hvbench.host.network import PEER_ADDRESS
 from hvbench.workloads.base import Context, Metric, Outcome, ParseError
 from hvbench.workloads.common import combined, keep, number
-from hvbench.workloads.net import DIRECTIONS, PeerWorkload, ThroughputSettings
+from hvbench.workloads.net import DIRECTIONS, SERVER_READY_S, PeerWorkload, ThroughputSettings
 
 if TYPE_CHECKING:
     from hvbench.drivers.base import Instance
@@ -22,6 +26,14 @@ if TYPE_CHECKING:
 
 class Iperf3Settings(ThroughputSettings):
     tool: Literal["iperf3"] = "iperf3"
+
+    @field_validator("seconds")
+    @classmethod
+    def _whole(cls, seconds: float) -> float:
+        """iperf3 reads ``--time`` as a whole number: 1.5 would run 1 s, and 0.5 forever."""
+        if seconds != int(seconds):
+            raise ValueError(f"iperf3 runs whole seconds (--time), not {seconds:g}; give 1 or more")
+        return seconds
 
 
 def parse_iperf3_json(text: str, direction: str) -> list[Metric]:
@@ -76,7 +88,8 @@ class Iperf3(PeerWorkload[Iperf3Settings]):
         return ["iperf3"]
 
     def server_argv(self, port: int) -> list[str]:
-        return ["iperf3", "--server", "--bind", PEER_ADDRESS, "--port", str(port)]
+        # --forceflush: its log says at once when it listens for the next test
+        return ["iperf3", "--server", "--bind", PEER_ADDRESS, "--port", str(port), "--forceflush"]
 
     def client_argv(self, port: int, direction: str, quick: bool) -> list[str]:
         s = self.settings
@@ -89,6 +102,7 @@ class Iperf3(PeerWorkload[Iperf3Settings]):
         outcome = Outcome()
         for direction in self.settings.directions:
             argv = self.client_argv(self.port(instance), direction, ctx.quick)
+            self._wait_for_next_test(instance)
             ctx.barrier()
             result = instance.exec(argv, timeout=self.timeout(ctx.quick))
             outcome.raw.append(keep("iperf3", argv, combined(result)))
@@ -96,6 +110,28 @@ class Iperf3(PeerWorkload[Iperf3Settings]):
             if not result.ok:
                 raise ParseError(f"iperf3 {result.describe_failure()}")
         return outcome
+
+    def _wait_for_next_test(self, instance: Instance) -> None:
+        """Return once the server listens for a test it has not accepted yet. After each test
+        iperf3's server closes its listener and opens another: a client that connects in
+        between is refused (esnet/iperf pull request 2066), as the second direction of a 1 s
+        native test was. The server logs one "Server listening" line per listener it opens
+        (after opening it) and one "Accepted connection" line per test."""
+        log = self.server_log(instance)
+
+        def ready() -> bool:
+            text = log.read_text(errors="replace")
+            return text.count("Server listening on ") > text.count("Accepted connection from ")
+
+        deadline = time.monotonic() + SERVER_READY_S
+        while not ready():
+            if time.monotonic() > deadline:
+                tail = log.read_text(errors="replace").strip().splitlines()[-1:]
+                raise InstanceError(
+                    f"{instance.name}: the iperf3 server took no new test within "
+                    f"{SERVER_READY_S:.0f} s of the last: {tail[0] if tail else '(no output)'}"
+                )
+            time.sleep(0.05)
 
     def estimate_seconds(self, quick: bool) -> float:
         # the client's start and connection: 2 x 3 s took 6.0-6.2 s natively, 7.0-7.3 s in a

@@ -97,6 +97,10 @@ class PeerWorkload(Workload[N]):
         self._servers[instance.name] = (proc, res)
         _wait_listening(network, proc, port, log)
 
+    def server_log(self, instance: Instance) -> Path:
+        """Where the instance's peer server writes (``prepare`` started it)."""
+        return Path(self._servers[instance.name][1].name) / "server.log"
+
     def cleanup(self, instance: Instance, ctx: Context) -> None:
         entry = self._servers.pop(instance.name, None)
         if entry is None:
