@@ -442,7 +442,7 @@ def test_a_study_larger_than_the_host_is_refused_before_anything_starts(tmp_path
 SHORT = VALID.replace(
     "  - {name: cpu}",
     "  - {name: cpu, scale: 0.005, skip: [povray, aes, sha256]}\n"
-    "  - {name: net, tool: iperf3, seconds: 0.3}\n"
+    "  - {name: net, tool: iperf, seconds: 0.3}\n"
     "  - {name: disk, tool: fio, runtime: 2}",
 )
 
@@ -450,10 +450,10 @@ SHORT = VALID.replace(
 def test_jobs_too_short_for_their_clock_are_warned_about_with_the_fix(tmp_path):
     study = parse_study(SHORT, "short.yaml")
     lines = study.short_jobs(quick=False)
-    # every fixed-work cpu program at a two-hundredth of its size, and iperf3's 0.3 s; not fio's
+    # every fixed-work cpu program at a two-hundredth of its size, and iperf's 0.3 s; not fio's
     # 2 s, nor the calibrated default (each job sized to 1.5 s natively)
     assert [line.split(": ")[1].split()[0] for line in lines] == [
-        "stockfish", "xz", "zstd", "sqlite", "iperf3"
+        "stockfish", "xz", "zstd", "sqlite", "iperf"
     ]  # fmt: skip
     assert all("under the 0.5 s a job needs" in line for line in lines)
     assert "scale: auto" in lines[0] and lines[-1].endswith("raise seconds")

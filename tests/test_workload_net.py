@@ -142,7 +142,7 @@ def test_quick_run_on_two_native_instances(native_pair, workload, metrics):
 
 def test_bad_iperf3_seconds_are_refused_as_iperf3_would_misread_them():
     """iperf3 reads --time as a whole number: 0.5 s would run until the cell's timeout."""
-    with pytest.raises(StudyError, match="iperf3 runs whole seconds") as e:
+    with pytest.raises(StudyError, match="expected whole seconds, as iperf3 reads --time") as e:
         parse_study(STUDY.replace("WORKLOAD", "{name: net, seconds: 0.5}"), "s.yaml")
     assert "\n" not in str(e.value)
     iperf2 = "{name: net, tool: iperf, seconds: 0.5}"

@@ -32,7 +32,7 @@ class Iperf3Settings(ThroughputSettings):
     def _whole(cls, seconds: float) -> float:
         """iperf3 reads ``--time`` as a whole number: 1.5 would run 1 s, and 0.5 forever."""
         if seconds != int(seconds):
-            raise ValueError(f"iperf3 runs whole seconds (--time), not {seconds:g}; give 1 or more")
+            raise ValueError("whole seconds, as iperf3 reads --time (1 or more)")
         return seconds
 
 
