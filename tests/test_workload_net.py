@@ -12,7 +12,7 @@ from workload_env import native_instances, run_workload
 from hvbench.errors import InstanceError, StudyError
 from hvbench.host.network import PEER_ADDRESS
 from hvbench.study import parse_study
-from hvbench.workloads import iperf3 as iperf3_module
+from hvbench.workloads import net as net_module
 from hvbench.workloads import workload_class
 from hvbench.workloads.base import Context, ParseError
 from hvbench.workloads.iperf import Iperf, IperfSettings, parse_iperf_csv
@@ -164,11 +164,11 @@ def test_the_next_iperf3_client_waits_for_its_server_to_listen_again(native_pair
         pid = instance.spawn(client, timeout=60).text().strip()
         log = workload.server_log(instance)
         wait_for(lambda: "Accepted connection" in log.read_text(), 30, "the server takes the test")
-        monkeypatch.setattr(iperf3_module, "SERVER_READY_S", 1.0)
+        monkeypatch.setattr(net_module, "SERVER_READY_S", 1.0)
         with pytest.raises(InstanceError, match="took no new test within 1 s"):
             workload._wait_for_next_test(instance)
         instance.exec(["kill", pid], timeout=60)
-        monkeypatch.setattr(iperf3_module, "SERVER_READY_S", 30.0)
+        monkeypatch.setattr(net_module, "SERVER_READY_S", 30.0)
         workload._wait_for_next_test(instance)
         assert log.read_text().count("Server listening on ") == 2
     finally:

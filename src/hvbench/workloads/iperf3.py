@@ -9,16 +9,14 @@ and may still exit 0: that field fails the cell.
 from __future__ import annotations
 
 import json
-import time
 from typing import TYPE_CHECKING, ClassVar, Literal
 
 from pydantic import field_validator
 
-from hvbench.errors import InstanceError
 from hvbench.host.network import PEER_ADDRESS
 from hvbench.workloads.base import Context, Metric, Outcome, ParseError
 from hvbench.workloads.common import combined, keep, number
-from hvbench.workloads.net import DIRECTIONS, SERVER_READY_S, PeerWorkload, ThroughputSettings
+from hvbench.workloads.net import DIRECTIONS, PeerWorkload, ThroughputSettings
 
 if TYPE_CHECKING:
     from hvbench.drivers.base import Instance
@@ -123,15 +121,7 @@ class Iperf3(PeerWorkload[Iperf3Settings]):
             text = log.read_text(errors="replace")
             return text.count("Server listening on ") > text.count("Accepted connection from ")
 
-        deadline = time.monotonic() + SERVER_READY_S
-        while not ready():
-            if time.monotonic() > deadline:
-                tail = log.read_text(errors="replace").strip().splitlines()[-1:]
-                raise InstanceError(
-                    f"{instance.name}: the iperf3 server took no new test within "
-                    f"{SERVER_READY_S:.0f} s of the last: {tail[0] if tail else '(no output)'}"
-                )
-            time.sleep(0.05)
+        self.wait_for_server(instance, ready, "took no new test")
 
     def estimate_seconds(self, quick: bool) -> float:
         # the client's start and connection: 2 x 3 s took 6.0-6.2 s natively, 7.0-7.3 s in a

@@ -15,6 +15,7 @@ import subprocess
 import tempfile
 import time
 from abc import abstractmethod
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Literal, TypeVar
 
@@ -26,7 +27,6 @@ from hvbench.workloads.base import Context, Direction, TimedJob, Workload, Workl
 
 if TYPE_CHECKING:
     from hvbench.drivers.base import Instance
-    from hvbench.host.network import RunNetwork
     from hvbench.host.resources import Resource
 
 TOOLS = ("iperf3", "iperf", "latency")
@@ -95,11 +95,35 @@ class PeerWorkload(Workload[N]):
         log = logdir / "server.log"
         proc = network.peer_start(self.server_argv(port), log)
         self._servers[instance.name] = (proc, res)
-        _wait_listening(network, proc, port, log)
+
+        def listening() -> bool:
+            ss = network.peer_run(["ss", "-Htln", f"sport = :{port}"], timeout=10)
+            return bool(ss.stdout.strip())
+
+        self.wait_for_server(instance, listening, "not listening")
 
     def server_log(self, instance: Instance) -> Path:
         """Where the instance's peer server writes (``prepare`` started it)."""
         return Path(self._servers[instance.name][1].name) / "server.log"
+
+    def wait_for_server(self, instance: Instance, ready: Callable[[], bool], never: str) -> None:
+        """Return once ``ready()``, asked every 0.1 s; an InstanceError with the server's last
+        logged line as soon as the server has exited, or saying ``never`` after
+        SERVER_READY_S."""
+        proc, log = self._servers[instance.name][0], self.server_log(instance)
+        server = f"{instance.name}: peer server on port {self.port(instance)}"
+
+        def last_line() -> str:
+            said = log.read_text(errors="replace").strip().splitlines()[-1:] if log.exists() else []
+            return said[0] if said else "(no output)"
+
+        deadline = time.monotonic() + SERVER_READY_S
+        while not ready():
+            if proc.poll() is not None:
+                raise InstanceError(f"{server} exited with {proc.returncode}: {last_line()}")
+            if time.monotonic() > deadline:
+                raise InstanceError(f"{server} {never} within {SERVER_READY_S:g} s: {last_line()}")
+            time.sleep(0.1)
 
     def cleanup(self, instance: Instance, ctx: Context) -> None:
         entry = self._servers.pop(instance.name, None)
@@ -112,20 +136,3 @@ class PeerWorkload(Workload[N]):
                 ledger.release(res)  # terminates, waits, kills if need be
         proc.poll()
         ledger.release(logdir)
-
-
-def _wait_listening(network: RunNetwork, proc: subprocess.Popen, port: int, log: Path) -> None:
-    """Return once the peer's server accepts connections on ``port``."""
-    deadline = time.monotonic() + SERVER_READY_S
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            said = log.read_text(errors="replace").strip().splitlines()[-1:] if log.exists() else []
-            raise InstanceError(
-                f"peer server on port {port} exited with {proc.returncode}: "
-                f"{said[0] if said else '(no output)'}"
-            )
-        ss = network.peer_run(["ss", "-Htln", f"sport = :{port}"], timeout=10)
-        if ss.stdout.strip():
-            return
-        time.sleep(0.1)
-    raise InstanceError(f"peer server on port {port} not listening after {SERVER_READY_S:.0f} s")
