@@ -28,9 +28,17 @@ from pathlib import Path
 
 from scipy.stats import binomtest
 
-RETRIED = re.compile(r"UserWarning: (\w+) lab: (.+?) after (\d+) s; booted again")
+RETRIED = re.compile(
+    r"UserWarning: (\w+) lab: (.+?) after (\d+) s; booted again"
+    r"(?: \(.*?; the last cell done: ([^;]+);)?"
+)
 """The warning tests/lab.py gives when it sets a boot aside and boots L1 again, as pytest's
-summary shows it (the summary's next line may be the warning's source line, not matched)."""
+summary shows it (the summary's next line may be the warning's source line, not matched), with
+the last cell L1 finished where it says."""
+OPT_IN = "opt-in:"
+"""How a lab's test that runs only when asked gives its skip's reason (test_kvm_lab's root
+filesystem cells, test_xen's consolidation): a session without it is a pass all the same,
+where any other skip (a missing VMM, a lab that cannot boot here) is not."""
 
 
 @dataclass
@@ -40,15 +48,21 @@ class Session:
     seconds: float
     load: float
     passed: int = 0
-    skipped: int = 0
+    skipped: dict[str, str] = field(default_factory=dict)
+    """A skipped test's name: the reason it gave."""
     failed: dict[str, str] = field(default_factory=dict)
     """A failed test's name: the first line of its failure."""
     retried: list[str] = field(default_factory=list)
     """Why each boot set aside was, in order."""
 
     @property
+    def left_out(self) -> dict[str, str]:
+        """The skips that count against the session: all but an opt-in's (``OPT_IN``)."""
+        return {n: why for n, why in self.skipped.items() if not why.startswith(OPT_IN)}
+
+    @property
     def ok(self) -> bool:
-        return self.passed > 0 and not self.failed and not self.skipped
+        return self.passed > 0 and not self.failed and not self.left_out
 
     @property
     def boots(self) -> list[bool]:
@@ -68,9 +82,19 @@ def run_session(module: Path, out: Path) -> Session:
         while proc.poll() is None:
             load = max(load, os.getloadavg()[0])
             time.sleep(5)
-    session = Session(time.monotonic() - started, load)
+    return read_session(out, time.monotonic() - started, load)
+
+
+def read_session(out: Path, seconds: float, load: float) -> Session:
+    """A session as its files in ``out`` left it: apart from running it, so that a session's
+    files can be read again after the fact."""
+    junit, log = out / "junit.xml", out / "pytest.log"
+    session = Session(seconds, load)
     for retried in RETRIED.finditer(log.read_text(errors="replace")):
-        session.retried.append(f"{retried.group(2)} after {retried.group(3)} s")
+        why, after, last = retried.group(2, 3, 4)
+        session.retried.append(
+            f"{why} after {after} s" + (f", the last cell done: {last}" if last else "")
+        )
     for case in ET.parse(junit).iter("testcase") if junit.exists() else ():
         failure = case.find("failure")
         if failure is None:
@@ -78,8 +102,8 @@ def run_session(module: Path, out: Path) -> Session:
         if failure is not None:
             first = (failure.get("message") or "").strip().splitlines() or ["(no message)"]
             session.failed[case.get("name", "?")] = first[0][:160]
-        elif case.find("skipped") is not None:
-            session.skipped += 1
+        elif (skipped := case.find("skipped")) is not None:
+            session.skipped[case.get("name", "?")] = skipped.get("message") or ""
         else:
             session.passed += 1
     return session
@@ -100,11 +124,13 @@ def main() -> int:
     for i in range(1, args.sessions + 1):
         s = run_session(args.module.resolve(), args.out / f"session-{i}")
         sessions.append(s)
-        outcome = "passed" if s.ok else f"FAILED ({len(s.failed)} failed, {s.skipped} skipped)"
+        outcome = (
+            "passed" if s.ok else f"FAILED ({len(s.failed)} failed, {len(s.left_out)} skipped)"
+        )
         print(f"session {i}: {outcome} in {s.seconds:.0f} s, host load up to {s.load:.1f}")
         for n, why in enumerate(s.retried, 1):
             print(f"  boot {n} set aside: {why}")
-        for name, why in s.failed.items():
+        for name, why in (s.failed | s.left_out).items():
             print(f"  {name}: {why}")
     boots = [b for s in sessions for b in s.boots]
     seconds = [s.seconds for s in sessions]

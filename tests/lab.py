@@ -376,9 +376,19 @@ class LabResult:
             )
         return "the lab's time ran out"
 
+    def last_cell(self) -> str:
+        """The last cell hvbench in L1 said it finished, without its outcome: how far a boot
+        set aside got, the next cell being where it stuck (``SILENT_FOR``)."""
+        done = [ln.partition(": ")[0] for ln in self.output.splitlines() if ln.startswith("rep ")]
+        return done[-1] if done else "none"
+
     def why(self, exchange: Path) -> str:
-        """Where the boot's console, logs and stores are, and the host's load, for a message."""
-        return f"the boot's files: {exchange}; host load up to {self.load:.1f} on {CPUS} CPUs"
+        """Where the boot's console, logs and stores are, how far it got and the host's load,
+        for a message."""
+        return (
+            f"the boot's files: {exchange}; the last cell done: {self.last_cell()}; "
+            f"host load up to {self.load:.1f} on {CPUS} CPUs"
+        )
 
 
 CPUS = os.cpu_count() or 1
@@ -398,7 +408,12 @@ Seen in the KVM lab right after pc-kvm's cells (where L1 also stopped with soft 
 as hvbench started there, before its first guest, and once after libvirt-kvm's cells (CI,
 2026-11-28): both of L1's vCPUs busy and nothing written for ten minutes, without a
 soft-lockup line. Its longest silences when well: an L2 boot, about a minute (three on a loaded
-host); six minutes is twice that, and ends a stuck boot four minutes sooner than ten did."""
+host); six minutes is twice that, and ends a stuck boot four minutes sooner than ten did.
+On 2026-11-29 (bench/lab_boots.py, five sessions, L1 with one vCPU, alone on the host) it ended
+seven boots of twelve: six as a QEMU guest in L1 started, its console still empty (pc-kvm's
+four times, libvirt-kvm's once, and once the run's first guest, the KVM probe's or
+microvm-auto's), and one in Cloud Hypervisor's iperf3; none as Firecracker or Cloud Hypervisor
+booted."""
 
 
 PANIC = re.compile(rb"Kernel panic - not syncing: [^\r\n]*")

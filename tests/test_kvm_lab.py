@@ -313,6 +313,22 @@ def test_a_panicked_locked_up_or_silent_l1_is_taken_for_stuck(tmp_path):
     assert nested._stuck(tmp_path) == f"no word from L1 for {nested.SILENT_FOR} s"
 
 
+def test_a_boots_message_says_the_last_cell_l1_finished(tmp_path):
+    """Where a boot set aside got to: the last cell hvbench in L1 finished, as its run printed
+    it, without the outcome (a failure's line can be long)."""
+    output = (
+        "run 20261129-085929-51dd\n"
+        "rep 1 microvm-auto × 1 boot: ok\n"
+        "rep 1 cloud-hypervisor × 1 migration-precopy-4M: failed: a long line: more\n"
+    )
+    result = nested.LabResult(None, output, "", 440.0, "no word from L1 for 360 s", 1.2)
+    assert result.why(tmp_path) == (
+        f"the boot's files: {tmp_path}; the last cell done: rep 1 cloud-hypervisor × 1 "
+        f"migration-precopy-4M; host load up to 1.2 on {nested.CPUS} CPUs"
+    )
+    assert replace(result, output="run 20261129-085929-51dd\n").last_cell() == "none"
+
+
 def test_a_boots_console_logs_and_stores_are_kept(tmp_path):
     """What L1 left on its scratch disk (a guest's console, a store) is copied off it before
     the disk goes, the guests' disks are not; a boot set aside for a retry keeps all of it."""
@@ -437,36 +453,50 @@ def test_a_microvm_stopped_on_its_vcpus_error_in_a_run_l1_never_copied_is_lost(t
 FAKE_LAB = """
 import warnings
 
+import pytest
+
 def test_booted():
     warnings.warn("kvm lab: L1 stuck (no word from L1 for 360 s) after 212 s; booted again (x)")
-    warnings.warn("kvm lab: L1 stuck (a soft lockup) after 301 s; booted again (x)")
+    warnings.warn(
+        "kvm lab: L1 stuck (a soft lockup) after 301 s; booted again (the boot's files: x; "
+        "the last cell done: rep 1 pc-kvm × 1 boot; host load up to 1.1 on 2 CPUs)"
+    )
 
 def test_passed():
     pass
 
 def test_failed():
     assert 1 == 2, "the lab's run failed"
+
+@pytest.mark.skipif(True, reason="opt-in: HVBENCH_FAKE_LAB_MORE=1")
+def test_more():
+    pass
 """
 
 
 def test_the_pass_rate_bench_reads_a_session_as_its_tests_left_it(tmp_path):
     """bench/lab_boots.py's reading of one pytest session: its failed tests with their first
-    line, and each boot set aside for another, counted as a failed boot."""
+    line, each boot set aside for another, counted as a failed boot, and a skip, which fails
+    the session unless it is an opt-in's."""
     module = tmp_path / "test_fake_lab.py"
     module.write_text(FAKE_LAB)
     with bench_scripts.load("lab_boots") as bench:
         failed = bench.run_session(module, tmp_path / "session-1")
         module.write_text(FAKE_LAB.replace("1 == 2", "2 == 2"))
         passed = bench.run_session(module, tmp_path / "session-2")
+        module.write_text(FAKE_LAB.replace("1 == 2", "2 == 2").replace("opt-in: ", "no "))
+        skipped = bench.run_session(module, tmp_path / "session-3")
     assert failed.passed == 2 and failed.failed == {
         "test_failed": "AssertionError: the lab's run failed"
     }
     assert failed.retried == [
         "L1 stuck (no word from L1 for 360 s) after 212 s",
-        "L1 stuck (a soft lockup) after 301 s",
+        "L1 stuck (a soft lockup) after 301 s, the last cell done: rep 1 pc-kvm × 1 boot",
     ]
     assert not failed.ok and failed.boots == [False, False, False]
     assert passed.ok and passed.boots == [False, False, True]
+    assert passed.skipped == {"test_more": "opt-in: HVBENCH_FAKE_LAB_MORE=1"}
+    assert not skipped.ok and skipped.left_out == {"test_more": "no HVBENCH_FAKE_LAB_MORE=1"}
     assert (tmp_path / "session-2" / "pytest.log").exists()
 
 
