@@ -39,6 +39,8 @@ OPT_IN = "opt-in:"
 """How a lab's test that runs only when asked gives its skip's reason (test_kvm_lab's root
 filesystem cells, test_xen's consolidation): a session without it is a pass all the same,
 where any other skip (a missing VMM, a lab that cannot boot here) is not."""
+JUNIT, LOG = "junit.xml", "pytest.log"
+"""A session's files in its directory: pytest's JUnit XML and its output."""
 
 
 @dataclass
@@ -73,11 +75,10 @@ class Session:
 def run_session(module: Path, out: Path) -> Session:
     """Run the module's tests in a pytest of their own, sampling the host's load meanwhile."""
     out.mkdir(parents=True)
-    junit, log = out / "junit.xml", out / "pytest.log"
     argv = [sys.executable, "-m", "pytest", str(module), "-p", "no:cacheprovider",
-            f"--basetemp={out / 'tmp'}", f"--junitxml={junit}"]  # fmt: skip
+            f"--basetemp={out / 'tmp'}", f"--junitxml={out / JUNIT}"]  # fmt: skip
     started, load = time.monotonic(), 0.0
-    with log.open("w") as f:
+    with (out / LOG).open("w") as f:
         proc = subprocess.Popen(argv, stdout=f, stderr=subprocess.STDOUT)
         while proc.poll() is None:
             load = max(load, os.getloadavg()[0])
@@ -88,7 +89,7 @@ def run_session(module: Path, out: Path) -> Session:
 def read_session(out: Path, seconds: float, load: float) -> Session:
     """A session as its files in ``out`` left it: apart from running it, so that a session's
     files can be read again after the fact."""
-    junit, log = out / "junit.xml", out / "pytest.log"
+    junit, log = out / JUNIT, out / LOG
     session = Session(seconds, load)
     for retried in RETRIED.finditer(log.read_text(errors="replace")):
         why, after, last = retried.group(2, 3, 4)
