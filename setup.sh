@@ -6,7 +6,8 @@
 # sysbench, stress-ng, POV-Ray, stockfish, zstd), `--with-kernbench` (a compiler, the kernel
 # source), `--with-consolidation` (its servers, and vegeta, its HTTP client), `--with-libvirt`
 # (libvirtd and the libvirt-python binding), `--with-perf` (a study's `profile: true`),
-# `--with-fleet` (Ansible, for `hvbench fleet run`), `--with-gvisor` (builds runsc),
+# `--with-fleet` (Ansible, for `hvbench fleet run`), `--with-engines` (the container engines:
+# Docker, Podman), `--with-gvisor` (builds runsc),
 # `--with-vegeta` (vegeta alone), `--with-criu` (CRIU 4.1, scripts/install-criu.sh, with which
 # runc checkpoints a container), `--with-qemu-backports` (QEMU 10.0 beside the system's 7.2,
 # scripts/install-qemu-backports.sh; a platform runs it with
@@ -34,10 +35,10 @@ for arg in "$@"; do
     --with-qemu-backports) with_qemu_backports=1 ;;
     --with-consolidation) with_vegeta=1; chosen+=("$arg") ;;
     --with-libvirt) extras+=(libvirt); chosen+=("$arg") ;;
-    --with-tools | --with-kernbench | --with-perf | --with-fleet) chosen+=("$arg") ;;
+    --with-tools | --with-kernbench | --with-perf | --with-fleet | --with-engines) chosen+=("$arg") ;;
     --packages) print_packages=1 ;;
     *) echo "setup.sh: unknown option $arg (known: --dev, --with-tools, --with-kernbench," \
-         "--with-consolidation, --with-libvirt, --with-perf, --with-fleet, --with-gvisor," \
+         "--with-consolidation, --with-libvirt, --with-perf, --with-fleet, --with-engines, --with-gvisor," \
          "--with-vegeta, --with-criu, --with-qemu-backports, --packages)" >&2; exit 2 ;;
   esac
 done

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 
+import psutil
 import pytest
 
 import hvbench
@@ -103,6 +104,9 @@ export HOME=/root HVBENCH_IMAGE_CACHE={image_cache} PYTHONPATH={pythonpath}
 exec > /lab/stage2.log 2>&1
 set -x
 mount -t proc proc /proc
+# L1's heartbeat: its userspace writes its uptime and load every few seconds, so that a silence
+# means stuck, not slow (HEARTBEAT_S, _stuck); poweroff ends it
+( set +x; while :; do cat /proc/uptime /proc/loadavg > /lab/heartbeat; sleep {heartbeat}; done ) &
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
 mkdir -p /dev/pts && mount -t devpts devpts /dev/pts
@@ -401,19 +405,20 @@ it now and then leaves an L2 vCPU's thread spinning in L1's kernel for good (see
 stuck from 190 s to the boot's limit); a shorter lockup can be host load pausing TCG's threads."""
 
 
-SILENT_FOR = 360
-"""Seconds without a write from L1 (to its console, a log in the exchange directory or its
-scratch disk, where its guests' consoles and the store are) after which it is taken for stuck.
-Seen in the KVM lab right after pc-kvm's cells (where L1 also stopped with soft lockups), once
-as hvbench started there, before its first guest, and once after libvirt-kvm's cells (CI,
-2026-11-28): both of L1's vCPUs busy and nothing written for ten minutes, without a
-soft-lockup line. Its longest silences when well: an L2 boot, about a minute (three on a loaded
-host); six minutes is twice that, and ends a stuck boot four minutes sooner than ten did.
-On 2026-11-29 (bench/lab_boots.py, five sessions, L1 with one vCPU, alone on the host) it ended
-seven boots of twelve: six as a QEMU guest in L1 started, its console still empty (pc-kvm's
-four times, libvirt-kvm's once, and once the run's first guest, the KVM probe's or
-microvm-auto's), and one in Cloud Hypervisor's iperf3; none as Firecracker or Cloud Hypervisor
-booted."""
+HEARTBEAT_S = 5
+"""Seconds between L1's heartbeats: its userspace writes its uptime and load to
+``/lab/heartbeat`` (``SECOND_STAGE``) whatever hvbench in it is doing, so that a silence means
+L1 is stuck, not that it is slow."""
+
+SILENT_FOR = 120
+"""Seconds without a heartbeat after which L1 is taken for stuck: 24 heartbeats missed. Before
+the heartbeats, a stuck boot was waited out for six minutes of silence from L1's console and
+files, about ten minutes a stuck boot in all (7 of 12 boots on 2026-11-29: docs/labs.md)."""
+
+BOOT_SILENT_FOR = 360
+"""Seconds without a write from L1 (its console, a log in the exchange directory, its scratch
+disk) after which it is taken for stuck before its first heartbeat, while its kernel and first
+stage boot: a minute or less, even for Xen's dom0."""
 
 
 PANIC = re.compile(rb"Kernel panic - not syncing: [^\r\n]*")
@@ -426,7 +431,8 @@ scheduler"."""
 
 def _stuck(exchange: Path) -> str | None:
     """The console's kernel panic, its soft-lockup line once a lockup has lasted ``STUCK_FOR``
-    seconds, or a silence of ``SILENT_FOR`` seconds."""
+    seconds, no heartbeat for ``SILENT_FOR`` seconds (with what the last one said), or, before
+    the first heartbeat, a silence of ``BOOT_SILENT_FOR`` seconds."""
     console = exchange / "console.log"
     text = console.read_bytes()
     if panic := PANIC.search(text):
@@ -434,11 +440,52 @@ def _stuck(exchange: Path) -> str | None:
     for match in STUCK.finditer(text):
         if int(match.group(1)) >= STUCK_FOR:
             return match.group(0).decode(errors="replace")
+    heartbeat = exchange / "heartbeat"
+    if heartbeat.exists():
+        if time.time() - heartbeat.stat().st_mtime > SILENT_FOR:
+            return f"no heartbeat from L1 for {SILENT_FOR} s ({_last_beat(heartbeat)})"
+        return None
     written = (console, exchange / "var-tmp.raw", *exchange.glob("*.log"))
     last = max(p.stat().st_mtime for p in written if p.exists())
-    if time.time() - last > SILENT_FOR:
-        return f"no word from L1 for {SILENT_FOR} s"
+    if time.time() - last > BOOT_SILENT_FOR:
+        return f"no word from L1 for {BOOT_SILENT_FOR} s, before its first heartbeat"
     return None
+
+
+def _last_beat(heartbeat: Path) -> str:
+    """What L1's last heartbeat said: its uptime and load (/proc/uptime, /proc/loadavg)."""
+    fields = heartbeat.read_text(errors="replace").split()
+    try:
+        return f"the last: L1 up {float(fields[0]):.0f} s, load {float(fields[2]):.2f}"
+    except (IndexError, ValueError):
+        return "the last heartbeat unreadable"
+
+
+@dataclass
+class CpuTrace:
+    """L1's QEMU's CPU time, sampled while the boot is watched: over a silence, a QEMU that
+    spun (a vCPU looping in L1's kernel, or in an L2 guest) is told from one that waited."""
+
+    pid: int
+    samples: list[tuple[float, float]] = field(default_factory=list)
+    """(monotonic seconds, CPU seconds) pairs."""
+
+    def sample(self) -> None:
+        with contextlib.suppress(psutil.Error):
+            times = psutil.Process(self.pid).cpu_times()
+            self.samples.append((time.monotonic(), times.user + times.system))
+
+    def over(self, seconds: float, cpus: int) -> str:
+        """The QEMU's CPU time over the last ``seconds`` and whether it spun or waited."""
+        if len(self.samples) < 2:
+            return "L1's QEMU's CPU time not sampled"
+        end = self.samples[-1]
+        start = next(s for s in self.samples if s[0] >= end[0] - seconds)
+        span, used = end[0] - start[0], end[1] - start[1]
+        spun = span > 0 and used >= 0.5 * cpus * span
+        return f"L1's QEMU used {used:.0f} CPU-s in the last {span:.0f} s on {cpus} vCPU(s): " + (
+            "spinning" if spun else "waiting"
+        )
 
 
 L1_CPUS = 1
@@ -516,9 +563,10 @@ def run(
             pythonpath=Path(hvbench.__file__).resolve().parents[1],
             setup=hv.setup,
             commands=commands,
+            heartbeat=HEARTBEAT_S,
         )
     )
-    for stale in ("exit-code", "output.log"):
+    for stale in ("exit-code", "output.log", "heartbeat"):
         (exchange / stale).unlink(missing_ok=True)
     shutil.rmtree(exchange / "scratch", ignore_errors=True)
     scratch = exchange / "var-tmp.raw"
@@ -558,7 +606,7 @@ def run(
         # L1 ahead of the session's other tests that run beside it (Labs)
         with contextlib.suppress(OSError):
             Path(f"/proc/{proc.pid}/autogroup").write_text(str(L1_AUTOGROUP_NICE))
-        stuck, load = None, os.getloadavg()[0]
+        stuck, load, cpu = None, os.getloadavg()[0], CpuTrace(proc.pid)
         try:
             while stuck is None and time.monotonic() - started < timeout:
                 if stop and stop.is_set():
@@ -566,7 +614,10 @@ def run(
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     proc.wait(min(10, max(0.1, timeout - (time.monotonic() - started))))
                     break
+                cpu.sample()
                 stuck, load = _stuck(exchange), max(load, os.getloadavg()[0])
+            if stuck and stuck.startswith("no heartbeat"):
+                stuck = f"{stuck}; {cpu.over(SILENT_FOR, cpus)}"
         finally:  # also on Ctrl-C: the lab's QEMU and its scratch disk go with the test
             ended = proc.poll()
             with contextlib.suppress(ProcessLookupError):
@@ -714,7 +765,7 @@ BOOTS = 3
 """Boots of L1 for one lab run, where the nested emulation fails. Two were not enough in CI on
 2026-11-28, with the host's load under 2: the KVM lab's first boot went silent after
 libvirt-kvm's cells, its second locked up as microvm-auto's guest booted. A stuck boot is ended
-within about six minutes."""
+within about two minutes of its last heartbeat."""
 
 
 def _set_aside(exchange: Path, name: str) -> Path:

@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -107,12 +108,17 @@ def runtime_runs(run_id: str, command: str) -> bool:
 
 
 def killed_run_is_cleaned_up(
-    platform: str, tmp_path: Path, workload: str = KILLED_WORKLOAD, command: str = "stress-ng"
+    platform: str,
+    tmp_path: Path,
+    workload: str = KILLED_WORKLOAD,
+    command: str = "stress-ng",
+    runs: Callable[[str, str], bool] = runtime_runs,
 ) -> list[str]:
     """SIGKILL ``hvbench run`` while its container runs the workload's ``command``; ``hvbench
     cleanup`` must then remove the container (its processes, cgroups, state and mounts) and all
     else of the run, the loop devices it mounted included (a root filesystem image's is backed
-    by the cache). Returns those loop devices."""
+    by the cache). ``runs`` says whether a container of the run runs the command (by default:
+    its runtime's ``exec`` of it). Returns those loop devices."""
     study = tmp_path / "study.yaml"
     study.write_text(
         f"name: killed\nplatforms:\n  p: {platform}\nworkloads:\n  - {workload}\nrepetitions: 1\n"
@@ -127,7 +133,7 @@ def killed_run_is_cleaned_up(
 
     def running() -> bool:
         assert proc.poll() is None, f"hvbench run ended before a container ran {command}"
-        return runtime_runs(run_id, command)
+        return runs(run_id, command)
 
     # a root filesystem image may be built first
     wait_for(running, 600, f"{command} running in a container of run {run_id}", interval=0.2)

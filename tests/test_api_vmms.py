@@ -1,6 +1,8 @@
-"""Firecracker and Cloud Hypervisor on this host: their settings as a study states them, their
-real API's answers through hvbench's client, doctor's word, and the snapshot's merge. Their
-guests boot in the KVM lab (test_kvm_lab.py): this host's /dev/kvm runs no stock guest."""
+"""Firecracker and Cloud Hypervisor on this host: their settings as a study states them, doctor's
+word and a run's refusal without their binaries, and the snapshot's merge; with the binaries on
+PATH (opt-in: vmm_binaries.py), their real API's answers through hvbench's client. Their guests
+boot in the KVM lab (test_kvm_lab.py): this host's /dev/kvm runs no stock guest. Every request
+the drivers send is checked against the VMMs' API descriptions in test_vmm_contracts.py."""
 
 from __future__ import annotations
 
@@ -14,7 +16,7 @@ from pathlib import Path
 import pytest
 from oslevel_checks import container_leftovers
 from polling import wait_for
-from vmm_binaries import vmm_binary
+from vmm_binaries import VMMS, vmm_binary
 
 from hvbench.drivers.api_vmm import room_for_copies
 from hvbench.drivers.firecracker import merge_layer
@@ -182,6 +184,43 @@ def test_doctor_names_each_vmm_with_its_version_and_why_it_cannot_run_here(tmp_p
         for name in ("firecracker", "cloud-hypervisor"):
             assert not found[name]["ok"]
             assert "/dev/kvm is kvm_pvm's, which runs only PVM-enabled" in found[name]["detail"]
+
+
+def _without_vmms() -> dict[str, str]:
+    """The environment with a PATH that holds no VMM binary, where one is installed."""
+    dirs = os.environ["PATH"].split(":")
+    kept = [d for d in dirs if not any((Path(d) / vmm).exists() for vmm in VMMS)]
+    return {**os.environ, "PATH": ":".join(kept)}
+
+
+def test_without_the_vmms_doctor_says_how_to_get_each(tmp_path):
+    hvbench = Path(__file__).parents[1] / ".venv" / "bin" / "hvbench"
+    out = subprocess.run(
+        [str(hvbench if hvbench.exists() else "hvbench"), "doctor", *VMMS, "--json"],
+        capture_output=True, text=True, check=True, env=_without_vmms(),
+    )  # fmt: skip
+    found = {f["name"]: f for f in json.loads(out.stdout) if f["kind"] == "driver"}
+    assert found["firecracker"] == {
+        "kind": "driver", "name": "firecracker", "ok": False, "detail": "Firecracker not found",
+        "fix": "install Firecracker's release binary on PATH, or name it with binary:",
+    }  # fmt: skip
+    assert found["cloud-hypervisor"]["detail"] == "Cloud Hypervisor not found"
+
+
+@pytest.mark.parametrize("vmm", VMMS)
+def test_a_study_that_names_a_missing_vmm_is_refused_before_anything_runs(tmp_path, vmm):
+    study = tmp_path / "study.yaml"
+    study.write_text(f"name: s\nplatforms:\n  p: {{driver: {vmm}}}\nworkloads: [{{name: boot}}]\n")
+    out = subprocess.run(
+        [sys.executable, "-m", "hvbench", "run", str(study), "--db",
+         f"sqlite:///{tmp_path / 'results.db'}"],
+        capture_output=True, text=True, env=_without_vmms(), check=False,
+    )  # fmt: skip
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr == (
+        f"hvbench: {study}: cannot run on this host: platform p: binary: {vmm} not found (put "
+        f"the {vmm} release binary on PATH, or name it with binary:)\n"
+    )
 
 
 @pytest.mark.guest

@@ -30,6 +30,7 @@ from hvbench.analysis.stats import (
     runs_to_settle,
 )
 from hvbench.cli.reporting import compare as compare_cmd
+from hvbench.cli.reporting import compare_exit
 from hvbench.errors import HvbenchError
 from hvbench.report import render_comparison
 from hvbench.store import Store, WhatRan
@@ -77,7 +78,7 @@ def test_planted_regression_is_found_with_its_direction(store):
         "disk.write_mbps",
         "kernbench.elapsed_s",
     }
-    assert c.exit_code == 1
+    assert compare_exit(c) == 1
     text = render_comparison(c, "md")
     assert "regression: kvm / disk / 1 inst. / disk.write_mbps: 10" in text
     assert "Holm's step-down over them" in text
@@ -93,12 +94,12 @@ def test_pure_noise_in_a_store_is_not_called(store, seed):
     # repetitions settle it
     c = compare(a, b)
     assert {ch.verdict for ch in c.changes} <= {"no significant change", "below threshold"}
-    assert c.exit_code == 0 and c.allowance.source == "assumed"
+    assert compare_exit(c) == 0 and c.allowance.source == "assumed"
     # a host whose runs differ by 3%: nothing called, the interval too wide to rule out 5%,
     # and it says so at once, with what would
     noisy = compare(a, b, allowance=0.03)
     assert {ch.verdict for ch in noisy.changes} <= {"inconclusive"}
-    assert noisy.exit_code == 3 and len(noisy.cannot_gate) == 2
+    assert compare_exit(noisy) == 3 and len(noisy.cannot_gate) == 2
     lines = render_comparison(noisy, "md").splitlines()
     assert lines[4].startswith("- undecided: no regression shown")
     assert lines[5].startswith(
@@ -246,7 +247,7 @@ def test_one_repetition_a_side_is_not_tested(store):
     write(store, "b", np.array([60.0]), np.array([50.0]))
     c = compare(analyse(store, "a"), analyse(store, "b"))
     assert {ch.verdict for ch in c.changes} == {"not tested"}
-    assert c.exit_code == 3 and not c.regressions
+    assert compare_exit(c) == 3 and not c.regressions
     assert "not tested: kvm / disk / 1 inst. / disk.write_mbps" in render_comparison(c, "md")
 
 
@@ -574,7 +575,7 @@ def test_a_slower_host_cpu_is_a_regression_of_the_composites_sub_scores(store):
         "cpu.apps.xz.mib_per_s": (True, "regression"),
         "cpu.apps.aes.mib_per_s": (True, "regression"),
     }
-    assert result.exit_code == 1
+    assert compare_exit(result) == 1
 
 
 def test_runs_enough_for_an_unchanged_metric_say_the_change_itself_keeps_it_open(store):
@@ -591,7 +592,8 @@ def test_runs_enough_for_an_unchanged_metric_say_the_change_itself_keeps_it_open
     c = compare(runs["a"], runs["b"])
     ch = next(ch for ch in c.changes if ch.name == "disk.write_mbps")
     assert ch.verdict == "inconclusive" and ch.judged.runs is not None and ch.judged.runs <= 4
-    assert "were it unchanged; with 4, its own change (+4." in to_settle(c, ch)
+    said = to_settle(c, ch)
+    assert said.startswith("more than 4 runs a side: with 4, its own change (+4."), said
 
 
 def test_a_pass_at_the_assumed_allowance_is_not_called_settled_and_names_its_risk(store):
@@ -625,7 +627,7 @@ def test_a_pass_at_the_assumed_allowance_is_not_called_settled_and_names_its_ris
     write(store, "a", *a[passed[0]])
     write(store, "b", *b[passed[0]])
     c = compare(analyse(store, "a"), analyse(store, "b"))
-    assert c.exit_code == 0 and len(c.assumed) == 2
+    assert compare_exit(c) == 0 and len(c.assumed) == 2
     first = render_comparison(c, "md").splitlines()[4]
     assert first.startswith("- pass: no regression") and "settled" in first
     assert "but not settled: all of them at the assumed run-to-run allowance of 1.0%" in first
@@ -669,7 +671,9 @@ def test_a_platform_that_did_no_work_lost_100_percent(store):
         v = analyse(store, run_id).result("kvm", "disk", "disk.write_mbps", 1).vs_baseline
         assert v.pct_of_native == 0 and v.reading() == "loss" and v.tested
         line = next(x for x in verdicts(analyse(store, run_id)) if x.startswith("disk"))
-        assert ("kvm keeps 0% of native" if resolution is None else "kvm keeps 0% [0°–1%]") in line
+        assert (
+            "kvm keeps 0% of native" if resolution is None else "kvm keeps 0.00% [0°–0.57%]"
+        ) in line
     write(store, "a", np.array([100.0, 101, 99, 100.5, 99.5]), np.full(5, 50.0) + np.arange(5))
     write(store, "b", np.zeros(5), np.full(5, 50.0) + np.arange(5))
     res = CliRunner().invoke(app(), ["a", "b", "--db", store.url, "-f", "json"])
@@ -681,8 +685,9 @@ def test_a_platform_that_did_no_work_lost_100_percent(store):
 def test_what_would_settle_it_never_asks_for_fewer_repetitions_than_ran(store):
     """A = [100, 101, 99, 100.5, 99.5], B = [95.5, 96.5, 94.5, 96, 95], --allowance 0.005:
     inconclusive, and it read "would settle it: 3 repetitions a run (one run a side), or 3 runs
-    a side" after 5 (so on 99% of inconclusive lines at a true −4%). 3 would settle an unchanged
-    metric; with 5, its own change keeps a bound past 5%, and the line says so."""
+    a side" after 5 (so on 99% of inconclusive lines at a true −4%), and later still opened
+    with those 3. 3 would settle an unchanged metric; with 5, its own change keeps a bound past
+    5%: the line says first that more than 5 would be needed, then why."""
     from hvbench.report.comparison import to_settle
 
     write(store, "a", np.array([100, 101, 99, 100.5, 99.5]), np.arange(50.0, 55.0))
@@ -696,8 +701,8 @@ def test_what_would_settle_it_never_asks_for_fewer_repetitions_than_ran(store):
     c = compare(analyse(store, "a"), analyse(store, "b"), allowance=0.005)
     ch = next(ch for ch in c.changes if ch.name == "disk.write_mbps")
     said = to_settle(c, ch)
-    assert said.startswith("3 repetitions a run, were it unchanged; with 5, its own change (-4.")
-    assert said.endswith(
-        "keeps a bound past ±5%: more repetitions a run, or 3 runs a side, narrow it"
-    )
+    assert said.startswith(
+        "more than 5 repetitions a run, or more runs a side: with 5, its own change (-4."
+    ), said
+    assert said.endswith("keeps a bound past ±5% (3 would do, were it unchanged)"), said
     assert f"would settle it: {said}" in render_comparison(c, "md")

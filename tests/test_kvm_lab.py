@@ -27,9 +27,10 @@ from types import ModuleType
 import bench_scripts
 import lab as nested
 import pytest
+import yaml
 from test_analysis import RunBuilder
 from test_workload_consolidation import every_role_served
-from vmm_binaries import vmm_binary
+from vmm_binaries import missing_reason, vmm_binary
 
 from hvbench.store import PlatformState, SampleRecord, Store
 from hvbench.study import parse_study
@@ -82,12 +83,17 @@ ROOTFS = os.environ.get("HVBENCH_KVM_LAB_ROOTFS") == "1"
 Firecracker's and Cloud Hypervisor's guests booted from the Debian root filesystem on a root
 drive, as their workloads need. Under two levels of emulation it takes longer than CI's whole
 budget for the lab."""
-LAB_TIMEOUT = 2400 + (3600 if ROOTFS else 0)
+VMMS_MISSING = missing_reason()
+"""Why the lab runs without Firecracker and Cloud Hypervisor (their release binaries are not on
+PATH), or None: their cells, their tests and the opt-in rootfs run are opt-in then; QEMU's and
+libvirt's cells run either way."""
+LAB_TIMEOUT = 2400 + (3600 if ROOTFS and not VMMS_MISSING else 0)
 """The limit of the lab's boots (s), all of them together (``nested.BOOTS``)."""
 
 pytestmark = pytest.mark.timeout(LAB_TIMEOUT + 200)  # the first test waits for the boots
 
-MICROVMS = ("microvm-auto", "firecracker", "cloud-hypervisor")
+VMMS = ("firecracker", "cloud-hypervisor")
+MICROVMS = ("microvm-auto", *VMMS)
 """The microVM VMMs and QEMU's microvm machine, which the lab compares on boot, memory and
 snapshot besides cpu, disk and net. The baseline is Cloud Hypervisor, the one platform that runs
 every workload of the study (a workload's platforms must hold the baseline): migration runs on
@@ -110,7 +116,7 @@ cp /var/tmp/hvbench/results.db /lab/results.db
     + """\
 more_run rootfs
 echo "qemus: $(pgrep -c qemu-system)"
-echo "vmms: $(pgrep -c -f 'vmm/(firecracker|cloud-hypervisor) ')"
+echo "vmms: $(pgrep -c -f '(^|/)(firecracker|cloud-hypervisor) ')"
 echo "netns: $(ip netns list | wc -l)"
 echo "ledgers: $(ls /run/hvbench 2>/dev/null | wc -l)"
 echo "libvirt-domains: $(virsh -c qemu:///system list --all --name | grep -c hvb-)"
@@ -121,12 +127,13 @@ echo "libvirt-domains: $(virsh -c qemu:///system list --all --name | grep -c hvb
 def lab_boot() -> nested.Boot:
     """The lab's one boot (conftest.py boots it from the session's start): L1 with kvm_amd,
     STUDY and doctor run in it, then ROOTFS_STUDY where asked (``ROOTFS``)."""
+    with_vmms = not VMMS_MISSING
     return nested.Boot(
         nested.KVM,
-        _with_binaries(STUDY),
+        _with_binaries(STUDY) if with_vmms else without_vmms(STUDY),
         LAB_COMMANDS,
         LAB_TIMEOUT,
-        {"rootfs": _with_binaries(ROOTFS_STUDY)} if ROOTFS else {},
+        {"rootfs": _with_binaries(ROOTFS_STUDY)} if ROOTFS and with_vmms else {},
         # five 512M guests at once for consolidation, each on its own copy of the root
         # filesystem (2.4 GiB allocated: raw drives, no copy-on-write format). One vCPU, as in
         # CI: with two, the opt-in run lost two microVMs to vCPU errors, a third to a reset,
@@ -149,12 +156,42 @@ def _with_binaries(study: str) -> str:
     )
 
 
+def without_vmms(study: str) -> str:
+    """The lab's study without Firecracker and Cloud Hypervisor: QEMU's microvm its baseline,
+    each workload on the platforms left to it, those left with none (migration) dropped."""
+    data = yaml.safe_load(study)
+    for vmm in VMMS:
+        del data["platforms"][vmm]
+    data["baseline"] = "microvm-auto"
+    workloads = []
+    for workload in data["workloads"]:
+        if "platforms" in workload:
+            workload["platforms"] = [p for p in workload["platforms"] if p not in VMMS]
+        if workload.get("platforms", True):
+            workloads.append(workload)
+    data["workloads"] = workloads
+    return yaml.safe_dump(data, sort_keys=False)
+
+
+def _needs_vmms() -> None:
+    """Skip (opt-in) a test of the lab's Firecracker and Cloud Hypervisor cells without them."""
+    if VMMS_MISSING:
+        pytest.skip(VMMS_MISSING)
+
+
 def test_the_lab_study_loads():
     """The study the lab runs is one hvbench takes, checked here in a second: in the lab's
-    fixture, a study refused shows only after the image builds."""
+    fixture, a study refused shows only after the image builds. Without the VMMs it keeps
+    every cell of QEMU's and libvirt's."""
     study = parse_study(STUDY, "kvm-lab.yaml")
     assert study.baseline == "cloud-hypervisor"
     assert parse_study(ROOTFS_STUDY, "rootfs.yaml").baseline == "cloud-hypervisor"
+    alone = parse_study(without_vmms(STUDY), "kvm-lab.yaml")
+    assert alone.baseline == "microvm-auto"
+    assert sorted(alone.platforms) == ["libvirt-kvm", "microvm-auto", "pc-kvm"]
+    kept = {(c.platform, c.workload) for c in alone.cells()}
+    full = {(c.platform, c.workload) for c in study.cells() if c.platform not in VMMS}
+    assert kept == full
 
 
 @pytest.mark.guest
@@ -172,10 +209,13 @@ def test_lab_runs_cpu_disk_and_net_under_kvm(kvm_lab):
         (cells[s.cell_id].platform, cells[s.cell_id].workload_name): (s.status, s.error)
         for s in store.samples(kvm_lab.run_id)
     }
-    platforms = ("pc-kvm", "microvm-auto", "libvirt-kvm", "firecracker", "cloud-hypervisor")
+    vmms = () if VMMS_MISSING else VMMS
+    platforms = ("pc-kvm", "microvm-auto", "libvirt-kvm", *vmms)
     want = {(p, w): ("ok", None) for p in platforms for w in ("disk", "net")}
-    want |= {(p, w): ("ok", None) for p in MICROVMS for w in ("boot", "memory", "cpu", "snapshot")}
-    want[("cloud-hypervisor", "migration")] = ("ok", None)
+    microvms = ("microvm-auto", *vmms)
+    want |= {(p, w): ("ok", None) for p in microvms for w in ("boot", "memory", "cpu", "snapshot")}
+    if vmms:
+        want[("cloud-hypervisor", "migration")] = ("ok", None)
     assert samples == want, kvm_lab.result.output[-3000:]
     by_platform = {c.platform: c for c in cells.values()}
     for platform in platforms:
@@ -199,11 +239,22 @@ def test_lab_leaves_nothing_in_l1(kvm_lab):
 
 
 @pytest.mark.guest
+def test_l1_beat_until_its_commands_ended(kvm_lab):
+    """L1's userspace wrote its heartbeat through the boot (what lets a silence of two minutes
+    mean stuck): its last one came as L1 powered off, after the run."""
+    heartbeat = kvm_lab.exchange / "heartbeat"
+    uptime = float(heartbeat.read_text().split()[0])
+    assert uptime > 60, uptime
+    assert heartbeat.stat().st_mtime >= (kvm_lab.exchange / "exit-code").stat().st_mtime - 10
+
+
+@pytest.mark.guest
 def test_lab_runs_the_microvm_vmms_through_their_own_apis(kvm_lab):
     """Firecracker and Cloud Hypervisor booted, measured and snapshotted, Cloud Hypervisor
     live-migrated: each VMM's own start and Firecracker's boot time beside QEMU's phases, the
     VMM's memory beyond its guest's RAM, Firecracker's diff snapshot beside its full one, and
     the version that ran."""
+    _needs_vmms()
     store = kvm_lab.store()
     cells = {c.id: c for c in store.cells(kvm_lab.run_id)}
     figures: dict[tuple[str, str], float | None] = {
@@ -247,6 +298,7 @@ def test_lab_runs_kernbench_and_real_servers_in_the_vmms_root_filesystem(kvm_lab
     """kernbench's compile, cold and warm, and one set of real servers in --quick (web, imap,
     app, db, idle: five guests at once), each VMM's guests booted from the Debian root
     filesystem: every active role's requests counted against those due, an SLO verdict each."""
+    _needs_vmms()
     store, run_id = kvm_lab.more("rootfs")
     cells = {c.id: c for c in store.cells(run_id)}
     samples = {
@@ -271,6 +323,7 @@ def test_lab_runs_kernbench_and_real_servers_in_the_vmms_root_filesystem(kvm_lab
 
 @pytest.mark.guest
 def test_lab_report_names_the_vmms_nested(kvm_lab):
+    _needs_vmms()
     out = subprocess.run(
         [str(nested.HVBENCH), "report", kvm_lab.run_id, "--db", kvm_lab.db, "--format", "json"],
         capture_output=True, text=True, check=True,
@@ -284,10 +337,10 @@ def test_lab_report_names_the_vmms_nested(kvm_lab):
 def test_lab_report_says_the_figures_are_nested(kvm_lab):
     out = kvm_lab.report()
     assert out.returncode == 0, out.stderr
-    assert (
-        "cloud-hypervisor, firecracker, libvirt-kvm, microvm-auto, pc-kvm: KVM nested in "
-        "a virtual machine" in out.stdout
-    )
+    nested_ones = "libvirt-kvm, microvm-auto, pc-kvm"
+    if not VMMS_MISSING:
+        nested_ones = f"cloud-hypervisor, firecracker, {nested_ones}"
+    assert f"{nested_ones}: KVM nested in a virtual machine" in out.stdout
 
 
 def test_a_panicked_locked_up_or_silent_l1_is_taken_for_stuck(tmp_path):
@@ -308,9 +361,31 @@ def test_a_panicked_locked_up_or_silent_l1_is_taken_for_stuck(tmp_path):
         "Kernel panic - not syncing: corrupted stack end detected inside scheduler"
     )
     console.write_bytes(b"lab: root ready\n")
-    past = time.time() - nested.SILENT_FOR - 5
+    past = time.time() - nested.BOOT_SILENT_FOR - 5
     os.utime(console, (past, past))
-    assert nested._stuck(tmp_path) == f"no word from L1 for {nested.SILENT_FOR} s"
+    assert nested._stuck(tmp_path) == (
+        f"no word from L1 for {nested.BOOT_SILENT_FOR} s, before its first heartbeat"
+    )
+    # once L1's userspace beats, its silence is taken for stuck sooner, whatever else it wrote
+    heartbeat = tmp_path / "heartbeat"
+    heartbeat.write_text("812.47 790.02\n1.02 0.97 0.88 2/97 1234\n")
+    assert nested._stuck(tmp_path) is None
+    past = time.time() - nested.SILENT_FOR - 5
+    os.utime(heartbeat, (past, past))
+    assert nested._stuck(tmp_path) == (
+        f"no heartbeat from L1 for {nested.SILENT_FOR} s (the last: L1 up 812 s, load 1.02)"
+    )
+    assert nested.SILENT_FOR <= 120
+
+
+def test_a_silence_says_whether_l1_spun_or_waited():
+    """Over a silence, L1's QEMU's CPU time tells a vCPU looping (in L1's kernel or an L2
+    guest) from a QEMU that waited."""
+    trace = nested.CpuTrace(0, [(0.0, 10.0), (60.0, 70.0), (120.0, 130.0)])
+    assert trace.over(120, 1) == "L1's QEMU used 120 CPU-s in the last 120 s on 1 vCPU(s): spinning"
+    trace = nested.CpuTrace(0, [(0.0, 10.0), (60.0, 11.0), (120.0, 12.5)])
+    assert trace.over(60, 1) == "L1's QEMU used 2 CPU-s in the last 60 s on 1 vCPU(s): waiting"
+    assert nested.CpuTrace(0).over(120, 1) == "L1's QEMU's CPU time not sampled"
 
 
 def test_a_boots_message_says_the_last_cell_l1_finished(tmp_path):

@@ -30,8 +30,9 @@ from workload_env import run_workload
 
 from hvbench.drivers import DRIVERS
 from hvbench.drivers.base import Needs
+from hvbench.drivers.disks import DATA_SERIAL
 from hvbench.drivers.libvirt import LibvirtDriver, LibvirtSettings, Source, domain_xml, volume_xml
-from hvbench.drivers.qemu import DATA_SERIAL, data_device, nic_device
+from hvbench.drivers.qemu import data_device, nic_device
 from hvbench.drivers.qemu_devices import AGENT_PORT, Boot, Disk, Machine, Nic
 from hvbench.guest.image import cache_root
 from hvbench.host.network import PEER_ADDRESS

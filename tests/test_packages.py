@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from hvbench.drivers import DRIVERS
-from hvbench.host.packages import listed, missing, needed, refusals
+from hvbench.host.packages import listed, refusals
+from hvbench.plan import missing_packages, needed_packages
 from hvbench.study import default_study, load_study
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,7 +30,7 @@ def setup_packages(*options: str) -> set[str]:
 
 def test_setup_alone_installs_what_the_default_study_needs_and_no_test_package():
     plain = setup_packages()
-    for _, names in needed(default_study(set(DRIVERS))).values():
+    for _, names in needed_packages(default_study(set(DRIVERS))).values():
         assert names <= plain
     assert {"chromium", "linux-source", "nginx", "postgresql"}.isdisjoint(plain)
 
@@ -50,7 +51,7 @@ def test_a_study_lacking_packages_is_refused_naming_the_option():
     names the option that brings what it lacks; consolidation lacking only debootstrap (which
     kernbench's option brings too) names its own."""
     plain = setup_packages()
-    wanted = needed(load_study(EXAMPLES / "wiki-disk.yaml"))
+    wanted = needed_packages(load_study(EXAMPLES / "wiki-disk.yaml"))
     lines = refusals(wanted, plain)
     assert len(lines) == 3
     assert any(
@@ -58,7 +59,7 @@ def test_a_study_lacking_packages_is_refused_naming_the_option():
         for line in lines
     )
     assert "disk bonnie++ size=4G needs bonnie++, not installed: ./setup.sh --with-tools" in lines
-    consolidation = needed(load_study(EXAMPLES / "consolidation.yaml"))
+    consolidation = needed_packages(load_study(EXAMPLES / "consolidation.yaml"))
     ((label, (_, names)),) = consolidation.items()
     (line,) = refusals(consolidation, plain | names - {"debootstrap"})
     assert line == f"{label} needs debootstrap, not installed: ./setup.sh --with-consolidation"
@@ -68,7 +69,7 @@ def test_a_study_lacking_packages_is_refused_naming_the_option():
 def test_this_host_set_up_with_dev_lacks_nothing():
     """``./setup.sh --dev`` set this host up: no example study is refused here."""
     for study in sorted(EXAMPLES.glob("*.yaml")):
-        assert missing(load_study(study)) == [], study
+        assert missing_packages(load_study(study)) == [], study
 
 
 @pytest.mark.parametrize("option", ["--bogus", "--with-kernbench=1"])

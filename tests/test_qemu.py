@@ -22,6 +22,7 @@ from qemu.qmp.legacy import QEMUMonitorProtocol
 from hvbench import plan
 from hvbench.drivers import DRIVERS, qemu
 from hvbench.drivers.base import Needs
+from hvbench.drivers.disks import find_disk, guest_disks
 from hvbench.drivers.last_words import last_words
 from hvbench.drivers.qemu import (
     AccelVerdict,
@@ -29,8 +30,6 @@ from hvbench.drivers.qemu import (
     QemuDriver,
     QemuInstance,
     QemuSettings,
-    find_disk,
-    guest_disks,
     kvm_verdict,
 )
 from hvbench.drivers.qemu_devices import AGENT_PORT, AGENT_PORT_NR, QEMU, Disk, opts

@@ -55,10 +55,10 @@ def store(tmp_path) -> Store:
 def test_markdown_has_the_seeds_tables(store):
     md = render(analyse(store, "latest"), "md")
     assert "### disk, 1 instance: % of native" in md
-    assert "| e1000 | 70 [68–72] |" in md  # the wiki's "comparison to native"
-    assert "| tcg | 59.00 [58.05–59.92] |" in md  # the paper's "% loss"
+    assert "| e1000 | 70.0 [68.4–71.7] |" in md  # the wiki's "comparison to native"
+    assert "| tcg | 59.0 [58.0–60.0] |" in md  # the paper's "% loss"
     assert "### kernbench, 1 instance: value / native" in md
-    assert "| virtio | 1.09 [1.06–1.12] |" in md  # kernbench's elapsed / native (1 / 0.92)
+    assert "| virtio | 1.087 [1.062–1.112] |" in md  # kernbench's elapsed / native (1 / 0.92)
     assert "asymmetric: outbound 30% lower" in md
     assert "h\\|<b>" in md  # a pipe from the host cannot break the table
     assert "tool: tool --flag <b>" in md  # the exact command, in a code block
@@ -67,13 +67,13 @@ def test_markdown_has_the_seeds_tables(store):
 def test_verdicts_in_plain_words(store):
     lines = verdicts(analyse(store, "latest"))
     assert (
-        "disk (1 instance, disk.bonnie.block_kbps): virtio keeps 92% [89–95%] of native; "
-        "e1000 70% [68–72%]; tcg 41% [40–42%]" in lines
+        "disk (1 instance, disk.bonnie.block_kbps): virtio keeps 92.0% [89.9–94.2%] of native; "
+        "e1000 70.0% [68.4–71.7%]; tcg 41.0% [40.0–42.0%]" in lines
     )
     # in and out: per repetition their geometric mean, e1000's sqrt(0.70 × 0.49) = 59%
     assert (
-        "net (1 instance, geometric mean of 2 throughput metrics): virtio keeps 92% [89–95%] of "
-        "native; e1000 59% [57–60%]; tcg 41% [40–42%]" in lines
+        "net (1 instance, geometric mean of 2 throughput metrics): virtio keeps 92.0% [89.9–94.2%] "
+        "of native; e1000 58.6% [57.2–60.0%]; tcg 41.0% [40.0–42.0%]" in lines
     )
     assert "net direction: native, tcg, virtio are symmetric, e1000 loses 30% outbound" in lines
     # tcg: 41% of the throughput for 2×41% of the CPU -> per core half of the others'
@@ -82,7 +82,7 @@ def test_verdicts_in_plain_words(store):
     same = "not tested (identical repetitions: resolution unknown)"
     assert (
         "net: host CPU per Gbit/s against native's (net.iperf3.inbound_gbps): "
-        f"virtio 1.0×: {same}; e1000 1.0×: {same}; tcg 2.0×: {same}" in lines
+        f"virtio 1.00×: {same}; e1000 1.00×: {same}; tcg 2.00×: {same}" in lines
     )
 
 
@@ -104,7 +104,7 @@ def test_cost_is_against_the_baseline(tmp_path):
         _net_samples(b, cell, busy)
     assert (
         "net: host CPU per Gbit/s against native's (net.x.inbound_gbps): "
-        "container 0.8× [0.76–0.84×]; tcg 2.0× [1.91–2.10×]" in verdicts(analyse(s, "latest"))
+        "container 0.80× [0.76–0.84×]; tcg 2.00× [1.91–2.10×]" in verdicts(analyse(s, "latest"))
     )
 
 
@@ -119,7 +119,7 @@ def test_cost_without_a_baseline_says_its_reference(tmp_path):
     assert a.baseline is None
     assert (
         "net: host CPU per Gbit/s against kvm's, the cheapest (no baseline) (net.x.inbound_gbps): "
-        "tcg 2.0× [1.91–2.10×]" in verdicts(a)
+        "tcg 2.00× [1.91–2.10×]" in verdicts(a)
     )
 
 
@@ -139,7 +139,9 @@ def test_verdicts_judge_the_headline_metrics_only(tmp_path):
             )
     a = analyse(s, "latest")
     assert {r.name for r in a.results if r.headline} == {"disk.fio.x_mibps"}
-    assert "disk (1 instance, disk.fio.x_mibps): kvm keeps 50% [48–52%] of native" in verdicts(a)
+    assert (
+        "disk (1 instance, disk.fio.x_mibps): kvm keeps 50.0% [48.8–51.2%] of native" in verdicts(a)
+    )
 
 
 def test_verdict_over_several_headline_times(tmp_path):
@@ -153,7 +155,7 @@ def test_verdict_over_several_headline_times(tmp_path):
         for rep, n in enumerate([-0.01, 0.0, 0.01]):
             b.sample(cell, rep, {m: [60 * f * (1 + n)] for m in names}, "s", False, headline=names)
     line = next(v for v in verdicts(analyse(s, "latest")) if v.startswith("kernbench"))
-    assert "kvm keeps 50% [" in line
+    assert "kvm keeps 50.0% [" in line
 
 
 def test_density_line_from_the_memory_figures(tmp_path):
@@ -173,7 +175,10 @@ def test_density_line_from_the_memory_figures(tmp_path):
 
 def test_jsonl_one_sample_per_line(store):
     lines = render(analyse(store, "latest"), "json").splitlines()
-    assert len(lines) == 4 * 3 * 4  # platforms × repetitions × metrics
+    samples = 4 * 3 * 4  # platforms × repetitions × metrics
+    matrix = 3 * 3  # the verdicts' cells: platforms but native × workloads
+    assert len(lines) == samples + matrix
+    assert {json.loads(x)["metric"] for x in lines[samples:]} == {"verdict"}
     first = json.loads(lines[0])
     assert set(first) >= {"metric", "value", "unit", "metadata", "timestamp"}
     assert first["metadata"]["platform"] == "native"
@@ -277,14 +282,20 @@ def test_metrics_measured_at_some_counts_only(tmp_path):
     assert "net.only_one_gbps" in md.split("### net, 2 instances: values")[0]
 
 
-def test_run_summary_has_verdicts_and_pct_tables(store):
-    from hvbench.report.markdown import render_summary
+def test_run_summary_is_the_matrix_of_verdicts(store):
+    """What ``hvbench run`` ends with: each platform's headline % of native per workload (the
+    verdict's figure), with its interval and reading; the tables are the report's."""
+    from hvbench.report.summary import summarize
 
-    text = render_summary(analyse(store, "latest"))
-    assert text.startswith(
-        "- disk (1 instance, disk.bonnie.block_kbps): virtio keeps 92% [89–95%] of"
-    )
-    assert "### net, 1 instance: % of native" in text and "values" not in text
+    s = summarize(analyse(store, "latest"))
+    cells = {(m["label"], m["workload"]): m for m in s.as_json()["matrix"]}
+    assert set(cells) == {(p, w) for p in ("virtio", "e1000", "tcg") for w in s.workloads}
+    assert s.workloads == ["disk", "net", "kernbench"] and s.platforms == ["virtio", "e1000", "tcg"]
+    disk = cells["virtio", "disk"]
+    assert disk["reading"] == "loss" and disk["pct_of_baseline"] == pytest.approx(92)
+    assert disk["ci_low"] < 92 < disk["ci_high"]
+    # kernbench's elapsed time: % of native is native's time over the platform's
+    assert cells["tcg", "kernbench"]["pct_of_baseline"] == pytest.approx(41)
 
 
 def test_wide_tables_turn_metrics_into_rows(tmp_path):
@@ -297,7 +308,7 @@ def test_wide_tables_turn_metrics_into_rows(tmp_path):
         b.sample(kvm, rep, {n: [100.0 + 2 * rep] for n in names}, "s", False, headline=set(names))
     md = render(analyse(s, "latest"), "md")
     assert "|  | native | kvm |" in md
-    assert "| kernbench.warm.run10.elapsed_s | 100 | 50 [47–53] |" in md  # % of native
+    assert "| kernbench.warm.run10.elapsed_s | 100 | 50.0 [47.8–52.3] |" in md  # % of native
 
 
 def test_statistics_per_cell(store):
@@ -329,14 +340,14 @@ def test_one_repetition_is_not_tested(tmp_path):
     a = analyse(s, "latest")
     lines = verdicts(a)
     line = next(v for v in lines if v.startswith("disk"))
-    assert "virtio 11%: not tested (1 repetition)" in line
-    assert "uml 50%: not tested (1 repetition)" in line
+    assert "virtio 11.0%: not tested (1 repetition)" in line
+    assert "uml 50.0%: not tested (1 repetition)" in line
     assert "virtio loses 50% outbound, not tested (1 repetition)" in "\n".join(lines)
     cost = next(v for v in lines if v.startswith("net: host CPU"))
     assert cost.endswith("not tested (1 repetition)")
     md = render(a, "md")
     assert "no significant difference" not in md
-    assert "| virtio | 11, not tested (1 repetition) | 11, not tested (1 repetition) |" in md
+    assert "| virtio | 11.0, not tested (1 repetition) | 11.0, not tested (1 repetition) |" in md
     rows = list(csv.DictReader(io.StringIO(render(a, "csv"))))
     row = next(r for r in rows if r["platform"] == "virtio" and r["view"] == "single")
     assert row["vs_baseline"] == "not tested" and row["pct_of_baseline_ci_low"] == ""
@@ -368,11 +379,11 @@ def test_equivalent_inconclusive_and_loss(tmp_path):
     line = next(v for v in verdicts(a) if v.startswith("disk"))
     low, high = math.floor(unsure.pct_low - 100), math.ceil(unsure.pct_high - 100)  # outward
     assert f"unsure: inconclusive: between −{-low}% and +{high}%" in line
-    assert "same 100% [" in line and "]: no significant difference (within ±5%)" in line
-    assert "slow keeps 80% [" in line
+    assert "same 100.0% [" in line and "]: no significant difference (within ±5%)" in line
+    assert "slow keeps 80.0% [" in line
     md = render(a, "md")
     table = md.split("### disk, 1 instance: % of native")[1].split("###")[0]
-    assert "| same | 100 [" in table and "]† |" in table
+    assert "| same | 100.0 [" in table and "]† |" in table
     assert "| unsure | 97 [" in table and "]‡ |" in table
     assert "† no significant difference: the interval lies within ±5%" in table
     assert "‡ inconclusive" in table and "Fieller" in table
@@ -433,11 +444,11 @@ def test_every_format_names_the_accelerator_that_ran(fell_back):
     lines = verdicts(a)
     assert lines[0] == "kvm-virtio [tcg]: accel auto chose tcg: no /dev/kvm on this host"
     assert (
-        "net (1 instance, net.iperf3.inbound_gbps): kvm-virtio [tcg] keeps 16% [15–17%] of native"
-        in (lines)
+        "net (1 instance, net.iperf3.inbound_gbps): kvm-virtio [tcg] keeps 16.0% [15.6–16.4%] "
+        "of native" in (lines)
     )
     md = render(a, "md")
-    assert "| kvm-virtio [tcg] | 16 [15–17] |" in md  # % of native
+    assert "| kvm-virtio [tcg] | 16.0 [15.6–16.4] |" in md  # % of native
     assert "| kvm-virtio |" not in md
     rows = [json.loads(line)["metadata"] for line in render(a, "json").splitlines()]
     kvm = next(m for m in rows if m["platform"] == "kvm-virtio")
@@ -458,11 +469,18 @@ def test_every_format_names_the_accelerator_that_ran(fell_back):
 
 
 def test_run_summary_names_the_accelerator(fell_back):
-    from hvbench.report.markdown import render_summary
+    """The matrix's rows are the platforms as they ran, printed as written (rich would read
+    "[tcg]" as markup)."""
+    from rich.console import Console
 
-    text = render_summary(analyse(fell_back, "latest"))
-    assert "kvm-virtio [tcg] keeps 16% [15–17%] of native" in text
-    assert "| kvm-virtio [tcg] | 16 [15–17] |" in text
+    from hvbench.report.summary import print_summary, summarize
+
+    s = summarize(analyse(fell_back, "latest"))
+    (cell,) = s.as_json()["matrix"]
+    assert cell["label"] == "kvm-virtio [tcg]" and cell["pct_of_baseline"] == pytest.approx(16)
+    out = io.StringIO()
+    print_summary(Console(file=out, width=80), s, "hvbench report run-a")
+    assert "kvm-virtio [tcg]" in out.getvalue()
 
 
 def test_pct_tables_carry_headline_metrics_and_costs_are_per_unit_of_work(tmp_path):
@@ -493,7 +511,7 @@ def test_pct_tables_carry_headline_metrics_and_costs_are_per_unit_of_work(tmp_pa
     a = analyse(s, "latest")
     pct = pct_table(a, "net", 1)
     assert pct.columns == ["platform", "net.iperf3.inbound_gbps"]
-    assert pct.rows[1] == ["kvm", "50 [48–52]"]
+    assert pct.rows[1] == ["kvm", "50.0 [48.8–51.2]"]
     assert any("retransmits" in c for c in values_table(a, "net", 1).columns)
     cost = cost_table(a)
     assert [row[1] for row in cost.rows] == ["net.iperf3.inbound_gbps"] * 2
@@ -501,7 +519,7 @@ def test_pct_tables_carry_headline_metrics_and_costs_are_per_unit_of_work(tmp_pa
     kvm = next(row for row in cost.rows if row[2] == "kvm")
     # throughput and host CPU move together: no spread, and no resolution to bound it by
     assert kvm[4] == "0.400 host CPU-s per Gbit, identical repetitions: resolution unknown"
-    assert kvm[5] == "4.00×"
+    assert kvm[5] == "4.00×: not tested (identical repetitions: resolution unknown)"
 
 
 def test_disk_figures_above_native_are_flagged_not_won(tmp_path):
@@ -536,7 +554,9 @@ def test_disk_figures_above_native_are_flagged_not_won(tmp_path):
     assert a.result("same", "disk", "disk.dd.read_mbps", 1).suspect is None  # within noise
     lines = verdicts(a)
     keeps = next(line for line in lines if line.startswith("disk (1 instance"))
-    assert "uml keeps 80% [78–82%] of native" in keeps  # the write alone: the read is not a win
+    assert (
+        "uml keeps 80.0% [78.2–81.9%] of native" in keeps
+    )  # the write alone: the read is not a win
     above = next(line for line in lines if line.startswith("disk above native"))
     assert "uml disk.dd.read_mbps 337% (likely the host page cache" in above
     assert "direct [kvm] disk.dd.read_mbps 130% (suspect" in above
@@ -676,3 +696,36 @@ def test_report_reads_verdict_results_then_warnings(tmp_path):
 
 def _md_line(line: str) -> str:
     return "- " + line.replace("|", "\\|")
+
+
+def test_plots_are_in_their_units_and_whiskers_within_the_domain(tmp_path):
+    """Bars of figures with no baseline to set them against (native does not boot) are drawn
+    in their units, one axes a unit; a time's whisker stops at 0 however far below its
+    interval reaches (uml: one slow boot of three)."""
+    from hvbench.report.plots import _relative, bars
+    from hvbench.workloads.boot import NO_BOOT
+
+    s = Store(f"sqlite:///{tmp_path}/results.db")
+    b = RunBuilder(s)
+    boots = {"native": [None] * 3, "kvm": [1.0, 1.1, 0.9], "uml": [0.5, 8.0, 0.3]}
+    for platform, ready in boots.items():
+        cell = b.cell(platform, "boot")
+        for rep, v in enumerate(ready):
+            b.sample(
+                cell,
+                rep,
+                {"boot.ready_s": [v], "boot.rss_mib": [None if v is None else 300.0 + rep]},
+                kinds={"boot.ready_s": ("s", False), "boot.rss_mib": ("MiB", False)},
+                headline={"boot.ready_s", "boot.rss_mib"},
+                missing=NO_BOOT,
+            )
+    a = analyse(s, "latest")
+    svg = bars(a, "boot", 1)
+    assert svg is not None and "own units" not in svg
+    assert ">mean (s)</text>" in svg and ">mean (MiB)</text>" in svg  # each axis in its unit
+    r = a.result("uml", "boot", "boot.ready_s", 1)
+    assert r is not None
+    drawn = _relative(r, False)
+    assert drawn is not None
+    height, below, _, _ = drawn
+    assert height - below == pytest.approx(max(r.single.ci_low, 0.0))

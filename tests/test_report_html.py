@@ -25,6 +25,7 @@ from hvbench.drivers import driver_class
 from hvbench.host.process import run_bounded
 from hvbench.report import render, render_comparison
 from hvbench.report.plots import COLORS, RC
+from hvbench.report.summary import summarize
 from hvbench.report.tables import warnings
 from hvbench.runner import Runner
 from hvbench.store import Store
@@ -362,6 +363,7 @@ FIRST_SCREEN = """<script>
     countText: count && count.textContent,
     linked: box(link && document.getElementById(link.getAttribute("href").slice(1))),
     verdict: box(document.getElementById("verdict")),
+    matrix: box(document.querySelector("table.matrix")),
     verdictList: box(document.querySelector("ul.verdict")),
     results: box(document.getElementById("w-1")),
     firstChart: box(figures[0]),
@@ -372,10 +374,11 @@ FIRST_SCREEN = """<script>
 SCREEN = 900
 
 
-def test_first_screen_shows_the_verdict_then_the_first_chart(tmp_path):
+def test_first_screen_shows_the_matrix_then_the_verdict(tmp_path):
     """A default run's report in a 1400 × 900 window: the line counting the warnings (its link
-    leading to them, after every chart), then the verdict, then the first chart, all of them
-    on the first screen."""
+    leading to them, after every chart), then the verdict: the matrix of % of native, each
+    cell coloured by its reading, whole on the first screen, then the verdict's sentences,
+    which begin on it; the charts after them."""
     default_store = Store(f"sqlite:///{tmp_path}/results.db")
     a = analyse(default_store, default_run(default_store))
     html = render(a, "html")
@@ -385,7 +388,10 @@ def test_first_screen_shows_the_verdict_then_the_first_chart(tmp_path):
     assert screen["width"] == WIDTH
     summary = warnings(a).summary()
     assert summary and screen["countText"].startswith(summary)
-    assert screen["count"][1] <= screen["verdict"][0]
+    assert screen["count"][1] <= screen["verdict"][0] <= screen["matrix"][0]
+    assert screen["matrix"][1] <= screen["verdictList"][0] < SCREEN
+    assert screen["matrix"][1] <= SCREEN
     assert screen["verdictList"][1] <= screen["results"][0] <= screen["firstChart"][0]
-    assert screen["firstChart"][1] <= SCREEN
+    cells = re.findall(r'<td class="v-(\w+)"', html)
+    assert len(cells) == len(summarize(a).verdicts) and {"loss", "same", "untested"} <= set(cells)
     assert screen["linked"] is not None and screen["linked"][0] > screen["lastChart"][1]

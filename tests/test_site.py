@@ -133,7 +133,7 @@ def test_change_point_found_at_its_run_and_explained(site, host):
     after, before = f"{host}-{STEP_AT:02d}", f"{host}-{STEP_AT - 1:02d}"
     assert f'from run <a href="{report_path(after)}">{after}</a>' in line
     assert f'the run before: <a href="{report_path(before)}">{before}</a>' in line
-    assert re.search(r"−1[0-4]\.\d% \[−1\d\.\d, −\d+\.\d\]", line), line
+    assert re.search(r"−1[0-4]\.\d+% \[−1\d\.\d+, −\d+\.\d+\]", line), line
     assert "changed: host kernel 6.1 → 6.12" in line  # as history says it
     # the figure marks it, linked to the line that says it
     anchor = re.search(r'<li id="(cp\d+)">', text).group(1)

@@ -60,6 +60,11 @@ def test_a_workload_runs_on_the_platforms_it_names():
 EXAMPLES = {
     # file: (its platforms' drivers, its workloads' names, its baseline)
     "consolidation": ({"native", "qemu"}, ["consolidation"], "native"),  # seed 003
+    "container-engines": (
+        {"native", "container", "docker", "podman", "lxc", "nspawn", "gvisor", "qemu"},
+        ["cpu", "disk", "net", "boot"],
+        "native",
+    ),  # issue 46
     "kvm-settings": ({"qemu"}, ["cpu", "net", "net"], "plain"),
     "lifecycle": ({"qemu"}, ["migration"] * 4 + ["snapshot"], None),  # seed 004
     "firecracker-spec": (

@@ -1,4 +1,5 @@
-"""A study against a host: whether its groups of instances fit there, and how long it takes.
+"""A study against a host: whether its groups of instances fit there, how long it takes, and
+which Debian packages it lacks there.
 
 The host is explicit (``Host``) rather than probed where it is needed, so that a study can be
 planned for a host other than this one: a made-up one in tests, one whose KVM runs stock guests
@@ -10,10 +11,12 @@ on this host, where the run will need it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import PurePath
 
 from hvbench.drivers import PlatformSettings, driver_class
 from hvbench.drivers.qemu import kvm_runs_guests
-from hvbench.host.inventory import capacity
+from hvbench.host import packages
+from hvbench.host.inventory import TOOLS, capacity
 from hvbench.host.limits import KernelLimits, kernel_limits
 from hvbench.host.network import INSTANCE_ADDRESSES
 from hvbench.study import Cell, Study
@@ -168,3 +171,32 @@ def _each(memory: int, held: int) -> str:
 
 def _gib(size: int) -> str:
     return f"{size / (1 << 30):.1f} GiB"
+
+
+def needed_packages(study: Study) -> dict[str, tuple[str, set[str]]]:
+    """By workload (its label): its name, and the listed packages it needs on the host: those
+    of the tools it runs (natively, or copied from the host into guest images), its own
+    (``packages``), and debootstrap where its guests need a userland; and by platform, those its
+    driver runs (``Driver.packages``: a container engine)."""
+    tools = {PurePath(tool).name: spec.package for tool, spec in TOOLS.items()}
+    known = set(packages.listed())
+    out: dict[str, tuple[str, set[str]]] = {}
+    for i in range(len(study.workloads)):
+        workload = study.workload(i)
+        names = {tools[t] for t in (PurePath(t).name for t in workload.tools()) if t in tools}
+        names |= set(workload.packages())
+        names |= {packages.DEBOOTSTRAP} if workload.needs_userland else set()
+        name, label = workload.settings.name, workload.settings.label()
+        out[label] = (name, out.get(label, (name, set()))[1] | (names & known))
+    for platform, settings in study.platforms.items():
+        if engine := set(driver_class(settings).packages) & known:
+            out[f"platform {platform}"] = (settings.driver, engine)
+    return out
+
+
+def missing_packages(study: Study) -> list[str]:
+    """One line per workload of the study that needs packages not installed here, naming the
+    setup.sh option that installs them."""
+    wanted = needed_packages(study)
+    have = packages.installed(set().union(*(names for _, names in wanted.values())))
+    return packages.refusals(wanted, have)

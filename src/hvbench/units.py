@@ -1,7 +1,9 @@
-"""Sizes as users write them in studies ("4G", "256K", "2GiB") and as tools want them."""
+"""Sizes as users write them in studies ("4G", "256K", "2GiB") and as tools want them; the bounds
+of claims with their units; and the one rule figures are printed by, as their intervals allow."""
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Annotated
 
@@ -114,3 +116,86 @@ def parse_quantity(value: object) -> tuple[float, str | None]:
     if unit_scale(unit) is None:
         raise ValueError(f"a known unit: {UNIT_KINDS}; or a bare number in the metric's unit")
     return number, unit
+
+
+DIFFERENCES = frozenset({"memory.overhead_mib"})
+"""Figures that are a difference by definition (the memory workload's overhead: host PSS minus
+guest memory), which can be below 0: their sign says which way, and a ratio of two means
+nothing (−2 against −5 MiB is "250%", a gain, for the worse one)."""
+
+
+# --- figures as their intervals allow: one rule for every estimate printed with its bounds ----
+
+SIGNIFICANT_BELOW = 3.55
+"""The rule for an interval's digits, the Particle Data Group's for an uncertainty: two
+significant digits of the half-width where its leading digits are 100 to 354, one where they
+are 355 to 949, and two of the next power of ten from 950 (0.96 is 1.0). The width says how
+many digits mean anything: "41.0% [40.1–42.0%]", not "41.00% [40.08–41.95%]"."""
+_MOST_DECIMALS = 12
+
+
+def interval_decimals(estimate: float, low: float, high: float) -> int:
+    """Decimals (below 0: tens, hundreds) to print an estimate and its bounds with: the
+    half-width's significant digits (``SIGNIFICANT_BELOW``), or the distance's to the finite
+    bound where the other is unbounded, and a digit of a positive lower bound at least; 3
+    significant digits of the largest figure where the interval has no width to go by
+    (identical readings, or no bound at all)."""
+    finite = [x for x in (low, high) if math.isfinite(x)]
+    if len(finite) == 2:
+        half = (high - low) / 2
+    elif finite and math.isfinite(estimate):
+        half = abs(estimate - finite[0])
+    else:
+        half = 0.0
+    if not half > 0:
+        largest = max((abs(x) for x in (estimate, *finite) if math.isfinite(x)), default=0.0)
+        return min(2 - math.floor(math.log10(largest)), _MOST_DECIMALS) if largest > 0 else 0
+    exponent = math.floor(math.log10(half))
+    lead = half / 10.0**exponent
+    digits = 2 if lead < SIGNIFICANT_BELOW else 1
+    if lead >= 9.5:
+        digits, exponent = 2, exponent + 1
+    decimals = digits - 1 - exponent
+    if math.isfinite(low) and low > 0:  # a positive figure keeps a digit: 20 never prints as 0
+        decimals = max(decimals, -math.floor(math.log10(low)))
+    return min(decimals, _MOST_DECIMALS)
+
+
+def round_down(x: float, decimals: int) -> float:
+    """``x`` rounded toward −∞ at ``decimals`` (below 0: to tens, hundreds)."""
+    return math.floor(round(x * 10.0**decimals, 6)) / 10.0**decimals if math.isfinite(x) else x
+
+
+def round_up(x: float, decimals: int) -> float:
+    """``x`` rounded toward +∞ at ``decimals``."""
+    return math.ceil(round(x * 10.0**decimals, 6)) / 10.0**decimals if math.isfinite(x) else x
+
+
+def number_text(x: float, decimals: int, sign: bool = False) -> str:
+    """``x`` at ``decimals`` (no "-0"); "∞"/"-∞" for an unbounded end, "n/a" for NaN;
+    ``sign``: "+3"."""
+    if math.isnan(x):
+        return "n/a"
+    plus = "+" if sign else ""
+    if math.isinf(x):
+        return f"{plus if x > 0 else '-'}∞"
+    x = round(x, decimals) + 0.0  # + 0.0: -0.0 prints as 0
+    text = f"{x:{plus}.{max(decimals, 0)}f}"
+    return f"{0.0:{plus}.{max(decimals, 0)}f}" if float(text) == 0 else text
+
+
+def interval_strings(
+    estimate: float, low: float, high: float, decimals: int | None = None, sign: bool = False
+) -> tuple[str, str, str]:
+    """An estimate and its 95% interval as text by the one rule every figure is printed by:
+    to the digits the interval's width supports (``interval_decimals``, or ``decimals`` where a
+    caller needs more, e.g. to keep a bound off a boundary it does not reach). The bounds are
+    rounded outward, so the printed interval holds the computed one; the estimate to the
+    nearest, then into its printed interval, so that no figure is printed outside its own
+    interval. An infinite bound prints "∞"/"-∞", a NaN one "n/a"."""
+    d = interval_decimals(estimate, low, high) if decimals is None else decimals
+    lo, hi = round_down(low, d), round_up(high, d)
+    est = round(estimate, d) if math.isfinite(estimate) else estimate
+    est = max(est, lo) if not math.isnan(lo) else est
+    est = min(est, hi) if not math.isnan(hi) else est
+    return number_text(est, d, sign), number_text(lo, d, sign), number_text(hi, d, sign)

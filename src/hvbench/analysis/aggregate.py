@@ -176,3 +176,21 @@ def scaling(
             cell, mean = aggregates[k]
             out[k] = mean / (cell.instances * per_first)
     return out
+
+
+INSTANCE_PERCENTILES = {"boot.storm.ready_p50_s": 50, "boot.storm.ready_p99_s": 99}
+"""Figures that are a percentile over a cell's instances (its boot storm's ready times)."""
+
+
+def percentile_shortfall(name: str, instances: int) -> str | None:
+    """Why a percentile over a cell's instances is not one, where too few instances stand
+    behind it: a p-th percentile needs 100/(100 − p) values (2 for a median, 100 for a p99);
+    below that it is an interpolation between the slowest few, at 1 instance that instance's
+    own figure. None where enough do, or for any other figure."""
+    p = INSTANCE_PERCENTILES.get(name)
+    if p is None:
+        return None
+    need = math.ceil(100 / (100 - p))
+    if instances >= need:
+        return None
+    return f"a p{p} needs {need} instances behind it, the cell has {instances}"

@@ -19,8 +19,14 @@ Fieller's ratio against the baseline's repetitions scaled by the bound, whose te
 the ratio being exactly the bound and whose interval, scaled back, is the report's % of native.
 The claims of a run are one family: an outcome other than inconclusive needs its test to pass
 Holm's step-down over all of them at ``stats.ALPHA``, so that a run of true claims has one
-refuted at most 5% of the time, however many it holds. An interval beyond its bound that does
-not pass Holm's step-down is inconclusive, "beyond its bound only before Holm's correction".
+refuted at most 5% of the time, however many it holds. An interval inside (or beyond) its bound
+that does not pass Holm's step-down is inconclusive, "held (refuted) only before Holm's
+correction".
+
+A bound in % on a lower-is-better metric is a bound on the performance kept (native/value): at
+most a % of it holds for any slowdown, so such a claim is not judged. A bare bound on the cpu
+composite, itself a share of native, is judged as the % it is, with native's noise. A percentile
+over too few instances (a boot storm's p99 at 1 instance) is not measured.
 
 The consolidation's SLOs (each role's p95 limit, ``load.<role>.p95_ms``) are claims of the same
 kind, made from the workload's settings (``slo_claims``), in the same family.
@@ -31,14 +37,28 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import numpy as np
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, model_validator
+from pydantic import ValidationError
 
 from hvbench.analysis import slo
-from hvbench.analysis.model import MetricResult, RunAnalysis, pick_baseline_cell
-from hvbench.analysis.normalize import decimals_for, from_ratio, rounded
+from hvbench.analysis.aggregate import percentile_shortfall
+from hvbench.analysis.model import (
+    BEFORE_HOLM,
+    COMPOSITE,
+    HELD,
+    INCONCLUSIVE,
+    NOT_MEASURED,
+    REFUTED,
+    STRADDLES,
+    Judged,
+    MetricResult,
+    RunAnalysis,
+    pick_baseline_cell,
+)
+from hvbench.analysis.normalize import from_ratio, signed
 from hvbench.analysis.stats import (
     ALPHA,
     CONFIDENCE,
@@ -51,94 +71,15 @@ from hvbench.analysis.stats import (
     ratios,
 )
 from hvbench.errors import HvbenchError
-from hvbench.units import parse_quantity, unit_scale
+from hvbench.study import ALL, NATIVE, Claim, ClaimModel
+from hvbench.units import unit_scale
 
-HELD = "held"
-REFUTED = "refuted"
-INCONCLUSIVE = "inconclusive"
-OUTCOMES = (REFUTED, INCONCLUSIVE, HELD)
-"""Every outcome, the most pressing first."""
-ALL = "all"
-"""A claim's platform when it is every platform's that ran its workload."""
-NATIVE = "%"
-"""The unit of a bound on the % of native."""
 SLO_SOURCE = "SLO (load.{role}.p95_ms)"
-
-
-class ClaimModel(BaseModel):
-    """One entry of a study's ``expect:`` as written."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    platform: str = ALL
-    workload: str = Field(min_length=1)
-    """A workload's name (boot) or its cells' label (disk fio ...)."""
-    metric: str = Field(min_length=1)
-    at_most: str | float | None = None
-    at_least: str | float | None = None
-    source: str = ""
-    """A URL or a document's name: where the claim comes from."""
-    instances: PositiveInt | None = None
-    """The instance count it is about (default: the workload's smallest)."""
-
-    @model_validator(mode="after")
-    def _one_bound(self) -> ClaimModel:
-        bounds = [b for b in (self.at_most, self.at_least) if b is not None]
-        if len(bounds) != 1:
-            raise ValueError("exactly one of at_most and at_least (such as at_most: 125ms)")
-        parse_quantity(bounds[0])
-        return self
-
-
-@dataclass(frozen=True)
-class Claim:
-    """A claim, its bound parsed."""
-
-    platform: str
-    workload: str
-    metric: str
-    bound: float
-    """As written: in ``unit``, or in % of native."""
-    unit: str | None
-    """The bound's unit as written; None: the metric's own; ``NATIVE``: % of native."""
-    at_most: bool
-    source: str = ""
-    instances: int | None = None
-    slo: bool = False
-    """Made from the consolidation's SLO, not written in ``expect:``."""
-
-    @property
-    def of_native(self) -> bool:
-        return self.unit == NATIVE
-
-    @classmethod
-    def of(cls, m: ClaimModel) -> Claim:
-        bound, unit = parse_quantity(m.at_most if m.at_most is not None else m.at_least)
-        return cls(
-            m.platform,
-            m.workload,
-            m.metric,
-            bound,
-            unit,
-            m.at_most is not None,
-            m.source,
-            m.instances,
-        )
-
-    @property
-    def relation(self) -> str:
-        return "at most" if self.at_most else "at least"
-
-    @property
-    def text(self) -> str:
-        """ "boot.ready_s at most 60 s", "cpu.composite.score at least 95% of native"."""
-        if self.of_native:
-            return f"{self.metric} {self.relation} {self.bound:g}% of native"
-        return f"{self.metric} {self.relation} {self.bound:g}{_space(self.unit)}".rstrip()
-
-
-def _space(unit: str | None) -> str:
-    return f" {unit}" if unit else ""
+REVERSED = (
+    "not judged: a % of native is the performance kept (native/value), which any slowdown of "
+    "a lower-is-better metric keeps under an at-most bound: bound it at_least in %, or at_most "
+    "in its unit"
+)
 
 
 def parse_claims(raw: object) -> list[Claim]:
@@ -182,88 +123,6 @@ def slo_claims(a: RunAnalysis) -> list[Claim]:
 
 
 @dataclass(frozen=True)
-class Judged:
-    """One claim on one platform, judged within the run's family."""
-
-    claim: Claim
-    platform: str
-    label: str
-    """The platform as reports name it (``RunAnalysis.label``)."""
-    workload: str
-    """The cells' workload label."""
-    instances: int | None
-    estimate: float
-    low: float
-    high: float
-    """The mean (or % of native) and its 95% interval, in ``unit``; NaN where not measured or
-    not tested."""
-    unit: str
-    """What they are in: the bound's unit, else the metric's; % for a % of native."""
-    n: int
-    """Repetitions of the platform (the smaller side's for a % of native)."""
-    p_value: float
-    p_holm: float
-    """The test of the mean being exactly at the bound, raw and by Holm's step-down over the
-    run's claims (NaN where not tested)."""
-    outcome: str
-    why: str = ""
-    """Why an inconclusive claim is: straddles its bound, 1 repetition, not measured, ..."""
-    before_correction: bool = False
-    """Its interval is beyond the bound, but Holm's step-down over the family does not pass."""
-    repetitions: int | None = None
-    """Repetitions that would settle an inconclusive claim 80% of the time, were its mean where
-    it is; None where none up to ``stats.MAX_REPETITIONS`` would or nothing says."""
-
-    def figure(self) -> tuple[str, str]:
-        """ "52.3 s", "[49.1–55.5 s]"; "9.81%", "[9.52–10.1%]" (of native): rounded outward,
-        with the digits to show on which side of the bound each end lies; no interval ("")
-        where none was computed."""
-        if math.isnan(self.estimate):
-            return NOT_MEASURED, ""
-        unit = "%" if self.claim.of_native else _space(self.unit)
-        d = decimals_for(self.estimate, self.claim.bound)
-        if math.isnan(self.low):
-            return f"{self.estimate:.{d}f}{unit}", ""
-        est, low, high = rounded(self.estimate, self.low, self.high, self.claim.bound, d)
-        return f"{est}{unit}", f"[{low}–{high}{unit}]"
-
-    def measured(self) -> str:
-        """ "52.3 s [49.1–55.5 s]", "9.81% [9.52–10.1%] of native"."""
-        text = " ".join(x for x in self.figure() if x)
-        return text + (" of native" if self.claim.of_native and self.figure()[1] else "")
-
-    def settle(self) -> str:
-        """What an inconclusive claim needs, in words; "" for a settled one."""
-        if self.outcome != INCONCLUSIVE:
-            return ""
-        what = self.why
-        if self.before_correction:
-            what += " only before Holm's correction"
-        if self.repetitions is not None:
-            what += f"; about {self.repetitions} repetitions would settle it"
-        elif self.why == STRADDLES:
-            what += (
-                f"; no count up to {MAX_REPETITIONS} repetitions would, were its mean where it is"
-            )
-        return what
-
-    def line(self) -> str:
-        """The claim's line: "claim: tcg / cpu / 1 inst.: cpu.composite.score at least 95% of
-        native: 9.81% [9.52–10.1%] of native: refuted (source)"."""
-        where = f"{self.label} / {self.workload}" + (
-            f" / {self.instances} inst." if self.instances else ""
-        )
-        source = f" (source: {self.claim.source})" if self.claim.source else ""
-        tail = f" ({s})" if (s := self.settle()) else ""
-        return f"claim: {where}: {self.claim.text}: {self.measured()}: {self.outcome}{tail}{source}"
-
-
-STRADDLES = "the interval straddles its bound"
-BEYOND = "the interval is beyond its bound"
-NOT_MEASURED = "not measured"
-
-
-@dataclass(frozen=True)
 class Figure:
     """What a claim is judged on: a platform's repetitions (and, for a % of native, the
     baseline's), with the resolution of each mean (None: unknown)."""
@@ -275,14 +134,30 @@ class Figure:
     """Of the baseline's mean and of the platform's."""
 
 
+class Tested(NamedTuple):
+    """One claim as ``judge_claims`` finds it."""
+
+    estimate: float
+    low: float
+    high: float
+    """Of the mean in its unit, or of the share of native kept (1 = native)."""
+    p_value: float
+    p_holm: float
+    outcome: str
+    before: str
+    """HELD or REFUTED where only Holm's correction keeps it from that outcome; else ""."""
+    repetitions: int | None
+    """That would settle it (``_repetitions``)."""
+    n: int
+    unresolved: bool
+    """Within half its resolution of its bound (``_unresolved``)."""
+
+
 def judge_claims(
     figures: Sequence[Figure], bounds: Sequence[float], at_most: Sequence[bool]
-) -> list[tuple[float, float, float, float, float, str, bool, int | None, int]]:
-    """The statistical core, one family of claims: per figure its estimate, low, high (of the
-    mean in its unit, or of the share of native kept: 1 = native), p-value, Holm's p-value,
-    outcome, whether it was beyond its bound only before Holm's correction, the repetitions
-    that would settle it and its repetitions (``n``). ``bounds``: in the metric's unit, or the
-    share of native for a figure with a baseline."""
+) -> list[Tested]:
+    """The statistical core, one family of claims, each ``Tested``. ``bounds``: in the metric's
+    unit, or the share of native for a figure with a baseline."""
     pairs, diff, scales = [], [], []
     resolutions: list[Resolutions] = []
     for f, b in zip(figures, bounds, strict=True):
@@ -307,13 +182,33 @@ def judge_claims(
         inside, outside = (high < b, low > b) if most else (low > b, high < b)
         settled = math.isfinite(p) and p < ALPHA and r.bounded
         outcome = HELD if settled and inside else REFUTED if settled and outside else INCONCLUSIVE
-        before = outcome == INCONCLUSIVE and r.tested and r.bounded and (inside or outside)
-        need = None
+        before = ""
+        if outcome == INCONCLUSIVE and r.tested and r.bounded and (inside or outside):
+            before = HELD if inside else REFUTED
+        need, unresolved = None, False
         if outcome == INCONCLUSIVE and r.tested and not before:
-            need = _repetitions(r, min(r.n_a, r.n_b) if f.baseline is not None else r.n_b, m)
+            unresolved = _unresolved(f, est, b)
+            if not unresolved:
+                need = _repetitions(r, min(r.n_a, r.n_b) if f.baseline is not None else r.n_b, m)
         n = r.n_b if f.baseline is None else min(r.n_a, r.n_b)
-        out.append((est, low, high, r.p_value, p, outcome, before, need, n))
+        out.append(Tested(est, low, high, r.p_value, p, outcome, before, need, n, unresolved))
     return out
+
+
+def _unresolved(f: Figure, estimate: float, bound: float) -> bool:
+    """Whether the figure is within half its mean's resolution of its bound (relative, for a
+    share of native: the two sides' half-steps): no interval is narrower than that, so no count
+    of repetitions on the same clock would settle it."""
+    q_base, q = f.resolutions
+    if q is None:
+        return False
+    if f.baseline is None:
+        return abs(estimate - bound) <= q / 2 * (1 + 1e-9)
+    mean, base = abs(float(np.mean(f.values))), abs(float(np.mean(f.baseline)))
+    if not (mean > 0 and base > 0 and bound > 0):
+        return False
+    rel = q / 2 / mean + (q_base or 0.0) / 2 / base
+    return abs(estimate / bound - 1) <= rel * (1 + 1e-9)
 
 
 def _interval(r: Ratio, f: Figure, bound: float, s: float) -> tuple[float, float, float]:
@@ -349,8 +244,12 @@ def judged(a: RunAnalysis, claims: Sequence[Claim] | None = None) -> list[Judged
     wanted = [*(stored_claims(a.study_text) if claims is None else claims), *slo_claims(a)]
     rows: list[tuple[Claim, str, str, int | None, MetricResult | None, Figure | None]] = []
     for claim in wanted:
-        rows += _targets(a, claim)
-    live = {i: figure for i, (*_, figure) in enumerate(rows) if figure is not None}
+        rows += _targets(a, _as_share(claim))
+    live = {
+        i: figure
+        for i, (claim, *_, r, figure) in enumerate(rows)
+        if figure is not None and not _reversed(claim, r)
+    }
     tested = judge_claims(
         list(live.values()),
         [_bound(rows[i][0], rows[i][4]) for i in live],
@@ -362,28 +261,74 @@ def judged(a: RunAnalysis, claims: Sequence[Claim] | None = None) -> list[Judged
         head = (claim, platform, a.label(platform), workload, count)
         if i not in results:
             nan = math.nan
-            figures = (nan, nan, nan, claim.unit or "", 0, nan, nan, INCONCLUSIVE, NOT_MEASURED)
-            out.append(Judged(*(head + figures)))
+            why = _unjudged(claim, r, count)
+            figures = (nan, nan, nan, claim.unit or "", 0, nan, nan, INCONCLUSIVE, why)
+            out.append(Judged(*(head + figures), title=a.title(workload)))
             continue
-        est, low, high, p, p_holm, outcome, before, need, n = results[i]
+        t = results[i]
         assert r is not None
         factor, unit = _display(claim, r)
-        why = _why(outcome, before, n, r)
-        measured = (est * factor, low * factor, high * factor, unit, n, p, p_holm, outcome, why)
-        out.append(Judged(*(head + measured), before, need))
+        lower = ""
+        if claim.of_native and not r.higher_is_better:
+            lower = "time" if (unit_scale(r.unit) or ("",))[0] == "time" else "figure"
+        floored = (
+            t.low < 0 <= t.estimate and not claim.of_native and not signed(r.name, r.single_values)
+        )
+        out.append(
+            Judged(
+                *head,
+                t.estimate * factor,
+                max(t.low, 0.0) * factor if floored else t.low * factor,
+                t.high * factor,
+                unit,
+                t.n,
+                t.p_value,
+                t.p_holm,
+                t.outcome,
+                _why(t, r),
+                before_correction=bool(t.before),
+                repetitions=t.repetitions,
+                unresolved=t.unresolved,
+                title=a.title(workload),
+                lower=lower,
+                floored=floored,
+            )
+        )
     return out
 
 
-def _why(outcome: str, before: bool, n: int, r: MetricResult) -> str:
-    if outcome != INCONCLUSIVE:
+def _as_share(claim: Claim) -> Claim:
+    """A bare bound on the cpu composite, a share of native by its making (0.95), as the % of
+    native it is (95%): judged against native's repetitions, with their noise, not as a mean
+    against a side known exactly (which, at the bound, refutes 3 times as often as it should)."""
+    if claim.metric == COMPOSITE and claim.unit is None:
+        return replace(claim, bound=100 * claim.bound, unit=NATIVE)
+    return claim
+
+
+def _reversed(claim: Claim, r: MetricResult | None) -> bool:
+    """An at-most bound in % on a lower-is-better metric (``REVERSED``)."""
+    return claim.of_native and claim.at_most and r is not None and not r.higher_is_better
+
+
+def _unjudged(claim: Claim, r: MetricResult | None, count: int | None) -> str:
+    """Why a claim has no figure to be judged on."""
+    if _reversed(claim, r):
+        return REVERSED
+    short = percentile_shortfall(claim.metric, count) if count is not None else None
+    return f"{NOT_MEASURED}: {short}" if short else NOT_MEASURED
+
+
+def _why(t: Tested, r: MetricResult) -> str:
+    if t.outcome != INCONCLUSIVE:
         return ""
-    if n < 2:
-        return f"not tested: {n} repetition{'s' * (n != 1)}"
+    if t.n < 2:
+        return f"not tested: {t.n} repetition{'s' * (t.n != 1)}"
     if r.single.identical == RESOLUTION_UNKNOWN or (
         r.vs_baseline is not None and r.vs_baseline.unresolved
     ):
         return f"not tested: {RESOLUTION_UNKNOWN}"
-    return BEYOND if before else STRADDLES
+    return BEFORE_HOLM.format(outcome=t.before) if t.before else STRADDLES
 
 
 def _bound(claim: Claim, r: MetricResult | None) -> float:
@@ -433,7 +378,8 @@ def _targets(
         cell = next((c for c in mine if c.instances == count), None)
         r = a.result(platform, cell.workload, claim.metric, cell.instances) if cell else None
         figure = _figure(a, claim, r)
-        if figure is None and claim.platform == ALL:
+        short = count is not None and percentile_shortfall(claim.metric, count)
+        if figure is None and claim.platform == ALL and not short:
             continue
         workload = cell.workload if cell else claim.workload
         out.append((claim, platform, workload, count, r, figure))
@@ -469,12 +415,6 @@ def slo_part(j: Judged) -> str:
     role = j.claim.metric.split(".")[1]
     tail = f" ({s})" if (s := j.settle()) else ""
     return f"{role} {j.measured()} ≤ {j.claim.bound:g} ms: {j.outcome}{tail}"
-
-
-def exit_code(found: Sequence[Judged]) -> int:
-    """``hvbench claims``: 1 a claim refuted, 3 none, but one inconclusive, else 0."""
-    outcomes = {j.outcome for j in found}
-    return 1 if REFUTED in outcomes else 3 if INCONCLUSIVE in outcomes else 0
 
 
 def as_json(j: Judged) -> dict:

@@ -408,11 +408,6 @@ class Comparison:
                 out.append(c)
         return out
 
-    @property
-    def exit_code(self) -> int:
-        """1: a headline regression; 3: none, but a headline metric inconclusive; else 0."""
-        return 1 if self.regressions else 3 if self.unsettled else 0
-
 
 def gates(result: MetricResult) -> bool:
     """Whether a metric is in the gating family. A cpu cell gates on its composite's sub-scores,

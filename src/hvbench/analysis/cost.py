@@ -118,7 +118,7 @@ def work_cost(unit: str, per_core: Summary) -> WorkCost | None:
     per second, busy cores per (X/s) are CPU-seconds per X: given per GB, GiB or Gbit for byte
     and bit rates, per 1000 for counts (operations, events); a figure that is no rate (the cpu
     composite) costs host cores per unit of it. The interval is the per-core figure's, inverted
-    (a decreasing map keeps its coverage)."""
+    (a decreasing map keeps its coverage): unbounded above where that reaches 0."""
     if not per_core.mean > 0:
         return None
     if unit in WORK_UNITS:
@@ -132,7 +132,7 @@ def work_cost(unit: str, per_core: Summary) -> WorkCost | None:
         scale, what = 1.0, f"host cores per {unit}"
 
     def inverse(x: float) -> float:
-        return scale / x if x > 0 else math.nan
+        return scale / x if x > 0 else math.inf if x <= 0 else math.nan
 
     return WorkCost(
         inverse(per_core.mean), inverse(per_core.ci_high), inverse(per_core.ci_low), what

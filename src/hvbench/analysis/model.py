@@ -11,13 +11,13 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from hvbench.analysis.normalize import Normalized
-from hvbench.analysis.stats import ALPHA, Summary, Trend
+from hvbench.analysis.normalize import Normalized, rounded
+from hvbench.analysis.stats import ALPHA, MAX_REPETITIONS, Ratio, Summary, Trend
 from hvbench.store import CellView, MetricView
 from hvbench.store.ascent import AscentStop
 
 if TYPE_CHECKING:
-    from hvbench.analysis.claims import Judged
+    from hvbench.study import Claim
 
 COMPOSITE = "cpu.composite.score"
 ASYMMETRY = 0.15
@@ -199,8 +199,10 @@ class MetricResult:
     overcommit: bool | None = None
     per_core_values: np.ndarray | None = None
     per_core: Summary | None = None
-    cost_vs_baseline: float | None = None
-    """Host CPU this platform spends for one unit of the work, relative to the baseline."""
+    cost_vs_baseline: Ratio | None = None
+    """Host CPU this platform spends for one unit of the work, relative to the baseline (the
+    baseline's work per busy core over this platform's), with its interval; None for the
+    baseline itself."""
     suspect: str | None = None
     """Why a figure above the baseline's is not a win (``platforms.above_baseline``)."""
     trend: Trend | None = None
@@ -279,6 +281,123 @@ class Noise:
     advice: str
 
 
+# a claim judged (``claims.judged``): its outcome, and why an inconclusive one is
+HELD = "held"
+REFUTED = "refuted"
+INCONCLUSIVE = "inconclusive"
+OUTCOMES = (REFUTED, INCONCLUSIVE, HELD)
+"""Every outcome, the most pressing first."""
+STRADDLES = "the interval straddles its bound"
+NOT_MEASURED = "not measured"
+BEFORE_HOLM = "{outcome} only before Holm's correction"
+"""Why a claim whose interval is inside (held) or outside (refuted) its bound is inconclusive:
+its test does not pass Holm's step-down over the run's claims."""
+UNRESOLVED = (
+    "no count of repetitions would: the interval is as narrow as the measurement's resolution "
+    "allows; a finer clock or a longer job would"
+)
+"""What settles a claim whose distance from its bound is within half the resolution of its
+mean: more repetitions of readings on the same clock give the same interval."""
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One claim on one platform, judged within the run's family."""
+
+    claim: Claim
+    platform: str
+    label: str
+    """The platform as reports name it (``RunAnalysis.label``)."""
+    workload: str
+    """The cells' workload label."""
+    instances: int | None
+    estimate: float
+    low: float
+    high: float
+    """The mean (or % of native) and its 95% interval, in ``unit``; NaN where not measured or
+    not tested."""
+    unit: str
+    """What they are in: the bound's unit, else the metric's; % for a % of native."""
+    n: int
+    """Repetitions of the platform (the smaller side's for a % of native)."""
+    p_value: float
+    p_holm: float
+    """The test of the mean being exactly at the bound, raw and by Holm's step-down over the
+    run's claims (NaN where not tested)."""
+    outcome: str
+    why: str = ""
+    """Why an inconclusive claim is: straddles its bound, 1 repetition, not measured, ..."""
+    before_correction: bool = False
+    """Its interval is inside or beyond the bound, but Holm's step-down over the family does
+    not pass."""
+    repetitions: int | None = None
+    """Repetitions that would settle an inconclusive claim 80% of the time, were its mean where
+    it is; None where none up to ``stats.MAX_REPETITIONS`` would or nothing says."""
+    unresolved: bool = False
+    """Within half its resolution of its bound: no count of repetitions would settle it."""
+    title: str = ""
+    """The workload's name for people (``RunAnalysis.title``); its line says it."""
+    lower: str = ""
+    """For a % of native on a lower-is-better metric, what that metric is ("time", else
+    "figure"): the line gives it as a multiple of native's too, for "50% of native" of an
+    elapsed time reads as half the time."""
+    floored: bool = False
+    """The interval of a mean that cannot be below 0 (a time, a rate, a size) reached below 0:
+    its lower bound is 0, and its line says so."""
+
+    def figure(self) -> tuple[str, str]:
+        """ "52.3 s", "[49.1–55.5 s]"; "9.81%", "[9.52–10.1%]" (of native): rounded outward,
+        with the digits to show on which side of the bound each end lies; no interval ("")
+        where none was computed."""
+        if math.isnan(self.estimate):
+            return NOT_MEASURED, ""
+        unit = "%" if self.claim.of_native else (f" {self.unit}" if self.unit else "")
+        est, low, high = rounded(self.estimate, self.low, self.high, self.claim.bound)
+        if math.isnan(self.low):
+            return f"{est}{unit}", ""
+        return f"{est}{unit}", f"[{low}–{high}{unit}]"
+
+    def measured(self) -> str:
+        """ "52.3 s [49.1–55.5 s]", "9.81% [9.52–10.1%] of native"; "50% [48–52%] of native
+        (2.0× [1.9–2.1×] native's time)" on a lower-is-better metric."""
+        text = " ".join(x for x in self.figure() if x)
+        if self.floored:
+            return f"{text} (floored at 0)"
+        if not (self.claim.of_native and self.figure()[1]):
+            return text
+        if not self.lower:
+            return f"{text} of native"
+        low = 100 / self.high if self.high > 0 else math.nan
+        high = 100 / self.low if self.low > 0 else math.inf
+        est, lo, hi = rounded(100 / self.estimate, low, high, 1.0)
+        return f"{text} of native ({est}× [{lo}–{hi}×] native's {self.lower})"
+
+    def settle(self) -> str:
+        """What an inconclusive claim needs, in words; "" for a settled one."""
+        if self.outcome != INCONCLUSIVE:
+            return ""
+        what = self.why
+        if self.unresolved:
+            what += f"; {UNRESOLVED}"
+        elif self.repetitions is not None:
+            what += f"; about {self.repetitions} repetitions would settle it"
+        elif self.why == STRADDLES:
+            what += (
+                f"; no count up to {MAX_REPETITIONS} repetitions would, were its mean where it is"
+            )
+        return what
+
+    def line(self) -> str:
+        """The claim's line: "claim: tcg / cpu / 1 inst.: cpu.composite.score at least 95% of
+        native: 9.81% [9.52–10.1%] of native: refuted (source)"."""
+        where = f"{self.label} / {self.title or self.workload}" + (
+            f" / {self.instances} inst." if self.instances else ""
+        )
+        source = f" (source: {self.claim.source})" if self.claim.source else ""
+        tail = f" ({s})" if (s := self.settle()) else ""
+        return f"claim: {where}: {self.claim.text}: {self.measured()}: {self.outcome}{tail}{source}"
+
+
 @dataclass
 class RunAnalysis:
     """Everything exporters show, for one run."""
@@ -335,8 +454,15 @@ class RunAnalysis:
     """What the study expects and the consolidation's SLOs, judged as one family
     (``claims.judged``)."""
 
+    titles: dict[str, str] = field(default_factory=dict)
+    """Workload label -> its name in sentences and tables (``workload_titles``)."""
+
     def label(self, platform: str) -> str:
         return self.labels.get(platform, platform)
+
+    def title(self, workload: str) -> str:
+        """A workload's name for people ("cpu (xz, aes)"); the label stays in the provenance."""
+        return self.titles.get(workload, workload)
 
     def steal_reps(self, cell_id: int) -> dict[int, float]:
         """Repetitions of a cell during which steal time took more than NOISY_STEAL of the

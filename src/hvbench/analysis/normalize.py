@@ -29,13 +29,16 @@ from hvbench.analysis.stats import (
     ratio,
     reading,
 )
+from hvbench.units import (
+    DIFFERENCES,
+    interval_decimals,
+    interval_strings,
+    round_down,
+    round_up,
+)
 
 REFERENCE = "baseline"
 """The reading of the baseline against itself."""
-DIFFERENCES = frozenset({"memory.overhead_mib"})
-"""Figures that are a difference by definition (the memory workload's overhead: host PSS minus
-guest memory), which can be below 0: their sign says which way, and a ratio of two means
-nothing (−2 against −5 MiB is "250%", a gain, for the worse one)."""
 
 
 def signed(name: str, *series: np.ndarray) -> bool:
@@ -135,7 +138,7 @@ class Normalized:
         if what == INCONCLUSIVE:
             if self.signed:
                 low, high = self.difference_low, self.difference_high
-                _, lo, hi = rounded(0.0, low, high, 0.0, decimals_for(low, high), sign=True)
+                _, lo, hi = rounded(0.0, low, high, 0.0, sign=True)
                 return f"inconclusive: between {lo} and {hi} {self.unit}".rstrip().replace("-", "−")
             if not (math.isfinite(self.pct_low) and math.isfinite(self.pct_high)):
                 return "inconclusive: the interval is unbounded"
@@ -146,32 +149,32 @@ class Normalized:
 
 CLIPPED = "°"
 """Marks a bound raised to 0 (``Normalized.clipped``)."""
-KINDS = {"pct": (100.0, 0), "loss": (0.0, 2), "ratio": (1.0, 2)}
-"""How each view of a figure against the baseline prints: (its value of no change, decimals)."""
+KINDS = {"pct": 100.0, "loss": 0.0, "ratio": 1.0}
+"""Each view of a figure against the baseline, and its value of no change."""
 
 
 def figure(v: Normalized, kind: str = "pct", unit: str = "") -> tuple[str, str]:
-    """A figure against the baseline and its interval as text: "84", "[79–90]" for % of native
-    (kind pct; loss: 100 − that, "16.00 [10.00–21.00]"; ratio: "1.19 [1.11–1.27]"), ``unit``
-    after the figure and the interval; a signed figure's difference in its own unit whatever
-    the kind ("+3.0 MiB", "[+1.2–+4.8 MiB]"). Bounds are rounded outward, with more digits
-    where one would print on the boundary it does not reach (``rounded``); a bound raised to 0
+    """A figure against the baseline and its interval as text, to the digits its width supports
+    (``rounded``): "84.2", "[79.0–90.3]" for % of native (kind pct; loss: 100 − that, "16
+    [10–21]"; ratio: "1.19 [1.11–1.27]"), ``unit`` after the figure and the interval; a signed
+    figure's difference in its own unit whatever the kind ("+3.0 MiB", "[+1.2–+4.8 MiB]").
+    Bounds are rounded outward, with more digits where one would print on the boundary it
+    does not reach; a bound raised to 0
     is marked ``CLIPPED``; no interval (""), where none was computed or a platform did no work
     at all (0 in every repetition, a ratio of exactly 0)."""
     if v.signed and v.reference:
         return f"0 {v.unit}".rstrip(), ""
     if v.signed:
-        d = decimals_for(v.difference, v.difference_low, v.difference_high)
-        est, lo, hi = rounded(v.difference, v.difference_low, v.difference_high, 0.0, d, True)
+        est, lo, hi = rounded(v.difference, v.difference_low, v.difference_high, 0.0, True)
         unit, clipped_low, clipped_high = f" {v.unit}".rstrip(), False, False
     else:
-        boundary, decimals = KINDS[kind]
+        boundary = KINDS[kind]
         est_, low, high = {
             "pct": (v.pct_of_native, v.pct_low, v.pct_high),
             "loss": (v.pct_loss, 100 - v.pct_high, 100 - v.pct_low),
             "ratio": (v.ratio, v.ratio_low, v.ratio_high),
         }[kind]
-        est, lo, hi = rounded(est_, low, high, boundary, decimals)
+        est, lo, hi = rounded(est_, low, high, boundary)
         # the raised bound is the ratio's low: % of native's low (↑) or loss's high (↑)
         up = v.higher_is_better  # ↓: % of native is 1/ratio, unbounded above instead
         clipped_low = v.clipped and (kind == "ratio" or (kind == "pct" and up)) and low == 0
@@ -180,27 +183,22 @@ def figure(v: Normalized, kind: str = "pct", unit: str = "") -> tuple[str, str]:
         return est + unit, ""
     if not v.signed and v.ratio_high == 0:  # no work done: exactly 0, no interval to give
         return est + unit, ""
-    if lo == hi == "unbounded":
+    if "∞" in lo and "∞" in hi:
         return est + unit, "[unbounded]"
-    lo += CLIPPED if clipped_low else ""
-    hi += CLIPPED if clipped_high else ""
+    # a raised bound is the domain's edge itself, not a measured figure: no digits
+    lo = f"0{CLIPPED}" if clipped_low else lo
+    hi = f"100{CLIPPED}" if clipped_high else hi
     return est + unit, f"[{lo}–{hi}{unit}]"
 
 
-def decimals_for(*xs: float) -> int:
-    """Decimals for a figure in its unit: about 3 significant digits of the largest."""
-    top = max((abs(x) for x in xs if math.isfinite(x)), default=0.0)
-    return 0 if top >= 100 else 1 if top >= 10 else 2 if top >= 1 else 3
-
-
-def outward(low: float, high: float, boundary: float, decimals: int = 0, most: int = 3) -> int:
+def outward(low: float, high: float, boundary: float, decimals: int, most: int = 3) -> int:
     """The decimals to print an interval's bounds with, each rounded outward (low down, high up,
     so that the printed interval holds the computed one): ``decimals``, or more where a bound on
     one side of ``boundary`` (no change: 100%, 1×, 0) would print on it or past it (a
     significant loss's 99.7% as 100), up to ``most`` more. Rounded outward, an inconclusive
     interval's bounds never print as 0 either."""
     for d in range(decimals, decimals + most + 1):
-        lo, hi = _down(low, d), _up(high, d)
+        lo, hi = round_down(low, d), round_up(high, d)
         touches = (math.isfinite(low) and low > boundary >= lo) or (
             math.isfinite(high) and high < boundary <= hi
         )
@@ -209,36 +207,15 @@ def outward(low: float, high: float, boundary: float, decimals: int = 0, most: i
     return decimals + most
 
 
-def _down(x: float, d: int) -> float:
-    return math.floor(round(x * 10**d, 6)) / 10**d if math.isfinite(x) else x
-
-
-def _up(x: float, d: int) -> float:
-    return math.ceil(round(x * 10**d, 6)) / 10**d if math.isfinite(x) else x
-
-
-def _text(x: float, d: int, sign: bool) -> str:
-    if math.isnan(x):
-        return "n/a"
-    if math.isinf(x):
-        return "unbounded"
-    text = f"{x:{'+' if sign else ''}.{d}f}"
-    return f"{0.0:{'+' if sign else ''}.{d}f}" if float(text) == 0 else text
-
-
 def rounded(
-    estimate: float,
-    low: float,
-    high: float,
-    boundary: float,
-    decimals: int = 0,
-    sign: bool = False,
+    estimate: float, low: float, high: float, boundary: float, sign: bool = False
 ) -> tuple[str, str, str]:
-    """An estimate and its interval as text at one number of decimals (``outward``): the
-    bounds rounded outward, the estimate to the nearest (so it prints within them);
-    "unbounded" for an infinite bound, "n/a" for NaN; ``sign``: "+3"."""
-    d = outward(low, high, boundary, decimals)
-    return _text(estimate, d, sign), _text(_down(low, d), d, sign), _text(_up(high, d), d, sign)
+    """An estimate and its interval as text by the one rule (``units.interval_strings``: the
+    digits its width supports, bounds outward, the estimate within them), with more digits
+    where a bound would print on ``boundary`` (``outward``); "∞" for an infinite bound, "n/a"
+    for NaN; ``sign``: "+3"."""
+    d = outward(low, high, boundary, interval_decimals(estimate, low, high))
+    return interval_strings(estimate, low, high, d, sign)
 
 
 def _inverse(low: float, high: float) -> tuple[float, float]:

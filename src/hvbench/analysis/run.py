@@ -47,6 +47,7 @@ from hvbench.analysis.aggregate import (
     cell_values,
     is_throughput,
     overcommit,
+    percentile_shortfall,
     scaling,
 )
 from hvbench.analysis.cost import density, host_cpu_of
@@ -74,10 +75,12 @@ from hvbench.analysis.stats import (
     MAX_REPETITIONS,
     NOISY_CV,
     RESOLUTION_UNKNOWN,
+    Ratio,
     Summary,
     Trend,
     geometric_mean,
     mean_resolution,
+    ratio,
     repetitions_for,
     summarize_many,
     trends,
@@ -165,6 +168,7 @@ def _composite_rows(
     baseline: str | None = None,
     labels: dict[str, str] | None = None,
     without: dict[tuple[str, str, int], str] | None = None,
+    titles: dict[str, str] | None = None,
 ) -> list[str]:
     """Add ``cpu.composite.score`` to every cpu cell: geometric mean of normalized sub-scores.
 
@@ -172,7 +176,8 @@ def _composite_rows(
     be normalized by); without any baseline figures for the workload, the raw sub-scores are
     used. A repetition (and instance) with a sub-score of 0 or none has no composite, for a
     geometric mean cannot hold a zero. Returns one line per such gap: which sub-score, where,
-    and why, so that no figure goes missing silently (platforms named by ``labels``); a cell
+    and why, so that no figure goes missing silently (platforms named by ``labels``, workloads
+    by ``titles``); a cell
     left with no composite at all gets why in ``without`` (its verdict line says it).
     """
     by_cell: dict[int, list[str]] = defaultdict(list)
@@ -180,7 +185,7 @@ def _composite_rows(
         if row.composite:
             by_cell[cell_id].append(name)
     notes: list[str] = []
-    labels = labels or {}
+    labels, titles = labels or {}, titles or {}
     left_out: dict[str, set[str]] = defaultdict(set)
     for cell_id, names in by_cell.items():
         cell = cells[cell_id]
@@ -214,9 +219,7 @@ def _composite_rows(
                 row_resolutions.append(
                     score * np.mean([resolutions[(rep, inst)][n] / got[n] for n in names])
                 )
-        where = (
-            f"{labels.get(cell.platform, cell.platform)} / {cell.workload} / {cell.instances} inst."
-        )
+        where = _cell_where(labels, titles, cell)
         notes += [
             f"{where}: {_composite_gap(cell, why, at, bool(rows))}" for why, at in gaps.items()
         ]
@@ -300,9 +303,16 @@ def analyse(store: Store, run_id: str) -> RunAnalysis:
     samples = _read_samples(stored.samples, cells)
     grouped = _Grouped(stored.rows)
     labels, ran = platform_labels(cells.values())
+    titles = _workload_titles(cells, grouped)
     without: dict[tuple[str, str, int], str] = {}
     composite_notes = _composite_rows(
-        grouped, cells, _baseline_means(grouped, cells, baseline), baseline, labels, without
+        grouped,
+        cells,
+        _baseline_means(grouped, cells, baseline),
+        baseline,
+        labels,
+        without,
+        titles,
     )
     results = _results(grouped, cells, samples, baseline)
     noise, noisy_side = _noise(
@@ -331,7 +341,9 @@ def analyse(store: Store, run_id: str) -> RunAnalysis:
         text_only=_text_only(grouped, cells),
         rows=stored.rows,
         started=samples.started,
-        warnings=composite_notes + _warnings(results, samples.failed, labels),
+        warnings=composite_notes
+        + _percentiles_left_out(grouped, cells)
+        + _warnings(results, samples.failed, labels, titles),
         noise=noise,
         noisy_side=noisy_side,
         labels=labels,
@@ -340,6 +352,7 @@ def analyse(store: Store, run_id: str) -> RunAnalysis:
         densities=_densities(ascents_of(stored.artifacts), cells, samples),
         conditions=HostCondition.of(inventory),
         missing=without,
+        titles=titles,
     )
     analysis.claims = claims.judged(analysis)
     return analysis
@@ -521,7 +534,7 @@ def _figures(
     resolutions: list[float | None] = []
     for (cid, name), (unit, hib) in grouped.meta.items():
         triples = grouped.values.get((cid, name))
-        if triples is None or len(triples) == 0:
+        if triples is None or len(triples) == 0 or percentile_shortfall(name, cells[cid].instances):
             continue
         values = cell_values(triples, cells[cid].instances)
         res = cell_values(grouped.resolution_triples((cid, name)), cells[cid].instances)
@@ -554,6 +567,43 @@ def _figures(
     ]
     figures.sort(key=lambda f: (f.cell.id, f.name != COMPOSITE))  # stable: tool order
     return {(f.cell.id, f.name): f for f in figures}
+
+
+def _workload_titles(cells: dict[int, CellInfo], grouped: _Grouped) -> dict[str, str]:
+    """Each workload label's name in sentences and tables: its name and what it ran, "cpu (xz,
+    aes)" for "cpu apps copies=1 skip=povray,sha256,sqlite,stockfish,zstd" (the apps of a
+    suite of applications, from the metrics its cells stored), "disk (fio)" (its tool or
+    suite); the label itself where two workloads would read the same."""
+    apps: dict[str, list[str]] = defaultdict(list)
+    for cid, name in grouped.meta:
+        parts = name.split(".")
+        workload = cells[cid].workload
+        if parts[:2] == ["cpu", "apps"] and len(parts) > 3 and parts[2] not in apps[workload]:
+            apps[workload].append(parts[2])
+    titles: dict[str, str] = {}
+    for c in cells.values():
+        settings = c.workload_settings
+        what = ", ".join(apps[c.workload]) or settings.get("tool") or settings.get("suite")
+        titles.setdefault(c.workload, f"{c.workload_name} ({what})" if what else c.workload_name)
+    named = list(titles.values())
+    return {w: t if named.count(t) == 1 else w for w, t in titles.items()}
+
+
+def _percentiles_left_out(grouped: _Grouped, cells: dict[int, CellInfo]) -> list[str]:
+    """Per workload and instance count, the percentiles over its instances that too few stand
+    behind to be one (``aggregate.percentile_shortfall``), left out of the figures: "boot, 1
+    instance: boot.storm.ready_p99_s not shown (a p99 needs 100 instances behind it, the cell
+    has 1)"; at 1 instance such a figure repeats the instance's own."""
+    short: dict[tuple[str, int], dict[str, str]] = defaultdict(dict)
+    for cid, name in grouped.meta:
+        cell = cells[cid]
+        if (why := percentile_shortfall(name, cell.instances)) is not None:
+            short[(cell.workload, cell.instances)][name] = why
+    return [
+        f"{workload}, {count} instance{'s' * (count != 1)}: {', '.join(whys)} not shown "
+        f"({'; '.join(whys.values())})"
+        for (workload, count), whys in short.items()
+    ]
 
 
 def _text_only(grouped: _Grouped, cells: dict[int, CellInfo]) -> dict[MetricKey, str]:
@@ -614,10 +664,10 @@ def _commands(commands: list[tuple[str, list]]) -> list[tuple[str, list[str]]]:
 
 def _vs_baseline(
     figures: dict[_Key, _Figure], cells: dict[int, CellInfo], baseline: str | None
-) -> dict[_Key, tuple[Normalized | None, Normalized | None, float | None]]:
+) -> dict[_Key, tuple[Normalized | None, Normalized | None, Ratio | None]]:
     """Each figure that has a baseline cell to set it against: its single and aggregate
     figures against the baseline's, and the host CPU it spends per unit relative to it."""
-    out: dict[_Key, tuple[Normalized | None, Normalized | None, float | None]] = {}
+    out: dict[_Key, tuple[Normalized | None, Normalized | None, Ratio | None]] = {}
     if baseline is None:
         return out
     base_cells = [c for c in cells.values() if c.platform == baseline]
@@ -656,8 +706,19 @@ def _vs_baseline(
                     r.higher_is_better,
                     (base.aggregate.resolution, r.aggregate.resolution),
                 )
-        if r.per_core is not None and base.per_core is not None and r.per_core.mean > 0:
-            cost = base.per_core.mean / r.per_core.mean
+        if (
+            base is not r
+            and r.per_core is not None
+            and base.per_core is not None
+            and r.per_core_values is not None
+            and base.per_core_values is not None
+            and r.per_core.mean > 0
+        ):
+            cost = ratio(
+                r.per_core_values,
+                base.per_core_values,
+                resolutions=(r.per_core.resolution, base.per_core.resolution),
+            )
         out[key] = (vs, aggregate_vs, cost)
     return out
 
@@ -687,12 +748,14 @@ def _symmetry(results: list[MetricResult]) -> list[Symmetry]:
     return out
 
 
-def _cell_where(labels: dict[str, str], cell: CellInfo) -> str:
-    return f"{labels.get(cell.platform, cell.platform)} / {cell.workload} / {cell.instances} inst."
+def _cell_where(labels: dict[str, str], titles: dict[str, str], cell: CellInfo) -> str:
+    """ "kvm / cpu (xz, aes) / 1 inst.": a cell as warnings name it, for people."""
+    platform, workload = labels.get(cell.platform, cell.platform), titles.get(cell.workload)
+    return f"{platform} / {workload or cell.workload} / {cell.instances} inst."
 
 
-def _where(labels: dict[str, str], r: MetricResult) -> str:
-    return f"{_cell_where(labels, r.cell)} / {r.name}"
+def _where(labels: dict[str, str], titles: dict[str, str], r: MetricResult) -> str:
+    return f"{_cell_where(labels, titles, r.cell)} / {r.name}"
 
 
 def _reps(reps: list[int]) -> str:
@@ -798,10 +861,17 @@ def _advice(
             f"something warm (check its output); read the median ({r.single.median:.4g}) "
             "rather than the mean"
         )
-    if skewed(r, host_cpu):
+    if steal_reps(host_cpu, r.cell.id):
         return (
-            "a quieter host: some repetitions ran on a busier host than the rest (other load, "
-            "or steal by a hypervisor below); compare the median with the mean"
+            "a quieter host: some repetitions ran on a busier host than the rest (steal by a "
+            "hypervisor below); compare the median with the mean"
+        )
+    if skewed(r, host_cpu):  # slower apart, and nothing measured says the host was busier
+        return (
+            "the median, and another run if it recurs: the repetitions that stand apart ran "
+            "slower than the rest, as on a busier host (other load), but nothing measured "
+            "says the host was busier, and noise with heavier tails than normal flags a clean "
+            "cell so too (5–12% of them at 10 repetitions); compare the median with the mean"
         )
     need = repetitions_for(s.cv, target)
     goal = f"±{100 * target:g}%"
@@ -830,7 +900,10 @@ def _faster_apart(r: MetricResult) -> bool:
 
 
 def _warnings(
-    results: list[MetricResult], failed: list[tuple[CellInfo, int, str]], labels: dict[str, str]
+    results: list[MetricResult],
+    failed: list[tuple[CellInfo, int, str]],
+    labels: dict[str, str],
+    titles: dict[str, str],
 ) -> list[str]:
     """Starved instances (of headline figures) and failed samples, one line each; noise is in
     ``RunAnalysis.noise``."""
@@ -838,22 +911,23 @@ def _warnings(
     for r in results:
         if not r.headline:
             continue
+        where = _where(labels, titles, r)
         for inst, st in r.starved.items():
             ratio = f"{st.share:.2f}×" if r.higher_is_better else f"{1 / st.share:.2f}× (↓)"
             out.append(
-                f"{_where(labels, r)}: instance {inst} is starved: {ratio} the other instances' "
+                f"{where}: instance {inst} is starved: {ratio} the other instances' "
                 f"median in {st.behind} of {st.of} repetitions (CV across instances "
                 f"{100 * r.instance_cv:.0f}%); the mean per instance hides it"
             )
         if r.rotating is not None:
             behind, of = r.rotating
             out.append(
-                f"{_where(labels, r)}: an instance is starved in {behind} of {of} repetitions, not "
+                f"{where}: an instance is starved in {behind} of {of} repetitions, not "
                 f"the same one in most (below {STARVED_RATIO}× the other instances' median; "
                 f"CV across instances {100 * r.instance_cv:.0f}%); the mean per instance hides "
                 "it: look for what the host gives one guest at a time (CPU pinning, an "
                 "interrupt's CPU, a scheduler's victim)"
             )
     for cell, rep, error in failed:
-        out.append(f"{_cell_where(labels, cell)}: repetition {rep} failed: {error}")
+        out.append(f"{_cell_where(labels, titles, cell)}: repetition {rep} failed: {error}")
     return out

@@ -41,6 +41,7 @@ from hvbench.analysis.model import CellInfo, RunAnalysis
 from hvbench.analysis.run import analyse
 from hvbench.errors import HvbenchError
 from hvbench.store import FLEET, LABELS, RunRecord, Store, image_artifact
+from hvbench.units import interval_strings
 
 TIME = "time"
 QEMU = "qemu"
@@ -171,11 +172,6 @@ class ChangePoint:
         return bool(self.differences)
 
 
-def pct(ratio: float) -> str:
-    """A ratio as a signed change: 0.92 → "−8.0%"."""
-    return f"{100 * (ratio - 1):+.1f}%".replace("-", "−")
-
-
 def when(p: Point) -> str:
     """A point's run time, with its version where it has one."""
     return f"{p.time:%Y-%m-%d %H:%M}" + (f", {p.version}" if p.version else "")
@@ -194,11 +190,12 @@ def change_sentence(
     (date, version) on: −8.1% [−10.2, −6.0] (regression; the run before: W)". ``run`` shows a
     run's id and ``level`` the change (the site links and colours them); ``kind`` makes the
     sentence's text (``Markup`` escapes what it is given that is not markup)."""
-    low, high = pct(c.low).rstrip("%"), pct(c.high).rstrip("%")
+    texts = interval_strings(100 * (c.ratio - 1), 100 * (c.low - 1), 100 * (c.high - 1), sign=True)
+    est, low, high = (x.replace("-", "−") for x in texts)
     return kind(CHANGE).format(
         after=run(c.after.run_id),
         when=when(c.after),
-        level=level(f"{pct(c.ratio)} [{low}, {high}]", c),
+        level=level(f"{est}% [{low}, {high}]", c),
         what="regression" if c.regression else "improvement",
         before=run(c.before.run_id),
     )

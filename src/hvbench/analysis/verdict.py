@@ -4,12 +4,15 @@ A figure is stated with its 95% interval when that interval excludes native; "no
 difference" only when the interval lies within ±5% of native (``stats.PRACTICAL``);
 "inconclusive: between −x% and +y%" when it admits more; "not tested (1 repetition)" when a
 side has a single repetition. Each workload is judged at its smallest instance count (usually
-1, the seeds' "single" figures); scaling has a line of its own.
+1, the seeds' "single" figures); scaling has a line of its own, with the interval of its gain.
+Every figure with its interval is printed to the digits that interval supports
+(``units.interval_strings``), and each workload is named for people (``RunAnalysis.title``).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -33,6 +36,7 @@ from hvbench.analysis.stats import (
     NOT_TESTED,
     PRACTICAL,
     RESOLUTION_UNKNOWN,
+    Ratio,
     geometric_mean,
     ratio,
     reading,
@@ -139,30 +143,54 @@ def _no_repetition(used: list[MetricResult]) -> str:
     return "no repetition in which all of its headline figures were measured above 0"
 
 
+@dataclass(frozen=True)
+class Headline:
+    """A platform's figure of a workload against the baseline, as its verdict states it
+    (``keeps_line``) and the run's matrix shows it (``report.summary``): one source for both."""
+
+    platform: str
+    figure: Normalized | None
+    """None where it was left out (``why``)."""
+    why: str | None
+    metrics: int
+    """How many headline metrics stand behind the figure (``combined``)."""
+
+
+def headlines(a: RunAnalysis, workload: str) -> list[Headline]:
+    """Each platform's headline figure (the baseline's left out) at the workload's smallest
+    instance count, in the run's platform order; a platform with neither a figure nor a reason
+    it has none is not listed."""
+    if a.baseline is None:
+        return []
+    count = min(a.counts(workload))
+    out = []
+    for platform, rs in _at(a, workload, count).items():
+        if platform == a.baseline:
+            continue
+        used = [r for r in _headlines(rs) if r.vs_baseline is not None]
+        v = combined(a, workload, used) if used else None
+        why = a.missing.get((platform, workload, count))
+        if why is None and v is not None and v.n == 0:
+            why = _no_repetition(used)
+        if why is not None or v is not None:
+            out.append(Headline(platform, None if why is not None else v, why, len(used)))
+    return out
+
+
 def keeps_line(a: RunAnalysis, workload: str) -> str | None:
     """ "disk: kvm-virtio keeps 92% [90–94%] of native; emulated 41% [39–43%]; uml: not tested
     (1 repetition)", over the workload's headline metrics (``combined``)."""
     if a.baseline is None:
         return None
     count = min(a.counts(workload))
+    found = headlines(a, workload)
     texts: list[str] = []
-    n_metrics = 0
     said = False
-    for platform, rs in _at(a, workload, count).items():
-        if platform == a.baseline:
-            continue
-        used = [r for r in _headlines(rs) if r.vs_baseline is not None]
-        v = combined(a, workload, used) if used else None
-        name = a.label(platform)
-        why = a.missing.get((platform, workload, count))
-        if why is None and v is not None and v.n == 0:
-            why = _no_repetition(used)
-        if why is not None:
-            texts.append(f"{name}: left out: {why}")
-            continue
+    for h in found:
+        name, v = a.label(h.platform), h.figure
         if v is None:
+            texts.append(f"{name}: left out: {h.why}")
             continue
-        n_metrics = max(n_metrics, len(used))
         text = " ".join(x for x in figure(v, "pct", "%") if x)
         kind = v.reading()
         base = a.label(a.baseline)
@@ -176,6 +204,7 @@ def keeps_line(a: RunAnalysis, workload: str) -> str | None:
             texts.append(f"{name}: {v.describe()}")
         else:
             texts.append(f"{name} {text}: {v.describe()}")
+    n_metrics = max((h.metrics for h in found if h.figure is not None), default=0)
     if not texts:
         return None
     names = a.metric_names(workload)
@@ -186,7 +215,7 @@ def keeps_line(a: RunAnalysis, workload: str) -> str | None:
     else:
         what = headline(a, workload) or ""
     where = f"{count} instance{'s' if count > 1 else ''}" + (f", {what}" if what else "")
-    return f"{workload} ({where}): " + "; ".join(texts)
+    return f"{a.title(workload)} ({where}): " + "; ".join(texts)
 
 
 def same_work_lines(a: RunAnalysis, workload: str) -> list[str] | None:
@@ -208,10 +237,10 @@ def same_work_lines(a: RunAnalysis, workload: str) -> list[str] | None:
         for p in cells
         if any(j.platform == p for j in slos)
     ]
-    out = [f"{workload} ({where}, host CPU for the same work): " + "; ".join(costs)]
+    out = [f"{a.title(workload)} ({where}, host CPU for the same work): " + "; ".join(costs)]
     if levels:  # the SLOs are claims (``claims.slo_claims``), judged with the run's others
         out.append(
-            f"{workload} SLOs (mean p95 over the repetitions, 95% interval, against its "
+            f"{a.title(workload)} SLOs (mean p95 over the repetitions, 95% interval, against its "
             "limit): " + "; ".join(levels)
         )
     return out
@@ -240,9 +269,9 @@ def _same_work(a: RunAnalysis, cell: CellInfo, base: CellInfo | None) -> str:
     v = normalize(values, base_values, higher_is_better=False)
     shares = f"{100 * h.busy:.1f}% of the host against {100 * b.busy:.1f}%"
     kind = v.reading()
+    est, low, high = rounded(v.ratio, v.ratio_low, v.ratio_high, 1.0)
     if kind == NOT_TESTED:
-        return f"{name} {v.ratio:.2f}× {base_name}'s ({shares}): {v.describe()}"
-    est, low, high = rounded(v.ratio, v.ratio_low, v.ratio_high, 1.0, 2)
+        return f"{name} {est}× {base_name}'s ({shares}): {v.describe()}"
     text = f"{name} {est}× [{low}–{high}×] {base_name}'s ({shares})"
     return {
         LOSS: f"{text}: more host CPU for the same work",
@@ -269,7 +298,7 @@ def symmetry_line(a: RunAnalysis, workload: str) -> str | None:
     if symmetric:
         parts.append(f"{', '.join(symmetric)} {'is' if len(symmetric) == 1 else 'are'} symmetric")
     parts.extend(lossy)
-    return f"{workload} direction: " + ", ".join(parts)
+    return f"{a.title(workload)} direction: " + ", ".join(parts)
 
 
 def cost_line(a: RunAnalysis, workload: str) -> str | None:
@@ -297,7 +326,7 @@ def cost_line(a: RunAnalysis, workload: str) -> str | None:
     work = "composite score" if name == COMPOSITE else ref.unit
     parts = [_cost_part(a, r, ref) for r in per_core.values() if r is not ref]
     return (
-        f"{workload}: host CPU per {work} against {a.label(ref.cell.platform)}'s{why} "
+        f"{a.title(workload)}: host CPU per {work} against {a.label(ref.cell.platform)}'s{why} "
         f"({name}): " + "; ".join(parts)
     )
 
@@ -312,18 +341,23 @@ def _cost_part(a: RunAnalysis, r: MetricResult, ref: MetricResult) -> str:
         ref.per_core_values,
         resolutions=(r.per_core.resolution, ref.per_core.resolution),
     )  # the reference's work per core over this platform's: above 1, it costs more
-    name = a.label(r.cell.platform)
+    return f"{a.label(r.cell.platform)} {cost_text(x)}"
+
+
+def cost_text(x: Ratio) -> str:
+    """Host CPU for the same work as a multiple of the reference's, with its interval and
+    what it lets one say: "2.0× [1.9–2.1×]", "1.02× [0.98–1.06×]: no significant difference
+    (within ±5%)", "2.0×: not tested (1 repetition)"."""
     what = reading(x.low, x.high, x.tested)
+    est, low, high = rounded(x.estimate, x.low, x.high, 1.0)
     if what == NOT_TESTED:
         n = min(x.n_a, x.n_b)
         why = f"{n} repetition{'s' if n != 1 else ''}" if n < 2 else RESOLUTION_UNKNOWN
-        return f"{name} {x.estimate:.1f}×: {NOT_TESTED} ({why})"
+        return f"{est}×: {NOT_TESTED} ({why})"
+    text = f"{est}× [{low}–{high}×]"
     if what == EQUIVALENT:
-        return f"{name}: {EQUIVALENT} (within ±{100 * PRACTICAL:.0f}%)"
-    _, low, high = rounded(x.estimate, x.low, x.high, 1.0, 2)
-    if what == INCONCLUSIVE:
-        return f"{name}: {INCONCLUSIVE}, between {low}× and {high}×"
-    return f"{name} {x.estimate:.1f}× [{low}–{high}×]"
+        return f"{text}: {EQUIVALENT} (within ±{100 * PRACTICAL:.0f}%)"
+    return f"{text}: {INCONCLUSIVE}" if what == INCONCLUSIVE else text
 
 
 def scaling_series(a: RunAnalysis, workload: str) -> dict[str, list[MetricResult]]:
@@ -350,7 +384,9 @@ def scaling_series(a: RunAnalysis, workload: str) -> dict[str, list[MetricResult
 
 
 def scaling_line(a: RunAnalysis, workload: str) -> str | None:
-    """ "cpu scaling, aggregate at 8 instances vs 1: kvm 7.6× (95% efficiency, overcommitted)"."""
+    """ "cpu scaling of the aggregate: kvm 7.6× [7.2–8.0×] at 8 vs 1 (95% [90–100%] efficiency,
+    overcommitted)"; "kvm 2.1× [1.8–2.4×] at 2 vs 1: no departure from linear shown" where the
+    interval of the gain (Fieller's, of the aggregates' means) holds linear scaling."""
     parts = []
     for platform, rs in scaling_series(a, workload).items():
         first, last = rs[0], rs[-1]
@@ -358,16 +394,37 @@ def scaling_line(a: RunAnalysis, workload: str) -> str | None:
             len(rs) < 2
             or first.aggregate is None  # never: scaling_series keeps those with an aggregate
             or last.aggregate is None
+            or first.aggregate_values is None
+            or last.aggregate_values is None
             or not first.aggregate.mean
         ):
             continue
-        gain = last.aggregate.mean / first.aggregate.mean
-        over = ", overcommitted" if last.overcommit else ""
-        parts.append(
-            f"{a.label(platform)} {gain:.1f}× at {last.cell.instances} vs {first.cell.instances} "
-            f"({_pct(100 * (last.efficiency or np.nan))} efficiency{over})"
+        x = ratio(
+            first.aggregate_values,
+            last.aggregate_values,
+            resolutions=(first.aggregate.resolution, last.aggregate.resolution),
         )
-    return f"{workload} scaling of the aggregate: " + "; ".join(parts) if parts else None
+        linear = last.cell.instances / first.cell.instances
+        gain, low, high = rounded(x.estimate, x.low, x.high, linear)
+        per = 100 / linear
+        eff, eff_low, eff_high = rounded(per * x.estimate, per * x.low, per * x.high, 100.0)
+        over = ", overcommitted" if last.overcommit else ""
+        at = f"at {last.cell.instances} vs {first.cell.instances}"
+        name = a.label(platform)
+        if not (x.tested and x.bounded):
+            n = min(x.n_a, x.n_b)
+            why = f"{n} repetition{'s' if n != 1 else ''}" if n < 2 else "unbounded"
+            parts.append(f"{name} {gain}× {at} ({eff}% efficiency{over}, {NOT_TESTED}: {why})")
+        elif x.low <= linear <= x.high:
+            parts.append(
+                f"{name} {gain}× [{low}–{high}×] {at}: no departure from linear shown{over}"
+            )
+        else:
+            parts.append(
+                f"{name} {gain}× [{low}–{high}×] {at} ({eff}% [{eff_low}–{eff_high}%] "
+                f"efficiency{over})"
+            )
+    return f"{a.title(workload)} scaling of the aggregate: " + "; ".join(parts) if parts else None
 
 
 def suspect_line(a: RunAnalysis, workload: str) -> str | None:
@@ -385,7 +442,7 @@ def suspect_line(a: RunAnalysis, workload: str) -> str | None:
     if not parts:
         return None
     base = a.label(a.baseline) if a.baseline else "the baseline"
-    return f"{workload} above {base}, not a win: " + "; ".join(parts)
+    return f"{a.title(workload)} above {base}, not a win: " + "; ".join(parts)
 
 
 def ran_line(a: RunAnalysis) -> str | None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from math import nan
 from typing import Annotated
 
 import typer
@@ -25,6 +26,7 @@ from hvbench.analysis.series import (
 )
 from hvbench.cli.options import DbOption
 from hvbench.store import Store
+from hvbench.units import interval_strings
 
 WINDOW = 3
 """Newest runs ``--check`` looks at: a change needs two runs after it (``changes.MIN_SIDE``),
@@ -89,8 +91,9 @@ def _print(s: Series) -> None:
     left = f" ({s.left_out} runs without it left out)" if s.left_out else ""
     out.print(f"{s.study} on {s.host}: {s.name} ({s.unit}, {better} is better{order}){left}")
     for p in s.points:
-        ci = f" [{p.low:.4g}, {p.high:.4g}]" if math.isfinite(p.low) else ""
-        out.print(f"  {p.run_id}  {when(p)}  {p.mean:.4g}{ci}  n={p.n}")
+        mean, low, high = interval_strings(p.mean, p.low, p.high)
+        ci = f" [{low}, {high}]" if math.isfinite(p.low) else ""
+        out.print(f"  {p.run_id}  {when(p)}  {mean}{ci}  n={p.n}")
     for c in s.changes:
         out.print(f"  {change_sentence(c)}")
         out.print(f"      {explanation(c)}")
@@ -115,10 +118,12 @@ def _claims(histories: list[ClaimHistory], as_json: bool) -> None:
     for h in histories:
         out.print(f"{h.study} on {h.host}: {h.label} / {h.workload}: {h.claim}")
         for run_id, time, c in h.runs:
-            ci = f" [{c['ci_low']:.4g}, {c['ci_high']:.4g}]" if c["ci_low"] is not None else ""
-            est = (
-                "not measured" if c["estimate"] is None else f"{c['estimate']:.4g}{ci} {c['unit']}"
-            )
+            est = "not measured"
+            if c["estimate"] is not None:
+                bounds = (c["ci_low"], c["ci_high"]) if c["ci_low"] is not None else (nan, nan)
+                value, low, high = interval_strings(c["estimate"], *bounds)
+                ci = f" [{low}, {high}]" if c["ci_low"] is not None else ""
+                est = f"{value}{ci} {c['unit']}"
             out.print(f"  {run_id}  {time:%Y-%m-%d %H:%M}  {c['outcome']}: {est}  n={c['n']}")
 
 

@@ -8,6 +8,7 @@ Exit codes: 0 ok, 1 a significant regression (compare only, so it can gate an up
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated
 
@@ -15,9 +16,10 @@ import typer
 
 from hvbench.analysis import RunAnalysis, analyse
 from hvbench.analysis import claims as claims_of
-from hvbench.analysis.compare import ALLOWANCE, THRESHOLD, Allowance
+from hvbench.analysis.compare import ALLOWANCE, THRESHOLD, Allowance, Comparison
 from hvbench.analysis.compare import compare as compare_runs
 from hvbench.analysis.history import measured
+from hvbench.analysis.model import INCONCLUSIVE, OUTCOMES, REFUTED, Judged
 from hvbench.cli.options import DbOption
 from hvbench.errors import HvbenchError
 from hvbench.report import emit, render, render_comparison, site
@@ -133,8 +135,8 @@ def compare(
         allowed = measured(store, side_a[0], side_b[0])
     result = compare_runs(side_a, side_b, threshold=threshold, allowance=allowed)
     emit(render_comparison(result, format), output)
-    if result.exit_code:
-        raise typer.Exit(result.exit_code)
+    if code := compare_exit(result):
+        raise typer.Exit(code)
 
 
 def claims(
@@ -160,9 +162,21 @@ def claims(
     if as_json:
         print(json.dumps([claims_of.as_json(j) for j in a.claims], indent=2, ensure_ascii=False))
     else:
-        counts = [f"{sum(j.outcome == o for j in a.claims)} {o}" for o in claims_of.OUTCOMES]
+        counts = [f"{sum(j.outcome == o for j in a.claims)} {o}" for o in OUTCOMES]
         print(f"run {a.run_id}: {len(a.claims)} claims: {', '.join(counts)}")
         for j in a.claims:
             print(j.line())
-    if code := claims_of.exit_code(a.claims):
+    if code := claims_exit(a.claims):
         raise typer.Exit(code)
+
+
+def compare_exit(result: Comparison) -> int:
+    """``hvbench compare``: 1 a headline regression; 3 none, but a headline metric inconclusive;
+    else 0. How the process ends is the CLI's to say; the analysis says what changed."""
+    return 1 if result.regressions else 3 if result.unsettled else 0
+
+
+def claims_exit(found: Sequence[Judged]) -> int:
+    """``hvbench claims``: 1 a claim refuted; 3 none, but one inconclusive; else 0."""
+    outcomes = {j.outcome for j in found}
+    return 1 if REFUTED in outcomes else 3 if INCONCLUSIVE in outcomes else 0

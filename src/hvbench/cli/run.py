@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import platform
 import re
 import sys
@@ -14,13 +15,12 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
-from hvbench import doctor
+from hvbench import doctor, plan
 from hvbench.analysis import analyse, series
 from hvbench.cli.options import DbOption
 from hvbench.errors import HvbenchError
-from hvbench.host import packages
 from hvbench.report import write_report
-from hvbench.report.markdown import render_summary
+from hvbench.report.summary import Summary, print_summary, print_wrapped, summarize
 from hvbench.runner import Progress as RunProgress
 from hvbench.runner import Runner
 from hvbench.store import FLEET, Store, TimeRecord
@@ -83,8 +83,17 @@ def run(
             "too slow to analyse in good time, such as a nested lab)"
         ),
     ] = True,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="end with the run's summary as one JSON document on stdout (its matrix, "
+            "claims, warnings, time and report), `run <RUN_ID>` on stderr",
+        ),
+    ] = False,
 ) -> None:
-    """Run a study: `run <RUN_ID>` first, the % of native table and where its time went last."""
+    """Run a study: `run <RUN_ID>` first; last, one screen: each platform's % of native per
+    workload, the claims, the warnings counted, where the time went and the report's path."""
     started = time.monotonic()
     labels = parse_labels(label or [])
     if labels and resume:
@@ -108,7 +117,7 @@ def run(
             t0 = time.monotonic()
             study = default_study(doctor.available_drivers(doctor.examine()))
             examined_s = time.monotonic() - t0
-        if lacking := packages.missing(study):
+        if lacking := plan.missing_packages(study):
             raise HvbenchError(f"{study.source}: cannot run on this host: {'; '.join(lacking)}")
         if quick:
             tell(f"hvbench: {QUICK_NOTE}")
@@ -119,7 +128,10 @@ def run(
             runner.stopwatch.add("doctor", examined_s)
         if fleet:
             store.add_artifact(runner.run_id, FLEET, {"fleet": fleet, "host": fleet_host})
-    print(f"run {runner.run_id}", flush=True)
+    if as_json:
+        tell(f"run {runner.run_id}")
+    else:
+        print(f"run {runner.run_id}", flush=True)
 
     with Progress(
         TextColumn("{task.description}"),
@@ -149,28 +161,58 @@ def run(
 
         runner.on_progress = on_progress
         status = runner.run()
+    summary: Summary | None = None
+    html: Path | None = None
     if report:
         with runner.stopwatch.step("analysis"):
             analysis = analyse(store, runner.run_id)
             series.keep(store, analysis)  # the history reads it, not analyse again
-            html = REPORTS / f"{runner.run_id}.html"
-            made = f"report: {write_report(store, runner.run_id, html, analysis=analysis)}"
-        print(render_summary(analysis))
+            html = write_report(
+                store, runner.run_id, REPORTS / f"{runner.run_id}.html", analysis=analysis
+            )
+            summary = summarize(analysis)
+    spent = runner.keep_time()
+    if as_json:
+        ended = {
+            "run": runner.run_id,
+            "status": status,
+            "failed_samples": runner.failed_samples,
+            "report": None if html is None else str(html),
+            "time": spent.to_json(),
+            "summary": None if summary is None else summary.as_json(),
+        }
+        print(json.dumps(ended, indent=2, ensure_ascii=False))
     else:
-        made = f"no report (hvbench report {runner.run_id} makes it)"
-    print("\n".join(time_lines(runner.keep_time())))
-    print(f"run {runner.run_id}: {status}, {runner.failed_samples} failed sample(s); {made}")
+        made = f"report: {html}" if html else f"no report (hvbench report {runner.run_id} makes it)"
+        last = f"run {runner.run_id}: {status}, {runner.failed_samples} failed sample(s); {made}"
+        print_end(Console(), runner.run_id, summary, spent, last)
     if status == "failed":
         sys.exit(1)
 
 
-def time_lines(t: TimeRecord) -> list[str]:
-    """Where the run's time went, in three lines: its total, the steps, the workloads; each
-    part longest first."""
+def print_end(
+    console: Console, run_id: str, summary: Summary | None, spent: TimeRecord, last: str
+) -> None:
+    """A run's end for a person, one screen: its summary (``report.summary``), where its time
+    went (wrapped at the console's width), and ``last``, its outcome and the report's path, on
+    one line whatever its length (a path cut in two cannot be copied); every table is in the
+    report."""
+    names: dict[str, str] = {}
+    if summary is not None:
+        print_summary(console, summary, f"hvbench report {run_id}")
+        names = summary.names
+    for line in time_lines(spent, names):
+        print_wrapped(console, line)
+    console.print(last, markup=False, highlight=False, emoji=False, soft_wrap=True)
+
+
+def time_lines(t: TimeRecord, names: dict[str, str] | None = None) -> list[str]:
+    """Where the run's time went, in three lines: its total, the steps, the workloads (by
+    ``names`` where given: a label can take a line of its own); each part longest first."""
 
     def parts(seconds: dict[str, float]) -> str:
         longest = sorted(seconds.items(), key=lambda kv: -kv[1])
-        return ", ".join(f"{k} {span(v)}" for k, v in longest) or "none"
+        return ", ".join(f"{(names or {}).get(k, k)} {span(v)}" for k, v in longest) or "none"
 
     return [
         f"time: {span(t.total_s)} in all",

@@ -14,10 +14,9 @@ from pydantic import Field, StringConstraints, create_model
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import CoreSchema, core_schema
 
-from hvbench.analysis.claims import ClaimModel
 from hvbench.drivers import DRIVERS
 from hvbench.drivers.libvirt_xen import LibvirtXenDriver
-from hvbench.study import PLATFORM_NAME, StudyModel
+from hvbench.study import PLATFORM_NAME, ClaimModel, StudyModel
 from hvbench.units import format_size, parse_size
 from hvbench.workloads import WORKLOADS
 

@@ -6,11 +6,15 @@ from typing import Any
 from hvbench.drivers.base import Driver, PlatformSettings
 from hvbench.drivers.cloud_hypervisor import CloudHypervisorDriver
 from hvbench.drivers.container import ContainerDriver
+from hvbench.drivers.docker import DockerDriver
 from hvbench.drivers.firecracker import FirecrackerDriver
 from hvbench.drivers.gvisor import GvisorDriver
 from hvbench.drivers.libvirt import LibvirtDriver
 from hvbench.drivers.libvirt_xen import LibvirtXenDriver, scheme
+from hvbench.drivers.lxc import LxcDriver
 from hvbench.drivers.native import NativeDriver
+from hvbench.drivers.nspawn import NspawnDriver
+from hvbench.drivers.podman import PodmanDriver
 from hvbench.drivers.qemu import QemuDriver
 from hvbench.drivers.uml import UmlDriver
 from hvbench.drivers.xen import XenDriver
@@ -25,6 +29,10 @@ DRIVERS: dict[str, type[Driver]] = {
         QemuDriver,
         ContainerDriver,
         GvisorDriver,
+        DockerDriver,
+        PodmanDriver,
+        NspawnDriver,
+        LxcDriver,
         UmlDriver,
         LibvirtDriver,
         XenDriver,

@@ -28,16 +28,15 @@ from hvbench.drivers.agent_instance import AgentInstance
 from hvbench.drivers.base import Availability, Driver, PlatformSettings
 from hvbench.drivers.console import Console, launch
 from hvbench.drivers.disks import DataImage, format_data_disk
-from hvbench.drivers.footprint import Footprint, Pace
+from hvbench.drivers.footprint import KVM_PACE, Footprint, Pace
 from hvbench.drivers.last_words import last_words
-from hvbench.drivers.qemu import host_is_a_guest
-from hvbench.drivers.vmm_api import VmmApi
+from hvbench.drivers.vmm_api import Endpoint, VmmApi
 from hvbench.errors import CommandTimeout, HvbenchError, InstanceError
 from hvbench.guest import image as guest_image
 from hvbench.guest import userland
 from hvbench.guest.agent import VsockAgent
 from hvbench.host import hugepages
-from hvbench.host.inventory import PVM_ONLY, kvm_is_pvm_only
+from hvbench.host.inventory import PVM_ONLY, host_is_a_guest, kvm_is_pvm_only
 from hvbench.host.network import tap_and_mac
 from hvbench.host.process import executable
 from hvbench.host.resources import Ledger, Resource
@@ -98,15 +97,23 @@ class ApiVmmSettings(PlatformSettings):
             raise ValueError("memory: a multiple of 2M")
         return self
 
+    def host_misfits(self, count: int) -> list[str]:
+        """The VMM itself first: its binary, which hvbench does not ship, on PATH or named."""
+        if executable(self.binary) is None:
+            return [
+                f"binary: {self.binary} not found (put the {self.driver} release binary on "
+                "PATH, or name it with binary:)"
+            ]
+        return []
+
     def footprint(self) -> Footprint | None:
         return Footprint(FOOTPRINT_MIB << 20, 6 + self.vcpus, address=self.nic != "none")
 
     def pace(self, kvm: bool) -> Pace:
+        """QEMU's under KVM: these VMMs run only there."""
         return KVM_PACE
 
 
-KVM_PACE = Pace(slowdown=1.05, io_slowdown=1.1, start_s=1.0, core_s=1.0)
-"""As QEMU's under KVM (``qemu.KVM_PACE``): guest code on the CPU. These VMMs run only on KVM."""
 FOOTPRINT_MIB = 32
 """MiB a microVM VMM holds besides guest memory, rounded up from what Firecracker promises (its
 threads at most 5 MiB beyond the guest); checked by the memory workload of the KVM lab."""
@@ -307,8 +314,6 @@ class ApiVmmDriver(Driver[S, I]):
     """The guest's drivers for the VMM's transport and devices, in load order."""
     install_hint: ClassVar[str]
     """How to get the VMM, for the line that says it is missing."""
-    api_probe: ClassVar[str]
-    """A GET that the VMM answers as soon as its API is up."""
     tap_tag: ClassVar[str]
     mac_byte: ClassVar[int]
     """The instances' tap names and MACs (``tap_and_mac``), told apart from other drivers'."""
@@ -475,11 +480,16 @@ class ApiVmmDriver(Driver[S, I]):
         vmm = Vmm.launch(argv, inst.name, prefix, sockets, self.ledger, netns, log)
         made.append(vmm.process)
         try:
-            vmm.api.wait(time.monotonic() + 30, vmm.alive, self.api_probe)
+            vmm.api.wait(time.monotonic() + 30, vmm.alive, self._probe(vmm.api).path)
         except InstanceError as e:
             raise InstanceError(f"{e} ({vmm.last_words()})") from e
         vmm.api_up = vmm.since_start()
         return vmm
+
+    @staticmethod
+    @abstractmethod
+    def _probe(api: VmmApi) -> Endpoint:
+        """What the VMM answers a GET of as soon as its API is up."""
 
     def _log_file(self, prefix: Path, made: list[Resource]) -> Path | None:
         """A log file of the VMM's own (made empty, in the ledger), where it keeps one."""

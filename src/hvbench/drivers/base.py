@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, ClassVar, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt
 
-from hvbench.drivers.disks import DataDisk
 from hvbench.drivers.footprint import Footprint, Pace
 from hvbench.errors import HvbenchError, InstanceError, StartFailed
 from hvbench.host.monitor import LOCAL, HostCpuSource
@@ -61,6 +60,18 @@ class PlatformSettings(BaseModel):
         """How fast this platform goes on a host whose KVM runs stock guests (``kvm``), or one
         whose does not (``accel: auto`` resolves by it)."""
         raise NotImplementedError(f"driver {self.driver} has no pace")
+
+
+@dataclass
+class DataDisk:
+    """The disk that disk workloads measure, as seen from inside the instance."""
+
+    device: str
+    """Block device inside the instance (``/dev/vdb``, a loop device for native)."""
+    mountpoint: str
+    """Where the freshly formatted filesystem of that device is mounted inside the instance."""
+    description: str
+    """What backs it on the host (file, partition, LV), for the report's provenance."""
 
 
 @dataclass
@@ -227,6 +238,9 @@ class Driver(ABC, Generic[S, I]):
     copies_once: ClassVar[str | None] = None
     """How the driver migrates where it has neither post-copy nor auto-converge (it copies the
     guest in one way only), in the words of ``refuses_plan``'s refusal; None where it has both."""
+    packages: ClassVar[tuple[str, ...]] = ()
+    """Debian packages (of ``debian-packages.txt``) the driver runs besides the default set-up's,
+    so that a study using it where one is missing is refused naming setup.sh's option."""
     kernel: ClassVar[Kernel] = "guest"
     """Whose kernel the instances run on: what a workload needing one of each (the nfs role's
     NFS server) checks before the run (``Workload.misfits``)."""

@@ -43,8 +43,8 @@ from hvbench.drivers.base import (
     OperationReport,
     PlatformSettings,
 )
-from hvbench.drivers.disks import DataImage
-from hvbench.drivers.qemu import DATA_SERIAL, find_disk
+from hvbench.drivers.disks import DATA_SERIAL, DataImage, find_disk
+from hvbench.drivers.vmm_api import Endpoint, VmmApi
 from hvbench.errors import CommandTimeout, InstanceError
 from hvbench.host import hugepages
 from hvbench.host.resources import Resource
@@ -92,9 +92,10 @@ class CloudHypervisorSettings(ApiVmmSettings):
         return (self.net.num_queues or 2) > 2
 
     def host_misfits(self, count: int) -> list[str]:
+        out = super().host_misfits(count)
         if not self.hugepages:
-            return []
-        return list(filter(None, [hugepages.misfit("2M", count * self.memory)]))
+            return out
+        return out + list(filter(None, [hugepages.misfit("2M", count * self.memory)]))
 
 
 @dataclass
@@ -120,7 +121,6 @@ class CloudHypervisorDriver(ApiVmmDriver[CloudHypervisorSettings, CloudHyperviso
     guest_modules: ClassVar[tuple[str, ...]] = ("virtio_pci", "vmw_vsock_virtio_transport")
     tap_tag: ClassVar[str] = "c"
     mac_byte: ClassVar[int] = 0x17
-    api_probe: ClassVar[str] = "/api/v1/vmm.ping"
     copies_once: ClassVar[str | None] = (
         "Cloud Hypervisor's migration copies guest memory in passes until the rest fits its "
         "downtime"
@@ -168,6 +168,10 @@ class CloudHypervisorDriver(ApiVmmDriver[CloudHypervisorSettings, CloudHyperviso
     def _data_device(self, inst: CloudHypervisorInstance, spec: GuestSpec) -> str:
         return find_disk(inst, DATA_SERIAL)
 
+    @staticmethod
+    def _probe(api: VmmApi) -> Endpoint:
+        return CloudHypervisorApi(api).ping
+
     def _argv(self, api_socket: str, inst: CloudHypervisorInstance, log: Path | None) -> list[str]:
         return [self.binary, "--api-socket", f"path={api_socket}"]
 
@@ -201,9 +205,26 @@ class CloudHypervisorDriver(ApiVmmDriver[CloudHypervisorSettings, CloudHyperviso
             "serial": {"mode": "Tty"},
             "console": {"mode": "Off"},
         }
-        vmm.api.call("PUT", "/api/v1/vm.create", config)
+        api = CloudHypervisorApi(vmm.api)
+        api.create.put(config)
         vmm.guest_started = vmm.since_start()
-        vmm.api.call("PUT", "/api/v1/vm.boot")
+        api.boot.put()
+
+
+class CloudHypervisorApi:
+    """Cloud Hypervisor's API, each action of its description (cloud-hypervisor-api.yaml) that
+    hvbench calls named once."""
+
+    def __init__(self, api: VmmApi) -> None:
+        def action(name: str) -> Endpoint:
+            return Endpoint(api, f"/api/v1/{name}")
+
+        self.ping = action("vmm.ping")
+        self.create, self.boot = action("vm.create"), action("vm.boot")
+        self.pause, self.resume = action("vm.pause"), action("vm.resume")
+        self.snapshot, self.restore = action("vm.snapshot"), action("vm.restore")
+        self.send_migration = action("vm.send-migration")
+        self.receive_migration = action("vm.receive-migration")
 
 
 class CloudHypervisorLifecycle(Lifecycle):
@@ -248,12 +269,14 @@ class CloudHypervisorLifecycle(Lifecycle):
         try:
             dest = self.driver.start_vmm(self.inst, prefix, (target[0].name, str(vsock)), target)
             receive = {"receiver_url": f"unix:{channel}"}
-            receiving = calls.submit(_answered, dest, "vm.receive-migration", receive)
+            receiving = calls.submit(
+                _answered, CloudHypervisorApi(dest.api).receive_migration, receive
+            )
             _wait_for(channel, "migration socket", deadline, dest)
             os.rename(vsock, aside)
             t0 = time.monotonic()
             send = {"destination_url": f"unix:{channel}"}
-            source.api.call("PUT", "/api/v1/vm.send-migration", send, timeout=deadline - t0)
+            CloudHypervisorApi(source.api).send_migration.put(send, timeout=deadline - t0)
             _wait_for(vsock, "vsock socket", deadline, dest)
             os.link(vsock, kept)
             total_s = _result(receiving, dest, deadline) - t0
@@ -298,8 +321,9 @@ class CloudHypervisorLifecycle(Lifecycle):
         try:
             vmm.release_agent(deadline)
             t0 = time.monotonic()
-            vmm.api.call("PUT", "/api/v1/vm.pause")
-            vmm.api.call("PUT", "/api/v1/vm.snapshot", {"destination_url": f"file://{directory}"})
+            api = CloudHypervisorApi(vmm.api)
+            api.pause.put()
+            api.snapshot.put({"destination_url": f"file://{directory}"})
             save_s = time.monotonic() - t0
             size = sum(p.stat().st_size for p in directory.iterdir())
             api_socket, vsock = vmm.api.path, vmm.agent.path
@@ -315,8 +339,9 @@ class CloudHypervisorLifecycle(Lifecycle):
             vmm = self.inst.process = self.driver.start_vmm(
                 self.inst, prefix, (api_socket, vsock), channels
             )
-            vmm.api.call("PUT", "/api/v1/vm.restore", {"source_url": f"file://{directory}"})
-            vmm.api.call("PUT", "/api/v1/vm.resume")
+            api = CloudHypervisorApi(vmm.api)
+            api.restore.put({"source_url": f"file://{directory}"})
+            api.resume.put()
             try:
                 vmm.wait_ready(deadline)
             except CommandTimeout as e:
@@ -342,10 +367,10 @@ def _wait_for(path: Path, what: str, deadline: float, vmm: Vmm) -> None:
         time.sleep(0.001)
 
 
-def _answered(vmm: Vmm, action: str, body: dict) -> float:
+def _answered(endpoint: Endpoint, body: dict) -> float:
     """Make the call; when it answered (monotonic seconds). A destination's
     ``vm.receive-migration`` answers only once the guest arrived, so it runs beside the send."""
-    vmm.api.call("PUT", f"/api/v1/{action}", body, timeout=None)
+    endpoint.put(body, timeout=None)
     return time.monotonic()
 
 

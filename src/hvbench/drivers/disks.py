@@ -1,21 +1,24 @@
 """Data disks: what a platform's settings say of the disk workloads measure, how its host side
 is made (the same way for every driver), and how it is formatted and mounted inside an
-instance."""
+instance, and found there."""
 
 from __future__ import annotations
 
+import re
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from hvbench.drivers.base import DataDisk, Driver, Instance
 from hvbench.errors import HvbenchError, InstanceError
+from hvbench.guest.files import DISK_LIST
 from hvbench.host.storage import loop_device, make_image
 from hvbench.units import Size
 
 if TYPE_CHECKING:
-    from hvbench.drivers.base import Driver, Instance
     from hvbench.host.resources import Resource
 
 
@@ -30,18 +33,6 @@ class HostDisk(BaseModel):
     """For ``file``: the directory that holds the image (default: the run's work directory).
     For ``block``: the partition or LV to format, which is erased."""
     size: Size = 2 << 30
-
-
-@dataclass
-class DataDisk:
-    """The disk that disk workloads measure, as seen from inside the instance."""
-
-    device: str
-    """Block device inside the instance (``/dev/vdb``, a loop device for native)."""
-    mountpoint: str
-    """Where the freshly formatted filesystem of that device is mounted inside the instance."""
-    description: str
-    """What backs it on the host (file, partition, LV), for the report's provenance."""
 
 
 class DiskSettings(Protocol):
@@ -99,6 +90,8 @@ class DataImage:
 
 
 DATA_MOUNT = "/mnt/hvbench-data"
+DATA_SERIAL = "hvbench-data"
+"""The serial a VMM gives the data disk, by which it is found in the guest (``find_disk``)."""
 MKFS = ("mkfs.ext4", "-F", "-q", "-E", "lazy_itable_init=0,lazy_journal_init=0")
 """How every data disk is formatted. Inode tables and journal are initialised now, not lazily:
 ext4's background initialisation would otherwise write to the disk while a workload measures it."""
@@ -119,3 +112,29 @@ def format_data_disk(
         if not result.ok:
             raise InstanceError(f"{instance.name}: data disk {device}: {result.describe_failure()}")
     instance.data_disk = DataDisk(device, mountpoint, description)
+
+
+def guest_disks(inst: Instance, by: Literal["serial", "name"] = "serial") -> dict[str, str]:
+    """Serial (or kernel name) -> device node of the guest's disks (guest output parsed
+    defensively)."""
+    result = inst.exec([DISK_LIST], timeout=60)
+    disks: dict[str, str] = {}
+    for line in result.text().splitlines()[:256]:
+        parts = line.split()
+        if len(parts) >= (3 if by == "serial" else 2) and re.fullmatch(r"[a-z0-9]{1,32}", parts[0]):
+            disks[parts[2] if by == "serial" else parts[0]] = f"/dev/{parts[0]}"
+    return disks
+
+
+def find_disk(
+    inst: Instance, key: str, by: Literal["serial", "name"] = "serial", timeout: float = 30
+) -> str:
+    """The device node of the disk with this serial (or kernel name, where the VMM gives its
+    disks no serial of the host's choosing), waiting a little: disks behind a controller are
+    probed asynchronously."""
+    deadline = time.monotonic() + timeout
+    while (device := guest_disks(inst, by).get(key)) is None:
+        if time.monotonic() > deadline:
+            raise InstanceError(f"{inst.name}: no disk with {by} {key} in the guest")
+        time.sleep(0.5)
+    return device

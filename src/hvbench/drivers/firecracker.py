@@ -40,8 +40,8 @@ from hvbench.drivers.base import (
     OperationReport,
     PlatformSettings,
 )
-from hvbench.drivers.disks import DataImage
-from hvbench.drivers.qemu import find_disk
+from hvbench.drivers.disks import DataImage, find_disk
+from hvbench.drivers.vmm_api import Endpoint, VmmApi
 from hvbench.errors import CommandTimeout, InstanceError
 from hvbench.host import hugepages
 from hvbench.host.resources import Resource
@@ -78,9 +78,10 @@ class FirecrackerSettings(ApiVmmSettings):
         return self
 
     def host_misfits(self, count: int) -> list[str]:
+        out = super().host_misfits(count)
         if self.hugepages == "none":
-            return []
-        return list(filter(None, [hugepages.misfit(self.hugepages, count * self.memory)]))
+            return out
+        return out + list(filter(None, [hugepages.misfit(self.hugepages, count * self.memory)]))
 
 
 @dataclass
@@ -102,7 +103,6 @@ class FirecrackerDriver(ApiVmmDriver[FirecrackerSettings, FirecrackerInstance]):
     guest_modules: ClassVar[tuple[str, ...]] = ("virtio_mmio", "vmw_vsock_virtio_transport")
     tap_tag: ClassVar[str] = "f"
     mac_byte: ClassVar[int] = 0x16
-    api_probe: ClassVar[str] = "/"
     no_lifecycle: ClassVar[str] = (
         "has no live migration (Firecracker restores from a snapshot instead: workload snapshot)"
     )
@@ -160,6 +160,10 @@ class FirecrackerDriver(ApiVmmDriver[FirecrackerSettings, FirecrackerInstance]):
         log.write_bytes(b"")
         return log
 
+    @staticmethod
+    def _probe(api: VmmApi) -> Endpoint:
+        return FirecrackerApi(api).instance
+
     def _argv(self, api_socket: str, inst: FirecrackerInstance, log: Path | None) -> list[str]:
         return [
             self.binary,
@@ -170,10 +174,8 @@ class FirecrackerDriver(ApiVmmDriver[FirecrackerSettings, FirecrackerInstance]):
         ]  # fmt: skip
 
     def _boot(self, vmm: Vmm, inst: FirecrackerInstance, spec: GuestSpec, vsock: str) -> None:
-        s = self.settings
-        vmm.api.call(
-            "PUT",
-            "/machine-config",
+        s, api = self.settings, FirecrackerApi(vmm.api)
+        api.machine_config.put(
             {
                 "vcpu_count": s.vcpus,
                 "mem_size_mib": s.memory >> 20,
@@ -184,7 +186,7 @@ class FirecrackerDriver(ApiVmmDriver[FirecrackerSettings, FirecrackerInstance]):
             },
         )
         boot = {"kernel_image_path": spec.kernel, "initrd_path": spec.initrd}
-        vmm.api.call("PUT", "/boot-source", boot | {"boot_args": spec.cmdline})
+        api.boot_source.put(boot | {"boot_args": spec.cmdline})
         drives: list[tuple[str, str, dict[str, str]]] = (
             [("rootfs", spec.root, {})] if spec.root else []
         )
@@ -195,21 +197,47 @@ class FirecrackerDriver(ApiVmmDriver[FirecrackerSettings, FirecrackerInstance]):
             }
             drives.append(("data", spec.data.path, engine))
         for drive_id, path, extra in drives:
-            vmm.api.call(
-                "PUT",
-                f"/drives/{drive_id}",
+            api.drive(drive_id).put(
                 {"drive_id": drive_id, "path_on_host": path, "is_root_device": False,
                  "is_read_only": False, **extra},
             )  # fmt: skip
         if inst.tap:
-            vmm.api.call(
-                "PUT",
-                "/network-interfaces/eth0",
-                {"iface_id": "eth0", "host_dev_name": inst.tap, "guest_mac": inst.mac},
+            api.network_interface("eth0").put(
+                {"iface_id": "eth0", "host_dev_name": inst.tap, "guest_mac": inst.mac}
             )
-        vmm.api.call("PUT", "/vsock", {"guest_cid": GUEST_CID, "uds_path": vsock})
+        api.vsock.put({"guest_cid": GUEST_CID, "uds_path": vsock})
         vmm.guest_started = vmm.since_start()
-        vmm.api.call("PUT", "/actions", {"action_type": "InstanceStart"})
+        api.actions.put({"action_type": "InstanceStart"})
+
+
+class FirecrackerApi:
+    """Firecracker's API, each path of its description (firecracker-api.yaml) named once."""
+
+    def __init__(self, api: VmmApi) -> None:
+        self._api = api
+        self.instance = Endpoint(api, "/")
+        self.machine_config = Endpoint(api, "/machine-config")
+        self.boot_source = Endpoint(api, "/boot-source")
+        self.vsock = Endpoint(api, "/vsock")
+        self.actions = Endpoint(api, "/actions")
+        self.vm = Endpoint(api, "/vm")
+        self.snapshot_create = Endpoint(api, "/snapshot/create")
+        self.snapshot_load = Endpoint(api, "/snapshot/load")
+
+    def drive(self, drive_id: str) -> Endpoint:
+        return Endpoint(self._api, f"/drives/{drive_id}")
+
+    def network_interface(self, iface_id: str) -> Endpoint:
+        return Endpoint(self._api, f"/network-interfaces/{iface_id}")
+
+
+@dataclass(frozen=True)
+class SnapshotFiles:
+    """One Firecracker snapshot's two files, each in the ledger: the microVM's state and its
+    guest memory."""
+
+    state: Resource
+    memory: Resource
 
 
 class FirecrackerLifecycle(Lifecycle):
@@ -228,30 +256,27 @@ class FirecrackerLifecycle(Lifecycle):
         the diff's pages onto the full memory file, and load the result into a new one until
         the guest's agent answers (``restore_s``, from the new process's start)."""
         vmm = self._running()
-        files = {what: self._path(what) for what in ("state", "mem", "diff-state", "diff-mem")}
-        path = {what: res.name for what, res in files.items()}
+        full, diff = self._files(""), self._files("diff-")
         vmm.release_agent(deadline)
-        save_s = self._save(vmm, "Full", path["state"], path["mem"])
-        size = sum(os.path.getsize(path[w]) for w in ("state", "mem"))
-        vmm.api.call("PATCH", "/vm", {"state": "Resumed"})
+        save_s = self._save(vmm, "Full", full)
+        size = sum(os.path.getsize(res.name) for res in (full.state, full.memory))
+        FirecrackerApi(vmm.api).vm.patch({"state": "Resumed"})
         vmm.release_agent(deadline)  # the guest answers between the two: what the diff holds
-        diff_save_s = self._save(vmm, "Diff", path["diff-state"], path["diff-mem"])
-        diff_bytes = os.path.getsize(path["diff-state"]) + os.stat(path["diff-mem"]).st_blocks * 512
+        diff_save_s = self._save(vmm, "Diff", diff)
+        diff_bytes = os.path.getsize(diff.state.name) + os.stat(diff.memory.name).st_blocks * 512
         self._end_process()
-        merge_layer(Path(path["diff-mem"]), Path(path["mem"]))
+        merge_layer(Path(diff.memory.name), Path(full.memory.name))
         t0 = time.monotonic()
         prefix = self.driver.workdir / f"{self.inst.name}-in{next(_operations)}"
-        made: list[Resource] = [files.pop("mem")]  # backs the guest's memory while it runs
+        made = [full.memory]  # backs the guest's memory while it runs
         sockets = (f"{prefix}.api.sock", f"{prefix}.vsock")
         try:
             made += [self.driver.ledger.add("path", p) for p in sockets]
             vmm = self.driver.start_vmm(self.inst, prefix, sockets, made)
-            vmm.api.call(
-                "PUT",
-                "/snapshot/load",
+            FirecrackerApi(vmm.api).snapshot_load.put(
                 {
-                    "snapshot_path": path["diff-state"],
-                    "mem_backend": {"backend_type": "File", "backend_path": path["mem"]},
+                    "snapshot_path": diff.state.name,
+                    "mem_backend": {"backend_type": "File", "backend_path": full.memory.name},
                     "track_dirty_pages": self.driver.settings.track_dirty_pages,
                     "vsock_override": {"uds_path": sockets[1]},
                     "resume_vm": True,
@@ -266,7 +291,7 @@ class FirecrackerLifecycle(Lifecycle):
             self._end_process()
             raise
         finally:
-            for res in files.values():
+            for res in (full.state, diff.state, diff.memory):
                 self.driver.ledger.release(res)
         figures = {
             "save_s": save_s,
@@ -287,20 +312,25 @@ class FirecrackerLifecycle(Lifecycle):
         return vmm
 
     @staticmethod
-    def _save(vmm: Vmm, kind: str, state: str, mem: str) -> float:
+    def _save(vmm: Vmm, kind: str, files: SnapshotFiles) -> float:
         """Pause the guest and write a snapshot of ``kind``; the seconds both took."""
         t0 = time.monotonic()
-        vmm.api.call("PATCH", "/vm", {"state": "Paused"})
-        vmm.api.call(
-            "PUT",
-            "/snapshot/create",
-            {"snapshot_type": kind, "snapshot_path": state, "mem_file_path": mem},
+        api = FirecrackerApi(vmm.api)
+        api.vm.patch({"state": "Paused"})
+        api.snapshot_create.put(
+            {
+                "snapshot_type": kind,
+                "snapshot_path": files.state.name,
+                "mem_file_path": files.memory.name,
+            }
         )
         return time.monotonic() - t0
 
-    def _path(self, what: str) -> Resource:
-        path = self.driver.workdir / f"{self.inst.name}.snapshot-{what}"
-        return self.driver.ledger.add("path", str(path))
+    def _files(self, kind: str) -> SnapshotFiles:
+        """A snapshot's files (``kind``: "" for a full one, "diff-" for a diff), in the ledger."""
+        prefix = self.driver.workdir / f"{self.inst.name}.snapshot-{kind}"
+        add = self.driver.ledger.add
+        return SnapshotFiles(add("path", f"{prefix}state"), add("path", f"{prefix}mem"))
 
     def _end_process(self) -> None:
         """End the instance's Firecracker and release its channels (a saved guest ends, as

@@ -66,17 +66,15 @@ from hvbench.drivers.base import (
     PlatformSettings,
 )
 from hvbench.drivers.console import Console
-from hvbench.drivers.disks import format_data_disk
+from hvbench.drivers.disks import DATA_SERIAL, find_disk, format_data_disk
 from hvbench.drivers.footprint import Footprint
 from hvbench.drivers.last_words import last_words
 from hvbench.drivers.qemu import (
-    DATA_SERIAL,
     AccelVerdict,
     MachineBuilder,
     QemuSettings,
     data_device,
     enable_queues,
-    find_disk,
     nic_device,
 )
 from hvbench.drivers.qemu_devices import AGENT_PORT, AGENT_PORT_NR, Disk, Machine

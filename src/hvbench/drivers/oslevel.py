@@ -35,7 +35,7 @@ import signal
 import subprocess
 import time
 from abc import abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal, TypeVar
@@ -44,6 +44,7 @@ import psutil
 from pydantic import PositiveInt
 
 from hvbench.drivers.base import (
+    DataDisk,
     Driver,
     Instance,
     Lifecycle,
@@ -51,7 +52,7 @@ from hvbench.drivers.base import (
     OperationReport,
     PlatformSettings,
 )
-from hvbench.drivers.disks import DATA_MOUNT, MKFS, DataDisk, DataImage, HostDisk
+from hvbench.drivers.disks import DATA_MOUNT, MKFS, DataImage, HostDisk
 from hvbench.drivers.last_words import last_words
 from hvbench.errors import CommandTimeout, HvbenchError, InstanceError
 from hvbench.guest import image as guest_image
@@ -102,6 +103,13 @@ class OsLevelSettings(PlatformSettings):
     than to a CFS quota of ``vcpus`` CPUs anywhere."""
     disk: HostDisk = HostDisk()
     """An ext4 filesystem on the host, bind-mounted into the container."""
+
+
+def pinned_cpus(index: int, vcpus: int) -> str:
+    """The host cores instance ``index`` is pinned to (``pin``): ``vcpus`` of its own, round
+    robin over the host's, as a cpuset list."""
+    cores = os.cpu_count() or 1
+    return ",".join(str((index * vcpus + k) % cores) for k in range(vcpus))
 
 
 def cgroup_version() -> Literal[1, 2]:
@@ -164,31 +172,74 @@ def kernel_charge(stat: dict[str, int]) -> int:
     return kernel + stat.get("sock", 0)
 
 
+def kill_but_init(init: psutil.Process | None, pids: Iterable[int]) -> None:
+    """Kill the container's processes ``pids`` (host pids) but its init and the init's spawner
+    (see INIT): what a timed-out command left running."""
+    keep = set()
+    if init is not None:
+        with contextlib.suppress(psutil.Error):
+            keep = {init.pid} | {p.pid for p in init.children() if SPAWN in " ".join(p.cmdline())}
+    for pid in pids:
+        if pid not in keep:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def host_data_disk(
+    driver: Driver, disk: HostDisk, inst: Instance, mountpoint: Path, how: str,
+    made: list[Resource],
+) -> None:  # fmt: skip
+    """Make, format and mount an instance's data disk on the host at ``mountpoint``, which the
+    container gets at DATA_MOUNT (``how``: bind-mounted, or a volume of its engine's)."""
+    if disk.backing == "block" and (not disk.path or not Path(disk.path).exists()):
+        raise HvbenchError(
+            f"platform {driver.platform}: disk backing 'block' needs the path of an "
+            f"existing partition or LV (got {disk.path!r})"
+        )
+    image = DataImage.make(driver, disk, f"{inst.name}.img", made, loop=True)
+    device = image.path
+    if image.file is None:
+        what = f"block device {device}"
+    else:
+        what = (
+            f"loop device (direct I/O) over a sparse file {image.file} "
+            f"on {_fs_type(str(image.file.parent))}"
+        )
+    mkfs = subprocess.run([*MKFS, device], capture_output=True, text=True, check=False)
+    if mkfs.returncode != 0:
+        raise InstanceError(f"{inst.name}: mkfs.ext4 {device}: {mkfs.stderr.strip()[-200:]}")
+    mount(driver.ledger, made, mountpoint, device)
+    inst.data_disk = DataDisk(
+        device,
+        DATA_MOUNT,
+        f"ext4 on {what}, formatted and mounted on the host, {how} into the container at "
+        f"{DATA_MOUNT}",
+    )
+
+
 @dataclass
-class OciInstance(Instance):
-    """One container, run by the driver's runtime."""
+class CgroupContainer(Instance):
+    """A container whose processes are the host's, in a cgroup of its own (runc's, an
+    engine's): its commands run through ``command``, and what a timed-out one left running
+    is ended by ``kill_commands``."""
 
     guest_is_host_processes: ClassVar[bool] = True
 
-    runtime: list[str] = field(default_factory=list)
-    """The runtime's argv up to the subcommand (binary, --root and global flags)."""
     container_id: str = ""
-    root: str = ""
-    """The container's root on the host: the platform's read-only tree, or the instance's own
-    overlay of the root filesystem image."""
     cgroups_path: str = ""
     init: psutil.Process | None = None
     running: Running = field(default_factory=Running)
-    driver: OciDriver | None = None
-    """The driver that started it: its lifecycle makes containers in the driver's run."""
 
     def exec(self, argv: Sequence[str], timeout: float, stdin: bytes | None = None) -> ExecResult:
         if not self.alive():
             raise InstanceError(f"{self.name}: the container is not running any more")
-        wrapped = [*self.runtime, "exec", "--cwd", WORKDIR, self.container_id, *argv]
         try:
             result = run_bounded(
-                wrapped, timeout, stdin, on_start=self.running.started, on_exit=self.running.exited
+                self.command(argv, stdin is not None),
+                timeout,
+                stdin,
+                on_start=self.running.started,
+                on_exit=self.running.exited,
             )
         except CommandTimeout:
             self.kill_commands()
@@ -196,9 +247,44 @@ class OciInstance(Instance):
         result.argv = list(argv)
         return result
 
+    @abstractmethod
+    def command(self, argv: Sequence[str], stdin: bool) -> list[str]:
+        """argv run in the container, with ``stdin`` passed on where asked."""
+
+    @abstractmethod
     def kill_commands(self) -> None:
-        """End every process of the container but its init: what a timed-out command left
-        running inside (its children included), which killing ``exec`` does not reach."""
+        """End every process of the container but its init (its children included), which
+        killing the command's ``exec`` does not reach."""
+
+    def host_pids(self) -> list[int]:
+        """The container's processes on the host (its cgroup) and the running exec processes,
+        which collect the CPU time of the commands they ran."""
+        return sorted(set(self.running.pids()) | set(cgroup_procs(self.cgroups_path)))
+
+    def kernel_memory(self) -> int | None:
+        return cgroup_kernel_memory(self.cgroups_path)
+
+    def alive(self) -> bool:
+        return self.init is not None and self.init.is_running()
+
+
+@dataclass
+class OciInstance(CgroupContainer):
+    """One container, run by the driver's runtime."""
+
+    runtime: list[str] = field(default_factory=list)
+    """The runtime's argv up to the subcommand (binary, --root and global flags)."""
+    root: str = ""
+    """The container's root on the host: the platform's read-only tree, or the instance's own
+    overlay of the root filesystem image."""
+    driver: OciDriver | None = None
+    """The driver that started it: its lifecycle makes containers in the driver's run."""
+
+    def command(self, argv: Sequence[str], stdin: bool) -> list[str]:
+        return [*self.runtime, "exec", "--cwd", WORKDIR, self.container_id, *argv]
+
+    def kill_commands(self) -> None:
+        """What the runtime lists (``runtime ps``), but the init and its spawner."""
         ps = subprocess.run(
             [*self.runtime, "ps", "--format", "json", self.container_id],
             capture_output=True,
@@ -213,16 +299,7 @@ class OciInstance(Instance):
     def kill_pids(self, pids: list[int]) -> None:
         """Kill what ``runtime ps`` listed, but the init and its spawner. runc lists host pids;
         runsc, whose processes live in its sandbox, overrides this."""
-        keep = set()
-        if self.init is not None:
-            with contextlib.suppress(psutil.Error):
-                keep = {self.init.pid} | {
-                    p.pid for p in self.init.children() if SPAWN in " ".join(p.cmdline())
-                }
-        for pid in pids:
-            if pid not in keep:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
+        kill_but_init(self.init, pids)
 
     def spawn(self, command: str, timeout: float) -> ExecResult:
         """Hand the line to the init's spawner (see INIT) and return its output once the line
@@ -235,17 +312,6 @@ class OciInstance(Instance):
 
     def lifecycle(self) -> Lifecycle | None:
         return OciLifecycle(self.driver, self) if self.driver else None
-
-    def host_pids(self) -> list[int]:
-        """The container's processes on the host (its cgroup) and the runtime's running exec
-        processes, which collect the CPU time of the commands they ran."""
-        return sorted(set(self.running.pids()) | set(cgroup_procs(self.cgroups_path)))
-
-    def kernel_memory(self) -> int | None:
-        return cgroup_kernel_memory(self.cgroups_path)
-
-    def alive(self) -> bool:
-        return self.init is not None and self.init.is_running()
 
 
 OS = TypeVar("OS", bound=OsLevelSettings)
@@ -400,32 +466,8 @@ class OciDriver(Driver[OS, OciInstance]):
 
     def _data_disk(self, inst: OciInstance, bundle: Path, made: list[Resource]) -> str:
         """Make, format and mount the data disk on the host; return the mounted directory."""
-        disk = self.settings.disk
-        if disk.backing == "block" and (not disk.path or not Path(disk.path).exists()):
-            raise HvbenchError(
-                f"platform {self.platform}: disk backing 'block' needs the path of an "
-                f"existing partition or LV (got {disk.path!r})"
-            )
-        image = DataImage.make(self, disk, f"{inst.name}.img", made, loop=True)
-        device = image.path
-        if image.file is None:
-            what = f"block device {device}"
-        else:
-            what = (
-                f"loop device (direct I/O) over a sparse file {image.file} "
-                f"on {_fs_type(str(image.file.parent))}"
-            )
-        mkfs = subprocess.run([*MKFS, device], capture_output=True, text=True, check=False)
-        if mkfs.returncode != 0:
-            raise InstanceError(f"{inst.name}: mkfs.ext4 {device}: {mkfs.stderr.strip()[-200:]}")
         mountpoint = bundle / "data"
-        mount(self.ledger, made, mountpoint, device)
-        inst.data_disk = DataDisk(
-            device,
-            DATA_MOUNT,
-            f"ext4 on {what}, formatted and mounted on the host, bind-mounted into the "
-            f"container at {DATA_MOUNT}",
-        )
+        host_data_disk(self, self.settings.disk, inst, mountpoint, "bind-mounted", made)
         return str(mountpoint)
 
     def spec(self, inst: OciInstance, netns: str, data_source: str | None) -> dict:
@@ -433,9 +475,7 @@ class OciDriver(Driver[OS, OciInstance]):
         s = self.settings
         cpu: dict = {"quota": s.vcpus * CFS_PERIOD_US, "period": CFS_PERIOD_US}
         if s.pin:
-            cores = os.cpu_count() or 1
-            first = inst.index * s.vcpus
-            cpu["cpus"] = ",".join(str((first + k) % cores) for k in range(s.vcpus))
+            cpu["cpus"] = pinned_cpus(inst.index, s.vcpus)
         mounts = [
             {"destination": "/proc", "type": "proc", "source": "proc"},
             _tmpfs("/dev", "mode=755", "size=65536k", "strictatime"),

@@ -15,7 +15,6 @@ import hashlib
 import itertools
 import json
 import os
-import re
 import subprocess
 import tempfile
 import time
@@ -40,8 +39,8 @@ from hvbench.drivers.base import (
     PlatformSettings,
 )
 from hvbench.drivers.console import Console, launch
-from hvbench.drivers.disks import DataImage, format_data_disk
-from hvbench.drivers.footprint import Footprint, Pace
+from hvbench.drivers.disks import DATA_SERIAL, DataImage, find_disk, format_data_disk
+from hvbench.drivers.footprint import KVM_PACE, Footprint, Pace
 from hvbench.drivers.last_words import last_words
 from hvbench.drivers.qemu_devices import (
     QEMU,
@@ -59,10 +58,9 @@ from hvbench.errors import CommandTimeout, HvbenchError, InstanceError
 from hvbench.guest import image as guest_image
 from hvbench.guest import userland
 from hvbench.guest.agent import GuestAgent
-from hvbench.guest.files import DISK_LIST
 from hvbench.host import hugepages
 from hvbench.host.hugepages import PAGE_KIB
-from hvbench.host.inventory import PVM_ONLY, boot_id, kvm_is_pvm_only
+from hvbench.host.inventory import PVM_ONLY, boot_id, host_is_a_guest, kvm_is_pvm_only
 from hvbench.host.network import tap_and_mac
 from hvbench.host.process import executable, which
 from hvbench.host.resources import Ledger, Resource
@@ -78,7 +76,6 @@ MIGRATION_POLL_S = 0.05
 """Seconds between two query-migrate of a migration in progress."""
 PROBE_SECONDS = 25.0
 """How long a stock guest gets to reach its init under KVM before KVM is judged unusable."""
-DATA_SERIAL = "hvbench-data"
 VHOST_NET = "/dev/vhost-net"
 
 
@@ -124,10 +121,6 @@ native's, about 10x once their openssl programs' fixed time is set apart (PLATFO
 Work on the data disk slows less: the default study's dd of 1 GiB took 2.5-3.9x native's on
 virtio-blk, 3.5-4.2x on IDE. A start to the agent, the data disk formatted, is 6.8-7.3 s for one
 (pc, 1G, virtio), a stop 0.03 s; four at once took 11.9-14.7 s on 2 cores."""
-KVM_PACE = Pace(slowdown=1.05, io_slowdown=1.1, start_s=1.0, core_s=1.0)
-"""Under KVM guest code runs on the CPU, at about 5% over native for compute, 10% for work on a
-virtio disk. Not measured here (this host's KVM runs no stock guest): a start is TCG's over
-TCG's slowdown, as a boot is the guest's own work, rounded up to a second."""
 TCG_FOOTPRINT_MIB = 137
 """MiB QEMU holds besides guest memory under TCG, mostly its translation cache (pc, 1G, virtio;
 issue 14's 141-173 MiB at 128M and 512M), with 9 tasks and one more per vCPU (9.3-9.7 measured
@@ -961,15 +954,6 @@ def _follow(
         time.sleep(MIGRATION_POLL_S)
 
 
-def host_is_a_guest() -> bool:
-    """Whether this host is itself a virtual machine (the CPU's hypervisor flag)."""
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("flags"):
-                return "hypervisor" in line.split()
-    return False
-
-
 def _memory_backing(size: str) -> str:
     """How guest memory was backed, for the report's provenance."""
     if size != "thp":
@@ -990,29 +974,3 @@ def enable_queues(inst: Instance, queues: int) -> str:
     if result.ok:
         return f"{active} of {queues} active"
     return f"{active} of {queues} active (ethtool -L failed: {result.describe_failure()[:120]})"
-
-
-def guest_disks(inst: Instance, by: Literal["serial", "name"] = "serial") -> dict[str, str]:
-    """Serial (or kernel name) -> device node of the guest's disks (guest output parsed
-    defensively)."""
-    result = inst.exec([DISK_LIST], timeout=60)
-    disks: dict[str, str] = {}
-    for line in result.text().splitlines()[:256]:
-        parts = line.split()
-        if len(parts) >= (3 if by == "serial" else 2) and re.fullmatch(r"[a-z0-9]{1,32}", parts[0]):
-            disks[parts[2] if by == "serial" else parts[0]] = f"/dev/{parts[0]}"
-    return disks
-
-
-def find_disk(
-    inst: Instance, key: str, by: Literal["serial", "name"] = "serial", timeout: float = 30
-) -> str:
-    """The device node of the disk with this serial (or kernel name, where the VMM gives its
-    disks no serial of the host's choosing), waiting a little: disks behind a controller are
-    probed asynchronously."""
-    deadline = time.monotonic() + timeout
-    while (device := guest_disks(inst, by).get(key)) is None:
-        if time.monotonic() > deadline:
-            raise InstanceError(f"{inst.name}: no disk with {by} {key} in the guest")
-        time.sleep(0.5)
-    return device

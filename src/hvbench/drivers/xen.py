@@ -61,9 +61,8 @@ from hvbench.drivers.base import (
     PlatformSettings,
 )
 from hvbench.drivers.disks import DataImage, HostDisk, format_data_disk
-from hvbench.drivers.footprint import Pace
+from hvbench.drivers.footprint import KVM_PACE, Pace
 from hvbench.drivers.last_words import last_words
-from hvbench.drivers.qemu import KVM_PACE
 from hvbench.drivers.serial_relay import LineRelay
 from hvbench.errors import CommandTimeout, HvbenchError, InstanceError
 from hvbench.guest import image as guest_image

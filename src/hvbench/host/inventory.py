@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import platform
 import re
 import shutil
@@ -123,6 +124,15 @@ def kvm_is_pvm_only(sys: Path = Path("/sys")) -> bool:
     hardware = ("kvm_intel", "kvm_amd")
     module = sys / "module"
     return (module / "kvm_pvm").is_dir() and not any((module / m).is_dir() for m in hardware)
+
+
+def host_is_a_guest() -> bool:
+    """Whether this host is itself a virtual machine (the CPU's hypervisor flag)."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                return "hypervisor" in line.split()
+    return False
 
 
 def capacity() -> tuple[int, int]:

@@ -25,6 +25,8 @@ PEER_ADDRESS = "198.18.0.1"
 PREFIX = 24
 INSTANCE_ADDRESSES = 245
 """Instances of one group the run's network has addresses for (``address``: 198.18.0.10-254)."""
+ENGINE_HOSTS = range(2, 10)
+"""The last byte of the addresses of the engines' hosts (``add_engine_netns``): 198.18.0.2-9."""
 BRIDGE = "hvbr0"
 
 _taps = itertools.count()
@@ -58,6 +60,7 @@ class RunNetwork:
         self._made = False
         self._lock = threading.Lock()
         self._clients: Cgroup | None = None
+        self._engine_hosts = iter(ENGINE_HOSTS)
 
     # lifecycle ---------------------------------------------------------------------------
 
@@ -137,6 +140,29 @@ class RunNetwork:
         _ip("-n", ns, "addr", "add", f"{self.address(index)}/{PREFIX}", "dev", inner)
         _ip("-n", ns, "link", "set", inner, "up")
         return res
+
+    def add_engine_netns(self) -> tuple[Resource, str]:
+        """A namespace on the bridge for a container engine that holds it for the whole run (a
+        daemon, its bridge and NAT, its iptables rules and ip_forward: all inside), as a host of
+        its own would be for it; the resource's name is the namespace's, with its address."""
+        self.up()
+        with self._lock:
+            last = next(self._engine_hosts, None)
+        if last is None:
+            raise HvbenchError(
+                f"a run has room for {len(ENGINE_HOSTS)} container engines' hosts; split the study"
+            )
+        ns, outer, address = f"{self.netns}-e{last}", f"hve{last}", f"198.18.0.{last}"
+        res = self.ledger.add("netns", ns)
+        _ip("netns", "add", ns)
+        _ip("-n", ns, "link", "set", "lo", "up")
+        _ip("-n", self.netns, "link", "add", outer, "type", "veth", "peer", "name", "eth0",
+            "netns", ns)  # fmt: skip
+        _ip("-n", self.netns, "link", "set", outer, "master", BRIDGE, "up")
+        _ip("-n", ns, "addr", "add", f"{address}/{PREFIX}", "dev", "eth0")
+        _ip("-n", ns, "link", "set", "eth0", "up")
+        _ip("-n", ns, "route", "add", "default", "via", PEER_ADDRESS)
+        return res, address
 
     def readdress_host_netns(self, index: int) -> None:
         """Put a host-side instance's address back on its namespace's link: gVisor's netstack

@@ -76,11 +76,19 @@ def _detach_loop(res: Resource) -> None:
     _run_quiet(["losetup", "-d", res.name])
 
 
+def _mounted(path: str) -> bool:
+    """Whether something is mounted on ``path``, a bind mount of a directory on itself too
+    (which ``os.path.ismount`` does not see: the same device as its parent). mountinfo
+    escapes a space in a path as ``\\040``."""
+    with open("/proc/self/mountinfo") as f:
+        return any(line.split()[4].replace("\\040", " ") == path for line in f)
+
+
 def _unmount(res: Resource) -> None:
     """Every mount on the path: some are stacked there (runsc mounts its empty network
     namespace on the same path once per sandbox)."""
     for _ in range(256):
-        if not os.path.ismount(res.name):
+        if not _mounted(res.name):
             return
         _run_quiet(["umount", "-l", res.name])
 
@@ -89,6 +97,12 @@ def _delete_container(res: Resource) -> None:
     """An OCI container (runc, runsc): its runtime kills its processes, removes its cgroups and
     its state; ``extra["runtime"]`` is the runtime's argv up to the subcommand."""
     _run_quiet([*res.extra["runtime"], "delete", "--force", res.name])
+
+
+def _run_command(res: Resource) -> None:
+    """What undoes something a program made (an engine's container or image, a user, an ACL):
+    ``extra["argv"]``, run once."""
+    _run_quiet([str(a) for a in res.extra["argv"]])
 
 
 def _destroy_domain(res: Resource) -> None:
@@ -159,6 +173,7 @@ UNDO: dict[str, Callable[[Resource], None]] = {
     "mount": _unmount,
     "path": _remove_path,
     "container": _delete_container,
+    "command": _run_command,
     "domain": _destroy_domain,
     "volume": _delete_volume,
     "xendomain": _destroy_xen_domain,

@@ -18,7 +18,7 @@ from hvbench.analysis.compare import (
     Comparison,
 )
 from hvbench.analysis.model import RunAnalysis
-from hvbench.analysis.normalize import decimals_for, rounded
+from hvbench.analysis.normalize import rounded
 from hvbench.analysis.stats import MAX_REPETITIONS, MAX_RUNS, NOT_TESTED, RESOLUTION_UNKNOWN
 from hvbench.report.tables import Table, with_ci
 
@@ -32,12 +32,11 @@ def change_text(ch: Change) -> tuple[str, str, str]:
     unit: "+3.0 MiB"."""
     r = ch.judged.ratio
     if ch.signed:
-        d = decimals_for(r.estimate, r.low, r.high)
-        texts, unit = rounded(r.estimate, r.low, r.high, 0.0, d, sign=True), f" {ch.unit}"
+        texts, unit = rounded(r.estimate, r.low, r.high, 0.0, sign=True), f" {ch.unit}"
     else:
-        texts = rounded(100 * ch.change, 100 * ch.ci_low, 100 * ch.ci_high, 0.0, 1, sign=True)
+        texts = rounded(100 * ch.change, 100 * ch.ci_low, 100 * ch.ci_high, 0.0, sign=True)
         unit = "%"
-    est, low, high = (t if t in ("n/a", "unbounded") else t + unit for t in texts)
+    est, low, high = (t if t == "n/a" or "∞" in t else t + unit for t in texts)
     return est, low, high
 
 
@@ -125,10 +124,10 @@ def _ran_apart(c: Comparison) -> list[str]:
 
 
 def to_settle(c: Comparison, ch: Change) -> str:
-    """What would settle an unsettled metric, were it unchanged: "12 repetitions a run (one run
-    a side), or 3 runs a side"; never fewer than were given: where those would settle it
-    unchanged, its own change keeps it open, and that is what it says; "" where nothing is to
-    settle."""
+    """What would settle an unsettled metric, that first: "12 repetitions a run (one run a
+    side), or 3 runs a side", were it unchanged; where as many as were given would already do
+    for an unchanged metric, its own change keeps it open: more than were given, and it says
+    so; where no count within reach would, that none would; "" where nothing is to settle."""
     j = ch.judged
     if ch.verdict == NOT_TESTED:
         if min(j.ratio.n_a, j.ratio.n_b) >= 2:
@@ -136,18 +135,25 @@ def to_settle(c: Comparison, ch: Change) -> str:
         return "2 or more repetitions a side"
     if ch.settled:
         return ""
-    runs = f"{j.runs} runs a side" if j.runs is not None else f"more than {MAX_RUNS} runs a side"
     have = min(j.ratio.n_a, j.ratio.n_b)
     need = j.runs if c.by_run else j.repetitions
     if need is not None and need <= have:
         # enough for an unchanged metric (runs a side, or repetitions a run): what keeps it
         # open is its change itself, and fewer than were run would not settle it
-        counted = runs if c.by_run else f"{need} repetitions a run"
-        more = "more runs" if c.by_run else f"more repetitions a run, or {runs},"
-        return (
-            f"{counted}, were it unchanged; with {have}, its own change ({ch.change:+.1%}) keeps "
-            f"a bound past ±{c.threshold:.0%}: {more} narrow it"
+        more = (
+            f"more than {have} runs a side"
+            if c.by_run
+            else f"more than {have} repetitions a run, or more runs a side"
         )
+        return (
+            f"{more}: with {have}, its own change ({ch.change:+.1%}) keeps a bound past "
+            f"±{c.threshold:.0%} ({need} would do, were it unchanged)"
+        )
+    if j.runs is None and (c.by_run or j.repetitions is None):
+        return f"no count within reach: not {MAX_RUNS} runs a side" + (
+            "" if c.by_run else f", nor {MAX_REPETITIONS} repetitions a run"
+        )
+    runs = f"{j.runs} runs a side" if j.runs is not None else f"more than {MAX_RUNS} runs a side"
     if c.by_run or j.repetitions is None:
         return runs
     return f"{j.repetitions} repetitions a run (one run a side), or {runs}"
@@ -206,8 +212,8 @@ def changes_table(c: Comparison) -> Table:
                 ch.workload,
                 str(ch.instances),
                 f"{ch.name} ({ch.unit}) {'↑' if ch.higher_is_better else '↓'}",
-                with_ci(ch.a),
-                with_ci(ch.b),
+                with_ci(ch.a, not ch.signed),
+                with_ci(ch.b, not ch.signed),
                 est,
                 f"{low} … {high}",
                 f"{j.p_holm:.2g}" if math.isfinite(j.p_holm) else "n/a",

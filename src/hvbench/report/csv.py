@@ -153,7 +153,9 @@ def render(a: RunAnalysis) -> str:
                     norm.reading() if norm else "",
                     _f(r.efficiency) if view == "aggregate" else "",
                     "" if r.overcommit is None else r.overcommit,
-                    _f(r.cost_vs_baseline) if view == "per_core" else "",
+                    _f(r.cost_vs_baseline.estimate)
+                    if view == "per_core" and r.cost_vs_baseline
+                    else "",
                     r.headline,
                     r.suspect or "",
                     settings,

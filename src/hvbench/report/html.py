@@ -1,10 +1,11 @@
 """HTML: one self-contained file (inline CSS, JavaScript and SVG) that opens with no network.
 
-In the order a reader looks: a line that counts the warnings and links to them, the verdicts,
-then per workload its plots and tables, network symmetry, host CPU cost and the host's profile,
-then the warnings in full and the host's conditions, then the provenance. Every
-string that came from a study, a host or a guest goes through Jinja2's autoescaping; only the SVG
-that matplotlib wrote (itself escaped) is inserted as is.
+In the order a reader looks: a line that counts the warnings and links to them, the verdicts
+(the matrix of each platform's % of native per workload, coloured by what it reads as, then the
+verdict's sentences), then per workload its plots and tables, network symmetry, host CPU cost
+and the host's profile, then the warnings in full and the host's conditions, then the
+provenance. Every string that came from a study, a host or a guest goes through Jinja2's
+autoescaping; only the SVG that matplotlib wrote (itself escaped) is inserted as is.
 """
 
 from __future__ import annotations
@@ -17,8 +18,19 @@ from markupsafe import Markup
 
 from hvbench.analysis.compare import Comparison
 from hvbench.analysis.model import RunAnalysis
+from hvbench.analysis.stats import EQUIVALENT, GAIN, INCONCLUSIVE, LOSS, NOT_TESTED
 from hvbench.analysis.verdict import verdicts
 from hvbench.report.comparison import changes_table, summary_lines
+from hvbench.report.summary import (
+    LEFT_OUT,
+    MEANINGS,
+    NOT_A_WIN,
+    column_title,
+    elsewhere,
+    legend,
+    matrix_title,
+    summarize,
+)
 from hvbench.report.tables import (
     SUSPECT,
     Table,
@@ -40,6 +52,18 @@ ENV = Environment(
     trim_blocks=False,
     lstrip_blocks=False,
 )
+
+
+READING_CLASS = {
+    LOSS: "loss",
+    GAIN: "gain",
+    EQUIVALENT: "same",
+    INCONCLUSIVE: "unsure",
+    NOT_TESTED: "untested",
+    LEFT_OUT: "untested",
+    NOT_A_WIN: "untested",
+}
+"""The matrix's cells' CSS class of each reading (``summary.MARKS``): the stylesheet's colour."""
 
 
 @dataclass
@@ -68,12 +92,20 @@ def render(a: RunAnalysis) -> str:
         sections.append(_Section(w, figs, workload_tables(a, w)))
     platforms = {a.label(c.platform): c.platform_settings for c in a.cells}
     workloads = {c.workload: c.workload_settings for c in a.cells}
+    summary = summarize(a)
     return ENV.get_template("report.html.j2").render(
         a=a,
         title=f"hvbench report: {a.study_name}",
         started=a.created_at.strftime("%Y-%m-%d %H:%M") if a.created_at else "",
         hostname=str(a.inventory.get("hostname", "unknown host")),
         verdicts=verdicts(a),
+        summary=summary,
+        matrix_title=matrix_title(summary),
+        columns={w: column_title(summary, w) for w in summary.workloads},
+        legend=legend(summary),
+        elsewhere=elsewhere(summary),
+        meanings=MEANINGS,
+        reading_class=READING_CLASS,
         warnings=warnings(a),
         conditions_table=conditions_table(a),
         claims_table=claims_table(a),

@@ -27,6 +27,10 @@ Each claim of the study (``expect:``) and each SLO of a consolidation is a line 
 bound and source, the 95% interval, the p-values (raw and Holm's over the run's claims), the
 outcome (held, refuted, inconclusive) and the repetitions that would settle an inconclusive one.
 
+Each cell of the run's matrix (a platform's headline % of native for a workload, the figure its
+verdict states) is a line too: metric ``verdict``, with its interval, reading (loss, gain, no
+significant difference, inconclusive, not tested, left out, not a win) and printed text.
+
 Where the study profiled the host, each function of a platform's profile (``profiles``) is a
 line too: metric ``host.profile.share``, its % of the host's CPU time, with ``rank``,
 ``symbol``, ``dso``, ``samples``, ``profile_samples`` and ``profiled_samples`` in its metadata.
@@ -44,6 +48,7 @@ from hvbench.analysis.compare import Comparison
 from hvbench.analysis.model import MetricResult, RunAnalysis
 from hvbench.analysis.platforms import defining_settings
 from hvbench.report.comparison import platform_label, ran_on
+from hvbench.report.summary import summarize
 
 
 def _epoch(when: datetime | None) -> float | None:
@@ -97,6 +102,7 @@ def render(a: RunAnalysis) -> str:
     lines += _profile_lines(a)
     lines += _density_lines(a)
     lines += _claim_lines(a)
+    lines += _verdict_lines(a)
     return "".join(
         json.dumps(_sample(a, i, x), ensure_ascii=False) + "\n" for i, x in enumerate(lines)
     )
@@ -174,6 +180,24 @@ def _claim_lines(a: RunAnalysis) -> list[dict]:
             "test": "claims",
         }
         for j in a.claims
+    ]
+
+
+def _verdict_lines(a: RunAnalysis) -> list[dict]:
+    """One line per cell of the run's matrix (``report.summary``): metric ``verdict``, the
+    platform's headline % of the baseline as the value (null: none, or a difference), its
+    interval, reading and printed text in the metadata (``Verdict.as_json``), the same data as
+    ``hvbench run --json`` gives."""
+    return [
+        {
+            "metric": "verdict",
+            "value": v.pct,
+            "unit": "%",
+            "metadata": {"study": a.study_name, "baseline": a.baseline, **v.as_json()},
+            "timestamp": None,
+            "test": "verdicts",
+        }
+        for v in summarize(a).verdicts
     ]
 
 

@@ -11,12 +11,7 @@ from hvbench.report.tables import (
     all_tables,
     claims_table,
     conditions_table,
-    fit,
-    noise_table,
-    pct_table,
     provenance,
-    side_noise,
-    values_table,
     warnings,
 )
 
@@ -77,18 +72,3 @@ def render_comparison(c: Comparison) -> str:
         if items:
             out += [f"## {title}", "", *(f"- {_cell(i)}" for i in items), ""]
     return "\n".join(out)
-
-
-def render_summary(a: RunAnalysis) -> str:
-    """What ``hvbench run`` prints last: the verdicts, the "% of native" tables (the values
-    tables where there is no baseline) and the noisy figures."""
-    out = [*(f"- {_cell(v)}" for v in verdicts(a)), ""]
-    for w in a.workloads():
-        for count in a.counts(w):
-            t = pct_table(a, w, count) or values_table(a, w, count)
-            out += [table_markdown(fit(t)), ""]
-    if (noise := noise_table(a)) is not None:
-        out += [table_markdown(noise), ""]
-    elif (side := side_noise(a)) is not None:
-        out += [f"- {_cell(side)}", ""]
-    return "\n".join(out).lstrip("\n")

@@ -35,6 +35,7 @@ from numpy.typing import ArrayLike
 
 from hvbench.analysis.cost import HOST_STATES
 from hvbench.analysis.model import MetricResult, RunAnalysis
+from hvbench.analysis.normalize import signed
 from hvbench.analysis.stats import Summary
 from hvbench.analysis.verdict import scaling_series
 
@@ -242,11 +243,14 @@ def _grouped(
     return np.array(x), t, groups, below
 
 
-def _whiskers(s: Summary, scale: float) -> tuple[float, float]:
-    """Distances below and above the mean (times ``scale``) for error bars; 0 without a CI."""
+def _whiskers(s: Summary, scale: float, floor: float | None = 0.0) -> tuple[float, float]:
+    """Distances below and above the mean (times ``scale``) for error bars; 0 without a CI.
+    The lower one stops at ``floor``, what the quantity can take (a time, a throughput, a
+    count: 0; None for a figure that can be below 0), wherever the interval reaches."""
     if s.n < 2 or not math.isfinite(s.ci_low):
         return 0.0, 0.0
-    return (s.mean - s.ci_low) * scale, (s.ci_high - s.mean) * scale
+    low = s.ci_low if floor is None else max(s.ci_low, min(floor, s.mean))
+    return (s.mean - low) * scale, (s.ci_high - s.mean) * scale
 
 
 def _relative(r: MetricResult, relative: bool) -> tuple[float, float, float, str] | None:
@@ -255,7 +259,8 @@ def _relative(r: MetricResult, relative: bool) -> tuple[float, float, float, str
     where there is no finite interval; None without a figure against the baseline. Without a
     baseline: the raw mean and its own interval."""
     if not relative:
-        lo, hi = _whiskers(r.single, 1.0)
+        floor = None if signed(r.name, r.single_values) else 0.0
+        lo, hi = _whiskers(r.single, 1.0, floor)
         return r.single.mean, lo, hi, ""
     v = r.vs_baseline
     if v is None or not math.isfinite(v.pct_of_native):
@@ -270,10 +275,21 @@ def _relative(r: MetricResult, relative: bool) -> tuple[float, float, float, str
     return v.pct_of_native, v.pct_of_native - v.pct_low, v.pct_high - v.pct_of_native, ""
 
 
+def _by_unit(a: RunAnalysis, workload: str, count: int, names: list[str]) -> dict[str, list[str]]:
+    """Metric names grouped by their unit, in order of first appearance: one axes each, so
+    that no axis holds figures of two units."""
+    out: dict[str, list[str]] = {}
+    for n in names:
+        r = next(r for p in a.platforms if (r := a.result(p, workload, n, count)) is not None)
+        out.setdefault(r.unit, []).append(n)
+    return out
+
+
 def bars(a: RunAnalysis, workload: str, count: int) -> str | None:
     """Grouped bars: one group per headline metric, one bar per platform, 95% CI whiskers (of
     the ratio to the baseline where there is one); hatched where a figure above the baseline
-    cannot be a win (``MetricResult.suspect``)."""
+    cannot be a win (``MetricResult.suspect``). Without a baseline the raw means, one axes a
+    unit, each axis labelled with its unit."""
     names = [
         n
         for n in a.metric_names(workload)
@@ -283,6 +299,7 @@ def bars(a: RunAnalysis, workload: str, count: int) -> str | None:
     if not platforms or not names:
         return None
     relative = a.baseline is not None and a.baseline in platforms
+    groups = {f"% of {a.baseline}": names} if relative else _by_unit(a, workload, count, names)
     suspect = any(
         (r := a.result(p, workload, n, count)) is not None and r.suspect
         for p in platforms
@@ -292,42 +309,50 @@ def bars(a: RunAnalysis, workload: str, count: int) -> str | None:
     legend = [a.label(p) for p in platforms] + ([hatched_label] if suspect else [])
     width = max(PAGE_IN, LEFT_IN + _legend_in(legend) + 0.25 * len(names) * len(platforms))
     axes_in = _axes_in(legend, width)
-    labels = ticks([n.split(".", 1)[-1] for n in names], axes_in / len(names))
-    below = labels.height
+    labels = {
+        unit: ticks([n.split(".", 1)[-1] for n in group], axes_in / len(names))
+        for unit, group in groups.items()
+    }
+    below = max(t.height for t in labels.values())
     bar = 0.8 / len(platforms)
     with _figure(2.6 + below, legend, bottom_in=0.35 + below, width=width) as (fig, out):
-        ax = fig.add_subplot()
+        axes = fig.subplots(
+            1, len(groups), squeeze=False, width_ratios=[len(g) for g in groups.values()]
+        )[0]
         # legend entries of their own: a hatched first bar would hatch its platform's entry
         entries: list[tuple[Artist, str]] = []
         for i, p in enumerate(platforms):
-            xs, hs, hatches = [], [], []
-            errs: list[list[float]] = [[], []]
-            for j, n in enumerate(names):
-                r = a.result(p, workload, n, count)
-                if r is None or (bar_of := _relative(r, relative)) is None:
-                    continue
-                h, lo, hi, text = bar_of
-                xs.append(j + (i - (len(platforms) - 1) / 2) * bar)
-                hs.append(h)
-                errs[0].append(lo)
-                errs[1].append(hi)
-                hatches.append("///" if r.suspect else "")
-                if text:
-                    ax.annotate(text, (xs[-1], h), ha="center", va="bottom", fontsize=6)
             color = COLORS[i % len(COLORS)]
-            drawn = ax.bar(xs, hs, bar, yerr=errs, capsize=2, color=color)
-            for patch, hatch in zip(drawn.patches, hatches, strict=True):
-                patch.set_hatch(hatch)
+            for ax, group in zip(axes, groups.values(), strict=True):
+                xs, hs, hatches = [], [], []
+                errs: list[list[float]] = [[], []]
+                for j, n in enumerate(group):
+                    r = a.result(p, workload, n, count)
+                    if r is None or (bar_of := _relative(r, relative)) is None:
+                        continue
+                    h, lo, hi, text = bar_of
+                    xs.append(j + (i - (len(platforms) - 1) / 2) * bar)
+                    hs.append(h)
+                    errs[0].append(lo)
+                    errs[1].append(hi)
+                    hatches.append("///" if r.suspect else "")
+                    if text:
+                        ax.annotate(text, (xs[-1], h), ha="center", va="bottom", fontsize=6)
+                drawn = ax.bar(xs, hs, bar, yerr=errs, capsize=2, color=color)
+                for patch, hatch in zip(drawn.patches, hatches, strict=True):
+                    patch.set_hatch(hatch)
             entries.append((Patch(color=color), a.label(p)))
-        _set_ticks(ax, range(len(names)), labels)
-        ax.set_ylabel(f"% of {a.baseline}" if relative else "mean (own units)")
-        if relative:
-            ax.axhline(100, color="black", linewidth=0.8)
-        ax.set_title(wrap(f"{workload}, {count} instance{'s' if count > 1 else ''}", axes_in, 2))
+        for ax, (unit, group) in zip(axes, groups.items(), strict=True):
+            _set_ticks(ax, range(len(group)), labels[unit])
+            ax.set_ylabel(unit if relative else f"mean ({unit})" if unit else "mean")
+            if relative:
+                ax.axhline(100, color="black", linewidth=0.8)
+        title = f"{workload}, {count} instance{'s' if count > 1 else ''}"
+        axes[0].set_title(wrap(title, axes_in * len(groups[next(iter(groups))]) / len(names), 2))
         if suspect:
             hatched = Patch(facecolor="white", edgecolor="black", hatch="///")
             entries.append((hatched, hatched_label))
-        _legend(fig, ax, entries)
+        _legend(fig, axes[0], entries)
     return out[0]
 
 

@@ -10,18 +10,18 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from hvbench.analysis.claims import OUTCOMES
 from hvbench.analysis.cost import HOST_STATES, same_work, work_cost, work_shortfall
 from hvbench.analysis.model import (
     ASYMMETRY,
     COMPOSITE,
+    OUTCOMES,
     CellInfo,
     MetricKey,
     MetricResult,
     RunAnalysis,
     pick_baseline_cell,
 )
-from hvbench.analysis.normalize import CLIPPED, Normalized, figure
+from hvbench.analysis.normalize import CLIPPED, Normalized, figure, signed
 from hvbench.analysis.stats import (
     BELOW_RESOLUTION,
     BIMODAL_LEVEL,
@@ -35,8 +35,11 @@ from hvbench.analysis.stats import (
     RESOLUTION_UNKNOWN,
     TREND_MIN_N,
     Summary,
+    count_interval,
     null_threshold,
 )
+from hvbench.analysis.verdict import cost_text
+from hvbench.units import interval_decimals, interval_strings, number_text, round_up
 
 HOST_KEYS = (
     "hostname",
@@ -81,6 +84,16 @@ RESOLUTION_NOTES = {
         "against the baseline"
     ),
 }
+FLOORED = "floored at 0"
+FLOORED_NOTE = (
+    f"{FLOORED}: the interval of the mean reached below 0, which the figure cannot (a time, a "
+    "rate, a size); its lower bound is 0, and the interval holds the truth as often"
+)
+COUNT_NOTE = (
+    "counts: their total over the repetitions and their range a repetition; the interval of "
+    "the mean a repetition is Poisson's exact one, widened to Student's (floored at 0) where "
+    "the repetitions vary more than Poisson counts do"
+)
 CLIPPED_NOTE = (
     f"{CLIPPED} a bound at 0 (a loss's at 100): Fieller's interval of the ratio reached below 0, "
     "which a ratio of figures that cannot be negative cannot; the interval holds the truth as "
@@ -101,6 +114,11 @@ TAILS_NOTE = (
     "And noise hides a busy host: a fifth of the repetitions 30% slower is found in 85% of "
     "cells at a CV of 2%, in 17% at 5% (5 repetitions)"
 )
+COUNT = "count"
+"""The unit of a figure that counts events (failures, retransmits, context switches)."""
+OF_INSTANCES = {"boot.storm.failed": ("boots", "failed")}
+"""Counts out of a cell's instances in each repetition (a storm's failed boots): what is
+counted, and what happened to those counted."""
 SUSPECT = "§"
 """Marks a figure above the baseline that cannot be a win (``MetricResult.suspect``)."""
 
@@ -147,21 +165,58 @@ def num(x: float | None) -> str:
     return f"{x:.3g}"
 
 
-def with_ci(s: Summary) -> str:
-    """ "54.21 ±0.43": mean and the CI's half-width (alone when n = 1); "4.209 ±0.263, below
-    the measurement's resolution" or "4.209, identical repetitions: resolution unknown" where
-    the repetitions show no spread the measurement resolves."""
+def with_ci(s: Summary, floor: bool = False) -> str:
+    """ "54.2 ±0.43": mean and the CI's half-width to the digits that width supports
+    (``units.interval_decimals``; the mean alone when n = 1); ``floor``, for a figure that
+    cannot be below 0: "6.7 [0–16], floored at 0" where its interval reached below 0; "4.21
+    ±0.26, below the measurement's resolution" or "4.209, identical repetitions: resolution
+    unknown" where the repetitions show no spread the measurement resolves."""
     if s.identical == RESOLUTION_UNKNOWN:
         return f"{num(s.mean)}, {RESOLUTION_UNKNOWN}"
     if s.n < 2 or not math.isfinite(s.ci_low):
         return num(s.mean)
-    text = f"{num(s.mean)} ±{num((s.ci_high - s.ci_low) / 2)}"
+    if floor and s.ci_low < 0 <= s.mean:
+        est, _, high = interval_strings(s.mean, s.ci_low, s.ci_high)
+        text = f"{est} [0–{high}], {FLOORED}"
+    else:
+        d = interval_decimals(s.mean, s.ci_low, s.ci_high)
+        half = round_up((s.ci_high - s.ci_low) / 2, d)
+        text = f"{number_text(s.mean, d)} ±{number_text(half, d)}"
     return f"{text}, {s.identical}" if s.identical else text
 
 
+def interval_text(s: Summary, floor: bool = False) -> str:
+    """ "52.1–56.3": the interval of the mean alone, by the same rule as ``with_ci``."""
+    _, low, high = interval_strings(s.mean, s.ci_low, s.ci_high)
+    if floor and s.ci_low < 0 <= s.mean:
+        return f"0–{high}, {FLOORED}"
+    return f"{low}–{high}"
+
+
+def count_text(r: MetricResult) -> str:
+    """A count as a count: "15 in 5 repetitions, 0–12 a repetition"; "0 in 5 repetitions";
+    out of the cell's instances (``OF_INSTANCES``): "0 of 15 boots failed"."""
+    values = r.single_values  # a storm's count is stored once, on the cell's first instance
+    n, low, high = len(values), float(values.min()), float(values.max())
+    total = f"{float(values.sum()):g}"
+    if r.name in OF_INSTANCES:
+        what, happened = OF_INSTANCES[r.name]
+        text = f"{total} of {n * r.cell.instances} {what} {happened}"
+    else:
+        text = f"{total} in {n} repetition{'s' * (n != 1)}"
+    return text + (f", {low:g}–{high:g} a repetition" if high > low else "")
+
+
+def floored(r: MetricResult) -> bool:
+    """Whether a figure cannot be below 0 (a time, a rate, a size, a count): not a difference by
+    definition, and never measured below 0 (``normalize.signed``)."""
+    return not signed(r.name, r.single_values)
+
+
 def resolution_notes(cells: list[str]) -> list[str]:
-    """The footnotes that figures "below the resolution" in ``cells`` need."""
-    return [note for label, note in RESOLUTION_NOTES.items() if any(label in c for c in cells)]
+    """The footnotes that figures "below the resolution" (or floored at 0) in ``cells`` need."""
+    notes = {**RESOLUTION_NOTES, FLOORED: FLOORED_NOTE}
+    return [note for label, note in notes.items() if any(label in c for c in cells)]
 
 
 def pct(x: float | None) -> str:
@@ -169,11 +224,11 @@ def pct(x: float | None) -> str:
 
 
 def relative(v: Normalized, kind: str = "pct") -> str:
-    """A figure against the baseline with its interval and what it allows one to say: "84
-    [79–90]", "99 [97–102]†" (no significant difference), "95 [85–103]‡" (inconclusive), "11, not
-    tested (1 repetition)"; kind is pct (% of the baseline), loss (100 − that) or ratio; a
-    signed figure's difference in its unit whatever the kind ("+3.0 MiB [+1.2–+4.8 MiB]").
-    Bounds rounded outward (``normalize.figure``)."""
+    """A figure against the baseline with its interval and what it allows one to say: "84.2
+    [79.0–90.3]", "99.1 [97.3–102.0]†" (no significant difference), "95 [85–103]‡"
+    (inconclusive), "11.0, not tested (1 repetition)"; kind is pct (% of the baseline), loss
+    (100 − that) or ratio; a signed figure's difference in its unit whatever the kind ("+3.0
+    MiB [+1.2–+4.8 MiB]"). Bounds rounded outward (``normalize.figure``)."""
     text, interval = figure(v, kind)
     if v.reference:
         return text
@@ -208,8 +263,8 @@ def _label(r: MetricResult) -> str:
     return f"{r.name} ({r.unit}) {arrow}"
 
 
-def _count_title(workload: str, count: int) -> str:
-    return f"{workload}, {count} instance{'s' if count > 1 else ''}"
+def _count_title(a: RunAnalysis, workload: str, count: int) -> str:
+    return f"{a.title(workload)}, {count} instance{'s' if count > 1 else ''}"
 
 
 def _grid(
@@ -234,7 +289,7 @@ def values_table(a: RunAnalysis, workload: str, count: int) -> Table:
         for name, col in zip(names, zip(*grid, strict=True), strict=True)
     ]
     t = Table(
-        f"{_count_title(workload, count)}: values",
+        f"{_count_title(a, workload, count)}: values",
         ["platform", "n", *labels],
         kind="values",
         notes=[
@@ -252,14 +307,22 @@ def values_table(a: RunAnalysis, workload: str, count: int) -> Table:
     for p, row in zip(platforms, grid, strict=True):
         n = max((r.single.n for r in row if r), default=0)
         cells = [
-            (with_ci(r.single) + (f" (median {num(r.single.median)})" if a.skewed(r) else ""))
+            (value_text(r) + (f" (median {num(r.single.median)})" if a.skewed(r) else ""))
             if r
             else a.text_only.get(MetricKey(p, workload, count, name), "")
             for name, r in zip(names, row, strict=True)
         ]
         t.rows.append([a.label(p), str(n), *cells])
     t.notes.extend(resolution_notes([c for row in t.rows for c in row[2:]]))
+    if any(r is not None and r.unit == COUNT for row in grid for r in row):
+        t.notes.append(COUNT_NOTE)
     return t
+
+
+def value_text(r: MetricResult) -> str:
+    """A figure's repetitions as its values table shows them: a count as a count
+    (``count_text``), any other figure as its mean with its interval (``with_ci``)."""
+    return count_text(r) if r.unit == COUNT else with_ci(r.single, floored(r))
 
 
 def _single(r: MetricResult) -> Normalized | None:
@@ -294,7 +357,7 @@ def _relative_table(
     if not cols:
         return None
     names = [next(r for r in (row[i] for row in grid) if r).name for i in cols]
-    t = Table(f"{_count_title(workload, count)}: {title}", ["platform", *names], kind=kind)
+    t = Table(f"{_count_title(a, workload, count)}: {title}", ["platform", *names], kind=kind)
     suspects: dict[str, str] = {}
     for p, row in zip(platforms, grid, strict=True):
         cells = []
@@ -390,7 +453,7 @@ def ratio_table(a: RunAnalysis, workload: str, count: int) -> Table | None:
 def statistics_table(a: RunAnalysis, workload: str) -> Table:
     """Every cell's statistics of the per-instance figure, one row per metric and cell."""
     t = Table(
-        f"{workload}: statistics per cell",
+        f"{a.title(workload)}: statistics per cell",
         [
             "platform",
             "instances",
@@ -424,8 +487,11 @@ def statistics_table(a: RunAnalysis, workload: str) -> Table:
     rows = [r for r in a.results if r.cell.workload == workload]
     for r in sorted(rows, key=lambda r: (key(r.cell), metric_order[r.name])):
         s = r.single
-        ci = f"{num(s.ci_low)} – {num(s.ci_high)}" if s.n > 1 else "n/a"
-        if s.identical:
+        ci = interval_text(s, floored(r)) if s.n > 1 else "n/a"
+        if r.unit == COUNT and s.n > 1:
+            _, low, high = interval_strings(s.mean, *count_interval(r.single_values))
+            ci = f"{low}–{high} (a count: Poisson's)"
+        elif s.identical:
             ci = s.identical if s.identical == RESOLUTION_UNKNOWN else f"{ci}, {s.identical}"
         t.rows.append(
             [
@@ -443,6 +509,8 @@ def statistics_table(a: RunAnalysis, workload: str) -> Table:
             ]
         )
     t.notes.extend(resolution_notes([row[9] for row in t.rows]))
+    if any(r.unit == COUNT for r in rows):
+        t.notes.append(COUNT_NOTE)
     return t
 
 
@@ -456,7 +524,7 @@ def scaling_table(a: RunAnalysis, workload: str) -> Table | None:
     if not rows or max(a.counts(workload)) < 2:
         return None
     t = Table(
-        f"{workload}: single vs aggregate",
+        f"{a.title(workload)}: single vs aggregate",
         [
             "platform",
             "metric",
@@ -488,9 +556,9 @@ def scaling_table(a: RunAnalysis, workload: str) -> Table | None:
                 a.label(r.cell.platform),
                 r.name,
                 str(r.cell.instances),
-                with_ci(r.single),
+                with_ci(r.single, floored(r)),
                 f"{num(float(r.per_instance.min()))}–{num(float(r.per_instance.max()))}",
-                with_ci(aggregate),
+                with_ci(aggregate, floored(r)),
                 relative(agg) if agg else "",
                 pct(100 * r.efficiency) + "%" if r.efficiency is not None else "",
                 {True: "yes", False: "no", None: "?"}[r.overcommit],
@@ -525,12 +593,12 @@ def symmetry_table(a: RunAnalysis) -> Table | None:
             verdict = "symmetric"
         t.rows.append(
             [
-                s.cell.workload,
+                a.title(s.cell.workload),
                 a.label(s.cell.platform),
                 str(s.cell.instances),
                 s.inbound.name.replace("inbound", "{in,out}bound"),
-                with_ci(s.inbound.single),
-                with_ci(s.outbound.single),
+                with_ci(s.inbound.single, floored(s.inbound)),
+                with_ci(s.outbound.single, floored(s.outbound)),
                 f"{s.ratio:.2f}",
                 verdict,
             ]
@@ -623,22 +691,23 @@ def cost_table(a: RunAnalysis) -> Table | None:
         notes=[
             "host cores busy during the sample / aggregate throughput: for a rate, the host "
             "CPU-seconds one unit of work takes (per GB, per Gbit, per 1000 operations), mean "
-            "±half its 95% CI; headline metrics only",
+            "[its 95% CI]; headline metrics only",
             f"× {base}: how much more host CPU the platform spends than {base} for one unit of "
             "work",
         ],
     )
     for r, per_core, c in costs:
-        spread = f" ±{num((c.high - c.low) / 2)}" if math.isfinite(c.high - c.low) else ""
+        est, low, high = interval_strings(c.mean, c.low, c.high)
+        spread = f" [{low}–{high}]" if not math.isnan(c.low) else ""
         flat = f", {per_core.identical}" if per_core.identical else ""
         t.rows.append(
             [
-                r.cell.workload,
+                a.title(r.cell.workload),
                 r.name,
                 a.label(r.cell.platform),
                 str(r.cell.instances),
-                f"{num(c.mean)}{spread} {c.unit}{flat}",
-                f"{r.cost_vs_baseline:.2f}×" if r.cost_vs_baseline is not None else "",
+                f"{est}{spread} {c.unit}{flat}",
+                cost_text(r.cost_vs_baseline) if r.cost_vs_baseline is not None else "",
             ]
         )
     t.notes.extend(resolution_notes([row[4] for row in t.rows]))
@@ -714,7 +783,7 @@ def noise_table(a: RunAnalysis) -> Table | None:
         t.rows.append(
             [
                 a.label(r.cell.platform),
-                r.cell.workload,
+                a.title(r.cell.workload),
                 str(r.cell.instances),
                 r.name,
                 str(s.n),
@@ -850,14 +919,18 @@ def claims_table(a: RunAnalysis) -> Table | None:
     rows = []
     for j in a.claims:
         figure, interval = j.figure()
-        where = f"{j.label} / {j.workload}" + (f" / {j.instances} inst." if j.instances else "")
+        where = f"{j.label} / {a.title(j.workload)}" + (
+            f" / {j.instances} inst." if j.instances else ""
+        )
         outcome = j.outcome + (f" ({s})" if (s := j.settle()) else "")
+        interval += f", {FLOORED}" if j.floored else ""
         rows.append([where, j.claim.text, j.claim.source, figure, interval, outcome])
     counts = {o: sum(j.outcome == o for j in a.claims) for o in OUTCOMES}
     notes = [
         ", ".join(f"{n} {o}" for o, n in counts.items() if n)
         + f" of {len(a.claims)}: 95% intervals; held or refuted only where the test of the "
-        "claim's bound passes Holm's step-down over all of the run's claims (5% family-wise)"
+        "claim's bound passes Holm's step-down over all of the run's claims (5% family-wise)",
+        *resolution_notes([row[4] for row in rows]),
     ]
     judged = {j.platform for j in a.claims}
     nested = sorted({c.platform for c in a.cells if c.ran.nested} & judged)

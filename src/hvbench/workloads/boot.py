@@ -10,10 +10,12 @@ each metric is then stored with no value and the text "no boot", and the cell su
 The **storm** figures describe the cell's N instances, which the runner starts at once (the
 driver boots them in parallel): the wall time until all are ready, the median and 99th
 percentile of the individual ready times (interpolated: with few instances p99 lies between the
-two slowest), and how many instances failed. They are per cell, so only the cell's first instance
-stores them. A start in which any instance fails is stopped and tried once more: the failures
-of that attempt are ``boot.storm.failed`` of the measured one; if the second attempt fails too,
-the sample fails with an error saying how many of the N failed (never a silent gap).
+two slowest, so the analysis leaves out a percentile that too few instances stand behind:
+``analysis.aggregate.percentile_shortfall``), and how many instances failed. They are per
+cell, so only the cell's first instance stores them. A start in which any instance fails is
+stopped and tried once more: the failures of that attempt are ``boot.storm.failed`` of the
+measured one; if the second attempt fails too, the sample fails with an error saying how many
+of the N failed (never a silent gap).
 """
 
 from __future__ import annotations

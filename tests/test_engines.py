@@ -1,0 +1,253 @@
+"""The container engines' drivers for real: a private dockerd per platform, real containers of
+the guest tree, a cpu, disk and net study through the runner, and the host as it was before (its
+iptables, ip_forward, links, mounts, users), after a run and after ``hvbench cleanup`` following
+a SIGKILL."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import require
+from oslevel_checks import (
+    EXPECTED,
+    container_leftovers,
+    failures,
+    killed_run_is_cleaned_up,
+    metric_values,
+    run_study,
+)
+
+from hvbench.drivers import DRIVERS, docker, podman
+from hvbench.drivers.docker import DockerDriver
+from hvbench.drivers.lxc import LxcDriver
+from hvbench.drivers.nspawn import NspawnDriver
+from hvbench.drivers.podman import PodmanDriver
+from hvbench.errors import StudyError
+from hvbench.host.packages import listed, refusals
+from hvbench.host.process import processes
+from hvbench.plan import needed_packages
+from hvbench.store import Store
+from hvbench.study import parse_study
+
+ENGINE_PROCESSES = (
+    "dockerd", "containerd", "docker-proxy", "podman", "conmon", "slirp4netns", "fuse-overlayfs",
+    "systemd-nspawn", "lxc-start",
+)  # fmt: skip
+
+
+def host_state() -> dict[str, object]:
+    """What an engine would change on the host: the host namespace's iptables and ip_forward,
+    its links, users and id ranges, the directories engines make where they are fixed, and
+    the mounts and processes of engines (other engineers' runs mount and run beside ours)."""
+
+    def out(*argv: str) -> str:
+        proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+        return "\n".join(line for line in proc.stdout.splitlines() if not line.startswith("#"))
+
+    mounts = Path("/proc/mounts").read_text().splitlines()
+    links = sorted(line.split(":")[1].strip() for line in out("ip", "-o", "link").splitlines())
+    engines = [
+        " ".join(argv)
+        for argv in (p.info["cmdline"] or [""] for p in processes(["cmdline"]))
+        if Path(argv[0]).name in ENGINE_PROCESSES or argv[0].startswith("[lxc monitor]")
+    ]
+    return {
+        "iptables": out("iptables-save"),
+        "ip6tables": out("ip6tables-save"),
+        "ip_forward": Path("/proc/sys/net/ipv4/ip_forward").read_text(),
+        "links": [link for link in links if not link.startswith("hv") or link.startswith(OURS)],
+        "users": out("getent", "passwd"),
+        "subids": [
+            Path(f).read_text() if Path(f).exists() else "" for f in ("/etc/subuid", "/etc/subgid")
+        ],
+        "dirs": [d for d in ENGINE_DIRS if Path(d).exists()],
+        "acls": out("getfacl", "--skip-base", "--absolute-names", "/dev/net/tun", "/dev/fuse"),
+        "mounts": [m for m in mounts if any(w in m for w in ENGINE_MOUNTS)],
+        "engines": engines,
+        "cgroups": sorted(
+            str(p)
+            for name in ("libpod_parent", "payload", "docker")
+            for p in Path("/sys/fs/cgroup").glob(f"*/{name}")
+        ),
+    }
+
+
+ENGINE_DIRS = (
+    *docker.HOST_DIRS, *podman.HOST_DIRS, *NspawnDriver.host_dirs, "/etc/docker/key.json",
+    "/run/lxc",
+)  # fmt: skip
+OURS = ("hve", "hvl", "hvv")
+"""Links of the engines' drivers (engine hosts, LXC's veths, instances'): other drivers' links
+(``hv...``) come and go with the other runs on this host."""
+ENGINE_MOUNTS = ("docker", "containerd", "hvbd-", "hvbp-", "containers", "fuse", "netns-")
+
+
+@pytest.fixture(scope="module")
+def _engines() -> None:
+    for driver in (DockerDriver, PodmanDriver, NspawnDriver, LxcDriver):
+        verdict = driver.check()
+        require(verdict.ok, f"{driver.name}: {verdict.detail}; {verdict.fix}")
+
+
+def one_line_refusal(platform: str) -> str:
+    with pytest.raises(StudyError) as refused:
+        parse_study(
+            f"name: t\nplatforms:\n  p: {platform}\nworkloads:\n  - {{name: boot}}\n", "t.yaml"
+        )
+    text = str(refused.value)
+    assert "\n" not in text and "Traceback" not in text
+    return text
+
+
+def test_malformed_settings_are_refused_in_one_line_naming_the_choices():
+    assert DRIVERS["docker"] is DockerDriver and DRIVERS["podman"] is PodmanDriver
+    assert DRIVERS["nspawn"] is NspawnDriver and DRIVERS["lxc"] is LxcDriver
+    assert "privileged" in one_line_refusal("{driver: lxc, privileged: maybe}")
+    assert "private_network" in one_line_refusal("{driver: nspawn, private_network: maybe}")
+    network = one_line_refusal("{driver: docker, network: e1000}")
+    assert "network" in network and "'bridge'" in network and "'host'" in network
+    storage = one_line_refusal("{driver: docker, storage: zfs}")
+    assert "'overlay2'" in storage and "'volume'" in storage
+    assert "publish" in one_line_refusal("{driver: docker, publish: maybe}")
+    assert "network: bridge where publish is true" in one_line_refusal(
+        "{driver: docker, network: host, publish: true}"
+    )
+    assert "rootless" in one_line_refusal("{driver: podman, rootless: maybe}")
+    network = one_line_refusal("{driver: podman, network: e1000}")
+    assert all(f"'{n}'" in network for n in ("slirp4netns", "bridge", "host"))
+    storage = one_line_refusal("{driver: podman, storage: btrfs}")
+    assert all(f"'{n}'" in storage for n in ("overlay", "fuse-overlayfs", "vfs"))
+    no_snapshot = {
+        "docker": "docker checkpoint",
+        "podman": "podman checkpoint",
+        "nspawn": "nspawn has no checkpoint",
+        "lxc": "lxc-checkpoint needs CRIU",
+    }
+    for driver, why in no_snapshot.items():
+        snapshot = f"{{driver: {driver}}}\nworkloads:\n  - {{name: snapshot}}\n"
+        with pytest.raises(StudyError, match=why):
+            parse_study(f"name: t\nplatforms:\n  p: {snapshot}", "t.yaml")
+
+
+def test_a_missing_engine_is_refused_naming_with_engines():
+    study = parse_study(
+        "name: t\nplatforms:\n  d: {driver: docker}\n  p: {driver: podman, rootless: true}\n"
+        "workloads:\n  - {name: boot}\n",
+        "t.yaml",
+    )
+    engines = {"docker.io", "podman", "slirp4netns", "uidmap"}
+    assert all("--with-engines" in listed()[name].options for name in engines)
+    lines = refusals(needed_packages(study), set(listed()) - engines)
+    assert lines == [
+        "platform d needs docker.io, not installed: ./setup.sh --with-engines",
+        "platform p needs podman, slirp4netns, uidmap, not installed: ./setup.sh --with-engines",
+    ]
+
+
+@pytest.mark.usefixtures("_engines")
+def test_doctor_lists_the_engines_with_their_versions():
+    out = subprocess.run(
+        [sys.executable, "-m", "hvbench", "doctor", "--json", "docker", "podman", "nspawn", "lxc"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    found = {f["name"]: f for f in json.loads(out.stdout) if f["kind"] == "driver"}
+    assert found["docker"]["ok"] and "20.10" in found["docker"]["detail"]
+    assert found["podman"]["ok"] and "4.3" in found["podman"]["detail"]
+    assert found["nspawn"]["ok"] and "systemd 252" in found["nspawn"]["detail"]
+    assert found["lxc"]["ok"] and "LXC 5.0" in found["lxc"]["detail"]
+    assert all("checkpoint" in f["detail"] for f in found.values())
+
+
+@pytest.fixture(scope="module")
+def engines_run(_engines: None) -> tuple[Store, str, dict, dict]:
+    """One run of cpu, disk and net on Docker (its defaults: bridge behind NAT, the overlay2
+    root; its host network with the data disk as a volume; published ports) and Podman (rootful
+    with its defaults: a CNI bridge, overlay; rootless through slirp4netns on fuse-overlayfs):
+    the store, the run id, and the host's state before and after."""
+    before = host_state()
+    store, run_id = run_study(
+        "  dk-bridge: {driver: docker, memory: 256M}\n"
+        "  dk-host: {driver: docker, memory: 256M, network: host, storage: volume}\n"
+        "  dk-pub: {driver: docker, memory: 256M, publish: true, storage: volume}\n"
+        "  pm-root: {driver: podman, memory: 256M}\n"
+        "  pm-user: {driver: podman, memory: 256M, rootless: true, storage: fuse-overlayfs}\n"
+        "  ns-own: {driver: nspawn, memory: 256M}\n"
+        "  ns-priv: {driver: nspawn, memory: 256M, private_network: true}\n"
+        "  lx-user: {driver: lxc, memory: 256M}\n"
+        "  lx-root: {driver: lxc, memory: 256M, privileged: true}\n"
+    )
+    return store, run_id, before, host_state()
+
+
+@pytest.mark.guest
+def test_engines_run_cpu_disk_net_and_say_what_ran(engines_run):
+    store, run_id, _, _ = engines_run
+    assert failures(store, run_id) == []
+    values = metric_values(store, run_id)
+    for name in EXPECTED:
+        assert len(values[name]) == 9 and all(v > 0 for v in values[name]), name
+    cells = store.cells(run_id)
+    resolved = {c.platform: c.platform_settings["resolved"] for c in cells}
+    assert {c.platform: c.ran.mode for c in cells} == {
+        "dk-bridge": "bridge",
+        "dk-host": "host",
+        "dk-pub": "bridge, published",
+        "pm-root": "rootful, bridge",
+        "pm-user": "rootless, slirp4netns",
+        "ns-own": "instance network",
+        "ns-priv": "private network",
+        "lx-user": "unprivileged",
+        "lx-root": "privileged",
+    }
+    assert resolved["dk-bridge"]["version"].startswith("20.10")
+    assert resolved["dk-bridge"]["storage_driver"] == "overlay2"
+    assert resolved["dk-bridge"]["engine_start_s"] > 0
+    assert resolved["pm-root"]["version"].startswith("4.3")
+    assert resolved["pm-root"]["network_backend"] == "cni"
+    assert resolved["pm-user"]["rootless"] == "true"
+    assert resolved["pm-user"]["storage_driver"].endswith("fuse-overlayfs")
+    assert {r.get("runtime") for r in resolved.values()} == {"runc", None}  # nspawn: its own
+    assert resolved["ns-priv"]["version"].startswith("systemd 252")
+    assert resolved["lx-user"]["version"] == resolved["lx-root"]["version"] == "LXC 5.0.2"
+    assert "unprivileged" in resolved["lx-user"]["ids"]
+
+
+@pytest.mark.guest
+def test_engines_leave_the_host_as_it_was(engines_run):
+    _, run_id, before, after = engines_run
+    assert after == before
+    assert container_leftovers(run_id) == []
+
+
+def in_run_cgroup(run_id: str, command: str) -> bool:
+    """Whether ``command`` runs in a cgroup of the run's platforms (``hvb-<run>-<platform>``):
+    in one of its containers, whatever the engine's way in."""
+    tag = f":/hvb-{run_id[-8:]}-"
+    for proc in processes(["name"]):
+        if proc.info["name"] == command:
+            with contextlib.suppress(OSError):
+                if tag in Path(f"/proc/{proc.pid}/cgroup").read_text():
+                    return True
+    return False
+
+
+@pytest.mark.guest
+@pytest.mark.usefixtures("_engines")
+@pytest.mark.parametrize(
+    "platform",
+    [
+        "{driver: docker, memory: 256M}",
+        "{driver: podman, rootless: true}",
+        "{driver: nspawn}",
+        "{driver: lxc}",
+    ],
+)
+def test_sigkilled_run_is_cleaned_up(platform, tmp_path):
+    before = host_state()
+    killed_run_is_cleaned_up(platform, tmp_path, runs=in_run_cgroup)
+    assert host_state() == before
