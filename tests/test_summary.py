@@ -13,7 +13,7 @@ import pytest
 from rich.cells import cell_len
 from rich.console import Console
 from test_analysis import RunBuilder
-from test_claims import REAL
+from test_claims import real_claims_run
 from test_report_html import default_run
 from typer.testing import CliRunner
 
@@ -168,13 +168,7 @@ def test_the_claims_outcomes_are_counted_and_those_not_held_said(tmp_path):
     inconclusive): the end counts them and gives a line to each that did not hold; the JSON has
     every claim."""
     s = Store(f"sqlite:///{tmp_path}/real.db")
-    text = (Path(__file__).parent.parent / "examples/tcg-claims.yaml").read_text()
-    b = RunBuilder(s, study_text=text)
-    for (platform, workload), metrics in REAL.items():
-        cell = b.cell(platform, workload)
-        kinds = {n: ("s", False) for n in metrics if n.startswith("boot.")}
-        for rep in range(5):
-            b.sample(cell, rep + 1, {n: [v[rep]] for n, v in metrics.items()}, kinds=kinds)
+    real_claims_run(s)
     summary = summarize(analyse(s, "latest"))
     outcomes = [c["outcome"] for c in summary.as_json()["claims"]]
     assert outcomes == [HELD, REFUTED, INCONCLUSIVE]
