@@ -7,7 +7,7 @@
 # source), `--with-consolidation` (its servers, and vegeta, its HTTP client), `--with-libvirt`
 # (libvirtd and the libvirt-python binding), `--with-perf` (a study's `profile: true`),
 # `--with-fleet` (Ansible, for `hvbench fleet run`), `--with-engines` (the container engines:
-# Docker, Podman), `--with-gvisor` (builds runsc),
+# Docker, Podman, LXC, systemd-nspawn, and CRIU 4.1 for their checkpoint), `--with-gvisor` (builds runsc),
 # `--with-vegeta` (vegeta alone), `--with-criu` (CRIU 4.1, scripts/install-criu.sh, with which
 # runc checkpoints a container), `--with-qemu-backports` (QEMU 10.0 beside the system's 7.2,
 # scripts/install-qemu-backports.sh; a platform runs it with
@@ -35,7 +35,9 @@ for arg in "$@"; do
     --with-qemu-backports) with_qemu_backports=1 ;;
     --with-consolidation) with_vegeta=1; chosen+=("$arg") ;;
     --with-libvirt) extras+=(libvirt); chosen+=("$arg") ;;
-    --with-tools | --with-kernbench | --with-perf | --with-fleet | --with-engines) chosen+=("$arg") ;;
+    # the engines' checkpoint (rootful Podman, Docker's experimental) is CRIU 4.1's too
+    --with-engines) with_criu=1; chosen+=("$arg" --with-criu) ;;
+    --with-tools | --with-kernbench | --with-perf | --with-fleet) chosen+=("$arg") ;;
     --packages) print_packages=1 ;;
     *) echo "setup.sh: unknown option $arg (known: --dev, --with-tools, --with-kernbench," \
          "--with-consolidation, --with-libvirt, --with-perf, --with-fleet, --with-engines, --with-gvisor," \

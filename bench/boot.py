@@ -58,7 +58,7 @@ def boot_once(machine: str, form: str, kernel: str) -> dict[str, float]:
             )  # fmt: skip
             net = RunNetwork(run_id, ledger)
             driver = QemuDriver("boot", settings, Needs(), ledger, net, Path(tmp))
-            [inst] = driver.start(1, time.monotonic() + 300)
+            [inst] = driver.start(1, time.monotonic() + 300).instances
             dmesg = inst.exec(["dmesg"], 60).text()
             driver.stop([inst])
             phases = dict(inst.boot)

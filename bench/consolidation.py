@@ -27,10 +27,10 @@ import time
 import psutil
 
 from hvbench.analysis.cost import HOST_STATES, host_cpu_of, same_work, work_shortfall
-from hvbench.analysis.run import analyse
+from hvbench.analysis.run_analysis import analyse
 from hvbench.analysis.verdict import ascent_lines
 from hvbench.drivers import DRIVERS
-from hvbench.runner import Runner
+from hvbench.session import NewRun, RunSession
 from hvbench.store import Store
 from hvbench.study import parse_study
 
@@ -96,13 +96,13 @@ def main() -> None:
         store = Store(args.db or f"sqlite:///{tmp}/bench.db")
         study = parse_study(text, "bench")
         t0 = time.monotonic()
-        runner = Runner.create(study, store, quick=args.quick)
-        status = runner.run()
-        print(f"run {runner.run_id}: {status} in {time.monotonic() - t0:.0f} s")
+        session = RunSession.preflight(store, NewRun(study, quick=args.quick))
+        status = session.run().status
+        print(f"run {session.run_id}: {status} in {time.monotonic() - t0:.0f} s")
         print(f"load average after: {_load()}")
-        cells = {c.id: c for c in store.cells(runner.run_id)}
-        samples = store.samples(runner.run_id)
-        rows = store.metric_rows(runner.run_id)
+        cells = {c.id: c for c in store.cells(session.run_id)}
+        samples = store.samples(session.run_id)
+        rows = store.metric_rows(session.run_id)
         cpu = {}
         for s in samples:
             cell = cells[s.cell_id]
@@ -120,7 +120,7 @@ def main() -> None:
             for (index, name), value in sorted(got.items()):
                 if name.endswith((".achieved_per_s", ".latency_p95_ms", ".slo_met", "_lag_p95_ms")):
                     print(f"  instance {index} {name} {value:.4g}")
-        analysis = analyse(store, runner.run_id)
+        analysis = analyse(store, session.run_id)
         ids = {c.platform: c.id for c in cells.values()}
         for name, h in cpu.items():
             if name != "native" and "native" in cpu and not args.density:

@@ -53,7 +53,7 @@ def instance(tcg: bool, tools: list[str]) -> Iterator[tuple[Instance, RunNetwork
             else:
                 settings = NativeSettings(driver="native")
                 driver = NativeDriver("native", settings, needs, ledger, network, Path(tmp))
-            [inst] = driver.start(1, time.monotonic() + 900)
+            [inst] = driver.start(1, time.monotonic() + 900).instances
             try:
                 yield inst, network
             finally:

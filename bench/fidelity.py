@@ -54,7 +54,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hvbench.analysis.stats import Ratio, Summary, ratio, summarize
+from hvbench.analysis.stats import Ratio, SampleSummary, ratio, summarize
 from hvbench.drivers.base import Needs
 from hvbench.drivers.native import NativeDriver, NativeSettings
 from hvbench.host.network import RunNetwork
@@ -92,9 +92,9 @@ class Fidelity:
     name: str
     bare: float
     """Median of the bare runs, for scale."""
-    effect: Summary
+    effect: SampleSummary
     """hvbench / geometric mean of the round's two bare runs."""
-    control: Summary
+    control: SampleSummary
     """bare-2 / bare-1."""
     against_control: Ratio
     """Mean effect ratio over the mean A/A ratio, with Fieller's interval."""
@@ -121,7 +121,7 @@ def fidelity(name: str, by_arm: Mapping[str, Sequence[float]]) -> Fidelity:
 def table(results: Rounds) -> str:
     """The figures, one line per metric."""
 
-    def median(s: Summary) -> str:
+    def median(s: SampleSummary) -> str:
         return f"{s.median:5.3f} [{s.ci_low:5.3f}, {s.ci_high:5.3f}]"
 
     lines = [
@@ -180,7 +180,7 @@ def main() -> None:
     own_cpu: dict[str, float] = defaultdict(float)
     print(f"{os.cpu_count()} CPUs, {load()} at the start", flush=True)
     try:
-        [inst] = driver.start(1, time.monotonic() + 120)
+        [inst] = driver.start(1, time.monotonic() + 120).instances
         netns = inst.netns  # type: ignore[attr-defined]
 
         def bare_fio() -> list[Metric]:

@@ -186,7 +186,7 @@ def group(driver_name: str, count: int, work: bool = False) -> dict[str, float]:
         cls = DRIVERS[driver_name]
         driver: Driver = cls(platform, settings, needs_of(study), ledger, network, workdir)
         t0 = time.monotonic()
-        instances = driver.start(count, time.monotonic() + 900)
+        instances = driver.start(count, time.monotonic() + 900).instances
         figures = {"start": time.monotonic() - t0}
         try:
             time.sleep(3)  # let boots' page cache and the agents' first commands settle

@@ -223,7 +223,7 @@ def calibrated(study: Study, native: Driver, network: RunNetwork) -> Study:
     todo = [i for i, w in enumerate(study.workloads) if w.calibrates()]
     if not todo:
         return study
-    [inst] = native.start(1, time.monotonic() + START_TIMEOUT_S)
+    [inst] = native.start(1, time.monotonic() + START_TIMEOUT_S).instances
     try:
         chosen = {
             i: calibrate(study.workload(i), inst, network).model_dump(mode="json") for i in todo
@@ -241,7 +241,7 @@ def in_instance(
     QEMU guest also what each pass (prepare as pass 0) cost its QEMU (``Tcg``), with the
     guest's address space layout randomization on (as runs have it) or off."""
     figures: list[Figure] = []
-    [inst] = driver.start(1, time.monotonic() + START_TIMEOUT_S)
+    [inst] = driver.start(1, time.monotonic() + START_TIMEOUT_S).instances
     try:
         if not aslr and isinstance(inst, QemuInstance):
             guest_aslr(inst, on=False)
@@ -305,7 +305,7 @@ def measure_translation(study: Study, rounds: int) -> None:
     costs = []
     with platforms(study) as (drivers, _):
         driver = drivers["qemu-tcg"]
-        [inst] = driver.start(1, time.monotonic() + START_TIMEOUT_S)
+        [inst] = driver.start(1, time.monotonic() + START_TIMEOUT_S).instances
         try:
             assert isinstance(inst, QemuInstance)
             for r in range(rounds):

@@ -1,13 +1,23 @@
-"""Shared fixtures: every test gets a store of its own; guest fixtures live in guest_fixtures."""
+"""Shared fixtures: every test gets a store of its own, some a hand-made run in it, and the
+PostgreSQL tests a server; guest fixtures live in guest_fixtures."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 import sys
+import tempfile
 from collections.abc import Generator, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from builders import RunBuilder, host
 from guest_fixtures import guest_image, guest_run  # noqa: F401 (shared booted-guest fixtures)
+from polling import wait_for
+
+from hvbench.store import Store
 
 if TYPE_CHECKING:
     from lab import Labs
@@ -80,6 +90,39 @@ def _own_store(tmp_path, monkeypatch):
     monkeypatch.setenv("HVBENCH_DB", f"sqlite:///{tmp_path / 'results.db'}")
 
 
+@pytest.fixture
+def store(tmp_path) -> Store:
+    """An empty store, the one the CLI reads (``HVBENCH_DB``)."""
+    return Store(f"sqlite:///{tmp_path}/results.db")
+
+
+@pytest.fixture
+def four_platforms(store: Store) -> Store:
+    """The store with a hand-made run whose verdicts the report tests know: native, virtio (92%),
+    e1000 (70%, outbound 30% lower), tcg (41%, host CPU 2×)."""
+    b = RunBuilder(store, inventory={"cores_logical": 2, "hostname": "h|<b>"})
+    factors = {"native": 1.0, "virtio": 0.92, "e1000": 0.70, "tcg": 0.41}
+    for platform, f in factors.items():
+        disk, net = b.cell(platform, "disk"), b.cell(platform, "net")
+        kern = b.cell(platform, "kernbench")
+        for rep, n in enumerate([-0.01, 0.0, 0.01]):
+            busy = 10.0 if platform != "tcg" else 20.0
+            b.sample(disk, rep, {"disk.bonnie.block_kbps": [58000 * f * (1 + n)]}, "KB/s")
+            out = 0.7 if platform == "e1000" else 1.0
+            b.sample(
+                net,
+                rep,
+                {
+                    "net.iperf3.inbound_gbps": [10 * f * (1 + n)],
+                    "net.iperf3.outbound_gbps": [10 * f * out * (1 + n)],
+                },
+                "Gbit/s",
+                host_cpu=host(10, busy * f * (1 + n)),
+            )
+            b.sample(kern, rep, {"kernbench.elapsed_s": [54 / f * (1 + n)]}, "s", False)
+    return store
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(
     item: pytest.Item, call: pytest.CallInfo
@@ -93,3 +136,62 @@ def pytest_runtest_makereport(
             if isinstance(value, lab.LabRun):
                 report.sections.append(("nested lab", value.result.why(value.exchange)))
     return report
+
+
+def _pg_bin() -> Path | None:
+    for base in sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True):
+        if (base / "initdb").exists():
+            return base
+    return None
+
+
+@pytest.fixture(scope="module")
+def postgres_url():
+    """A throw-away PostgreSQL cluster on a unix socket, run as the postgres user (who cannot
+    enter pytest's private tmp directories, hence a directory of its own)."""
+    bindir = _pg_bin()
+    if bindir is None or shutil.which("runuser") is None:
+        pytest.fail("PostgreSQL is not installed: run ./setup.sh --dev (package postgresql)")
+    root = Path(tempfile.mkdtemp(prefix="hvbench-pg-"))
+    os.chmod(root, 0o777)
+    data, sock = root / "data", root / "sock"
+    sock.mkdir()
+    os.chmod(sock, 0o777)
+    as_pg = ["runuser", "-u", "postgres", "--"]
+    subprocess.run(
+        [*as_pg, str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "hv"],
+        check=True,
+        capture_output=True,
+    )
+    opts = f"-k {sock} -c listen_addresses='' -c fsync=off"
+    subprocess.run(
+        [
+            *as_pg,
+            str(bindir / "pg_ctl"),
+            "-D",
+            str(data),
+            "-o",
+            opts,
+            "-w",
+            "-l",
+            str(root / "log"),
+            "start",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    try:
+        wait_for(lambda: list(sock.glob(".s.PGSQL.*")), 30, f"PostgreSQL's socket in {sock}")
+        subprocess.run(
+            [*as_pg, str(bindir / "createdb"), "-h", str(sock), "-U", "hv", "hvbench"],
+            check=True,
+            capture_output=True,
+        )
+        yield f"postgresql+psycopg://hv@/hvbench?host={sock}"
+    finally:
+        subprocess.run(
+            [*as_pg, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
+            check=False,
+            capture_output=True,
+        )
+        shutil.rmtree(root, ignore_errors=True)

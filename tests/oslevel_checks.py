@@ -15,21 +15,18 @@ import psutil
 import pytest
 from guest_fixtures import GuestRun
 from polling import wait_for
+from run_checks import CPU
 from workload_env import run_workload
 
 from hvbench.drivers.disks import DATA_MOUNT
 from hvbench.drivers.oslevel import OciDriver
 from hvbench.host.process import processes
-from hvbench.runner import Runner
+from hvbench.session import NewRun, RunSession
 from hvbench.store import Store
 from hvbench.study import parse_study
 from hvbench.workloads.migration import Migration, MigrationSettings
 from hvbench.workloads.snapshot import Snapshot, SnapshotSettings
 
-CPU = (
-    "{name: cpu, suite: micro, integer: {duration: 1}, float: {duration: 1}, memory: {duration: 1},"
-    " branchy: {duration: 1}}"
-)
 WORKLOADS = f"""\
   - {CPU}
   - {{name: disk, tool: dd, size: 16M}}
@@ -44,17 +41,19 @@ EXPECTED = (
 )
 
 
-def run_study(platforms: str, instances: str = "1") -> tuple[Store, str]:
-    """A quick run of cpu, disk and net on the platforms with these instance counts (one group
-    of instances each, in one run); returns the store and the run id."""
+def run_study(
+    platforms: str, instances: str = "1", workloads: str = WORKLOADS
+) -> tuple[Store, str]:
+    """A quick run of the workloads (cpu, disk and net) on the platforms with these instance
+    counts (one group of instances each, in one run); returns the store and the run id."""
     text = (
-        f"name: oslevel-test\nplatforms:\n{platforms}workloads:\n{WORKLOADS}"
+        f"name: oslevel-test\nplatforms:\n{platforms}workloads:\n{workloads}"
         f"instances: [{instances}]\nrepetitions: 1\n"
     )
     store = Store()
-    runner = Runner.create(parse_study(text, "t"), store, quick=True)
-    runner.run()
-    return store, runner.run_id
+    session = RunSession.preflight(store, NewRun(parse_study(text, "t"), quick=True))
+    session.run()
+    return store, session.run_id
 
 
 def failures(store: Store, run_id: str) -> list[str]:
@@ -163,7 +162,7 @@ def checkpoint_moves_and_restores(d: OciDriver, guest_run: GuestRun, exec_killed
     image directory goes, and the ledger holds the one container that runs. ``exec_killed``:
     a background process that ``exec`` started is gone after the restore (runsc; runc's
     ``exec`` cannot leave one: it waits for the process's output to close)."""
-    [inst] = d.start(1, time.monotonic() + 180)
+    [inst] = d.start(1, time.monotonic() + 180).instances
     try:
         fill = f"head -c 16777216 /dev/urandom > /tmp/mem && echo kept > {DATA_MOUNT}/probe"
         assert inst.exec(["sh", "-c", fill], 60).ok

@@ -7,11 +7,10 @@ import io
 import json
 import math
 import re
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
 import numpy as np
 import pytest
+from builders import RunBuilder, host
 
 from hvbench.analysis import analyse, needs_more, summarize, welch
 from hvbench.analysis.model import COMPOSITE
@@ -27,155 +26,8 @@ from hvbench.analysis.stats import (
 )
 from hvbench.report import render
 from hvbench.store import (
-    CellRecord,
-    HostCpuReading,
-    MetricRecord,
     PlatformState,
-    RawRecord,
-    RunRecord,
-    SampleRecord,
-    Store,
-    WhatRan,
 )
-
-STUDY = "name: hand-made\nbaseline: native\nplatforms: {}\nworkloads: []\n"
-
-
-@dataclass
-class RunBuilder:
-    """Writes a run with known values through the Store API (no mocks)."""
-
-    store: Store
-    run_id: str = "run-a"
-    study_name: str = "hand-made"
-    study_text: str = STUDY
-    inventory: dict = field(default_factory=lambda: {"cores_logical": 2, "kernel": "6.1"})
-    workload_names: dict[int, str] = field(default_factory=dict)
-    """Cell id -> its workload's name, for what ``sample`` declares of its metrics."""
-
-    def __post_init__(self) -> None:
-        self.store.create_run(
-            RunRecord(
-                id=self.run_id,
-                study_name=self.study_name,
-                study_text=self.study_text,
-                study_source="hand-made.yaml",
-                status="finished",
-                created_at=datetime.now(UTC),
-                finished_at=datetime.now(UTC),
-                hvbench_version="0.1.0",
-                git_commit=None,
-                options={},
-                inventory=self.inventory,
-            )
-        )
-
-    def cell(
-        self,
-        platform: str,
-        workload: str,
-        instances: int = 1,
-        driver: str | None = None,
-        platform_settings: dict | None = None,
-        workload_settings: dict | None = None,
-        ran: WhatRan | None = None,
-    ) -> int:
-        """A cell of ``platform``; ``ran``: what its driver wrote it ran (by default nothing
-        chosen, and the host itself for the native driver)."""
-        driver = driver or ("native" if platform == "native" else "qemu")
-        row = CellRecord(
-            key=f"{platform}|{workload}|{instances}",
-            platform=platform,
-            driver=driver,
-            workload=workload,
-            workload_name=workload.split()[0],
-            instances=instances,
-            platform_settings={"driver": driver, **(platform_settings or {})},
-            workload_settings=workload_settings or {"name": workload.split()[0]},
-            ran=ran or WhatRan(bare=driver == "native"),
-        )
-        cell_id = self.store.cell_id(self.run_id, row)
-        self.workload_names[cell_id] = row.workload_name
-        return cell_id
-
-    def sample(
-        self,
-        cell_id: int,
-        repetition: int,
-        metrics: dict[str, list[float | None]],
-        unit: str = "MB/s",
-        higher_is_better: bool = True,
-        host_cpu: dict | None = None,
-        state: PlatformState | None = None,
-        status: str = "ok",
-        kinds: dict[str, tuple[str, bool]] | None = None,
-        headline: set[str] | None = None,
-        resolutions: dict[str, list[float]] | None = None,
-        missing: str = "+++++",
-    ) -> None:
-        """``metrics``: name -> one value per instance; ``kinds``: name -> (unit, higher is
-        better) where not ``unit``/``higher_is_better``; ``headline``: the names flagged as
-        such (None: no flag at all, as in runs stored before it existed); ``resolutions``:
-        name -> each value's resolution, where the workload states one; ``missing``: what the
-        tool printed where a value is None (bonnie++'s "+++++" by default)."""
-        resolutions = resolutions or {}
-        kinds = kinds or {}
-        records = []
-        for name, values in metrics.items():
-            name_unit, hib = kinds.get(name, (unit, higher_is_better))
-            # what the cpu workloads (sub-scores) and the net workloads (directions) declare
-            composite = hib and self.workload_names[cell_id] == "cpu"
-            direction = next((d for d in ("inbound", "outbound") if f".{d}_" in name), None)
-            records += [
-                MetricRecord(
-                    i,
-                    name,
-                    v,
-                    name_unit,
-                    hib,
-                    None if v is not None else missing,
-                    None if headline is None else name in headline,
-                    composite,
-                    direction,
-                    resolutions[name][i] if name in resolutions else None,
-                )
-                for i, v in enumerate(values)
-            ]
-        self.store.add_sample(
-            cell_id,
-            SampleRecord(
-                repetition=repetition,
-                status=status,
-                error=None if status == "ok" else "guest crashed",
-                started_at=datetime.now(UTC),
-                seconds=1.0,
-                platform_state=state or PlatformState(),
-                host_cpu=host_cpu,
-                metrics=records,
-                raw=[RawRecord(0, "tool", ["tool", "--flag", "<b>"], "output")],
-            ),
-        )
-
-    def series(
-        self, cell_id: int, name: str, values: list[float], unit: str = "MB/s", hib: bool = True
-    ) -> None:
-        """One single-instance value per repetition."""
-        for rep, v in enumerate(values):
-            self.sample(cell_id, rep, {name: [v]}, unit, hib)
-
-
-def host(wall: float, busy: float, guest: float = 0.0, steal: float = 0.0) -> HostCpuReading:
-    """A CpuMonitor.stop() reading on a 2-core host."""
-    states = dict.fromkeys(
-        ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal", "guest"), 0.0
-    )
-    states.update(user=busy - guest - steal, guest=guest, steal=steal, idle=2 * wall - busy)
-    return HostCpuReading(wall, 2, states, busy, [busy])
-
-
-@pytest.fixture
-def store(tmp_path) -> Store:
-    return Store(f"sqlite:///{tmp_path}/results.db")
 
 
 def test_normalization_respects_direction(store):

@@ -18,7 +18,7 @@ from hvbench.drivers.footprint import Pace
 from hvbench.drivers.native import FOOTPRINT as NATIVE
 from hvbench.drivers.qemu import TCG_PACE, kvm_runs_guests
 from hvbench.host.limits import KernelLimits, kernel_limits
-from hvbench.plan import SAMPLE_TASKS, Host
+from hvbench.plan import SAMPLE_TASKS, HostCapacity
 from hvbench.store import Store
 from hvbench.study import default_study, parse_study
 from hvbench.workloads import workload_of
@@ -36,7 +36,7 @@ ROOMY = KernelLimits(
     pid_namespaces=100_000,
 )
 """A large server's limits, so that each test trips only the limit it is about."""
-HOST = Host(memory=24 << 30, cores=2, kvm=False, limits=ROOMY)
+HOST = HostCapacity(memory=24 << 30, cores=2, kvm=False, limits=ROOMY)
 """Memory and cores of the 2-core development host, whose KVM runs no stock guest."""
 
 
@@ -151,8 +151,8 @@ def test_a_study_is_planned_for_a_made_up_host(monkeypatch):
         monkeypatch.setattr(plan, probe, _probed)
     disk = "{name: disk, tool: dd, size: 1G}"
     four = parse_study(study("driver: qemu, accel: auto, memory: 1G, nic: none", 4, disk), "s")
-    large = Host(memory=64 << 30, cores=16, kvm=True, limits=ROOMY)
-    small = Host(memory=2 << 30, cores=1, kvm=False, limits=replace(ROOMY, pid_max=530))
+    large = HostCapacity(memory=64 << 30, cores=16, kvm=True, limits=ROOMY)
+    small = HostCapacity(memory=2 << 30, cores=1, kvm=False, limits=replace(ROOMY, pid_max=530))
     assert plan.misfits(four, large) == []
     assert plan.misfits(four, small) == [
         "platform p: 4 instances × 1161M (1G of memory + 137M the host holds besides) need "

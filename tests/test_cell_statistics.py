@@ -12,10 +12,10 @@ import json
 import numpy as np
 import pytest
 import scipy.stats
-from test_analysis import RunBuilder, host
+from builders import RunBuilder, host
 
 from hvbench.analysis import analyse
-from hvbench.analysis.aggregate import cell_values
+from hvbench.analysis.aggregate import Readings, cell_values
 from hvbench.analysis.compare import compare
 from hvbench.analysis.model import COMPOSITE
 from hvbench.analysis.stats import (
@@ -35,11 +35,6 @@ from hvbench.report import render, render_comparison
 from hvbench.report.summary import summarize
 from hvbench.report.tables import noise_table, statistics_table, values_table
 from hvbench.store import Store
-
-
-@pytest.fixture
-def store(tmp_path) -> Store:
-    return Store(f"sqlite:///{tmp_path}/results.db")
 
 
 def _flag_rate(flag, n: int, cells: int = 4000, cv: float = 0.05, seed: int = 1) -> float:
@@ -146,11 +141,12 @@ def test_repetitions_for_reaches_the_target():
     assert repetitions_for(0.0, 0.03) == 2
 
 
-def _four_instances(values: list[list[float]] | np.ndarray) -> np.ndarray:
-    return np.array(
+def _four_instances(values: list[list[float]] | np.ndarray) -> Readings:
+    rows = np.array(
         [(rep, inst, v) for rep, row in enumerate(values) for inst, v in enumerate(row)],
         dtype=float,
     )
+    return Readings(rows[:, 0], rows[:, 1], rows[:, 2], np.full(len(rows), np.nan))
 
 
 def test_starved_instance_is_found_and_clean_cells_are_not_flagged():

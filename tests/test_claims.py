@@ -5,15 +5,14 @@ simulations of how often the wording errs; a run built from real figures of this
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
-from test_analysis import RunBuilder
+from known_runs import real_claims_run
 from typer.testing import CliRunner
 
 from hvbench.analysis import analyse
-from hvbench.analysis.claims import Figure, judge_claims
+from hvbench.analysis.claims import ClaimEvidence, judge_claims
 from hvbench.analysis.model import HELD, INCONCLUSIVE, REFUTED
 from hvbench.analysis.verdict import verdicts
 from hvbench.cli import app
@@ -106,7 +105,7 @@ def _family(rng, n: int, cv: float, truths: list[tuple[float, float, bool, bool]
     for truth, _, _, native in truths:
         values = 100 * truth * (1 + cv * rng.standard_normal(n))
         baseline = 100 * (1 + cv * rng.standard_normal(n)) if native else None
-        figures.append(Figure(values, baseline, True))
+        figures.append(ClaimEvidence(values, baseline, True))
     bounds = [b / 100 if native else 100 * b for _, b, _, native in truths]
     return [t[5] for t in judge_claims(figures, bounds, [t[2] for t in truths])]
 
@@ -137,36 +136,6 @@ def test_the_wording_errs_as_the_family_allows():
     assert refuted <= 0.025 and 0.05 < held < 0.9, (held, refuted)
 
 
-REAL = {
-    # the run of examples/tcg-claims.yaml on this project's 2-core host, 2026-11-28 (run
-    # 20261128-044330-d69f, TCG under a loaded host): each repetition's figure as stored
-    ("tcg", "boot"): {"boot.ready_s": [10.949, 13.895, 12.954, 20.978, 9.836]},
-    ("native", "cpu"): {
-        "cpu.integer.zlib_ops_per_s": [26.1107, 36.2873, 26.4556, 34.3647, 43.8639],
-        "cpu.float.matrix_ops_per_s": [210.5063, 155.1748, 161.115, 195.5677, 207.7823],
-        "cpu.memory.write_mib_per_s": [3760.8, 3143.42, 3095.26, 4450.2, 4379.63],
-        "cpu.branchy.primes_events_per_s": [1980.53, 1449.4, 1511.55, 1292.91, 3001.23],
-    },
-    ("tcg", "cpu"): {
-        "cpu.integer.zlib_ops_per_s": [7.2973, 8.0692, 7.9749, 5.8893, 6.0973],
-        "cpu.float.matrix_ops_per_s": [27.2816, 10.3744, 13.9919, 6.3803, 13.1938],
-        "cpu.memory.write_mib_per_s": [3048.98, 1182.39, 1126.52, 973.2, 1600.54],
-        "cpu.branchy.primes_events_per_s": [264.99, 145.32, 212.93, 124.93, 205.24],
-    },
-}
-
-
-def real_claims_run(store: Store) -> None:
-    """examples/tcg-claims.yaml's run on this host's figures (``REAL``), five repetitions."""
-    text = (Path(__file__).parent.parent / "examples/tcg-claims.yaml").read_text()
-    b = RunBuilder(store, study_text=text)
-    for (platform, workload), metrics in REAL.items():
-        cell = b.cell(platform, workload)
-        kinds = {n: ("s", False) for n in metrics if n.startswith("boot.")}
-        for rep in range(5):
-            b.sample(cell, rep + 1, {n: [v[rep]] for n, v in metrics.items()}, kinds=kinds)
-
-
 def test_a_run_of_real_figures_holds_refutes_and_cannot_tell(tmp_path):
     """examples/tcg-claims.yaml's three claims on this host's figures: TCG boots in under a
         minute (14 s [8–20 s]: held), keeps 95% of native CPU (16% [9–24%]: refuted),
@@ -189,7 +158,13 @@ def test_a_run_of_real_figures_holds_refutes_and_cannot_tell(tmp_path):
     assert judged == [HELD, REFUTED, INCONCLUSIVE]
     res = CliRunner().invoke(app, ["claims", "latest", "--db", store.url, "--json"])
     assert res.exit_code == 1, res.output
-    assert [c["outcome"] for c in json.loads(res.output)] == [HELD, REFUTED, INCONCLUSIVE]
+    said = json.loads(res.output)
+    assert [c["outcome"] for c in said] == [HELD, REFUTED, INCONCLUSIVE]
     res = CliRunner().invoke(app, ["history", "--claims", "--json", "--db", store.url])
     runs = [h["runs"] for h in json.loads(res.output)]
     assert sorted(r[0]["outcome"] for r in runs) == sorted([HELD, REFUTED, INCONCLUSIVE])
+    # the history keeps each judged claim as its record: it says what the run said of it
+    kept = [{k: v for k, v in r[0].items() if k not in ("run", "time")} for r in runs]
+    assert sorted(kept, key=str) == sorted(said, key=str)
+    res = CliRunner().invoke(app, ["history", "--claims", "--db", store.url])
+    assert f"{HELD}: 14 [8, 20] s  n=" in res.output, res.output

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 import numpy as np
 import pytest
 import typer
-from test_analysis import RunBuilder
+from builders import RunBuilder
 from typer.testing import CliRunner
 
 from hvbench.analysis import analyse
@@ -34,11 +34,6 @@ from hvbench.cli.reporting import compare_exit
 from hvbench.errors import HvbenchError
 from hvbench.report import render_comparison
 from hvbench.store import Store, WhatRan
-
-
-@pytest.fixture
-def store(tmp_path) -> Store:
-    return Store(f"sqlite:///{tmp_path}/results.db")
 
 
 def write(store: Store, run_id: str, throughput: np.ndarray, elapsed: np.ndarray) -> None:
@@ -82,6 +77,8 @@ def test_planted_regression_is_found_with_its_direction(store):
     text = render_comparison(c, "md")
     assert "regression: kvm / disk / 1 inst. / disk.write_mbps: 10" in text
     assert "Holm's step-down over them" in text
+    html = render_comparison(c, "html")  # each row styled by its verdict's kind
+    assert html.count('<tr class="regression">') == html.count('<tr class="improvement">') == 1
 
 
 @pytest.mark.parametrize("seed", range(5))

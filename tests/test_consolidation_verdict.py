@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 
-from test_analysis import RunBuilder, host
+from builders import RunBuilder, host
 
 from hvbench.analysis import analyse
 from hvbench.analysis.verdict import verdicts

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import require
-from guest_fixtures import GuestRun, guest_image, guest_run  # noqa: F401 (fixtures)
+from guest_fixtures import GuestRun
 from oslevel_checks import (
     EXPECTED,
     checkpoint_moves_and_restores,
@@ -45,13 +45,13 @@ def test_registered_and_doctor_says_how_to_fix(monkeypatch):
 
 @needs_runc
 @pytest.mark.guest
-def test_limits_channel_and_disk(guest_run: GuestRun):  # noqa: F811 (fixture)
+def test_limits_channel_and_disk(guest_run: GuestRun):
     settings = ContainerSettings(driver="container", vcpus=1, memory="192M", pin=True)
     needs = Needs(tools=frozenset({"iperf3"}), data_disk=True)
     d = ContainerDriver(
         "c", settings, needs, guest_run.ledger, guest_run.network, guest_run.workdir
     )
-    insts = d.start(2, time.monotonic() + 120)
+    insts = d.start(2, time.monotonic() + 120).instances
     try:
         assert [i.address for i in insts] == ["198.18.0.10", "198.18.0.11"]
         for inst in insts:
@@ -89,7 +89,7 @@ def test_limits_channel_and_disk(guest_run: GuestRun):  # noqa: F811 (fixture)
 
 @needs_runc
 @pytest.mark.guest
-def test_what_the_platform_resolves_serves_every_group_until_close(guest_run: GuestRun):  # noqa: F811
+def test_what_the_platform_resolves_serves_every_group_until_close(guest_run: GuestRun):
     """A driver lives as long as its platform in the run: the tree it unpacked and the runtime's
     state directory serve one group of instances after another, and go at ``close``."""
     settings = ContainerSettings(driver="container", memory="128M")
@@ -98,7 +98,7 @@ def test_what_the_platform_resolves_serves_every_group_until_close(guest_run: Gu
     )
     roots = set()
     for count in (1, 2):
-        insts = d.start(count, time.monotonic() + 120)
+        insts = d.start(count, time.monotonic() + 120).instances
         roots |= {inst.root for inst in insts}
         assert all(inst.driver is d for inst in insts)
         d.stop(insts)
@@ -112,7 +112,7 @@ def test_what_the_platform_resolves_serves_every_group_until_close(guest_run: Gu
 
 @needs_runc
 @pytest.mark.guest
-def test_checkpoint_migrates_and_restores_a_running_container(guest_run: GuestRun):  # noqa: F811
+def test_checkpoint_migrates_and_restores_a_running_container(guest_run: GuestRun):
     """runc checkpoint and restore with CRIU 4.1 (scripts/install-criu.sh), as a migration and
     as a snapshot (oslevel_checks); the CRIU used is in the platform's description."""
     require(criu() is not None, "CRIU 4.1 or later (./setup.sh --with-criu)")

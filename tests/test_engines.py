@@ -10,9 +10,11 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 from conftest import require
+from consolidation_checks import every_role_served, quick_run
 from oslevel_checks import (
     EXPECTED,
     container_leftovers,
@@ -26,6 +28,7 @@ from hvbench.drivers import DRIVERS, docker, podman
 from hvbench.drivers.docker import DockerDriver
 from hvbench.drivers.lxc import LxcDriver
 from hvbench.drivers.nspawn import NspawnDriver
+from hvbench.drivers.oslevel import criu
 from hvbench.drivers.podman import PodmanDriver
 from hvbench.errors import StudyError
 from hvbench.host.packages import listed, refusals
@@ -123,10 +126,10 @@ def test_malformed_settings_are_refused_in_one_line_naming_the_choices():
     storage = one_line_refusal("{driver: podman, storage: btrfs}")
     assert all(f"'{n}'" in storage for n in ("overlay", "fuse-overlayfs", "vfs"))
     no_snapshot = {
-        "docker": "docker checkpoint",
-        "podman": "podman checkpoint",
+        "docker": "docker checkpoint with Debian 12's Docker 20.10 fails its restore",
+        "podman, rootless: true": "podman container checkpoint needs root: rootless: false",
         "nspawn": "nspawn has no checkpoint",
-        "lxc": "lxc-checkpoint needs CRIU",
+        "lxc": "lxc-checkpoint",
     }
     for driver, why in no_snapshot.items():
         snapshot = f"{{driver: {driver}}}\nworkloads:\n  - {{name: snapshot}}\n"
@@ -163,31 +166,52 @@ def test_doctor_lists_the_engines_with_their_versions():
     assert all("checkpoint" in f["detail"] for f in found.values())
 
 
+ENGINES = (
+    "  dk-bridge: {driver: docker, memory: 256M}\n"
+    "  dk-host: {driver: docker, memory: 256M, network: host, storage: volume}\n"
+    "  dk-pub: {driver: docker, memory: 256M, publish: true, storage: volume}\n"
+    "  pm-root: {driver: podman, memory: 256M}\n"
+    "  pm-user: {driver: podman, memory: 256M, rootless: true, storage: fuse-overlayfs}\n"
+    "  ns-own: {driver: nspawn, memory: 256M}\n"
+    "  ns-priv: {driver: nspawn, memory: 256M, private_network: true}\n"
+    "  lx-user: {driver: lxc, memory: 256M}\n"
+    "  lx-root: {driver: lxc, memory: 256M, privileged: true}\n"
+)
+"""Docker (its defaults: bridge behind NAT, the overlay2 root; its host network with the data
+disk as a volume; published ports), Podman (rootful with its defaults: a CNI bridge, overlay;
+rootless through slirp4netns on fuse-overlayfs), nspawn and LXC in both their modes."""
+
+
+class EnginesRun(NamedTuple):
+    store: Store
+    run_id: str
+    again: str
+    """The second run's id, after ``hvbench cleanup``."""
+    cleaned: list[dict]
+    """What ``hvbench cleanup --json`` said between the runs."""
+    states: tuple[dict, dict, dict]
+    """The host's state before, between (after the first run and the cleanup), and after the
+    second run."""
+
+
 @pytest.fixture(scope="module")
-def engines_run(_engines: None) -> tuple[Store, str, dict, dict]:
-    """One run of cpu, disk and net on Docker (its defaults: bridge behind NAT, the overlay2
-    root; its host network with the data disk as a volume; published ports) and Podman (rootful
-    with its defaults: a CNI bridge, overlay; rootless through slirp4netns on fuse-overlayfs):
-    the store, the run id, and the host's state before and after."""
+def engines_run(_engines: None) -> EnginesRun:
+    """cpu, disk and net on every engine's platforms, twice, with ``hvbench cleanup`` between,
+    as a user runs a study again."""
     before = host_state()
-    store, run_id = run_study(
-        "  dk-bridge: {driver: docker, memory: 256M}\n"
-        "  dk-host: {driver: docker, memory: 256M, network: host, storage: volume}\n"
-        "  dk-pub: {driver: docker, memory: 256M, publish: true, storage: volume}\n"
-        "  pm-root: {driver: podman, memory: 256M}\n"
-        "  pm-user: {driver: podman, memory: 256M, rootless: true, storage: fuse-overlayfs}\n"
-        "  ns-own: {driver: nspawn, memory: 256M}\n"
-        "  ns-priv: {driver: nspawn, memory: 256M, private_network: true}\n"
-        "  lx-user: {driver: lxc, memory: 256M}\n"
-        "  lx-root: {driver: lxc, memory: 256M, privileged: true}\n"
-    )
-    return store, run_id, before, host_state()
+    store, run_id = run_study(ENGINES)
+    out = subprocess.run([sys.executable, "-m", "hvbench", "cleanup", "--json"],
+                         capture_output=True, text=True, check=True)  # fmt: skip
+    between = host_state()
+    _, again = run_study(ENGINES)
+    return EnginesRun(store, run_id, again, json.loads(out.stdout), (before, between, host_state()))
 
 
 @pytest.mark.guest
 def test_engines_run_cpu_disk_net_and_say_what_ran(engines_run):
-    store, run_id, _, _ = engines_run
+    store, run_id = engines_run.store, engines_run.run_id
     assert failures(store, run_id) == []
+    assert failures(store, engines_run.again) == []
     values = metric_values(store, run_id)
     for name in EXPECTED:
         assert len(values[name]) == 9 and all(v > 0 for v in values[name]), name
@@ -218,10 +242,14 @@ def test_engines_run_cpu_disk_net_and_say_what_ran(engines_run):
 
 
 @pytest.mark.guest
-def test_engines_leave_the_host_as_it_was(engines_run):
-    _, run_id, before, after = engines_run
+def test_engines_leave_the_host_as_it_was_and_run_again(engines_run):
+    """A finished run leaves nothing for ``hvbench cleanup``, nor does the second run."""
+    before, between, after = engines_run.states
+    assert between == before
+    assert engines_run.run_id not in [c["run"] for c in engines_run.cleaned]
     assert after == before
-    assert container_leftovers(run_id) == []
+    assert container_leftovers(engines_run.run_id) == []
+    assert container_leftovers(engines_run.again) == []
 
 
 def in_run_cgroup(run_id: str, command: str) -> bool:
@@ -250,4 +278,99 @@ def in_run_cgroup(run_id: str, command: str) -> bool:
 def test_sigkilled_run_is_cleaned_up(platform, tmp_path):
     before = host_state()
     killed_run_is_cleaned_up(platform, tmp_path, runs=in_run_cgroup)
+    assert host_state() == before
+
+
+@pytest.mark.guest
+@pytest.mark.usefixtures("_engines")
+def test_memory_counts_the_engines_own_processes():
+    """Two containers of each engine: each one's overhead is its cgroup's kernel memory plus
+    the engine's processes that serve it (containerd's shim and docker-proxy; conmon,
+    slirp4netns and fuse-overlayfs; LXC's monitor; systemd-nspawn), and the platform's daemon
+    (dockerd and containerd; rootless Podman's pause process) is counted once, with the
+    first."""
+    before = host_state()
+    store, run_id = run_study(
+        "  dk: {driver: docker, memory: 256M, publish: true}\n"
+        "  pm: {driver: podman, memory: 256M, rootless: true, storage: fuse-overlayfs}\n"
+        "  lx: {driver: lxc, memory: 256M}\n"
+        "  ns: {driver: nspawn, memory: 256M}\n",
+        instances="2",
+        workloads="  - {name: memory}\n",
+    )
+    assert failures(store, run_id) == []
+    platform = {c.id: c.platform for c in store.cells(run_id)}
+    got: dict[tuple[str, int], dict[str, float]] = {}
+    for row in store.metric_rows(run_id):
+        got.setdefault((platform[row.cell_id], row.instance), {})[row.name] = row.value
+    counted = {(platform[r.cell_id], r.instance): r.content for r in store.raw_outputs(run_id)}
+    serves = {
+        "dk": ("containerd-shim", "docker-proxy"),
+        "pm": ("conmon", "slirp4netns", "fuse-overlayfs"),
+        "lx": ("lxc-start",),
+        "ns": ("systemd-nspawn",),
+    }
+    daemons = {"dk": ("dockerd", "containerd["), "pm": ("podman pause[",), "lx": (), "ns": ()}
+    for (name, index), v in got.items():
+        own = counted[(name, index)].split("the platform's own processes (PSS B) ")[1]
+        assert all(p in own for p in serves[name]), (name, own)
+        assert all((d in own) == (index == 0) for d in daemons[name]), (name, index, own)
+        engine = v["memory.overhead_mib"] - v["memory.kernel_mib"]
+        assert abs(v["memory.host_pss_mib"] - v["memory.guest_ram_mib"] - engine) <= 0.02
+        assert engine > 0.2, f"{name}-{index}: the engine's processes hold memory: {own}"
+    assert got[("dk", 0)]["memory.overhead_mib"] > got[("dk", 1)]["memory.overhead_mib"] + 10
+    assert host_state() == before
+
+
+SYSTEM_CONTAINERS = """\
+name: consolidation-system-containers
+platforms:
+  ns: {driver: nspawn, instances: [5]}
+  lx: {driver: lxc, privileged: true, instances: [5]}
+workloads:
+  - {name: consolidation, sets: 1, mix: {web: 1, imap: 1, app: 1, db: 1, idle: 1, nfs: 1}}
+repetitions: 1
+"""
+"""The containers' and TCG tests' mix, so that all use one root filesystem image (nfs's
+packages included); five instances: the set without nfs, which the host's kernel serves."""
+
+
+@pytest.mark.guest
+@pytest.mark.alone
+@pytest.mark.usefixtures("_engines")
+def test_system_containers_boot_the_root_image_and_serve_consolidation():
+    """nspawn and LXC boot the Debian root filesystem image with its own init (systemd, under
+    an overlay of each instance's own) and one set of real servers runs in them: every active
+    role's requests counted against those due, and the host as it was."""
+    before = host_state()
+    store, session, _ = quick_run(SYSTEM_CONTAINERS, "nspawn + lxc", cells=2)
+    rows = store.metric_rows(session.run_id)
+    platform = {c.id: c.platform for c in store.cells(session.run_id)}
+    for cell in {r.cell_id for r in rows}:
+        every_role_served({(r.instance, r.name): r.value for r in rows if r.cell_id == cell},
+                          platform[cell])  # fmt: skip
+    for cell in store.cells(session.run_id):
+        settings = cell.platform_settings
+        assert "booted with its own init (systemd" in settings["resolved"]["root"], cell.platform
+        assert "nginx" in settings["rootfs"]["requested"], cell.platform
+    assert host_state() == before
+
+
+@pytest.mark.guest
+@pytest.mark.usefixtures("_engines")
+def test_rootful_podman_snapshots_through_its_checkpoint():
+    """podman container checkpoint --export of a running container and restore --import of the
+    file: the time of each, the file's size, the restored container answering; the host as it
+    was."""
+    require(criu() is not None, "CRIU 4.1 or later (./setup.sh --with-criu)")
+    before = host_state()
+    store, run_id = run_study(
+        "  pm: {driver: podman, memory: 256M}\n", workloads="  - {name: snapshot}\n"
+    )
+    assert failures(store, run_id) == []
+    values = {name: v for name, (v,) in metric_values(store, run_id).items()}
+    assert 0 < values["snapshot.save_s"] < 30 and 0 < values["snapshot.restore_s"] < 30
+    assert 0 < values["snapshot.size_mib"] < 64
+    (raw,) = [json.loads(r.content) for r in store.raw_outputs(run_id)]
+    assert raw["file_bytes"] > 0 and set(raw["steps"]) == {"checkpoint_s", "rm_s", "restore_s"}
     assert host_state() == before

@@ -9,8 +9,7 @@ import math
 
 import jsonschema
 import pytest
-from test_analysis import RunBuilder
-from test_report import store  # noqa: F401 (the hand-made run, as a fixture)
+from builders import RunBuilder
 
 from hvbench.analysis import analyse
 from hvbench.report import render
@@ -58,8 +57,8 @@ PKB_FIELDS = {
 }
 
 
-def test_bmf_is_valid_against_bencher_schema(store):  # noqa: F811
-    doc = json.loads(render(analyse(store, "latest"), "bmf"))
+def test_bmf_is_valid_against_bencher_schema(four_platforms):
+    doc = json.loads(render(analyse(four_platforms, "latest"), "bmf"))
     jsonschema.validate(doc, BMF_SCHEMA)
     assert all(len(name) <= BENCHMARK_NAME_MAX for name in doc)
     assert all(len(m) <= MEASURE_NAME_MAX for measures in doc.values() for m in measures)
@@ -79,9 +78,9 @@ def test_bmf_is_valid_against_bencher_schema(store):  # noqa: F811
     ] == pytest.approx(41)
 
 
-def test_bmf_leaves_out_what_is_not_a_number(store):  # noqa: F811
+def test_bmf_leaves_out_what_is_not_a_number(four_platforms):
     """One repetition: no interval, so no bounds; the schema still holds (no NaN, no null)."""
-    s = Store(store.url.replace("results.db", "one.db"))
+    s = Store(four_platforms.url.replace("results.db", "one.db"))
     b = RunBuilder(s)
     for platform, v in (("native", 10.0), ("kvm", 9.0)):
         b.sample(b.cell(platform, "disk"), 0, {"disk.x_mbps": [v]}, "MB/s")
@@ -94,8 +93,8 @@ def test_bmf_leaves_out_what_is_not_a_number(store):  # noqa: F811
     assert kvm["disk.x_mbps % of native"] == {"value": pytest.approx(90.0)}
 
 
-def test_samples_json_has_perfkitbenchmarker_record_shape(store):  # noqa: F811
-    lines = [json.loads(x) for x in render(analyse(store, "latest"), "json").splitlines()]
+def test_samples_json_has_perfkitbenchmarker_record_shape(four_platforms):
+    lines = [json.loads(x) for x in render(analyse(four_platforms, "latest"), "json").splitlines()]
     samples = [x for x in lines if x["metric"] != "verdict"]  # the matrix's cells besides
     assert len(samples) == 4 * 3 * 4  # platforms × repetitions × metrics
     for line in lines:
@@ -105,4 +104,6 @@ def test_samples_json_has_perfkitbenchmarker_record_shape(store):  # noqa: F811
         assert math.isfinite(line["value"]) and line["timestamp"] > 1.7e9
     assert len({x["sample_uri"] for x in lines}) == len(lines)
     # the same run exports the same file
-    assert render(analyse(store, "latest"), "json") == render(analyse(store, "latest"), "json")
+    assert render(analyse(four_platforms, "latest"), "json") == render(
+        analyse(four_platforms, "latest"), "json"
+    )

@@ -29,13 +29,13 @@ from pathlib import Path
 import pytest
 import sshd
 import yaml
+from builders import run_record, sample_record
 from conftest import require
 from polling import wait_for
-from test_store import _run, _sample, postgres_url  # noqa: F401 (the suite's PostgreSQL server)
 
 from hvbench.errors import HvbenchError
 from hvbench.host.resources import Ledger
-from hvbench.store import CellRecord, Store, WhatRan
+from hvbench.store import CellRecord, Inventory, Store, WhatRan
 
 STUDY = """\
 name: fleet-smoke
@@ -186,7 +186,7 @@ def _hosts(report: dict) -> dict[str, dict]:
 
 
 @pytest.mark.postgres
-def test_three_hosts_into_postgresql_one_unreachable_then_resumed(lab, fleet_env, postgres_url):  # noqa: F811
+def test_three_hosts_into_postgresql_one_unreachable_then_resumed(lab, fleet_env, postgres_url):
     """gamma is made unreachable: reported, alpha and beta finish; the same command again
     leaves alpha's and beta's runs alone and runs gamma's."""
     inventory = lab.inventory("hosts.ini")
@@ -248,7 +248,7 @@ def test_a_hosts_sqlite_store_comes_back_and_is_imported(lab, fleet_env):
     assert {h: r.id for h, r in local.fleet_runs(report["fleet"]).items()} == {"beta": beta["run"]}
     run = local.run(beta["run"])
     assert run.status == "finished" and run.labels == {"night": "7"}
-    assert run.inventory["hostname"]  # provenance came along
+    assert run.inventory.hostname  # provenance came along
     assert local.metric_rows(run.id)
     # alpha and gamma never ran: the fleet run is not complete, the same command continues it
     assert fleet_state(report["fleet"])["complete"] is False
@@ -315,7 +315,7 @@ def test_a_host_without_root_and_one_whose_setup_fails_are_one_line_each(lab, fl
 def _host_store(path: Path, run_id: str, reps: int, status: str) -> Store:
     store = Store(f"sqlite:///{path}")
     if run_id not in {r.id for r in store.runs()}:
-        store.create_run(_run(run_id))
+        store.create_run(run_record(run_id))
         store.add_artifact(run_id, "fleet", {"fleet": "f1", "host": path.stem})
     cell = CellRecord(
         key="native|disk|1",
@@ -331,7 +331,7 @@ def _host_store(path: Path, run_id: str, reps: int, status: str) -> Store:
     cell_id = store.cell_id(run_id, cell)
     for rep in range(1, reps + 1):
         if (cell.key, rep) not in store.done(run_id):
-            store.add_sample(cell_id, _sample(rep, 100.0 + rep))
+            store.add_sample(cell_id, sample_record(rep, 100.0 + rep))
     store.set_run_status(run_id, status, finished=True)
     return store
 
@@ -348,7 +348,7 @@ def test_store_import_keeps_run_ids_and_provenance_and_brings_a_resumed_runs_res
     assert local.import_runs(a) == {"r-alpha": "present"}
     assert set(local.fleet_runs("f1")) == {"alpha", "beta"}
     beta = local.run("r-beta")
-    assert (beta.inventory, beta.status) == ({"hostname": "h"}, "finished")
+    assert (beta.inventory, beta.status) == (Inventory(hostname="h"), "finished")
     assert [m.value for m in local.metric_rows("r-beta")] == [101.0, 102.0]
     assert [r.content for r in local.raw_outputs("r-beta")] == ["raw,csv,line"] * 2
 
@@ -358,7 +358,7 @@ def test_store_import_keeps_run_ids_and_provenance_and_brings_a_resumed_runs_res
     assert local.run("r-alpha").status == "finished"
 
     other = Store(f"sqlite:///{tmp_path / 'other.db'}")
-    other.create_run(_run("r-alpha"))  # the same id, made at another time
+    other.create_run(run_record("r-alpha"))  # the same id, made at another time
     with pytest.raises(HvbenchError, match="not the run of that id"):
         local.import_runs(other)
 

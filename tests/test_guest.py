@@ -24,10 +24,6 @@ from hvbench.errors import CommandTimeout, InstanceError, ToolMissing
 from hvbench.guest import cpio, image
 from hvbench.guest.agent import LINE_LIMIT, POLL, GuestAgent
 
-guest_image = guest_fixtures.guest_image  # fixtures, until conftest imports guest_fixtures
-guest_run = guest_fixtures.guest_run
-
-
 # the initramfs ----------------------------------------------------------------------------
 
 
@@ -209,7 +205,7 @@ def channel_guest(tmp_path_factory, guest_image):
         settings = QemuSettings(driver="qemu", memory="256M", nic="none")
         needs = Needs(tools=GUEST_TOOLS)
         d = QemuDriver("chan", settings, needs, run.ledger, run.network, run.workdir)
-        [inst] = d.start(1, time.monotonic() + 240)
+        [inst] = d.start(1, time.monotonic() + 240).instances
         yield inst
         d.stop([inst])
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 from conftest import require
-from guest_fixtures import GuestRun, guest_image, guest_run  # noqa: F401 (fixtures)
+from guest_fixtures import GuestRun
 from oslevel_checks import (
     EXPECTED,
     checkpoint_moves_and_restores,
@@ -86,12 +86,12 @@ def test_doctor_says_why_not_and_how(monkeypatch):
 
 @needs_runsc
 @pytest.mark.guest
-def test_network_disk_limits_and_timeouts(guest_run: GuestRun):  # noqa: F811 (fixture)
+def test_network_disk_limits_and_timeouts(guest_run: GuestRun):
     before = host_network()
     settings = GvisorSettings(driver="gvisor", vcpus=1, memory="256M")
     needs = Needs(tools=frozenset({"iperf3"}), data_disk=True)
     d = GvisorDriver("g", settings, needs, guest_run.ledger, guest_run.network, guest_run.workdir)
-    [inst] = d.start(1, time.monotonic() + 180)
+    [inst] = d.start(1, time.monotonic() + 180).instances
     try:
         # gVisor's netstack owns the veth's address, inside the instance's own namespace
         addr = inst.exec(["ip", "-4", "-o", "addr"], 30).text()
@@ -145,7 +145,7 @@ def test_network_disk_limits_and_timeouts(guest_run: GuestRun):  # noqa: F811 (f
 
 @needs_runsc
 @pytest.mark.guest
-def test_checkpoint_migrates_and_restores_a_running_sandbox(guest_run: GuestRun):  # noqa: F811
+def test_checkpoint_migrates_and_restores_a_running_sandbox(guest_run: GuestRun):
     """runsc checkpoint and restore, as a migration and as a snapshot (oslevel_checks); what
     `runsc exec` started is killed by a restore."""
     settings = GvisorSettings(driver="gvisor", vcpus=1, memory="256M")

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_analysis import RunBuilder
+from builders import RunBuilder
 
 from hvbench.analysis import analyse
 from hvbench.host import conditions, inventory, tuning
@@ -278,7 +278,7 @@ def test_doctor_checks_the_drivers_named_and_refuses_an_unknown_one(tmp_path):
 
 
 def test_every_run_records_the_conditions_and_the_report_names_what_drifts(tmp_path):
-    assert [c["name"] for c in inventory.collect()["conditions"]] == NAMES
+    assert [c["name"] for c in inventory.collect().conditions] == NAMES
     found = conditions.check(sample=0.1, sys=fake_sysfs(tmp_path / "sys"))
     store = Store(f"sqlite:///{tmp_path}/results.db")
     b = RunBuilder(

@@ -28,8 +28,8 @@ import bench_scripts
 import lab as nested
 import pytest
 import yaml
-from test_analysis import RunBuilder
-from test_workload_consolidation import every_role_served
+from builders import RunBuilder
+from consolidation_checks import every_role_served
 from vmm_binaries import missing_reason, vmm_binary
 
 from hvbench.store import PlatformState, SampleRecord, Store
@@ -280,16 +280,8 @@ def test_lab_runs_the_microvm_vmms_through_their_own_apis(kvm_lab):
     full, diff = (figures[("firecracker", f"snapshot.{f}_mib")] for f in ("size", "diff_size"))
     assert 0 < diff <= full * 1.01, (diff, full)
     by_platform = {c.platform: c for c in cells.values()}
-    assert (
-        by_platform["firecracker"]
-        .platform_settings["resolved"]["vmm"]
-        .startswith("Firecracker v1.")
-    )
-    assert (
-        by_platform["cloud-hypervisor"]
-        .platform_settings["resolved"]["vmm"]
-        .startswith("cloud-hypervisor v")
-    )
+    assert str(by_platform["firecracker"].provenance.vmm).startswith("Firecracker v1.")
+    assert str(by_platform["cloud-hypervisor"].provenance.vmm).startswith("cloud-hypervisor v")
 
 
 @pytest.mark.guest

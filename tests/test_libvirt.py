@@ -21,11 +21,11 @@ import psutil
 import pytest
 import sshd
 from conftest import require
+from consolidation_checks import every_role_served, quick_run
 from guest_fixtures import GuestRun
 from polling import wait_for
 from pydantic import ValidationError
-from test_runner import leftovers
-from test_workload_consolidation import every_role_served, quick_run
+from run_checks import leftovers
 from workload_env import run_workload
 
 from hvbench.drivers import DRIVERS
@@ -37,13 +37,10 @@ from hvbench.drivers.qemu_devices import AGENT_PORT, Boot, Disk, Machine, Nic
 from hvbench.guest.image import cache_root
 from hvbench.host.network import PEER_ADDRESS
 from hvbench.host.resources import Ledger
-from hvbench.runner import Runner
+from hvbench.session import NewRun, RunSession
 from hvbench.store import Store
 from hvbench.study import parse_study
 from hvbench.workloads.snapshot import Snapshot, SnapshotSettings
-
-guest_image = guest_fixtures.guest_image  # fixtures, until conftest imports guest_fixtures
-guest_run = guest_fixtures.guest_run
 
 DAEMONS = r"""
 set -e
@@ -308,16 +305,16 @@ repetitions: 1
 """
 
 
-def _run(study: str) -> tuple[Store, Runner, set[str]]:
+def _run(study: str) -> tuple[Store, RunSession, set[str]]:
     """Run a study to its end with every sample ok; the metric names it stored."""
     store = Store()
-    runner = Runner.create(parse_study(study, "t"), store, quick=True)
-    assert runner.run() == "finished", [s.error for s in store.samples(runner.run_id)]
-    names = {r.name for r in store.metric_rows(runner.run_id)}
+    session = RunSession.preflight(store, NewRun(parse_study(study, "t"), quick=True))
+    assert session.run().status == "finished", [s.error for s in store.samples(session.run_id)]
+    names = {r.name for r in store.metric_rows(session.run_id)}
     assert "cpu.branchy.primes_events_per_s" in names
     assert any(n.startswith("disk.dd.") for n in names)
-    assert leftovers(runner.run_id) == []
-    return store, runner, names
+    assert leftovers(session.run_id) == []
+    return store, session, names
 
 
 def _domains(uri: str) -> list[str]:
@@ -364,15 +361,15 @@ def _volumes(uri: str) -> list[str]:
 def test_cpu_and_disk_run_on_a_remote_host_over_ssh_and_nothing_is_left(ssh_uri):
     """A remote URI: the image goes up as volumes, the data disk is a volume, the agent and the
     console come through the connection; afterwards the pool is empty again."""
-    store, runner, names = _run(REMOTE_STUDY.format(uri=ssh_uri))
+    store, session, names = _run(REMOTE_STUDY.format(uri=ssh_uri))
     # the console was read from the first line: the kernel's own timestamps date its start
     assert {"boot.kernel_s", "boot.init_s", "boot.ready_s"} <= names
-    resolved = store.cells(runner.run_id)[-1].platform_settings["resolved"]
+    resolved = store.cells(session.run_id)[-1].platform_settings["resolved"]
     assert resolved["uri"] == ssh_uri and resolved["host"] and resolved["host_cores"] >= 1
     # host CPU is that host's, as libvirt reads it there, and the domain's own CPU time
-    cpu = store.samples(runner.run_id)[-1].host_cpu
+    cpu = store.samples(session.run_id)[-1].host_cpu
     assert cpu.host == resolved["host"] and cpu.busy_s > 0 and cpu.instances_s[0] > 0
-    disk = [s.platform_state for s in store.samples(runner.run_id)]
+    disk = [s.platform_state for s in store.samples(session.run_id)]
     assert {s.host_cores for s in disk} == {resolved["host_cores"]}  # that host's cores
     assert "volume hvb-" in str(disk) and "in pool hvbench-remote of 127.0.0.1" in str(disk)
     assert _volumes(ssh_uri) == [] and _domains(ssh_uri) == []
@@ -387,7 +384,7 @@ def test_a_domain_is_saved_and_restored_with_what_it_held(libvirt_uri, guest_run
     run = guest_run
     driver = LibvirtDriver("s", settings, Needs(tools=guest_fixtures.GUEST_TOOLS), run.ledger,
                            run.network, run.workdir)  # fmt: skip
-    (inst,) = driver.start(1, time.monotonic() + 240)
+    (inst,) = driver.start(1, time.monotonic() + 240).instances
     try:
         assert inst.exec(["sh", "-c", "echo kept > /tmp/probe"], timeout=30).ok
         first = inst.qemu_pid
@@ -427,7 +424,7 @@ def test_a_killed_runs_domain_is_destroyed_by_its_ledger(where, request, guest_r
         needs = Needs(tools=guest_fixtures.GUEST_TOOLS, data_disk=True)
     run = guest_run
     driver = LibvirtDriver("k", settings, needs, run.ledger, run.network, run.workdir)
-    (inst,) = driver.start(1, time.monotonic() + 240)
+    (inst,) = driver.start(1, time.monotonic() + 240).instances
     name = inst.domain.name()
     assert inst.exec(["true"], timeout=30).ok
     assert bool(inst.host_pids()) == (where == "local")  # a remote host's QEMU is not ours
@@ -462,17 +459,17 @@ def test_one_set_of_real_servers_in_domains_booted_from_their_overlays(libvirt_u
     each, the NFS server serving web; nothing of the run is left, the cached image untouched."""
     images = sorted(cache_root().glob("rootfs-*/root.ext4"))
     before = {p: p.stat().st_mtime_ns for p in images}
-    store, runner, _ = quick_run(CONSOLIDATION.format(uri=libvirt_uri), "libvirt", cells=1)
-    got = {(r.instance, r.name): r.value for r in store.metric_rows(runner.run_id)}
+    store, session, _ = quick_run(CONSOLIDATION.format(uri=libvirt_uri), "libvirt", cells=1)
+    got = {(r.instance, r.name): r.value for r in store.metric_rows(session.run_id)}
     every_role_served(got, "libvirt")
     assert got[(5, "consolidation.nfs.ops")] > got[(5, "consolidation.nfs.calls")] >= 7
-    [cell] = store.cells(runner.run_id)
+    [cell] = store.cells(session.run_id)
     described = cell.platform_settings["rootfs"]
     assert "nginx" in described["packages"]
     rootfs = cache_root() / f"rootfs-{described['key']}/root.ext4"
     assert before.get(rootfs, rootfs.stat().st_mtime_ns) == rootfs.stat().st_mtime_ns
     assert _domains(libvirt_uri) == []
-    assert leftovers(runner.run_id) == []
+    assert leftovers(session.run_id) == []
 
 
 def test_a_volume_is_sparse_and_of_the_disk_format():

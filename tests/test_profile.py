@@ -13,18 +13,17 @@ import sys
 from pathlib import Path
 
 import pytest
+from browser import chromium, console_errors
 from conftest import require
-from test_report_html import chromium, console_errors
-from test_runner import CPU, leftovers
+from run_checks import CPU, leftovers
 
 from hvbench.analysis import analyse
-from hvbench.analysis.model import CellInfo
 from hvbench.analysis.profile import platform_profiles
 from hvbench.errors import StudyError
 from hvbench.host.profile import NO_SYMBOLS
 from hvbench.report import render
-from hvbench.runner import Runner
-from hvbench.store import FunctionView, Store, WhatRan
+from hvbench.session import NewRun, RunSession
+from hvbench.store import CellView, FunctionView, Store, WhatRan
 from hvbench.study import parse_study
 
 STUDY = f"""\
@@ -42,10 +41,10 @@ workloads:
 def profiled(tmp_path_factory) -> tuple[Store, str]:
     """A real run in --quick: two native platforms, one cpu sample each, profiled by perf."""
     store = Store(f"sqlite:///{tmp_path_factory.mktemp('profile') / 'results.db'}")
-    runner = Runner.create(parse_study(STUDY, "t"), store, quick=True)
-    assert runner.run() == "finished"
-    assert leftovers(runner.run_id) == []  # perf ended, its data files removed
-    return store, runner.run_id
+    session = RunSession.preflight(store, NewRun(parse_study(STUDY, "t"), quick=True))
+    assert session.run().status == "finished"
+    assert leftovers(session.run_id) == []  # perf ended, its data files removed
+    return store, session.run_id
 
 
 def test_each_sample_stores_its_top_functions(profiled):
@@ -110,15 +109,15 @@ def _without_perf(tmp_path: Path) -> str:
 def test_without_perf_the_run_says_so_once_and_goes_on(tmp_path, monkeypatch, capsys):
     monkeypatch.setenv("PATH", _without_perf(tmp_path))
     store = Store()
-    runner = Runner.create(parse_study(STUDY, "t"), store, quick=True)
-    assert runner.run() == "finished"
+    session = RunSession.preflight(store, NewRun(parse_study(STUDY, "t"), quick=True))
+    assert session.run().status == "finished"
     said = [line for line in capsys.readouterr().err.splitlines() if "perf" in line]
     assert said == [
         "profile: perf is not installed (./setup.sh --with-perf); the run goes on without profiles"
     ]
-    assert [s.status for s in store.samples(runner.run_id)] == ["ok", "ok"]
-    assert store.profile_functions(runner.run_id) == []
-    assert store.artifacts(runner.run_id)["profile"] == {"notice": said[0]}
+    assert [s.status for s in store.samples(session.run_id)] == ["ok", "ok"]
+    assert store.profile_functions(session.run_id) == []
+    assert store.artifacts(session.run_id)["profile"] == {"notice": said[0]}
 
 
 def test_study_check_warns_where_perf_is_missing(tmp_path):
@@ -143,8 +142,8 @@ def test_profile_is_a_boolean():
 def test_a_platform_profile_sums_its_samples_counts():
     """Two samples of 200 and 100 perf samples: a function's share is its samples over 300."""
     cells = {
-        1: CellInfo("kvm|cpu|1", "kvm", "qemu", "cpu", "cpu", 1, {}, {}, WhatRan(), 1),
-        2: CellInfo("native|cpu|1", "native", "native", "cpu", "cpu", 1, {}, {}, WhatRan(), 2),
+        1: CellView("kvm|cpu|1", "kvm", "qemu", "cpu", "cpu", 1, {}, {}, WhatRan(), 1),
+        2: CellView("native|cpu|1", "native", "native", "cpu", "cpu", 1, {}, {}, WhatRan(), 2),
     }
     rows = [
         FunctionView(1, 1, 1, 150, 75.0, "vmx_vcpu_run", "[kernel.kallsyms]", 200),

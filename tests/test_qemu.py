@@ -12,7 +12,6 @@ import threading
 import time
 from pathlib import Path
 
-import guest_fixtures
 import pytest
 from guest_fixtures import GUEST_TOOLS, GuestRun
 from polling import wait_for
@@ -39,9 +38,6 @@ from hvbench.host.inventory import PVM_ONLY, kvm_is_pvm_only
 from hvbench.host.process import executable
 from hvbench.host.storage import make_image
 from hvbench.study import parse_study
-
-guest_image = guest_fixtures.guest_image  # fixtures, until conftest imports guest_fixtures
-guest_run = guest_fixtures.guest_run
 
 CACHES = ("none", "writeback", "writethrough", "directsync", "unsafe")
 FORMATS = ("raw", "qcow2")
@@ -228,7 +224,7 @@ def test_nic_passes_traffic(guest_run: GuestRun, nic: str):
         ["iperf3", "-s", "-1", "-B", "198.18.0.1"], guest_run.workdir / "iperf3.log"
     )
     try:
-        [inst] = d.start(1, deadline())
+        [inst] = d.start(1, deadline()).instances
         assert inst.boot["kernel"] < inst.boot["init"] < inst.boot["ready"]
         out = inst.exec(["iperf3", "-c", "198.18.0.1", "-t", "1", "-J"], timeout=60)
         assert out.ok, out.describe_failure()
@@ -246,7 +242,7 @@ def test_nic_passes_traffic(guest_run: GuestRun, nic: str):
 def test_no_nic_means_no_address(guest_run: GuestRun):
     """Also: the port the guest took by its number, before its name came, is the agent's."""
     d = driver(guest_run, nic="none")
-    [inst] = d.start(1, deadline())
+    [inst] = d.start(1, deadline()).instances
     assert inst.address is None
     links = inst.exec(["ip", "-o", "link"], 30).text()
     assert "eth0" not in links
@@ -266,9 +262,9 @@ def _attach_and_check(run: GuestRun, combos: list[tuple[str, str, str]], extra: 
     """One guest with one small data disk per combination; each gets a write and a read in the
     guest, and the write is then found in the image on the host after QEMU quits."""
     d = driver(run, nic="none")
-    d.open()
+    builder = d.open()
     prefix = run.workdir / f"disks-{combos[0][0]}"
-    machine = d.builder.machine(0, prefix, None)
+    machine = builder.machine(0, prefix, None)
     disks = list(extra)
     for i, (bus, fmt, cache) in enumerate(combos):
         path = run.workdir / f"{bus}-{fmt}-{cache}.{fmt}"
@@ -363,7 +359,7 @@ def test_driver_data_disk_on_block_device(guest_run: GuestRun):
     d = driver(
         guest_run, needs, nic="none", disk={"backing": "block", "path": loop.path, "bus": "ahci"}
     )
-    [inst] = d.start(1, deadline())
+    [inst] = d.start(1, deadline()).instances
     assert inst.data_disk is not None
     assert loop.path in inst.data_disk.description
     df = inst.exec(["df", inst.data_disk.mountpoint], 30)
@@ -374,7 +370,7 @@ def test_driver_data_disk_on_block_device(guest_run: GuestRun):
 @pytest.mark.guest
 def test_four_instances_pass_the_barrier_together(guest_run: GuestRun):
     d = driver(guest_run, nic="virtio-net")
-    instances = d.start(4, deadline(400))
+    instances = d.start(4, deadline(400)).instances
     try:
         assert [i.address for i in instances] == [f"198.18.0.{10 + i}" for i in range(4)]
         barrier = threading.Barrier(4, timeout=60)
@@ -404,7 +400,7 @@ def test_four_instances_pass_the_barrier_together(guest_run: GuestRun):
 @pytest.mark.guest
 def test_pinning_records_vcpu_threads(guest_run: GuestRun):
     d = driver(guest_run, nic="none", vcpus=2, pin=True)
-    [inst] = d.start(1, deadline())
+    [inst] = d.start(1, deadline()).instances
     try:
         pins = d.describe()["resolved"]["pinning"]["q-0"]
         assert pins == [0, 1 % (os.cpu_count() or 1)]
@@ -417,7 +413,7 @@ def test_pinning_records_vcpu_threads(guest_run: GuestRun):
 @pytest.mark.guest
 def test_killed_qemu_fails_the_command_cleanly(guest_run: GuestRun):
     d = driver(guest_run, nic="virtio-net")
-    [inst] = d.start(1, deadline())
+    [inst] = d.start(1, deadline()).instances
     errors: list[BaseException] = []
 
     def workload():
@@ -453,7 +449,7 @@ def test_multiqueue_hugepages_and_cpu_model_reach_the_guest(guest_run: GuestRun)
     needs = Needs(tools=GUEST_TOOLS, data_disk=True)
     d = driver(guest_run, needs, vcpus=2, queues=2, hugepages="2M", cpu="EPYC",
                disk={"queues": 2, "size": "64M"})  # fmt: skip
-    [inst] = d.start(1, deadline())
+    [inst] = d.start(1, deadline()).instances
     try:
         assert int(pool.read_text()) == before + 128  # 256M in 2M pages
         argv = inst.guest.machine.argv()
@@ -507,7 +503,7 @@ def test_hung_guest_is_killed_at_the_command_timeout(guest_run: GuestRun):
     """A guest whose vCPUs stop (QMP ``stop``) never answers: its command times out and QEMU is
     killed, so the next cell starts a fresh guest."""
     d = driver(guest_run, nic="none")
-    [inst] = d.start(1, deadline())
+    [inst] = d.start(1, deadline()).instances
     qmp = QEMUMonitorProtocol(inst.guest.machine.qmp_socket)
     qmp.connect()
     qmp.cmd("stop")

@@ -16,7 +16,7 @@ from polling import wait_for
 
 from hvbench.drivers.qemu import BACKPORTS
 from hvbench.host.process import executable, processes
-from hvbench.runner import Runner
+from hvbench.session import NewRun, RunSession
 from hvbench.store import Store, image_artifact
 from hvbench.study import parse_study
 
@@ -42,22 +42,24 @@ repetitions: 1
 @pytest.mark.guest
 def test_study_with_kvm_platforms_falls_back_to_tcg_and_finishes():
     store = Store()
-    runner = Runner.create(parse_study(STUDY, "qemu-vs-native.yaml"), store, quick=True)
-    assert runner.run() == "finished"
-    samples = store.samples(runner.run_id)
+    session = RunSession.preflight(
+        store, NewRun(parse_study(STUDY, "qemu-vs-native.yaml"), quick=True)
+    )
+    assert session.run().status == "finished"
+    samples = store.samples(session.run_id)
     assert len(samples) == 9 and all(s.status == "ok" for s in samples)
-    cells = {c.platform: c for c in store.cells(runner.run_id)}
+    cells = {c.platform: c for c in store.cells(session.run_id)}
     for platform in ("kvm-virtio", "kvm-emulated"):
         settings = cells[platform].platform_settings
         resolved = settings["resolved"]
         assert resolved["accel"] in ("kvm", "tcg") and resolved["accel_reason"]
         ran = cells[platform].ran  # what the report reads: what the driver wrote it ran
         assert (ran.mode, ran.mode_reason) == (resolved["accel"], resolved["accel_reason"])
-        manifest = store.artifacts(runner.run_id)[image_artifact(settings["image"]["key"])]
+        manifest = store.artifacts(session.run_id)[image_artifact(settings["image"]["key"])]
         assert settings["image"] == {"key": manifest["key"]}  # the manifest is kept once
         assert "qemu-guest-agent" in manifest["packages"]
         assert "/usr/bin/iperf3" in manifest["files"]
-    names = {row.name for row in store.metric_rows(runner.run_id)}
+    names = {row.name for row in store.metric_rows(session.run_id)}
     assert {"boot.ready_s", "disk.dd.write_mbps", "disk.dd.read_mbps"} <= names
 
 
@@ -111,21 +113,21 @@ def _received(server: psutil.Process) -> int:
 @pytest.mark.guest
 def test_qemu_killed_mid_workload_fails_its_cell_and_the_run_goes_on():
     store = Store()
-    runner = Runner.create(parse_study(KILL_STUDY, "qemu-killed.yaml"), store, quick=False)
+    session = RunSession.preflight(store, NewRun(parse_study(KILL_STUDY, "qemu-killed.yaml")))
     killed: list[int] = []
     missed: list[str] = []
 
     def killer():
         try:
             server = wait_for(
-                lambda: _iperf3_server(runner.run_id), 300, "the iperf3 server up", interval=0.5
+                lambda: _iperf3_server(session.run_id), 300, "the iperf3 server up", interval=0.5
             )
             # the client (in the guest, outbound) is sending once megabytes reach the server
             wait_for(lambda: _received(server) > SENDING, 120, "the client sending", interval=0.2)
         except AssertionError as e:
             missed.append(str(e))
             return
-        victim = _qemu_of(runner.run_id)
+        victim = _qemu_of(session.run_id)
         if victim:
             killed.append(victim.pid)
             victim.kill()
@@ -133,18 +135,18 @@ def test_qemu_killed_mid_workload_fails_its_cell_and_the_run_goes_on():
     thread = threading.Thread(target=killer, daemon=True)
     thread.start()
     start = time.monotonic()
-    status = runner.run()
+    status = session.run().status
     thread.join(10)
     assert killed, f"the QEMU process was never found to kill: {missed}"
     assert time.monotonic() - start < 200  # not the 60 s workload plus its timeout
     assert status == "failed"
-    samples = {s.cell_id: s for s in store.samples(runner.run_id)}
-    by_workload = {c.workload_name: samples[c.id] for c in store.cells(runner.run_id)}
+    samples = {s.cell_id: s for s in store.samples(session.run_id)}
+    by_workload = {c.workload_name: samples[c.id] for c in store.cells(session.run_id)}
     assert by_workload["net"].status == "failed"
     assert "QEMU" in by_workload["net"].error
     assert by_workload["boot"].status == "ok"  # a fresh guest for the next cell
     assert not psutil.pid_exists(killed[0]) or psutil.Process(killed[0]).status() == "zombie"
-    assert _qemu_of(runner.run_id) is None
+    assert _qemu_of(session.run_id) is None
 
 
 MIGRATION_STUDY = """\
@@ -164,16 +166,18 @@ def test_backports_qemu_migrates_a_writing_guest_under_tcg_without_losing_a_page
     binary = executable(BACKPORTS)
     require(binary is not None, f"{BACKPORTS} (./setup.sh --with-qemu-backports)")
     store = Store()
-    runner = Runner.create(parse_study(MIGRATION_STUDY, "qemu10.yaml"), store, quick=True)
-    assert runner.run() == "finished"
-    [sample] = store.samples(runner.run_id)
+    session = RunSession.preflight(
+        store, NewRun(parse_study(MIGRATION_STUDY, "qemu10.yaml"), quick=True)
+    )
+    assert session.run().status == "finished"
+    [sample] = store.samples(session.run_id)
     assert sample.status == "ok", sample.error
-    values = {row.name: row.value for row in store.metric_rows(runner.run_id)}
+    values = {row.name: row.value for row in store.metric_rows(session.run_id)}
     assert values["migration.wrong_pages"] == 0, "every page the guest wrote arrived"
     for name in ("total_s", "downtime_ms", "transferred_mib", "passes", "guest_pause_ms"):
         assert values[f"migration.{name}"] > 0, name
     assert values["migration.dirty_rate_mib_s"] > 8, "the guest kept writing during the move"
-    [cell] = store.cells(runner.run_id)
+    [cell] = store.cells(session.run_id)
     resolved = cell.platform_settings["resolved"]
     assert resolved["qemu_binary"] == binary
     assert resolved["qemu"].startswith("QEMU emulator version 10.0"), resolved["qemu"]

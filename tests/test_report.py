@@ -12,7 +12,7 @@ import re
 import numpy as np
 import pytest
 import typer
-from test_analysis import RunBuilder, host
+from builders import RunBuilder, host
 from typer.testing import CliRunner
 
 from hvbench.analysis import analyse
@@ -25,35 +25,8 @@ from hvbench.report.tables import warnings
 from hvbench.store import Store, WhatRan
 
 
-@pytest.fixture
-def store(tmp_path) -> Store:
-    """native, virtio (92%), e1000 (70%, outbound 30% lower), tcg (41%, host CPU 2×)."""
-    s = Store(f"sqlite:///{tmp_path}/results.db")
-    b = RunBuilder(s, inventory={"cores_logical": 2, "hostname": "h|<b>"})
-    factors = {"native": 1.0, "virtio": 0.92, "e1000": 0.70, "tcg": 0.41}
-    for platform, f in factors.items():
-        disk, net = b.cell(platform, "disk"), b.cell(platform, "net")
-        kern = b.cell(platform, "kernbench")
-        for rep, n in enumerate([-0.01, 0.0, 0.01]):
-            busy = 10.0 if platform != "tcg" else 20.0
-            b.sample(disk, rep, {"disk.bonnie.block_kbps": [58000 * f * (1 + n)]}, "KB/s")
-            out = 0.7 if platform == "e1000" else 1.0
-            b.sample(
-                net,
-                rep,
-                {
-                    "net.iperf3.inbound_gbps": [10 * f * (1 + n)],
-                    "net.iperf3.outbound_gbps": [10 * f * out * (1 + n)],
-                },
-                "Gbit/s",
-                host_cpu=host(10, busy * f * (1 + n)),
-            )
-            b.sample(kern, rep, {"kernbench.elapsed_s": [54 / f * (1 + n)]}, "s", False)
-    return s
-
-
-def test_markdown_has_the_seeds_tables(store):
-    md = render(analyse(store, "latest"), "md")
+def test_markdown_has_the_seeds_tables(four_platforms):
+    md = render(analyse(four_platforms, "latest"), "md")
     assert "### disk, 1 instance: % of native" in md
     assert "| e1000 | 70.0 [68.4–71.7] |" in md  # the wiki's "comparison to native"
     assert "| tcg | 59.0 [58.0–60.0] |" in md  # the paper's "% loss"
@@ -64,8 +37,8 @@ def test_markdown_has_the_seeds_tables(store):
     assert "tool: tool --flag <b>" in md  # the exact command, in a code block
 
 
-def test_verdicts_in_plain_words(store):
-    lines = verdicts(analyse(store, "latest"))
+def test_verdicts_in_plain_words(four_platforms):
+    lines = verdicts(analyse(four_platforms, "latest"))
     assert (
         "disk (1 instance, disk.bonnie.block_kbps): virtio keeps 92.0% [89.9–94.2%] of native; "
         "e1000 70.0% [68.4–71.7%]; tcg 41.0% [40.0–42.0%]" in lines
@@ -173,8 +146,8 @@ def test_density_line_from_the_memory_figures(tmp_path):
     assert line in verdicts(analyse(s, "latest"))
 
 
-def test_jsonl_one_sample_per_line(store):
-    lines = render(analyse(store, "latest"), "json").splitlines()
+def test_jsonl_one_sample_per_line(four_platforms):
+    lines = render(analyse(four_platforms, "latest"), "json").splitlines()
     samples = 4 * 3 * 4  # platforms × repetitions × metrics
     matrix = 3 * 3  # the verdicts' cells: platforms but native × workloads
     assert len(lines) == samples + matrix
@@ -185,8 +158,8 @@ def test_jsonl_one_sample_per_line(store):
     assert first["metadata"]["instance"] == 0
 
 
-def test_csv_has_every_statistic(store):
-    rows = list(csv.DictReader(io.StringIO(render(analyse(store, "latest"), "csv"))))
+def test_csv_has_every_statistic(four_platforms):
+    rows = list(csv.DictReader(io.StringIO(render(analyse(four_platforms, "latest"), "csv"))))
     row = next(
         r
         for r in rows
@@ -202,16 +175,18 @@ def test_csv_has_every_statistic(store):
     assert float(per_core["host_cpu_vs_baseline"]) == pytest.approx(2.0, rel=0.01)
 
 
-def test_report_command_writes_each_format(store, tmp_path):
+def test_report_command_writes_each_format(four_platforms, tmp_path):
     app = typer.Typer()
     app.command()(report_cmd)
     runner = CliRunner()
     for fmt in ("md", "json", "csv"):
         out = tmp_path / f"r.{fmt}"
-        res = runner.invoke(app, ["latest", "--db", store.url, "--format", fmt, "-o", str(out)])
+        res = runner.invoke(
+            app, ["latest", "--db", four_platforms.url, "--format", fmt, "-o", str(out)]
+        )
         assert res.exit_code == 0, res.output
         assert out.stat().st_size > 100
-    res = runner.invoke(app, ["nope", "--db", store.url])
+    res = runner.invoke(app, ["nope", "--db", four_platforms.url])
     assert isinstance(res.exception, HvbenchError)
 
 
@@ -240,15 +215,15 @@ def test_report_of_a_run_without_cells_is_a_clear_error(tmp_path):
         analyse(s, "latest")
 
 
-def test_write_report_picks_the_format_from_the_suffix(store, tmp_path):
+def test_write_report_picks_the_format_from_the_suffix(four_platforms, tmp_path):
     from hvbench.report import write_report
 
-    html = write_report(store, "latest", tmp_path / "out" / "report.html")
+    html = write_report(four_platforms, "latest", tmp_path / "out" / "report.html")
     assert html.read_text().startswith("<!DOCTYPE html>")
-    md = write_report(store, "latest", tmp_path / "report.md")
+    md = write_report(four_platforms, "latest", tmp_path / "report.md")
     assert md.read_text().startswith("# hvbench report")
     with pytest.raises(HvbenchError, match="cannot write the report"):
-        write_report(store, "latest", tmp_path / "report.md" / "x.html")
+        write_report(four_platforms, "latest", tmp_path / "report.md" / "x.html")
 
 
 def test_strings_from_study_host_and_guest_are_escaped(tmp_path):
@@ -282,12 +257,12 @@ def test_metrics_measured_at_some_counts_only(tmp_path):
     assert "net.only_one_gbps" in md.split("### net, 2 instances: values")[0]
 
 
-def test_run_summary_is_the_matrix_of_verdicts(store):
+def test_run_summary_is_the_matrix_of_verdicts(four_platforms):
     """What ``hvbench run`` ends with: each platform's headline % of native per workload (the
     verdict's figure), with its interval and reading; the tables are the report's."""
     from hvbench.report.summary import summarize
 
-    s = summarize(analyse(store, "latest"))
+    s = summarize(analyse(four_platforms, "latest"))
     cells = {(m["label"], m["workload"]): m for m in s.as_json()["matrix"]}
     assert set(cells) == {(p, w) for p in ("virtio", "e1000", "tcg") for w in s.workloads}
     assert s.workloads == ["disk", "net", "kernbench"] and s.platforms == ["virtio", "e1000", "tcg"]
@@ -311,8 +286,8 @@ def test_wide_tables_turn_metrics_into_rows(tmp_path):
     assert "| kernbench.warm.run10.elapsed_s | 100 | 50.0 [47.8–52.3] |" in md  # % of native
 
 
-def test_statistics_per_cell(store):
-    md = render(analyse(store, "latest"), "md")
+def test_statistics_per_cell(four_platforms):
+    md = render(analyse(four_platforms, "latest"), "md")
     section = md.split("### disk: statistics per cell")[1].split("###")[0]
     # e1000: 40600 × (0.99, 1, 1.01): median 40600, sd 406, CV 1.0%
     assert "| e1000 | 1 | disk.bonnie.block_kbps | 3 | 40600 | 40600 | 406.0 | 1.0% |" in section

@@ -9,28 +9,24 @@ import json
 import os
 import re
 import shutil
-from dataclasses import dataclass, replace
 from pathlib import Path
 
-import numpy as np
 import pytest
+from browser import chromium, console_errors
+from builders import RunBuilder, host
 from conftest import require
+from known_runs import default_run
 from PIL import Image
-from test_analysis import RunBuilder, host
-from test_report import store  # noqa: F401 (the hand-made run, as a fixture)
 
 from hvbench.analysis import analyse
 from hvbench.analysis.compare import compare
-from hvbench.drivers import driver_class
-from hvbench.host.process import run_bounded
 from hvbench.report import render, render_comparison
 from hvbench.report.plots import COLORS, RC
 from hvbench.report.summary import summarize
 from hvbench.report.tables import warnings
-from hvbench.runner import Runner
+from hvbench.session import NewRun, RunSession
 from hvbench.store import Store
-from hvbench.study import default_study_text, parse_study
-from hvbench.workloads.boot import NO_BOOT
+from hvbench.study import parse_study
 
 pytestmark = pytest.mark.browser
 
@@ -38,38 +34,6 @@ pytestmark = pytest.mark.browser
 @pytest.fixture(autouse=True)
 def _chromium() -> None:
     require(shutil.which("chromium") is not None, "chromium (apt-get install chromium)")
-
-
-CONSOLE = re.compile(r"CONSOLE|Uncaught|SyntaxError|TypeError|ReferenceError")
-
-
-def chromium(tmp_path: Path, page: Path | str, *args: str) -> tuple[str, str]:
-    """Run headless chromium on a local file (or a URL); (stdout, stderr)."""
-    argv = [
-        "chromium",
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--hide-scrollbars",
-        f"--user-data-dir={tmp_path / 'chromium-profile'}",
-        "--enable-logging=stderr",
-        "--v=0",
-        "--virtual-time-budget=5000",
-        *args,
-        page if isinstance(page, str) else page.as_uri(),
-    ]
-    result = run_bounded(argv, timeout=120)
-    assert result.ok, result.stderr.decode(errors="replace")[-2000:]
-    return result.stdout.decode(errors="replace"), result.stderr.decode(errors="replace")
-
-
-def console_errors(stderr: str) -> list[str]:
-    return [line for line in stderr.splitlines() if CONSOLE.search(line)]
 
 
 def test_console_error_detection_works(tmp_path):
@@ -85,8 +49,8 @@ def test_console_error_detection_works(tmp_path):
     assert "data-errors" in dom
 
 
-def test_html_renders_with_plots_and_no_console_error(store, tmp_path):  # noqa: F811
-    html = render(analyse(store, "latest"), "html")
+def test_html_renders_with_plots_and_no_console_error(four_platforms, tmp_path):
+    html = render(analyse(four_platforms, "latest"), "html")
     # self-contained: nothing to fetch (the SVG namespace URI is a name, not a request)
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:)?//""", html)
     assert "<link" not in html and "@import" not in html
@@ -115,8 +79,8 @@ def test_html_renders_with_plots_and_no_console_error(store, tmp_path):  # noqa:
         assert rgb in colors, hex_color
 
 
-def test_comparison_html_renders(store, tmp_path):  # noqa: F811
-    a = analyse(store, "latest")
+def test_comparison_html_renders(four_platforms, tmp_path):
+    a = analyse(four_platforms, "latest")
     page = tmp_path / "compare.html"
     page.write_text(render_comparison(compare(a, a), "html"), encoding="utf-8")
     dom, stderr = chromium(tmp_path, page, "--dump-dom")
@@ -223,9 +187,9 @@ workloads:
      memory: {duration: 1}, branchy: {duration: 1}}
 repetitions: 2
 """
-    runner = Runner.create(parse_study(study, "layout.yaml"), real_store, quick=False)
-    assert runner.run() == "finished"
-    real = render(analyse(real_store, runner.run_id), "html")
+    session = RunSession.preflight(real_store, NewRun(parse_study(study, "layout.yaml")))
+    assert session.run().status == "finished"
+    real = render(analyse(real_store, session.run_id), "html")
     overlaps, narrow, page = layout(tmp_path, real, "real")
     assert overlaps == [] and narrow == []
     assert real.count("<svg") >= 2  # the cpu bars and the host CPU split
@@ -248,101 +212,6 @@ repetitions: 2
     shot = Path(os.environ.get("HVBENCH_REPORT_SCREENSHOT", tmp_path / "report.png"))
     chromium(tmp_path, page, f"--screenshot={shot}", f"--window-size={WIDTH},2400")
     assert Image.open(shot).size[0] == WIDTH
-
-
-@dataclass(frozen=True)
-class Figures:
-    """A platform's figures in a default run, each drawn with ``cv`` around its value."""
-
-    boot_s: float | None
-    """Boot to ready; None: the host itself, which does not boot."""
-    cpu: float
-    """The cpu programs' rates as a fraction of native's, where the study runs them."""
-    disk: float
-    """dd's rates as a fraction of native's."""
-    net: float
-    """iperf3's, in either direction."""
-    busy_cores: float
-    """The host's cores busy while it runs a workload."""
-    cv: float
-
-
-DEFAULT_RUN = {
-    "native": Figures(None, 1.0, 1.0, 1.0, 1.0, 0.03),
-    "qemu-virtio": Figures(11.5, 0.08, 0.3, 0.03, 1.9, 0.10),
-    "qemu-emulated": Figures(14.2, 0.08, 0.12, 0.012, 1.9, 0.10),
-    "uml": Figures(1.6, 0.85, 1.6, 0.02, 1.2, 0.04),
-    "container": Figures(0.35, 0.99, 0.98, 0.75, 1.0, 0.03),
-    "gvisor": Figures(0.8, 0.93, 1.3, 0.11, 1.3, 0.05),
-}
-"""The default study's platforms on a 2-core host without usable KVM (both QEMU platforms under
-TCG, the noisiest; UML's and gVisor's disks through the host's page cache)."""
-NATIVE = {
-    "cpu.apps.xz.mib_per_s": (5.2, "MiB/s"),
-    "cpu.apps.sqlite.rows_per_s": (310_000.0, "rows/s"),
-    "cpu.apps.aes.mib_per_s": (2100.0, "MiB/s"),
-    "disk.dd.write_mbps": (520.0, "MB/s"),
-    "disk.dd.read_mbps": (910.0, "MB/s"),
-    "net.iperf3.inbound_gbps": (28.0, "Gbit/s"),
-    "net.iperf3.outbound_gbps": (28.0, "Gbit/s"),
-}
-"""The host's own figures, each metric's unit (all higher is better)."""
-PHASES = {"kernel": 0.2, "init": 0.7, "ready": 1.0}
-"""Each boot phase's end as a fraction of boot to ready."""
-
-
-def default_run(into: Store) -> str:
-    """A run of the packaged default study as it comes out on such a host, written through
-    the test helpers (no guest booted): its platforms, workloads, labels and 3 repetitions, with
-    a steal spike and TCG's noise among its warnings. Returns the run's id."""
-    study = parse_study(default_study_text(), "default study")
-    b = RunBuilder(
-        into,
-        run_id="default",
-        study_name=study.name,
-        study_text=study.text,
-        inventory={"cores_logical": 2, "hostname": "fresh"},
-    )
-    rng = np.random.default_rng(38)
-    for cell in study.cells():
-        settings = study.platforms[cell.platform]
-        workload = study.workloads[cell.workload_index].name
-        ran = driver_class(settings).ran_by_settings(settings)
-        if settings.driver == "qemu":
-            ran = replace(ran, mode="tcg", mode_reason="/dev/kvm is missing")
-        cid = b.cell(
-            cell.platform,
-            cell.workload,
-            cell.instances,
-            settings.driver,
-            settings.model_dump(mode="json"),
-            study.workloads[cell.workload_index].model_dump(mode="json"),
-            ran,
-        )
-        f = DEFAULT_RUN[cell.platform]
-        fraction = {"cpu": f.cpu, "disk": f.disk, "net": f.net}
-        for rep in range(study.repetitions):
-            steal = 1.8 if (cell.platform, workload, rep) == ("uml", "disk", 1) else 0.0
-            busy = 10 * f.busy_cores * rng.lognormal(0, f.cv) + steal
-            if workload == "boot":
-                ready = f.boot_s and f.boot_s * rng.lognormal(0, f.cv)
-                values = {f"boot.{p}_s": [ready and ready * at] for p, at in PHASES.items()}
-                b.sample(cid, rep, values, "s", False, headline={"boot.ready_s"}, missing=NO_BOOT)
-                continue
-            values = {
-                name: [value * fraction[workload] * rng.lognormal(0, f.cv)]
-                for name, (value, _) in NATIVE.items()
-                if name.startswith(f"{workload}.")
-            }
-            kinds = {name: (NATIVE[name][1], True) for name in values}
-            headline = set() if workload == "cpu" else set(values)  # cpu: its composite's
-            if workload == "net":
-                for way in ("inbound", "outbound"):
-                    values[f"net.iperf3.{way}_retransmits"] = [float(rng.integers(0, 40))]
-                    kinds[f"net.iperf3.{way}_retransmits"] = ("count", False)
-            cpu_time = host(10, busy, steal=steal)
-            b.sample(cid, rep, values, host_cpu=cpu_time, kinds=kinds, headline=headline)
-    return b.run_id
 
 
 FIRST_SCREEN = """<script>

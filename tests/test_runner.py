@@ -12,30 +12,26 @@ import sys
 from pathlib import Path
 
 import pytest
+from builders import RunBuilder
 from polling import wait_for
-from test_analysis import RunBuilder
+from run_checks import CPU, leftovers
 from typer.testing import CliRunner
 
 from hvbench import doctor
-from hvbench import runner as runner_module
+from hvbench import session as session_module
 from hvbench.analysis import analyse
 from hvbench.analysis.cache import run_key
 from hvbench.analysis.model import COMPOSITE
 from hvbench.analysis.series import FIGURES, RunFigures
 from hvbench.cli import app as cli_app
-from hvbench.cli.run import REPORTS
+from hvbench.cli.run import REPORTS, imprecise_cells
 from hvbench.errors import HvbenchError
 from hvbench.host.process import processes
-from hvbench.host.resources import STATE_ROOT
 from hvbench.plan import START_TIMEOUT_S, start_allowance
-from hvbench.runner import Runner
+from hvbench.session import NewRun, Resume, RunSession
 from hvbench.store import TIME, Store, TimeRecord, WhatRan
 from hvbench.study import parse_study
 
-CPU = (
-    "{name: cpu, suite: micro, integer: {duration: 1}, float: {duration: 1}, memory: {duration: 1},"
-    " branchy: {duration: 1}}"
-)
 STUDY = f"""\
 name: runner-test
 baseline: native
@@ -48,38 +44,24 @@ repetitions: 3
 """
 
 
-def leftovers(run_id: str) -> list[str]:
-    """Namespaces, loop devices, ledgers and work directories a run left behind."""
-    found = []
-    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    found += [line for line in netns.splitlines() if run_id[-8:] in line]
-    loops = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
-    found += [line for line in loops.splitlines() if run_id in line]
-    found += [
-        str(p) for p in (STATE_ROOT / run_id, f"/var/tmp/hvbench/{run_id}") if os.path.exists(p)
-    ]
-    return found
-
-
 def test_samples_are_interleaved_across_platforms_and_cleaned_up():
     store = Store()
-    runner = Runner.create(
-        parse_study(STUDY.replace("repetitions: 3", "repetitions: 2"), "t"), store, quick=False
-    )
-    assert runner.run() == "finished"
-    cells = {c.id: c.platform for c in store.cells(runner.run_id)}
-    order = [(s.repetition, cells[s.cell_id]) for s in store.samples(runner.run_id)]
+    study = parse_study(STUDY.replace("repetitions: 3", "repetitions: 2"), "t")
+    session = RunSession.preflight(store, NewRun(study))
+    assert session.run().status == "finished"
+    cells = {c.id: c.platform for c in store.cells(session.run_id)}
+    order = [(s.repetition, cells[s.cell_id]) for s in store.samples(session.run_id)]
     assert order == [(1, "native"), (1, "again"), (2, "native"), (2, "again")]
-    names = {r.name for r in store.metric_rows(runner.run_id)}
+    names = {r.name for r in store.metric_rows(session.run_id)}
     assert "cpu.branchy.primes_events_per_s" in names
-    sample = store.samples(runner.run_id)[0]
+    sample = store.samples(session.run_id)[0]
     assert sample.host_cpu is not None
     assert sample.host_cpu.busy_s > 0 and sample.host_cpu.wall_s >= 3
     cores = os.cpu_count() or 1  # native's one instance has the host's every core: not over
     assert sample.platform_state.host_cores == cores == sample.platform_state.vcpus_total
     assert sample.platform_state.overcommit is False
-    assert [c.ran for c in store.cells(runner.run_id)] == [WhatRan(bare=True)] * 2
-    assert leftovers(runner.run_id) == []
+    assert [c.ran for c in store.cells(session.run_id)] == [WhatRan(bare=True)] * 2
+    assert leftovers(session.run_id) == []
 
 
 def test_a_failing_cell_is_recorded_and_the_run_goes_on():
@@ -92,17 +74,17 @@ def test_a_failing_cell_is_recorded_and_the_run_goes_on():
         .replace(f"  - {CPU}", f"  - {CPU}\n  - {{name: disk, tool: dd, size: 16M}}")
     )
     store = Store()
-    runner = Runner.create(parse_study(study, "t"), store, quick=True)
-    assert runner.run() == "failed"
+    session = RunSession.preflight(store, NewRun(parse_study(study, "t"), quick=True))
+    assert session.run().status == "failed"
     by_platform = {}
-    cells = {c.id: c.platform for c in store.cells(runner.run_id)}
-    for s in store.samples(runner.run_id):
+    cells = {c.id: c.platform for c in store.cells(session.run_id)}
+    for s in store.samples(session.run_id):
         by_platform.setdefault(cells[s.cell_id], []).append(s)
     assert [s.status for s in by_platform["native"]] == ["ok", "ok"]
     assert [s.status for s in by_platform["broken"]] == ["failed", "failed"]
     assert "hvbench-no-such-disk" in by_platform["broken"][0].error
-    assert store.run(runner.run_id).status == "failed"
-    assert leftovers(runner.run_id) == []
+    assert store.run(session.run_id).status == "failed"
+    assert leftovers(session.run_id) == []
 
 
 @pytest.fixture
@@ -113,16 +95,16 @@ def slow_git(tmp_path, monkeypatch):
     git.write_text("#!/bin/sh\nsleep 5\n")
     git.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
-    monkeypatch.setattr(runner_module, "GIT_TIMEOUT_S", 0.2)
-    runner_module._git_commit.cache_clear()
+    monkeypatch.setattr(session_module, "GIT_TIMEOUT_S", 0.2)
+    session_module._git_commit.cache_clear()
     yield
-    runner_module._git_commit.cache_clear()
+    session_module._git_commit.cache_clear()
 
 
 def test_a_commit_git_cannot_tell_in_time_is_unknown_said_once(slow_git, capsys):
     store = Store()
     study = parse_study(STUDY.replace("repetitions: 3", "repetitions: 1"), "t")
-    first, second = (Runner.create(study, store, quick=True) for _ in range(2))
+    first, second = (RunSession.preflight(store, NewRun(study, quick=True)) for _ in range(2))
     assert store.run(first.run_id).git_commit is None is store.run(second.run_id).git_commit
     said = [ln for ln in capsys.readouterr().err.splitlines() if "git commit" in ln]
     assert said == ["hvbench: the run's git commit is unknown (git rev-parse took over 0.2 s)"]
@@ -287,15 +269,26 @@ def test_adaptive_repetitions_are_bounded(adaptive, expected, stopped_by, short)
         "repetitions: 3", f"repetitions: 2\nadaptive: {adaptive}"
     )
     store = Store()
-    runner = Runner.create(parse_study(text, "t"), store, quick=False)
-    assert runner.run() == "finished"
-    reps = [s.repetition for s in store.samples(runner.run_id)]
+    new = NewRun(parse_study(text, "t"))
+    session = RunSession.preflight(store, new, judge=imprecise_cells)
+    assert session.run().status == "finished"
+    reps = [s.repetition for s in store.samples(session.run_id)]
     assert reps == list(range(1, expected + 1))
-    record = store.artifacts(runner.run_id)["adaptive"]
+    record = store.artifacts(session.run_id)["adaptive"]
     assert (record["stopped_by"], record["short"]) == (stopped_by, short)
-    noise = analyse(store, runner.run_id).noise
+    noise = analyse(store, session.run_id).noise
     said = [x for x in noise if any(f"after {expected} repetitions" in r for r in x.reasons)]
     assert [x.result.name for x in said] == ([COMPOSITE] if short else [])
+
+
+def test_adaptive_repetitions_without_a_judge_are_refused_before_the_run_is_stored(tmp_path):
+    """The session measures; whether a cell needs more repetitions is the analysis's judgement,
+    which its maker gives it: without one, an adaptive study is refused before it is stored."""
+    text = STUDY.replace("repetitions: 3", "repetitions: 2\nadaptive: {max_repetitions: 4}")
+    store = Store(f"sqlite:///{tmp_path}/results.db")
+    with pytest.raises(ValueError, match="adaptive repetitions need a PrecisionJudge"):
+        RunSession.preflight(store, NewRun(parse_study(text, "t")))
+    assert store.runs() == []
 
 
 def test_only_headline_metrics_ask_for_more_repetitions(tmp_path):
@@ -313,12 +306,11 @@ def test_only_headline_metrics_ask_for_more_repetitions(tmp_path):
             {"cpu.a.ops": [100.0 + 0.1 * rep], "cpu.b.ops": [50.0 + 0.05 * rep]},
             headline=set(),
         )
-    runner = Runner(parse_study(STUDY, "t"), store, b.run_id, quick=False)
-    assert runner._imprecise_cells(0.03, 10) == set()
+    assert imprecise_cells(store, b.run_id, 0.03, 10) == set()
     b.sample(net, 5, {"net.x_gbps": [5.0], "net.retransmits": [0.0]}, headline={"net.x_gbps"})
     b.sample(cpu, 5, {"cpu.a.ops": [30.0], "cpu.b.ops": [50.0]}, headline=set())
-    assert runner._imprecise_cells(0.03, 10) == {"native|net|1", "native|cpu|1"}
-    assert runner._imprecise_cells(0.03, 6) == set()  # at the cap
+    assert imprecise_cells(store, b.run_id, 0.03, 10) == {"native|net|1", "native|cpu|1"}
+    assert imprecise_cells(store, b.run_id, 0.03, 6) == set()  # at the cap
 
 
 def test_auto_bytes_are_sized_on_the_baseline_native_platforms_disk():
@@ -333,10 +325,10 @@ def test_auto_bytes_are_sized_on_the_baseline_native_platforms_disk():
         .replace("baseline: native", "baseline: disk")
         .replace(f"  - {CPU}", "  - {name: disk, tool: dd, size: auto}")
     )
-    runner = Runner.create(parse_study(study, "t"), Store(), quick=False)
+    session = RunSession.preflight(Store(), NewRun(parse_study(study, "t")))
     with pytest.raises(HvbenchError, match=r"calibration: no native instance .*hvbench-no-such"):
-        runner.run()
-    assert leftovers(runner.run_id) == []
+        session.run()
+    assert leftovers(session.run_id) == []
 
 
 def test_auto_work_is_sized_once_per_run_and_kept_for_every_platform_and_a_resume(capsys):
@@ -346,18 +338,18 @@ def test_auto_work_is_sized_once_per_run_and_kept_for_every_platform_and_a_resum
         CPU, "{name: cpu, copies: 1, target_seconds: 1, skip: [povray, stockfish, xz, sqlite]}"
     ).replace("repetitions: 3", "repetitions: 2")
     store = Store()
-    runner = Runner.create(parse_study(text, "t"), store, quick=False)
-    assert runner.run() == "finished"
+    session = RunSession.preflight(store, NewRun(parse_study(text, "t")))
+    assert session.run().status == "finished"
     assert capsys.readouterr().err.count("sizing the jobs of cpu apps") == 1
-    (chosen,) = store.artifacts(runner.run_id)["calibration"].values()
+    (chosen,) = store.artifacts(session.run_id)["calibration"].values()
     assert set(chosen["work"]) == {"zstd", "aes", "sha256"} and chosen["work"]["aes"] == 1
-    assert {json.dumps(c.workload_settings["work"]) for c in store.cells(runner.run_id)} == {
+    assert {json.dumps(c.workload_settings["work"]) for c in store.cells(session.run_id)} == {
         json.dumps(chosen["work"])
     }
-    resumed = Runner.resume(store, runner.run_id)
-    assert resumed.run() == "finished"
+    resumed = RunSession.preflight(store, Resume(session.run_id))
+    assert resumed.run().status == "finished"
     assert "sizing" not in capsys.readouterr().err
-    assert resumed.study.workloads[0].work == chosen["work"]
+    assert store.artifacts(session.run_id)["calibration"] == {"0": chosen}
 
 
 def test_the_default_studys_examination_of_the_host_is_a_step_of_its_time(tmp_path, monkeypatch):

@@ -10,7 +10,7 @@ import re
 import numpy as np
 import pytest
 import yaml
-from test_analysis import RunBuilder, host
+from builders import RunBuilder, host
 
 from hvbench.analysis import analyse
 from hvbench.analysis.claims import as_json, judged, parse_claims
@@ -20,11 +20,6 @@ from hvbench.report.tables import cost_table, workload_tables
 from hvbench.store import Store
 
 TIME = ("s", False)
-
-
-@pytest.fixture
-def store(tmp_path) -> Store:
-    return Store(f"sqlite:///{tmp_path}/sentences.db")
 
 
 def _judge(a: RunAnalysis, *claims: str) -> list[tuple[dict, str]]:

@@ -19,10 +19,10 @@ from urllib.parse import unquote, urlsplit
 import numpy as np
 import pytest
 import typer
+from browser import chromium, console_errors
+from builders import RunBuilder
 from conftest import require
 from PIL import Image
-from test_analysis import RunBuilder
-from test_report_html import chromium, console_errors
 from typer.testing import CliRunner
 
 from hvbench.cli.reporting import publish as publish_cmd

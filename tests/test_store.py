@@ -3,77 +3,30 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import tempfile
-from datetime import UTC, datetime
-from pathlib import Path
+from dataclasses import replace
 
 import pytest
 from alembic import command
-from polling import wait_for
+from builders import run_record, sample_record
 from sqlalchemy import Engine, create_engine, text
 
 from hvbench.errors import HvbenchError
 from hvbench.store import (
+    UNNAMED_HOST,
     CellRecord,
     FunctionRecord,
-    HostCpuReading,
-    MetricRecord,
+    Inventory,
     PlatformState,
     ProfileRecord,
-    RawRecord,
-    RunRecord,
-    SampleRecord,
     Store,
     WhatRan,
 )
 from hvbench.store.upgrade import _config, head
 
 
-def _run(run_id: str) -> RunRecord:
-    return RunRecord(
-        id=run_id,
-        study_name="s",
-        study_text="name: s",
-        study_source="s.yaml",
-        status="running",
-        created_at=datetime.now(UTC),
-        hvbench_version="test",
-        git_commit=None,
-        options={"quick": True},
-        inventory={"hostname": "h"},
-    )
-
-
-def _sample(rep: int, value: float | None, text_value: str | None = None) -> SampleRecord:
-    return SampleRecord(
-        repetition=rep,
-        status="ok",
-        error=None,
-        started_at=datetime.now(UTC),
-        seconds=1.5,
-        platform_state=PlatformState(["native-0"], 2, 2, False, {"native-0": "loop device"}),
-        host_cpu=HostCpuReading(1.5, 2, {"user": 1.0, "idle": 2.0}, 1.0, [0.9]),
-        metrics=[
-            MetricRecord(
-                0,
-                "disk.bonnie.seq_output_char_kbps",
-                value,
-                "KB/s",
-                True,
-                text_value,
-                resolution=None if value is None else 0.5,
-            )
-        ],
-        raw=[RawRecord(0, "bonnie++", ["bonnie++", "-q"], "raw,csv,line")],
-    )
-
-
 def exercise(store: Store) -> None:
     """The same round trip on any backend."""
-    store.create_run(_run("r1"))
+    store.create_run(run_record("r1"))
     cell = CellRecord(
         key="native|disk|1",
         platform="native",
@@ -88,14 +41,14 @@ def exercise(store: Store) -> None:
     cell_id = store.cell_id("r1", cell)
     again = CellRecord(**vars(cell))
     assert store.cell_id("r1", again) == cell_id  # a resumed run finds its cell
-    profiled = _sample(1, 123.5)
+    profiled = sample_record(1, 123.5)
     profiled.profile = ProfileRecord(
         200, 99, ["perf", "record"], [FunctionRecord(1, 150, 75.0, "vmx_vcpu_run", "kvm")]
     )
     store.add_sample(cell_id, profiled)
-    store.add_sample(cell_id, _sample(2, None, "+++++"))
+    store.add_sample(cell_id, sample_record(2, None, "+++++"))
     with pytest.raises(HvbenchError, match="cannot store a sample"):
-        store.add_sample(cell_id, _sample(2, 1.0))  # the same repetition twice is refused
+        store.add_sample(cell_id, sample_record(2, 1.0))  # the same repetition twice is refused
     assert store.done("r1") == {("native|disk|1", 1), ("native|disk|1", 2)}
     rows = sorted(store.metric_rows("r1"), key=lambda r: r.repetition)
     assert rows[0].value == 123.5 and rows[1].value is None and rows[1].text == "+++++"
@@ -159,6 +112,45 @@ def test_a_store_of_schema_0002_is_upgraded_in_place(tmp_path):
     exercise(store)
 
 
+OLD_INVENTORY = {
+    "hostname": "lab1",
+    "cpu_model": "AMD EPYC 7B13",
+    "cpu_flags": ["fpu", "vmx"],
+    "cores_logical": 2,
+    "cores_physical": 1,
+    "memory_bytes": 8 << 30,
+    "kernel": "6.1.0-28-amd64",
+    "distribution": "Debian GNU/Linux 12 (bookworm)",
+    "virtualization": "kvm",
+    "python": "3.11.2",
+    "tools": {"fio": "fio-3.33", "iperf": None},
+    "conditions": [{"name": "cpu.governor", "value": "performance", "tune": []}],
+}
+"""A host's inventory as ``host.inventory.collect`` stored it while it was a dict."""
+
+
+def test_an_inventory_stored_as_a_dict_reads_into_its_record_and_is_stored_alike(tmp_path):
+    store = Store(f"sqlite:///{tmp_path / 'a.db'}")
+    with store.engine.begin() as conn:
+        conn.execute(
+            text(
+                "insert into runs values ('r0', 's', 'name: s', 's.yaml', 'finished', "
+                "'2026-01-01', null, 'old', null, '{}', :inventory)"
+            ),
+            {"inventory": json.dumps(OLD_INVENTORY)},
+        )
+    inventory = store.run("r0").inventory
+    assert (inventory.name, inventory.cores_logical, inventory.tools["iperf"]) == ("lab1", 2, None)
+    assert inventory.conditions[0]["value"] == "performance"
+    assert inventory.described()["kernel"] == "6.1.0-28-amd64"
+    store.create_run(replace(run_record("r1"), inventory=inventory))
+    with store.engine.connect() as conn:
+        stored = conn.execute(text("select inventory from runs where id = 'r1'")).scalar_one()
+    assert json.loads(stored) == OLD_INVENTORY
+    # a run stored without an inventory's items (before they were collected) has none of them
+    assert Inventory.from_json({}) == Inventory() and Inventory().name == UNNAMED_HOST
+
+
 def test_store_from_a_newer_hvbench_is_refused(tmp_path):
     url = f"sqlite:///{tmp_path / 'a.db'}"
     store = Store(url)
@@ -171,68 +163,6 @@ def test_store_from_a_newer_hvbench_is_refused(tmp_path):
 def test_bad_url_is_one_line():
     with pytest.raises(HvbenchError, match="not a database URL"):
         Store("not a url")
-
-
-# --- PostgreSQL, against a real server the suite starts -------------------------------------
-
-
-def _pg_bin() -> Path | None:
-    for base in sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True):
-        if (base / "initdb").exists():
-            return base
-    return None
-
-
-@pytest.fixture(scope="module")
-def postgres_url():
-    """A throw-away PostgreSQL cluster on a unix socket, run as the postgres user (who cannot
-    enter pytest's private tmp directories, hence a directory of its own)."""
-    bindir = _pg_bin()
-    if bindir is None or shutil.which("runuser") is None:
-        pytest.fail("PostgreSQL is not installed: run ./setup.sh --dev (package postgresql)")
-    root = Path(tempfile.mkdtemp(prefix="hvbench-pg-"))
-    os.chmod(root, 0o777)
-    data, sock = root / "data", root / "sock"
-    sock.mkdir()
-    os.chmod(sock, 0o777)
-    as_pg = ["runuser", "-u", "postgres", "--"]
-    subprocess.run(
-        [*as_pg, str(bindir / "initdb"), "-D", str(data), "-A", "trust", "-U", "hv"],
-        check=True,
-        capture_output=True,
-    )
-    opts = f"-k {sock} -c listen_addresses='' -c fsync=off"
-    subprocess.run(
-        [
-            *as_pg,
-            str(bindir / "pg_ctl"),
-            "-D",
-            str(data),
-            "-o",
-            opts,
-            "-w",
-            "-l",
-            str(root / "log"),
-            "start",
-        ],
-        check=True,
-        capture_output=True,
-    )
-    try:
-        wait_for(lambda: list(sock.glob(".s.PGSQL.*")), 30, f"PostgreSQL's socket in {sock}")
-        subprocess.run(
-            [*as_pg, str(bindir / "createdb"), "-h", str(sock), "-U", "hv", "hvbench"],
-            check=True,
-            capture_output=True,
-        )
-        yield f"postgresql+psycopg://hv@/hvbench?host={sock}"
-    finally:
-        subprocess.run(
-            [*as_pg, str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
-            check=False,
-            capture_output=True,
-        )
-        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.mark.postgres

@@ -10,11 +10,10 @@ import math
 from pathlib import Path
 
 import pytest
+from builders import RunBuilder
+from known_runs import default_run, real_claims_run
 from rich.cells import cell_len
 from rich.console import Console
-from test_analysis import RunBuilder
-from test_claims import real_claims_run
-from test_report_html import default_run
 from typer.testing import CliRunner
 
 from hvbench.analysis import analyse

@@ -19,7 +19,7 @@ import pytest
 from guest_fixtures import GuestRun
 from polling import wait_for
 from pydantic import ValidationError
-from test_runner import leftovers
+from run_checks import leftovers
 
 from hvbench.drivers import DRIVERS
 from hvbench.drivers.base import Needs
@@ -35,12 +35,9 @@ from hvbench.drivers.uml import (
     xstate_verdict,
 )
 from hvbench.errors import HvbenchError, InstanceError
-from hvbench.runner import Runner
+from hvbench.session import NewRun, RunSession
 from hvbench.store import Store
 from hvbench.study import parse_study
-
-guest_image = guest_fixtures.guest_image  # fixtures, until conftest imports guest_fixtures
-guest_run = guest_fixtures.guest_run
 
 PTRACE_TRACEME, PTRACE_GETREGSET, PTRACE_SETREGSET = 0, 0x4204, 0x4205
 NT_X86_XSTATE = 0x202
@@ -245,16 +242,16 @@ repetitions: 1
 @pytest.mark.guest
 def test_cpu_disk_and_net_run_in_a_uml_guest_and_nothing_is_left():
     store = Store()
-    runner = Runner.create(parse_study(STUDY, "t"), store, quick=True)
-    assert runner.run() == "finished", [s.error for s in store.samples(runner.run_id)]
-    names = {r.name for r in store.metric_rows(runner.run_id)}
+    session = RunSession.preflight(store, NewRun(parse_study(STUDY, "t"), quick=True))
+    assert session.run().status == "finished", [s.error for s in store.samples(session.run_id)]
+    names = {r.name for r in store.metric_rows(session.run_id)}
     assert "cpu.branchy.primes_events_per_s" in names
     assert any(n.startswith("disk.dd.") for n in names)
     assert {"net.iperf3.inbound_gbps", "net.iperf3.outbound_gbps"} <= names
-    assert all(s.status == "ok" for s in store.samples(runner.run_id))
-    assert leftovers(runner.run_id) == []
+    assert all(s.status == "ok" for s in store.samples(session.run_id))
+    assert leftovers(session.run_id) == []
     uml = subprocess.run(["pgrep", "-a", "-x", "linux.uml"], capture_output=True, text=True)
-    assert runner.run_id not in uml.stdout
+    assert session.run_id not in uml.stdout
 
 
 @pytest.mark.guest
@@ -264,7 +261,7 @@ def test_hostfs_root_data_disk_and_a_crash(guest_run: GuestRun):
     settings = UmlSettings(driver="uml", memory="128M", root="hostfs", disk={"size": "64M"})
     needs = Needs(tools=guest_fixtures.GUEST_TOOLS, data_disk=True)
     driver = UmlDriver("h", settings, needs, guest_run.ledger, guest_run.network, guest_run.workdir)
-    (inst,) = driver.start(1, time.monotonic() + 120)
+    (inst,) = driver.start(1, time.monotonic() + 120).instances
     try:
         mounts = inst.exec(["cat", "/proc/mounts"], timeout=30).text()
         assert "root / hostfs" in mounts

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from workload_env import native_instances, run_workload
 
-from hvbench.runner import Runner
+from hvbench.session import NewRun, RunSession
 from hvbench.store import Store
 from hvbench.study import parse_study
 from hvbench.workloads import workload_class
@@ -25,9 +25,9 @@ def test_native_has_no_boot_and_says_so():
 def test_native_storm_through_the_runner_says_no_boot():
     study = "name: s\nplatforms: {native: {driver: native}}\nworkloads: [{name: boot}]\n"
     store = Store()
-    runner = Runner.create(parse_study(study, "s.yaml"), store, quick=True)
-    assert runner.run() == "finished"
-    storm = {r.name: r for r in store.metric_rows(runner.run_id) if ".storm." in r.name}
+    session = RunSession.preflight(store, NewRun(parse_study(study, "s.yaml"), quick=True))
+    assert session.run().status == "finished"
+    storm = {r.name: r for r in store.metric_rows(session.run_id) if ".storm." in r.name}
     assert sorted(storm) == sorted(f"boot.storm.{n}" for n in STORM)
     assert all(r.value is None and r.text == NO_BOOT for r in storm.values())
 
@@ -44,9 +44,11 @@ workloads:
 @pytest.mark.guest
 def test_storm_of_four_tcg_guests():
     store = Store()
-    runner = Runner.create(parse_study(STORM_STUDY, "storm.yaml"), store, quick=True)
-    assert runner.run() == "finished"
-    rows = store.metric_rows(runner.run_id)
+    session = RunSession.preflight(
+        store, NewRun(parse_study(STORM_STUDY, "storm.yaml"), quick=True)
+    )
+    assert session.run().status == "finished"
+    rows = store.metric_rows(session.run_id)
     ready = sorted(r.value for r in rows if r.name == "boot.ready_s")
     assert len(ready) == 4
     storm = {r.name: r for r in rows if r.name.startswith("boot.storm.")}

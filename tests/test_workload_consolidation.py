@@ -16,15 +16,16 @@ from pathlib import Path
 
 import pytest
 from conftest import require
+from consolidation_checks import ACTIVE, every_role_served, quick_run
+from metrics_doc import doc_rows
 from oslevel_checks import container_leftovers, killed_run_is_cleaned_up
 from polling import wait_for
 from pydantic import ValidationError
-from test_runner import leftovers
-from test_workload_metrics_doc import doc_rows
+from run_checks import leftovers
 from workload_env import native_instances
 
 from hvbench.analysis.cost import density, host_cpu_of, same_work, work_shortfall
-from hvbench.analysis.run import analyse
+from hvbench.analysis.run_analysis import analyse
 from hvbench.analysis.verdict import verdicts
 from hvbench.drivers.container import ContainerDriver
 from hvbench.drivers.gvisor import GvisorDriver
@@ -34,8 +35,9 @@ from hvbench.host.inventory import capacity as capacity_of_host
 from hvbench.plan import estimate_seconds, sample_seconds, this_host
 from hvbench.report import jsonl
 from hvbench.report.tables import host_table
-from hvbench.runner import Runner
-from hvbench.store import HostCpuReading, SampleRecord, SampleView, Store
+from hvbench.runner import plan_groups
+from hvbench.session import NewRun, Resume, RunSession
+from hvbench.store import HostCpuReading, SampleRecord, Store
 from hvbench.store.ascent import AscentRecord, read_ascents
 from hvbench.study import parse_study
 from hvbench.workloads import workload_class
@@ -55,7 +57,6 @@ from hvbench.workloads.consolidation import (
 )
 
 FIX = Path(__file__).parent / "fixtures/consolidation"
-ACTIVE = ("web", "imap", "app", "db")
 
 
 def settings(**kw) -> ConsolidationSettings:
@@ -73,6 +74,11 @@ def test_vegeta_latency_runs_from_each_request_due_time():
     assert vegeta_requests((FIX / "app-vegeta.csv").read_text(), rate=2).latencies.count(None) == 0
     late = got.sent_late  # when it was sent, from when it was due: never before
     assert len(late) == 25 and min(late) == 0 and all(x >= 0 for x in late)
+    # request 10 went out on time (the pacer's start): its latency is vegeta's own, 452694 ns;
+    # request 0 went out 2662136 ns after it was due, and waited 6806451 ns for its answer
+    # (nanosecond timestamps near 1.8e18 are floats to 256 ns)
+    assert late[10] == 0 and got.latencies[10] == pytest.approx(452694 / 1e9, abs=1e-6)
+    assert got.latencies[0] == pytest.approx((2662136 + 6806451) / 1e9, abs=1e-6)
 
 
 def test_a_client_that_cannot_reach_its_server_says_why():
@@ -202,7 +208,7 @@ def test_the_sets_make_the_count_and_a_mix_too_big_is_refused():
         "t",
     )
     with pytest.raises(StudyError, match=r"the servers of 500000 instances need .* lower sets"):
-        Runner.create(huge, Store(), quick=False)
+        RunSession.preflight(Store(), NewRun(huge))
 
 
 def test_nfs_is_refused_on_native_and_left_out_by_a_set_one_short():
@@ -213,9 +219,9 @@ def test_nfs_is_refused_on_native_and_left_out_by_a_set_one_short():
     with pytest.raises(
         StudyError, match=r"the nfs role runs the kernel NFS server, .*run nfs in guests"
     ):
-        Runner.create(parse_study(study % "", "t"), Store(), quick=True)
+        RunSession.preflight(Store(), NewRun(parse_study(study % "", "t"), quick=True))
     short = parse_study(study % ", instances: [5]", "t")
-    Runner.create(short, Store(), quick=True)
+    RunSession.preflight(Store(), NewRun(short, quick=True))
     assert short.counts("native") == [5] and "nfs" not in short.workloads[0].roles(5)
     assert "nfs-kernel-server" in short.workload(0).packages()
     assert "nfs-kernel-server" not in Consolidation(settings()).packages()
@@ -234,8 +240,10 @@ def test_nfs_is_refused_on_containers_and_gvisor(driver):
         StudyError,
         match=rf"platform p: .*the nfs role runs the kernel NFS server, .*{why}.*run nfs in guests",
     ):
-        Runner.create(parse_study(study % (driver, ""), "t"), Store(), quick=True)
-    Runner.create(parse_study(study % (driver, ", instances: [5]"), "t"), Store(), quick=True)
+        RunSession.preflight(Store(), NewRun(parse_study(study % (driver, ""), "t"), quick=True))
+    RunSession.preflight(
+        Store(), NewRun(parse_study(study % (driver, ", instances: [5]"), "t"), quick=True)
+    )
 
 
 def _auto_study(memory: str = "", ascents: int = 3) -> str:
@@ -262,22 +270,22 @@ def test_each_ascent_climbs_to_its_own_first_step_missed_or_that_memory_cannot_h
     size of which one set fits this host but not two stops every ascent at 2 sets."""
     rng = random.Random(12)
     store = Store()
-    runner = Runner.create(parse_study(_auto_study(), "t"), store, quick=False)
-    groups = runner._groups(range(1, 3))
-    auto = [c for c in runner.study.cells() if c.workload_index == 0]
+    session = RunSession.preflight(store, NewRun(parse_study(_auto_study(), "t")))
+    groups = plan_groups(session.study, set(), session._ascents, range(1, 3))
+    auto = [c for c in session.study.cells() if c.workload_index == 0]
     assert [c.instances for c in auto] == [5, 10, 15, 20, 25, 30]
     assert [(g.repetition, g.count) for g in groups if g.count != 1] == [
         (rep, 5 * k) for rep in (1, 2, 3) for k in range(1, 7)
     ]
     assert {g.repetition for g in groups if g.count == 1} == {1, 2}  # cpu: the study's two
     for _ in range(50):
-        runner._ascents.records.clear()  # fresh ascents in the same run
+        session._ascents.records.clear()  # fresh ascents in the same run
         capacity = [rng.randint(1, 7) for _ in range(3)]  # per ascent: first step it misses
         expected = []
         for rep, limit in enumerate(capacity, 1):
             measured, by = [], "bound"
             for step, cell in enumerate(auto, 1):
-                if not runner._ascents.reaches(cell, rep):
+                if not session._ascents.reaches(cell, rep):
                     continue
                 measured.append(step)
                 missed = None if step < limit else "instance 2 (app) missed its SLO"
@@ -285,12 +293,12 @@ def test_each_ascent_climbs_to_its_own_first_step_missed_or_that_memory_cannot_h
                 pace = ClientPace(not late, "clients fell behind" if late else "on schedule")
                 if missed:
                     by = "failed" if failed else "harness" if late else "slo"
-                runner._ascents.climbed(
+                session._ascents.climbed(
                     cell, _step(rep, "failed" if failed else "ok"), missed, pace
                 )
             assert measured == list(range(1, min(limit, 6) + 1)), (capacity, rep)
             expected.append((min(limit - 1, 6), by))
-        [record] = read_ascents(store, runner.run_id).values()
+        [record] = read_ascents(store, session.run_id).values()
         got = density(record, {})
         assert [(c.units_held, c.stopped_by) for c in got.climbs] == expected
         counted = [n for n, by in expected if by in ("slo", "bound")]
@@ -299,20 +307,20 @@ def test_each_ascent_climbs_to_its_own_first_step_missed_or_that_memory_cannot_h
             if c.stop is not None:
                 assert c.stop.host_busy == pytest.approx(0.3) and c.stop.clients == 0.05
                 assert 0 < c.stop.memory_used < 1 and c.stop.clients_kept
-    runner._ascents.records.clear()
-    runner._ascents.reaches(auto[0], 2)
-    runner._ascents.climbed(auto[0], _step(2, "failed"), "start: no guest", None)
-    resumed = Runner.resume(store, runner.run_id)  # a failed step is measured again
+    session._ascents.records.clear()
+    session._ascents.reaches(auto[0], 2)
+    session._ascents.climbed(auto[0], _step(2, "failed"), "start: no guest", None)
+    resumed = RunSession.preflight(store, Resume(session.run_id))  # a failed step is measured again
     assert resumed._ascents.records[f"p|{auto[0].workload}"].stops == {}
     assert resumed._ascents.reaches(auto[0], 2)
     total = capacity_of_host()[0]
     memory = f"{total // 7 >> 20}M"  # 5 instances fit, 10 do not
-    runner = Runner.create(parse_study(_auto_study(memory, 2), "t"), Store(), quick=False)
-    first, second, *_ = (c for c in runner.study.cells() if c.workload_index == 0)
+    session = RunSession.preflight(Store(), NewRun(parse_study(_auto_study(memory, 2), "t")))
+    first, second, *_ = (c for c in session.study.cells() if c.workload_index == 0)
     for rep in (1, 2):
-        assert runner._ascents.reaches(first, rep) and not runner._ascents.reaches(second, rep)
-        runner._ascents.climbed(first, _step(rep), None, None)
-    [record] = runner._ascents.records.values()
+        assert session._ascents.reaches(first, rep) and not session._ascents.reaches(second, rep)
+        session._ascents.climbed(first, _step(rep), None, None)
+    [record] = session._ascents.records.values()
     assert {k: (s.by, s.count) for k, s in record.stops.items()} == {
         1: ("memory", 10),
         2: ("memory", 10),
@@ -397,19 +405,19 @@ def test_density_on_native_climbs_to_its_bound_and_stops_at_a_missed_slo(tmp_pat
     The verdict and the JSON report give each, with the host CPU at the last set held."""
     store = Store(f"sqlite:///{tmp_path}/t.db")
     t0 = time.monotonic()
-    runner = Runner.create(parse_study(AUTO, "t"), store, quick=True)
-    assert runner.run() == "finished", [s.error for s in store.samples(runner.run_id)]
+    session = RunSession.preflight(store, NewRun(parse_study(AUTO, "t"), quick=True))
+    assert session.run().status == "finished", [s.error for s in store.samples(session.run_id)]
     print(f"density on native: {time.monotonic() - t0:.0f} s")
     cells = {
         c.workload: sorted(
-            x.instances for x in store.cells(runner.run_id) if x.workload == c.workload
+            x.instances for x in store.cells(session.run_id) if x.workload == c.workload
         )
-        for c in store.cells(runner.run_id)
+        for c in store.cells(session.run_id)
     }
-    mix, web = runner.study.workloads[0].label(), runner.study.workloads[1].label()
-    whys = [s.why for r in read_ascents(store, runner.run_id).values() for s in r.stops.values()]
+    mix, web = session.study.workloads[0].label(), session.study.workloads[1].label()
+    whys = [s.why for r in read_ascents(store, session.run_id).values() for s in r.stops.values()]
     assert cells == {mix: [5, 10], web: [1]}, whys
-    a = analyse(store, runner.run_id)
+    a = analyse(store, session.run_id)
     by = {d.workload: d for d in a.densities}
     [held], [missed] = by[mix].climbs, by[web].climbs  # --quick: one ascent
     assert (by[mix].units_held, held.stopped_by, by[mix].instances(2)) == (2, "bound", 10)
@@ -427,7 +435,7 @@ def test_density_on_native_climbs_to_its_bound_and_stops_at_a_missed_slo(tmp_pat
         (0, "slo"),
         (2, "bound"),
     ]
-    assert leftovers(runner.run_id) == []
+    assert leftovers(session.run_id) == []
 
 
 def _occupy(netns: str, address: str, port: int) -> subprocess.Popen:
@@ -473,34 +481,6 @@ def test_faults_name_the_role_the_server_and_why():
     assert gone.stdout == b""
 
 
-def quick_run(study: str, what: str, cells: int) -> tuple[Store, Runner, list[SampleView]]:
-    """The study in --quick through the runner, finished with its ``cells`` samples ok."""
-    store = Store()
-    t0 = time.monotonic()
-    runner = Runner.create(parse_study(study, "t"), store, quick=True)
-    status = runner.run()
-    print(f"consolidation {what}: {time.monotonic() - t0:.0f} s")
-    samples = store.samples(runner.run_id)
-    assert status == "finished", [s.error for s in samples]
-    assert [s.status for s in samples] == ["ok"] * cells, [s.error for s in samples]
-    return store, runner, samples
-
-
-def every_role_served(got: dict[tuple[int, str], float], where: str, all_done: bool = True) -> None:
-    """Each active role's requests counted against those due at the quick rates, an SLO
-    verdict each, and a p95 where requests were done (``all_done``: some of every role's);
-    idle measures nothing."""
-    for index, role in enumerate(ACTIVE):
-        stem = f"consolidation.{role}"
-        done, failed = got[(index, f"{stem}.requests")], got[(index, f"{stem}.failed")]
-        due = {"web": 25, "imap": 10, "app": 10, "db": 10}[role]
-        assert done + failed == due, (where, role)
-        assert done > 0 or not all_done, (where, role)
-        assert done == 0 or got[(index, f"{stem}.latency_p95_ms")] > 0, (where, role)
-        assert got[(index, f"{stem}.slo_met")] in (0.0, 1.0), (where, role)
-    assert not any(i == 4 for i, _ in got), where
-
-
 STUDY = """\
 name: consolidation-test
 baseline: native
@@ -522,9 +502,9 @@ def test_one_set_of_real_servers_on_native_and_tcg():
     active role's requests counted against those due, an SLO verdict each, the NFS server's
     calls and operations in the guests, the host CPU split with the clients' CPU apart, the
     same-work sentence against native, and each sample's top functions (perf) stored."""
-    store, runner, samples = quick_run(STUDY, "native + tcg", cells=2)
-    rows = store.metric_rows(runner.run_id)
-    platform = {c.id: c.platform for c in store.cells(runner.run_id)}
+    store, session, samples = quick_run(STUDY, "native + tcg", cells=2)
+    rows = store.metric_rows(session.run_id)
+    platform = {c.id: c.platform for c in store.cells(session.run_id)}
     for cell in {r.cell_id for r in rows}:
         got = {(r.instance, r.name): r.value for r in rows if r.cell_id == cell}
         every_role_served(got, platform[cell], all_done=False)
@@ -556,17 +536,17 @@ def test_one_set_of_real_servers_on_native_and_tcg():
         for (where, role), value in achieved.items()
         if where == "tcg" and value < 0.98 * achieved[("native", role)]
     )
-    analysis = analyse(store, runner.run_id)
-    cell_of = {c.platform: c.id for c in store.cells(runner.run_id)}
+    analysis = analyse(store, session.run_id)
+    cell_of = {c.platform: c.id for c in store.cells(session.run_id)}
     found = work_shortfall(analysis.results, cell_of["tcg"], cell_of["native"])
     assert [s.split()[0] for s in found] == short
     table = host_table(analysis)
     verdict = "tcg did less work than native" if short else "the same work costs tcg"
     assert table is not None and any(verdict in n for n in table.notes), table.notes
     assert all(row[-1] != "" for row in table.rows)  # the clients' share, beside the split
-    profiled = {(f.cell_id, f.repetition) for f in store.profile_functions(runner.run_id)}
+    profiled = {(f.cell_id, f.repetition) for f in store.profile_functions(session.run_id)}
     assert profiled == {(s.cell_id, s.repetition) for s in samples}
-    assert leftovers(runner.run_id) == []
+    assert leftovers(session.run_id) == []
 
 
 OSLEVEL = """\
@@ -596,9 +576,9 @@ def test_one_set_of_real_servers_in_containers_and_gvisor():
     the run left (overlays, the read-only image's mount and loop device, containers)."""
     require(ContainerDriver.check().ok, "runc (apt-get install runc)")
     require(GvisorDriver.check().ok, "gVisor's runsc (./setup.sh --with-gvisor)")
-    store, runner, _ = quick_run(OSLEVEL, "container + gvisor", cells=2)
-    rows = store.metric_rows(runner.run_id)
-    platform = {c.id: c.platform for c in store.cells(runner.run_id)}
+    store, session, _ = quick_run(OSLEVEL, "container + gvisor", cells=2)
+    rows = store.metric_rows(session.run_id)
+    platform = {c.id: c.platform for c in store.cells(session.run_id)}
     assert sorted(platform[r.cell_id] for r in {r.cell_id: r for r in rows}.values()) == [
         "container",
         "gvisor",
@@ -606,7 +586,7 @@ def test_one_set_of_real_servers_in_containers_and_gvisor():
     for cell in {r.cell_id for r in rows}:
         got = {(r.instance, r.name): r.value for r in rows if r.cell_id == cell}
         every_role_served(got, platform[cell])
-    described = {c.platform: c.platform_settings for c in store.cells(runner.run_id)}
+    described = {c.platform: c.platform_settings for c in store.cells(session.run_id)}
     for name, settings in described.items():
         assert "overlayfs" in settings["resolved"]["root"], name
         assert "nginx" in settings["rootfs"]["requested"], name
@@ -615,8 +595,8 @@ def test_one_set_of_real_servers_in_containers_and_gvisor():
     assert attached.stdout == ""  # the image's read-only loop device went with the run
     # never written since it was built (its manifest is written last)
     assert disk.stat().st_mtime <= (disk.parent / "manifest.json").stat().st_mtime
-    assert container_leftovers(runner.run_id) == []
-    assert leftovers(runner.run_id) == []
+    assert container_leftovers(session.run_id) == []
+    assert leftovers(session.run_id) == []
 
 
 @pytest.mark.guest
@@ -640,15 +620,15 @@ def test_one_set_of_real_servers_in_uml():
     serving web, and nothing of the run left, no UML process above all."""
     images = sorted(cache_root().glob("rootfs-*/root.ext4"))
     before = {p: p.stat().st_mtime_ns for p in images}
-    store, runner, _ = quick_run(UML_STUDY, "uml", cells=1)
-    got = {(r.instance, r.name): r.value for r in store.metric_rows(runner.run_id)}
+    store, session, _ = quick_run(UML_STUDY, "uml", cells=1)
+    got = {(r.instance, r.name): r.value for r in store.metric_rows(session.run_id)}
     every_role_served(got, "uml")
     assert got[(5, "consolidation.nfs.ops")] > got[(5, "consolidation.nfs.calls")] >= 7
-    [cell] = store.cells(runner.run_id)
+    [cell] = store.cells(session.run_id)
     described = cell.platform_settings["rootfs"]
     assert "nginx" in described["requested"] and "nginx" in described["packages"]
     rootfs = cache_root() / f"rootfs-{described['key']}/root.ext4"
     assert before.get(rootfs, rootfs.stat().st_mtime_ns) == rootfs.stat().st_mtime_ns
-    assert leftovers(runner.run_id) == []
+    assert leftovers(session.run_id) == []
     uml = subprocess.run(["pgrep", "-a", "-x", "linux.uml"], capture_output=True, text=True)
-    assert runner.run_id not in uml.stdout
+    assert session.run_id not in uml.stdout

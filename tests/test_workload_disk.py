@@ -26,7 +26,8 @@ def test_fio_json():
     m = by_name(parse_fio_json((FIX / "fio/two-jobs.json").read_text()))
     assert m["disk.fio.rand_write_qd32_iops"].value == pytest.approx(33501.249375)
     assert m["disk.fio.rand_write_qd32_mibps"].value == pytest.approx(134068 / 1024)
-    assert m["disk.fio.seq_read_qd1_clat_p99_us"].value > 0
+    # fio prints nanoseconds
+    assert m["disk.fio.seq_read_qd1_clat_p99_us"].value == pytest.approx(6127616 / 1000)
     assert not m["disk.fio.seq_read_qd1_clat_p999_us"].higher_is_better
     assert m["disk.fio.seq_read_qd1_mibps"].unit == "MiB/s"
 
@@ -53,7 +54,8 @@ def test_dd_gnu_output():
     rate, resolution = parse_dd((FIX / "dd/gnu-write.txt").read_text(), "write")
     assert rate == pytest.approx(67108864 / 0.147406 / 1e6)
     assert resolution == pytest.approx(rate * 1e-6 / 0.147406)  # dd printed microseconds
-    assert parse_dd((FIX / "dd/gnu-read.txt").read_text(), "read")[0] > 0
+    read = parse_dd((FIX / "dd/gnu-read.txt").read_text(), "read")[0]
+    assert read == pytest.approx(67108864 / 0.116381 / 1e6)
     coarse = "1073741824 bytes (1.1 GB, 1.0 GiB) copied, 1.5 s, 716 MB/s"
     assert parse_dd(coarse, "write")[1] == pytest.approx(1073.741824 / 1.5 * 0.1 / 1.5)
     with pytest.raises(ParseError, match="summary"):

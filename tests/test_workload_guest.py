@@ -63,7 +63,7 @@ def _boot_one(tmp_path_factory, needs: Needs) -> Iterator[tuple[Instance, RunNet
     settings = QemuSettings(driver="qemu", accel="tcg", memory="1G", disk={"size": "1G"})
     driver = QemuDriver("tcg", settings, needs, ledger, network, tmp_path_factory.mktemp("work"))
     try:
-        [inst] = driver.start(1, time.monotonic() + 900)
+        [inst] = driver.start(1, time.monotonic() + 900).instances
         try:
             yield inst, network, driver
         finally:

@@ -37,7 +37,7 @@ def test_qemu_migrates_and_restores_a_running_guest(guest_run):
     needs = Needs(tools=frozenset({str(dirtier())}))
     driver = QemuDriver("mig", settings, needs, guest_run.ledger, guest_run.network,
                         guest_run.workdir)  # fmt: skip
-    (inst,) = driver.start(1, time.monotonic() + 300)
+    (inst,) = driver.start(1, time.monotonic() + 300).instances
     assert isinstance(inst, QemuInstance) and inst.guest
     try:
         first = inst.guest.proc.pid

@@ -16,7 +16,7 @@ from conftest import require
 from hvbench.drivers.container import ContainerDriver
 from hvbench.drivers.gvisor import GvisorInstance
 from hvbench.drivers.oslevel import kernel_charge, parse_memory_stat
-from hvbench.runner import Runner
+from hvbench.session import NewRun, RunSession
 from hvbench.store import Store
 from hvbench.study import parse_study
 from hvbench.workloads.memory import METRICS, NOT_ATTRIBUTABLE, NOT_MEASURED
@@ -83,11 +83,11 @@ def test_cgroup2_kernel_charge():
 def test_memory_overhead_per_driver():
     require(ContainerDriver.check().ok, "runc (apt-get install runc)")
     store = Store()
-    runner = Runner.create(parse_study(STUDY, "memory.yaml"), store, quick=True)
-    assert runner.run() == "finished"
-    platform = {c.id: c.platform for c in store.cells(runner.run_id)}
+    session = RunSession.preflight(store, NewRun(parse_study(STUDY, "memory.yaml"), quick=True))
+    assert session.run().status == "finished"
+    platform = {c.id: c.platform for c in store.cells(session.run_id)}
     got: dict[str, dict[str, tuple[float | None, str | None]]] = {}
-    for row in store.metric_rows(runner.run_id):
+    for row in store.metric_rows(session.run_id):
         got.setdefault(platform[row.cell_id], {})[row.name] = (row.value, row.text)
     assert got["native"] == {f"memory.{n}": (None, NOT_ATTRIBUTABLE) for n in METRICS}
     total = psutil.virtual_memory().total / 2**20

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from metrics_doc import METRICS_DOC, doc_rows
 from workload_env import native_instances, run_workload
 
 from hvbench.workloads.base import Context, GroupStart, Metric
@@ -28,18 +29,7 @@ from hvbench.workloads.memory import METRICS, Memory, MemorySettings, memory_met
 from hvbench.workloads.migration import OPERATION_METRICS, dirtier, operation_metrics, parse_dirty
 from hvbench.workloads.snapshot import METRICS as SNAPSHOT_METRICS
 
-ROOT = Path(__file__).parent.parent
 FIX = Path(__file__).parent / "fixtures"
-ROW = re.compile(r"^\| `([^`]+)` \| ([^|]+) \| (↑|↓|as above) \| (★)?", re.MULTILINE)
-
-
-def doc_rows() -> list[tuple[re.Pattern, str, str, bool]]:
-    rows = []
-    for name, unit, direction, star in ROW.findall((ROOT / "docs/metrics.md").read_text()):
-        regex = re.sub(r"<[a-z]+>", "[a-z0-9_]+", re.escape(name))
-        pattern = re.compile(f"^{regex}$")
-        rows.append((pattern, unit.strip(), direction, bool(star)))
-    return rows
 
 
 class _NoBoot:
@@ -150,7 +140,7 @@ def test_what_a_study_may_claim_is_the_table():
     docs/metrics.md's table: the same names with the same units ("as above": None)."""
     from hvbench.workloads.produces import PRODUCES
 
-    text = (ROOT / "docs/metrics.md").read_text().split("## The host")[0]
+    text = METRICS_DOC.read_text().split("## The host")[0]
     rows = dict(re.findall(r"^\| `([^`]+)` \| ([^|]+) \|", text, re.MULTILINE))
     declared = {n: u for names in PRODUCES.values() for n, u in names.items()}
     assert declared == {n: None if u.strip() == "as above" else u.strip() for n, u in rows.items()}

@@ -54,7 +54,10 @@ def test_iperf2_csv():
     assert m.value == pytest.approx(
         (22554456940 + 22521976898 + 14517706582 + 14431015097 + 14393270419) / 1e9
     )
-    assert parse_iperf_csv((FIX / "iperf/in.csv").read_text(), "in", 5).value > 0
+    inbound = parse_iperf_csv((FIX / "iperf/in.csv").read_text(), "in", 5)
+    assert inbound.value == pytest.approx(
+        (7150234845 + 4445250158 + 13471381803 + 3299179952 + 5127214758) / 1e9
+    )
     with pytest.raises(ParseError, match="expected 4"):
         parse_iperf_csv((FIX / "iperf/out.csv").read_text(), "out", 4)
     refused = (FIX / "iperf/refused.csv").read_text() + (FIX / "iperf/refused.err").read_text()

@@ -28,23 +28,24 @@ import os
 import re
 import subprocess
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import lab as nested
 import pytest
+from consolidation_checks import every_role_served
 from polling import sleeper
 from pydantic import ValidationError
-from test_workload_consolidation import every_role_served
 
 from hvbench.drivers import DRIVERS, driver_class
-from hvbench.drivers.base import Needs
+from hvbench.drivers.base import DriverNotOpen, Needs
 from hvbench.drivers.libvirt_xen import LibvirtXenDriver, LibvirtXenSettings, xen_domain_xml
 from hvbench.drivers.xen import (
     HOTPLUG,
     LOCAL_SSH,
     XenDriver,
     XenInstance,
+    XenOpened,
     XenSettings,
     migrate_failure,
     xl_list_times,
@@ -169,14 +170,16 @@ def test_doctor_says_why_not_and_how_here():
 
 @dataclass
 class _Image:
-    """The two files of a guest image the configuration names."""
+    """The two files of a guest image the configuration names, and what the description
+    records of it."""
 
     initrd: Path
     bzimage: Path
     vmlinux: Path
+    manifest: dict = field(default_factory=dict)
 
 
-def _driver(tmp_path: Path, **settings) -> XenDriver:
+def _driver(tmp_path: Path, rootfs: userland.RootImage | None = None, **settings) -> XenDriver:
     ledger = Ledger("20261122-000000-test", root=tmp_path / "state")
     ledger.claim()
     driver = XenDriver(
@@ -188,10 +191,24 @@ def _driver(tmp_path: Path, **settings) -> XenDriver:
         tmp_path,
     )
     image = _Image(tmp_path / "initrd.cpio", tmp_path / "vmlinuz", tmp_path / "vmlinux")
-    driver._image = image  # what _resolve finds in dom0
-    driver._kernel = image.bzimage if settings.get("mode") == "hvm" else image.vmlinux
-    driver._script = ledger.add("path", str(tmp_path / "xen-hotplug"))
+    kernel = image.bzimage if settings.get("mode") == "hvm" else image.vmlinux
+    script = ledger.add("path", str(tmp_path / "xen-hotplug"))
+    opened = XenOpened("4.17", 2, image, kernel, rootfs, script)  # what _resolve finds in dom0
+    driver._resolve = lambda: opened
+    driver.open()
     return driver
+
+
+def test_what_open_resolved_is_the_drivers_only_while_open(tmp_path):
+    """After ``close`` the driver says by name that it is not open, rather than hand out what
+    it resolved or an AttributeError; its description is its settings' alone again."""
+    driver = _driver(tmp_path, mode="pvh")
+    assert driver.opened.kernel == tmp_path / "vmlinux"
+    assert driver.describe()["resolved"]["xen_version"] == "4.17"
+    driver.close()
+    with pytest.raises(DriverNotOpen, match="platform xen-x: the xen driver is not open"):
+        driver.opened  # noqa: B018 (the access is the test)
+    assert "resolved" not in driver.describe()
 
 
 def _parse_xl(text: str) -> dict[str, str]:
@@ -217,8 +234,7 @@ def test_pv_config_boots_the_elf_kernel_with_netfront_and_blkback(tmp_path):
 def test_pv_userland_config_boots_the_root_filesystem_on_a_qdisk_overlay(tmp_path):
     """The root filesystem as qemu boots it: the initramfs mounts ``hvbench.root=`` and
     switches to it; here the first xvd, a qcow2 overlay on QEMU's qdisk, before the data disk."""
-    driver = _driver(tmp_path, mode="pv")
-    driver._rootfs = userland.RootImage("k", tmp_path)
+    driver = _driver(tmp_path, userland.RootImage("k", tmp_path), mode="pv")
     inst = XenInstance("xen-x", 0, 1, 512, domain="hvb-test-xen-x-0")
     cfg = _parse_xl(driver._config(inst, "/dev/loop7", root="/w/xen-x-0.root.qcow2"))
     assert "hvbench.root=/dev/xvda" in cfg["cmdline"] and "rdinit=" in cfg["cmdline"]

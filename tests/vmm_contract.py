@@ -32,6 +32,7 @@ from bravado_core.response import OutgoingResponse, get_response_spec, validate_
 from bravado_core.spec import Spec
 
 from hvbench.drivers.api_vmm import Vmm
+from hvbench.drivers.last_words import VmmFailed
 from hvbench.drivers.vmm_api import VmmApi
 from hvbench.guest.agent import VsockAgent
 from hvbench.host.resources import Ledger
@@ -484,6 +485,9 @@ class ContractVmm(Vmm):
 
     def last_words(self) -> str:
         return "(the VMM's contract)"
+
+    def failure(self, what: str) -> VmmFailed:
+        return VmmFailed(what, None, (), self.last_words())  # no process: no exit, no argv
 
     def kill(self) -> None:
         self.api.close()

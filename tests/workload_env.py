@@ -33,7 +33,7 @@ def native_instances(
     settings = NativeSettings(driver="native", disk={"size": disk_size})
     driver = NativeDriver("native", settings, Needs(data_disk=data_disk), ledger, network, root)
     try:
-        instances = driver.start(count, time.monotonic() + 120)
+        instances = driver.start(count, time.monotonic() + 120).instances
         try:
             yield instances, network
         finally:

@@ -1,15 +1,19 @@
-"""MkDocs hooks: the reference pages made from the code at build time, never written by hand.
+"""MkDocs hooks: parts of pages made at build time from their one home, never written twice.
 
-The command line's from the typer app (typer's own Markdown generator, as `typer ... utils docs`
-writes it), the study file's from the JSON Schema `hvbench study schema` prints, which the site
-also ships as reference/study.schema.json. A page asks for one with its marker line.
+The command line's reference from the typer app (typer's own Markdown generator, as `typer ...
+utils docs` writes it), the study file's from the JSON Schema `hvbench study schema` prints,
+which the site also ships as reference/study.schema.json, and the layer diagram from the
+README's "Design" section, which the site cannot link to. A page asks for one with its marker
+line.
 """
 
 from __future__ import annotations
 
 import inspect
 import json
+import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -22,6 +26,7 @@ from hvbench.cli import app
 from hvbench.cli.study_schema import study_schema
 
 SCHEMA_FILE = "reference/study.schema.json"
+README = Path(__file__).parents[2] / "README.md"
 
 
 def on_files(files: Files, config: MkDocsConfig) -> Files:
@@ -59,9 +64,18 @@ def study_file_reference() -> str:
     return "\n".join(out)
 
 
+def readme_layers() -> str:
+    """The README's "Design" section, its heading left out: the layer diagram."""
+    section = re.search(r"^## Design\n(.*?)(?=^## |\Z)", README.read_text(), re.M | re.S)
+    if section is None:
+        raise ValueError(f"{README} has no '## Design' section")
+    return section.group(1).strip()
+
+
 GENERATED: dict[str, Callable[[], str]] = {
     "<!-- generated: cli -->": cli_reference,
     "<!-- generated: study file -->": study_file_reference,
+    "<!-- generated: layers -->": readme_layers,
 }
 """A marker line, and what replaces it."""
 

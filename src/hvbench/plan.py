@@ -1,11 +1,11 @@
 """A study against a host: whether its groups of instances fit there, how long it takes, and
 which Debian packages it lacks there.
 
-The host is explicit (``Host``) rather than probed where it is needed, so that a study can be
-planned for a host other than this one: a made-up one in tests, one whose KVM runs stock guests
-in ``hvbench study show``. ``this_host`` reads this one. What a platform's own settings need of
-a host (a device, huge pages, a CPU model: ``PlatformSettings.host_misfits``) its driver checks
-on this host, where the run will need it.
+The host is explicit (``HostCapacity``) rather than probed where it is needed, so that a study
+can be planned for a host other than this one: a made-up one in tests, one whose KVM runs stock
+guests in ``hvbench study show``. ``this_host`` reads this one. What a platform's own settings
+need of a host (a device, huge pages, a CPU model: ``PlatformSettings.host_misfits``) its driver
+checks on this host, where the run will need it.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ thread for it and the command it runs (the start's own thread per instance is go
 
 
 @dataclass(frozen=True)
-class Host:
+class HostCapacity:
     """What a study's instances must fit on a host, and what sets their pace there."""
 
     memory: int
@@ -44,10 +44,10 @@ class Host:
     """The kernel's limits on tasks and namespaces, and what is in use of them."""
 
 
-def this_host() -> Host:
+def this_host() -> HostCapacity:
     """This host, read now: what is in use of its limits changes as instances come and go."""
     memory, cores = capacity()
-    return Host(memory, cores, kvm_runs_guests(), kernel_limits())
+    return HostCapacity(memory, cores, kvm_runs_guests(), kernel_limits())
 
 
 def start_allowance(settings: PlatformSettings) -> float:
@@ -57,7 +57,7 @@ def start_allowance(settings: PlatformSettings) -> float:
     return max(START_TIMEOUT_S, getattr(settings, "boot_timeout", 0.0))
 
 
-def misfits(study: Study, host: Host) -> list[str]:
+def misfits(study: Study, host: HostCapacity) -> list[str]:
     """What the study's largest group of instances of each platform holds beyond ``host``
     (``misfits_at``). An ascent must fit its first step: the runner stops it at the first that
     does not."""
@@ -68,7 +68,9 @@ def misfits(study: Study, host: Host) -> list[str]:
     return out
 
 
-def misfits_at(study: Study, name: str, count: int, host: Host, ascents: bool = True) -> list[str]:
+def misfits_at(
+    study: Study, name: str, count: int, host: HostCapacity, ascents: bool = True
+) -> list[str]:
     """What a platform's group of ``count`` instances (started at once) holds beyond ``host``:
     the guests' memory together with what each holds on the host besides
     (``PlatformSettings.footprint``), their vCPUs where pinned, the kernel's limits on tasks and
@@ -77,7 +79,8 @@ def misfits_at(study: Study, name: str, count: int, host: Host, ascents: bool = 
     saying what it needs, what the host has and the fix."""
     out = []
     settings = study.platforms[name]
-    memory, cores = settings.holds()
+    kept = settings.holds()
+    memory, cores = kept.memory, kept.cores
     footprint = settings.footprint()
     held = footprint.memory if footprint else 0
     each = memory + held
@@ -134,7 +137,7 @@ def sample_seconds(study: Study, cell: Cell, quick: bool, kvm: bool) -> float:
     return study.workload(cell.workload_index).seconds_at(quick, pace)
 
 
-def estimate_seconds(study: Study, quick: bool, host: Host) -> float:
+def estimate_seconds(study: Study, quick: bool, host: HostCapacity) -> float:
     """Expected wall time of a run on ``host``: every sample (``sample_seconds``) and every
     group of instances started and stopped on its cores, over the repetitions a run makes (one
     with ``--quick``; adaptive ones not counted; an ascent's cells once per climb, every step

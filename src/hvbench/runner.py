@@ -8,17 +8,15 @@ study runs in them before they are stopped.
 An ascent (consolidation's ``sets: auto``) is planned as every other count, 1 to ``max_sets``
 sets, its cells repeated once per climb; the runner drives it (``hvbench.ascent``): it measures
 only the steps the ascent says a climb still climbs, and tells it each sample.
+
+A run's session (``hvbench.session``) checks the study, claims the host's resources, sizes the
+work and decides which repetitions to measure; the runner measures them.
 """
 
 from __future__ import annotations
 
 import contextlib
-import functools
 import math
-import secrets
-import signal
-import subprocess
-import sys
 import threading
 import time
 import traceback
@@ -29,41 +27,30 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from types import FrameType
-from typing import Literal, NoReturn, TypedDict, Unpack
 
-from hvbench import __version__, plan
-from hvbench.analysis.run import headline_singles
-from hvbench.analysis.stats import needs_more
+from hvbench import plan
 from hvbench.ascent import Ascents
 from hvbench.drivers import driver_class
 from hvbench.drivers.base import Driver, Instance, Needs, PlatformSettings
-from hvbench.drivers.native import NativeDriver, NativeSettings
-from hvbench.errors import HvbenchError, InstanceError, StartFailed, StudyError
-from hvbench.host import inventory
+from hvbench.errors import HvbenchError, InstanceError, StartFailed
 from hvbench.host.monitor import LOCAL, CpuMonitor, HostCpuSource
 from hvbench.host.network import RunNetwork
 from hvbench.host.profile import HostProfiler, Window
 from hvbench.host.resources import Ledger
-from hvbench.plan import START_TIMEOUT_S, start_allowance
+from hvbench.plan import start_allowance
 from hvbench.store import (
-    ADAPTIVE,
-    LABELS,
-    TIME,
-    AdaptiveRecord,
     CellRecord,
     HostCpuReading,
     MetricRecord,
     PlatformState,
     ProfileRecord,
     RawRecord,
-    RunRecord,
     SampleRecord,
     Store,
     TimeRecord,
     image_artifact,
 )
-from hvbench.study import Cell, Study, parse_study
+from hvbench.study import Cell, Study
 from hvbench.workloads.base import (
     ClientPace,
     Context,
@@ -73,12 +60,8 @@ from hvbench.workloads.base import (
     Workload,
 )
 
-CALIBRATION = "calibration"
-"""The artifact that holds the settings calibration chose, by workload index."""
 WORK_ROOT = Path("/var/tmp/hvbench")
 """Disk images and logs of a run; on disk, not tmpfs, so disk workloads measure a disk."""
-GIT_TIMEOUT_S = 5.0
-"""How long the commit lookup may take before the run goes on without it."""
 
 
 @dataclass
@@ -106,6 +89,37 @@ class Group:
 
 
 @dataclass
+class GroupUp:
+    """A group's instances, all ready: how they started (for the workloads, ``GroupStart``)."""
+
+    instances: list[Instance]
+    start: GroupStart
+    retried: str | None = None
+    """Why a first start failed, where this is the second: kept with the group's next sample."""
+
+
+@dataclass
+class CellSample:
+    """One sample of a cell as the runner took it: its record, why it did not hold (its error,
+    or the load its workload says it missed; None: held) and its clients' pace, for the cell's
+    ascent (``Ascents.climbed``)."""
+
+    cell: Cell
+    record: SampleRecord
+    missed: str | None
+    pace: ClientPace | None
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What one ``Runner.measure`` did: how many of its samples failed, and whether every group
+    fitted its deadline (False: it stopped before the first that would not)."""
+
+    failed: int
+    fitted: bool
+
+
+@dataclass
 class SampleRun:
     """What one sample of a workload gave, before it becomes a record."""
 
@@ -123,45 +137,6 @@ class SampleRun:
     """The host's profile of the measured part, where the study asked for one."""
 
 
-def new_run_id() -> str:
-    return f"{datetime.now(UTC):%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
-
-
-@dataclass
-class GitCommit:
-    """The checkout's commit, for the run's provenance; None (unknown) where git cannot tell
-    within GIT_TIMEOUT_S: provenance never stops a run (in the nested labs' slow L1, git once
-    took longer)."""
-
-    commit: str | None
-    unsaid: str | None = None
-    """Why the commit is unknown, until the first run of the process has said it."""
-
-
-@functools.cache
-def _git_commit() -> GitCommit:
-    """The commit, looked up once a process."""
-    argv = ["git", "-C", str(Path(__file__).parent), "rev-parse", "HEAD"]
-    try:
-        out = subprocess.run(
-            argv, capture_output=True, text=True, timeout=GIT_TIMEOUT_S, check=False
-        )
-    except subprocess.TimeoutExpired:
-        why = f"git rev-parse took over {GIT_TIMEOUT_S:g} s"
-    except OSError as e:
-        why = f"git: {e.strerror}"
-    else:
-        if out.returncode == 0 and out.stdout.strip():
-            return GitCommit(out.stdout.strip())
-        why = (out.stderr.strip().splitlines() or [f"git exit status {out.returncode}"])[0]
-    return GitCommit(None, why)
-
-
-def _to_stderr(line: str) -> None:
-    """Where a runner's messages go unless its caller says otherwise."""
-    print(line, file=sys.stderr, flush=True)
-
-
 def needs_of(study: Study) -> Needs:
     workloads = [study.workload(i) for i in range(len(study.workloads))]
     return Needs(
@@ -170,23 +145,6 @@ def needs_of(study: Study) -> Needs:
         userland=any(w.needs_userland for w in workloads),
         packages=frozenset(p for w in workloads for p in w.packages()),
     )
-
-
-@contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM ends a run as Ctrl-C does: through ``finally`` blocks that clean up."""
-
-    def handler(signum: int, frame: FrameType | None) -> NoReturn:
-        raise KeyboardInterrupt
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 class Stopwatch:
@@ -209,8 +167,8 @@ class Stopwatch:
             into[name] = into.get(name, 0.0) + time.monotonic() - t0
 
     def add(self, name: str, seconds: float) -> None:
-        """A step timed before the runner was made (``doctor``: the host examined to choose the
-        default study's platforms)."""
+        """A step timed before the run's session was made (``doctor``: the host examined to
+        choose the default study's platforms)."""
         self.record.steps[name] = self.record.steps.get(name, 0.0) + seconds
 
     def now(self) -> TimeRecord:
@@ -219,18 +177,10 @@ class Stopwatch:
         return self.record
 
 
-class RunnerOptions(TypedDict, total=False):
-    """What ``Runner.create`` and ``Runner.resume`` pass on to the runner as they make it."""
-
-    on_progress: Callable[[Progress], None]
-    on_message: Callable[[str], None]
-    started: float | None
-
-
 @dataclass
 class RunScope:
-    """What one ``Runner.run`` holds on the host: claimed when it starts, let go when it ends
-    (Ctrl-C included), so that nothing of a run outlives it."""
+    """What one run holds on the host: claimed when it starts, let go when it ends (Ctrl-C
+    included), so that nothing of a run outlives it."""
 
     needs: Needs
     """What the study's workloads need of every platform's instances."""
@@ -274,238 +224,59 @@ class RunScope:
             self.ledger.release_all()
 
 
+def plan_groups(
+    study: Study,
+    done: set[tuple[str, int]],
+    ascents: Ascents,
+    reps: range,
+    wanted: set[str] | None = None,
+) -> list[Group]:
+    """The groups with cells still to measure (not ``done``: (cell key, repetition) stored), in
+    interleaved order; ``wanted`` restricts to those cell keys. An ascent's cells are measured
+    once per climb instead of in ``reps``."""
+    cells = [c for c in study.cells() if wanted is None or c.key in wanted]
+    climbs = {c.key: ascents.repetitions(c) for c in cells}
+    last = max([reps.stop - 1, *(k for k in climbs.values() if k is not None)])
+    groups = []
+    for rep in range(reps.start, last + 1):
+        for platform in study.platforms:
+            for count in study.counts(platform):
+                todo = [
+                    c
+                    for c in cells
+                    if c.platform == platform
+                    and c.instances == count
+                    and (c.key, rep) not in done
+                    and (rep in reps if (top := climbs[c.key]) is None else rep <= top)
+                ]
+                if todo:
+                    groups.append(Group(rep, platform, count, todo))
+    return groups
+
+
+@dataclass(frozen=True)
 class Runner:
-    """Runs one study into one run of the store."""
+    """Measures a run's cells into the store, in instances its drivers start on what the run
+    holds on the host (``scope``). Its session makes it once the study's work is sized (the
+    ``study`` calibrated), with everything it uses."""
 
-    def __init__(
-        self,
-        study: Study,
-        store: Store,
-        run_id: str,
-        quick: bool,
-        on_progress: Callable[[Progress], None] = lambda p: None,
-        on_message: Callable[[str], None] = _to_stderr,
-        started: float | None = None,
-    ) -> None:
-        """``on_message``: where every line the runner has to say goes, one line a call (the
-        CLI shows it above its progress bar). ``started``: when ``hvbench run`` started
-        (``time.monotonic()``), where the run's time is counted from (default: now)."""
-        self.study = study
-        self.store = store
-        self.run_id = run_id
-        self.quick = quick
-        self.on_progress = on_progress
-        self.on_message = on_message
-        self.failed_samples = 0
-        self._ascents = Ascents(study, store, run_id)
-        earlier = TimeRecord.from_json(store.artifacts(run_id).get(TIME))
-        self.stopwatch = Stopwatch(earlier, time.monotonic() if started is None else started)
+    study: Study
+    store: Store
+    run_id: str
+    quick: bool
+    scope: RunScope
+    stopwatch: Stopwatch
+    ascents: Ascents
+    on_progress: Callable[[Progress], None]
 
-    # entry points ----------------------------------------------------------------------
-
-    @classmethod
-    def create(
-        cls,
-        study: Study,
-        store: Store,
-        quick: bool,
-        labels: dict[str, str] | None = None,
-        **kw: Unpack[RunnerOptions],
-    ) -> Runner:
-        """A new run: stored with its study and the host inventory before anything starts; a
-        study whose instances cannot fit this host is refused before that. A ``--quick`` run
-        measures the study's quick form (``Study.quickened``). ``labels`` (``--label``: the
-        build under test, say) are kept in its options for ``history`` to order and explain by."""
-        study = study.quickened() if quick else study
-        misfits = plan.misfits(study, plan.this_host())
-        if misfits:
-            raise StudyError(f"{study.source}: cannot run on this host: {'; '.join(misfits)}")
-        run_id = new_run_id()
-        git = _git_commit()
-        store.create_run(
-            RunRecord(
-                id=run_id,
-                study_name=study.name,
-                study_text=study.text,
-                study_source=study.source,
-                status="running",
-                created_at=datetime.now(UTC),
-                hvbench_version=__version__,
-                git_commit=git.commit,
-                options={"quick": quick, **({LABELS: labels} if labels else {})},
-                inventory=inventory.collect(),
-            )
-        )
-        runner = cls(study, store, run_id, quick, **kw)
-        if git.unsaid is not None:  # once a process
-            runner.on_message(f"hvbench: the run's git commit is unknown ({git.unsaid})")
-            git.unsaid = None
-        return runner
-
-    @classmethod
-    def resume(cls, store: Store, run_id: str, **kw: Unpack[RunnerOptions]) -> Runner:
-        """Continue a run: its study and options come from the store, not from a file.
-        Failed samples are forgotten so that they are measured again."""
-        run = store.run(run_id)
-        study = parse_study(run.study_text, f"{run.study_source} (stored with run {run.id})")
-        quick = bool(run.options.get("quick"))
-        store.delete_failed(run.id)
-        Ascents.resumed(store, run.id)
-        store.set_run_status(run.id, "running")
-        return cls(study.quickened() if quick else study, store, run.id, quick, **kw)
-
-    def run(self) -> str:
-        """Measure every sample not yet in the store; return the run's final status."""
-        notice = self._profile_notice
-        scope = RunScope.claim(self.run_id, needs_of(self.study), self.study.profile, notice)
-        status = "interrupted"
-        try:
-            with _sigterm_as_interrupt():
-                self._run_all(scope)
-            status = "failed" if self.failed_samples else "finished"
-        finally:
-            try:
-                scope.close()
-            finally:
-                self.keep_time()
-                self.store.set_run_status(self.run_id, status, finished=status != "interrupted")
-        return status
-
-    def keep_time(self) -> TimeRecord:
-        """Store where the run's time went so far (the artifact ``time``) and return it."""
-        record = self.stopwatch.now()
-        self.store.add_artifact(self.run_id, TIME, record.to_json(), replace=True)
-        return record
-
-    # the plan --------------------------------------------------------------------------
-
-    def _groups(self, reps: range, wanted: set[str] | None = None) -> list[Group]:
-        """The groups with cells still to measure, in interleaved order; ``wanted`` restricts
-        to those cell keys. An ascent's cells are measured once per climb instead of in
-        ``reps``."""
+    def measure(
+        self, reps: range, wanted: set[str] | None = None, deadline: float = math.inf
+    ) -> Measured:
+        """Measure the groups with cells still to measure in ``reps`` (``plan_groups``), in
+        order, each sample stored as it is taken; stop before a group that would not fit the
+        ``deadline`` (a ``time.monotonic()`` value)."""
         done = self.store.done(self.run_id)
-        cells = [c for c in self.study.cells() if wanted is None or c.key in wanted]
-        climbs = {c.key: self._ascents.repetitions(c) for c in cells}
-        last = max([reps.stop - 1, *(k for k in climbs.values() if k is not None)])
-        groups = []
-        for rep in range(reps.start, last + 1):
-            for platform in self.study.platforms:
-                for count in self.study.counts(platform):
-                    todo = [
-                        c
-                        for c in cells
-                        if c.platform == platform
-                        and c.instances == count
-                        and (c.key, rep) not in done
-                        and (rep in reps if (top := climbs[c.key]) is None else rep <= top)
-                    ]
-                    if todo:
-                        groups.append(Group(rep, platform, count, todo))
-        return groups
-
-    def _run_all(self, scope: RunScope) -> None:
-        # --quick is a smoke run: shortened workloads, one repetition, no adaptive ones
-        self._calibrate(scope)
-        reps = 1 if self.quick else self.study.repetitions
-        self._run_groups(self._groups(range(1, reps + 1)), scope)
-        adaptive = self.study.adaptive
-        if adaptive is None or self.quick:
-            return
-        t0 = time.monotonic()
-        budget = adaptive.budget_minutes * 60
-        stopped_by: Literal["max_repetitions", "budget_minutes"] = "max_repetitions"
-        for rep in range(self.study.repetitions + 1, adaptive.max_repetitions + 1):
-            wanted = self._imprecise_cells(adaptive.ci_target, adaptive.max_repetitions)
-            if not wanted:
-                break
-            groups = self._groups(range(rep, rep + 1), wanted)
-            if time.monotonic() - t0 > budget or not self._run_groups(
-                groups, scope, deadline=t0 + budget
-            ):
-                stopped_by = "budget_minutes"
-                break
-        short = self._imprecise_cells(adaptive.ci_target, math.inf)
-        record = AdaptiveRecord(**adaptive.model_dump(), stopped_by=stopped_by, short=sorted(short))
-        self.store.add_artifact(self.run_id, ADAPTIVE, record.to_json(), replace=True)
-
-    def _calibrate(self, scope: RunScope) -> None:
-        """Size the work of the workloads whose settings ask for it (``scale: auto``) natively
-        on this host, once per run, before any sample: kept as the artifact ``calibration``
-        (and with each cell's workload settings), so that every platform, and the run when
-        resumed, does the same work. A ``--quick`` run keeps its fixed smoke-run work."""
-        stored: dict[str, dict] = self.store.artifacts(self.run_id).get(CALIBRATION) or {}
-        todo = [
-            i
-            for i, settings in enumerate(self.study.workloads)
-            if settings.calibrates() and str(i) not in stored and not self.quick
-        ]
-        if todo:
-            with self.stopwatch.step("calibration"):
-                needs = needs_of(
-                    replace(self.study, workloads=[self.study.workloads[i] for i in todo])
-                )
-                driver = NativeDriver(
-                    CALIBRATION, self._native_platform(), needs, scope.ledger, scope.network,
-                    scope.workdir / CALIBRATION,
-                )  # fmt: skip
-                (scope.workdir / CALIBRATION).mkdir(exist_ok=True)
-                fix = "pin the work instead (cpu apps: a scale, or work per program; dd: a size)"
-                try:
-                    instances = driver.start(1, time.monotonic() + START_TIMEOUT_S)
-                except (InstanceError, HvbenchError) as e:
-                    raise HvbenchError(
-                        f"calibration: no native instance ({_one_line(e)}); {fix}"
-                    ) from e
-                try:
-                    for i in todo:
-                        workload = self.study.workload(i)
-                        label = workload.settings.label()
-                        self.on_message(f"hvbench: sizing the jobs of {label} natively")
-                        try:
-                            settings = calibrate(workload, instances[0], scope.network)
-                        except (InstanceError, ValueError) as e:
-                            raise HvbenchError(
-                                f"sizing {label} natively: {_one_line(e)}; {fix}"
-                            ) from e
-                        stored[str(i)] = settings.model_dump(mode="json")
-                        self.store.add_artifact(self.run_id, CALIBRATION, stored, replace=True)
-                finally:
-                    driver.stop(instances)
-                    driver.close()
-        self.study = self.study.calibrated({int(i): data for i, data in stored.items()})
-
-    def _native_platform(self) -> NativeSettings:
-        """Where calibration sizes the jobs: the study's native platform (the baseline first),
-        whose data disk (a block device, say) is the one dd's bytes are sized on; else the
-        host with native's defaults."""
-        natives = {
-            name: settings
-            for name, settings in self.study.platforms.items()
-            if isinstance(settings, NativeSettings)
-        }
-        first = next(iter(natives.values()), NativeSettings(driver="native"))
-        return natives.get(self.study.baseline or "", first)
-
-    def _imprecise_cells(self, ci_target: float, max_count: float) -> set[str]:
-        """Keys of cells with fewer than ``ADAPTIVE_MIN_N`` repetitions or a headline metric
-        whose CI (over repetitions, instances averaged) is still wider than the target, among
-        those with fewer than ``max_count``. Side figures (a retransmits count) do not keep a
-        cell going."""
-        cells = {c.id: c for c in self.store.cells(self.run_id)}
-        singles = headline_singles(self.store.metric_rows(self.run_id), cells)
-        return {
-            cells[cell_id].key
-            for (cell_id, _), single in singles.items()
-            if needs_more(list(single), ci_target, max_count=max_count)
-        }
-
-    def _run_groups(
-        self,
-        groups: list[Group],
-        scope: RunScope,
-        deadline: float = float("inf"),
-    ) -> bool:
-        """Measure the groups in order; False if one would not fit the ``deadline``."""
+        groups = plan_groups(self.study, done, self.ascents, reps, wanted)
         total = sum(len(g.cells) for g in groups)
         kvm = plan.this_host().kvm
         estimates = {
@@ -514,32 +285,40 @@ class Runner:
             for c in g.cells
         }
         remaining = sum(estimates[c.key] for g in groups for c in g.cells)
-        done = 0
+        count = failed = 0
         for whole in groups:
-            climbing = [c for c in whole.cells if self._ascents.reaches(c, whole.repetition)]
+            climbing = [c for c in whole.cells if self.ascents.reaches(c, whole.repetition)]
             group = replace(whole, cells=climbing)
             skipped = [estimates[c.key] for c in whole.cells if c not in group.cells]
             total, remaining = total - len(skipped), remaining - sum(skipped)
             if not group.cells:
                 continue
             if time.monotonic() + sum(estimates[c.key] for c in group.cells) > deadline:
-                return False  # the next group would not fit the time budget
-            driver = scope.driver(group.platform, self.study.platforms[group.platform])
-            for cell, record, missed, pace in self._group(scope, driver, group):
-                self.store.add_sample(self._cell_id(cell, driver), record)
-                self._ascents.climbed(cell, record, missed, pace)
-                if record.status != "ok":
-                    self.failed_samples += 1
-                done += 1
-                remaining -= estimates[cell.key]
+                return Measured(failed, fitted=False)
+            driver = self.scope.driver(group.platform, self.study.platforms[group.platform])
+            for sample in self._start_sample_stop(driver, group):
+                record = sample.record
+                self.store.add_sample(self._store_cell(sample.cell, driver), record)
+                self.ascents.climbed(sample.cell, record, sample.missed, sample.pace)
+                failed += record.status != "ok"
+                count += 1
+                remaining -= estimates[sample.cell.key]
                 self.on_progress(
                     Progress(
-                        cell, group.repetition, done, total, record.status, record.error, remaining
+                        sample.cell,
+                        group.repetition,
+                        count,
+                        total,
+                        record.status,
+                        record.error,
+                        remaining,
                     )
                 )
-        return True
+        return Measured(failed, fitted=True)
 
-    def _cell_id(self, cell: Cell, driver: Driver) -> int:
+    def _store_cell(self, cell: Cell, driver: Driver) -> int:
+        """Store the cell's row, once a run (its platform as the driver describes it, its
+        workload's settings, what ran), and return its id."""
         settings = self.study.workloads[cell.workload_index]
         return self.store.cell_id(
             self.run_id,
@@ -565,120 +344,96 @@ class Runner:
             described = {**described, "image": {"key": manifest["key"]}}
         return described
 
-    def _group(
-        self, scope: RunScope, driver: Driver, group: Group
-    ) -> Iterator[tuple[Cell, SampleRecord, str | None, ClientPace | None]]:
-        """Start the instances once, sample every cell in them, stop them; each sample with
-        why it did not hold and its clients' pace (``_sample``), its instances still up. A
-        cell whose sample killed an instance is followed by a fresh start; if starting fails,
-        the group's remaining cells fail with that error rather than waiting for a start
-        each."""
+    def _start_sample_stop(self, driver: Driver, group: Group) -> Iterator[CellSample]:
+        """Start the group's instances once, sample every cell in them, stop them; each sample
+        yielded with its instances still up. A cell whose sample killed an instance is followed
+        by a fresh start; if starting fails, the group's remaining cells fail with that error
+        rather than waiting for a start each."""
         rep, cells = group.repetition, group.cells
-        instances: list[Instance] | None = None
+        up: GroupUp | None = None
         retried: str | None = None
         try:
             for i, cell in enumerate(cells):
-                if instances is None:
+                if up is None:
                     started, t0 = datetime.now(UTC), time.monotonic()
                     try:
-                        instances, start, retried = self._start(driver, group.count)
+                        up = self._start(driver, group.count)
                     except (InstanceError, HvbenchError) as e:
+                        error = f"start: {one_line(e)}"
                         for rest in cells[i:]:
-                            error = f"start: {_one_line(e)}"
-                            yield rest, self._failed(rep, started, t0, error), error, None
+                            yield CellSample(rest, _failed(rep, started, t0, error), error, None)
                         return
+                    retried = up.retried
                 with (
                     self.stopwatch.step(cell.workload, workload=True),
-                    scope.profiler.window() as profile,
+                    self.scope.profiler.window() as profile,
                 ):
-                    record, missed, pace = self._sample(
-                        self.study.workload(cell.workload_index),
-                        driver,
-                        instances,
-                        scope.network,
-                        rep,
-                        start,
-                        profile,
-                    )
+                    sample = self._sample(cell, driver, up, rep, profile)
                 if retried:
-                    record.platform_state = replace(
-                        record.platform_state, start_retried_after=retried
+                    sample.record.platform_state = replace(
+                        sample.record.platform_state, start_retried_after=retried
                     )
                     retried = None
-                yield cell, record, missed, pace
-                if not all(inst.alive() for inst in instances):
-                    driver.stop(instances)
-                    instances = None
+                yield sample
+                if not all(inst.alive() for inst in up.instances):
+                    driver.stop(up.instances)
+                    up = None
         finally:
-            if instances is not None:
-                driver.stop(instances)
+            if up is not None:
+                driver.stop(up.instances)
 
-    def _start(self, driver: Driver, count: int) -> tuple[list[Instance], GroupStart, str | None]:
+    def _start(self, driver: Driver, count: int) -> GroupUp:
         """Start the instances, timed; a guest that did not come up is no measurement, so a
         failed start is tried once more, the first error is kept with the next sample and the
         instances that failed in it are counted in the GroupStart."""
         try:
-            return (*self._timed_start(driver, count, failed=0), None)
+            return self._timed_start(driver, count, failed=0)
         except InstanceError as e:
-            first = _one_line(e)
+            first = one_line(e)
             failed = e.failed if isinstance(e, StartFailed) else count
         try:
-            return (*self._timed_start(driver, count, failed), first)
+            return replace(self._timed_start(driver, count, failed), retried=first)
         except (InstanceError, HvbenchError) as e:
-            raise InstanceError(f"{first}; tried again: {_one_line(e)}") from e
+            raise InstanceError(f"{first}; tried again: {one_line(e)}") from e
 
-    def _timed_start(
-        self, driver: Driver, count: int, failed: int
-    ) -> tuple[list[Instance], GroupStart]:
+    def _timed_start(self, driver: Driver, count: int, failed: int) -> GroupUp:
         """Start the instances; the driver opened first (its images built or found, once a
         run), so that the run's time tells image builds from boots."""
         deadline = time.monotonic() + start_allowance(driver.settings)
         with self.stopwatch.step("images"):
             driver.open()
         with self.stopwatch.step("boots"):
-            instances = driver.start(count, deadline)
-        seconds = driver.parallel_start_s
-        assert seconds is not None, f"{driver.name}: start did not go through start_parallel"
-        return instances, GroupStart(seconds, {i.name: dict(i.boot) for i in instances}, failed)
-
-    @staticmethod
-    def _failed(rep: int, started: datetime, t0: float, error: str) -> SampleRecord:
-        return SampleRecord(
-            repetition=rep,
-            status="failed",
-            error=error,
-            started_at=started,
-            seconds=time.monotonic() - t0,
-            platform_state=PlatformState(),
-            host_cpu=None,
-            metrics=[],
-            raw=[],
-        )
-
-    def _profile_notice(self, line: str) -> None:
-        """Say why the run goes on without profiles and keep the line with the run, for its
-        report."""
-        self.on_message(line)
-        self.store.add_artifact(self.run_id, "profile", {"notice": line}, replace=True)
-
-    # one sample ------------------------------------------------------------------------
+            started = driver.start(count, deadline)
+        boots = {i.name: dict(i.boot) for i in started.instances}
+        return GroupUp(started.instances, GroupStart(started.seconds, boots, failed))
 
     def _sample(
-        self,
-        workload: Workload,
-        driver: Driver,
-        instances: list[Instance],
-        network: RunNetwork,
-        rep: int,
-        start: GroupStart,
-        profile: Window,
-    ) -> tuple[SampleRecord, str | None, ClientPace | None]:
-        """One sample through ``run_sample``, as its record, with why it did not hold (its
-        error, or the load its workload says it missed; None: held) and its clients' pace."""
+        self, cell: Cell, driver: Driver, up: GroupUp, rep: int, profile: Window
+    ) -> CellSample:
+        """One sample of the cell through ``run_sample``, as its record."""
+        workload = self.study.workload(cell.workload_index)
         source = driver.host_cpu_source()
-        run = run_sample(workload, instances, network, self.quick, start, source, profile)
-        record = _record(rep, run, instances, source.cores)
-        return record, run.error or workload.missed(run.outcomes), workload.pace(run.outcomes)
+        run = run_sample(
+            workload, up.instances, self.scope.network, self.quick, up.start, source, profile
+        )
+        record = _record(rep, run, up.instances, source.cores)
+        missed = run.error or workload.missed(run.outcomes)
+        return CellSample(cell, record, missed, workload.pace(run.outcomes))
+
+
+def _failed(rep: int, started: datetime, t0: float, error: str) -> SampleRecord:
+    """The record of a sample that could not be taken: its instances did not start."""
+    return SampleRecord(
+        repetition=rep,
+        status="failed",
+        error=error,
+        started_at=started,
+        seconds=time.monotonic() - t0,
+        platform_state=PlatformState(),
+        host_cpu=None,
+        metrics=[],
+        raw=[],
+    )
 
 
 def calibrate(workload: Workload[W], instance: Instance, network: RunNetwork) -> W:
@@ -757,7 +512,7 @@ def run_sample(
             except threading.BrokenBarrierError:
                 continue  # another instance failed first; its error is the one reported
             except Exception as e:  # a failed cell is recorded, the run goes on
-                text = _one_line(e)
+                text = one_line(e)
                 prefix = "" if text.startswith(f"{inst.name}: ") else f"{inst.name}: "
                 if error is None:
                     error, failure = prefix + text, e
@@ -806,7 +561,9 @@ def _record(rep: int, run: SampleRun, instances: list[Instance], cores: int) -> 
     )
 
 
-def _one_line(e: BaseException) -> str:
+def one_line(e: BaseException) -> str:
+    """An error as one line for a sample's record or a message: where it is not one of ours, its
+    type and the line that raised it."""
     text = str(e).strip().replace("\n", " | ") or type(e).__name__
     if not isinstance(e, (HvbenchError, InstanceError, ValueError)):
         where = traceback.extract_tb(e.__traceback__)[-1:]

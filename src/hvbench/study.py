@@ -480,13 +480,12 @@ def parse_study(text: str, source: str) -> Study:
         base = platforms.get(top.baseline or "")
         if operation is None:
             continue
-        if base is not None and driver_class(base).refuses(operation, base):
+        if base is not None and base.refuses(operation):
             baseless.add(i)
         for name, settings in platforms.items():
             if not w.runs_on(name):
                 continue
-            driver = driver_class(settings)
-            why = driver.refuses(operation, settings) or (plan and driver.refuses_plan(plan))
+            why = settings.refuses(operation) or (plan and settings.refuses_plan(plan))
             if why:
                 raise loc.error(
                     ("workloads", i, "name"),

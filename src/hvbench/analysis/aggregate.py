@@ -17,13 +17,13 @@ import math
 import warnings
 from collections import defaultdict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from hvbench.analysis.model import CellInfo, Starved
+from hvbench.analysis.model import Starved
 from hvbench.analysis.stats import OUTLIER_LEVEL, behind_most, null_threshold
-from hvbench.store import PlatformState
+from hvbench.store import CellView, PlatformState
 
 STARVED_RATIO = 0.7
 """An instance whose value is below this share of the median of the other instances of its
@@ -44,10 +44,31 @@ def is_throughput(unit: str, higher_is_better: bool) -> bool:
     return higher_is_better and unit.strip() != "%"
 
 
+@dataclass(frozen=True)
+class Readings:
+    """One metric's values in one cell as stored: one per repetition and instance that
+    reported it, the four arrays row by row."""
+
+    repetitions: np.ndarray
+    instances: np.ndarray
+    values: np.ndarray
+    resolutions: np.ndarray
+    """Of each value (``Metric.resolution``); NaN where unknown."""
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def of_resolutions(self) -> Readings:
+        """The resolutions in place of the values, for ``cell_values`` to average and sum as it
+        does the values: a mean's rounding error is within half the mean of its values'
+        resolutions, a sum's within half their sum."""
+        return replace(self, values=self.resolutions)
+
+
 @dataclass
 class CellValues:
-    """One metric's values in one cell, per repetition and per instance, from the store's
-    (repetition, instance, value) rows."""
+    """One metric's values in one cell, per repetition and per instance, from its
+    ``Readings``."""
 
     reps: np.ndarray
     single: np.ndarray
@@ -129,17 +150,19 @@ class CellValues:
         return (behind, of) if far else None
 
 
-def cell_values(triples: np.ndarray, instances: int) -> CellValues:
-    """Group (repetition, instance, value) rows; a repetition where an instance did not report
-    has a single figure but no aggregate (a sum with a missing part would look like a loss)."""
-    reps, rep_idx = np.unique(triples[:, 0], return_inverse=True)
+def cell_values(readings: Readings, instances: int) -> CellValues:
+    """Group a cell's readings by repetition and by instance; a repetition where an instance
+    did not report has a single figure but no aggregate (a sum with a missing part would look
+    like a loss)."""
+    values = readings.values
+    reps, rep_idx = np.unique(readings.repetitions, return_inverse=True)
     counts = np.bincount(rep_idx, minlength=len(reps))
-    sums = np.bincount(rep_idx, weights=triples[:, 2], minlength=len(reps))
+    sums = np.bincount(rep_idx, weights=values, minlength=len(reps))
     full = counts >= instances
-    labels, inst_idx = np.unique(triples[:, 1], return_inverse=True)
-    per_instance = np.bincount(inst_idx, weights=triples[:, 2]) / np.bincount(inst_idx)
+    labels, inst_idx = np.unique(readings.instances, return_inverse=True)
+    per_instance = np.bincount(inst_idx, weights=values) / np.bincount(inst_idx)
     table = np.full((len(reps), len(labels)), np.nan)
-    table[rep_idx, inst_idx] = triples[:, 2]
+    table[rep_idx, inst_idx] = values
     return CellValues(
         reps.astype(int),
         sums / counts,
@@ -159,7 +182,7 @@ def overcommit(states: list[PlatformState]) -> bool | None:
 
 
 def scaling(
-    aggregates: Mapping[tuple[int, str], tuple[CellInfo, float]],
+    aggregates: Mapping[tuple[int, str], tuple[CellView, float]],
 ) -> dict[tuple[int, str], float]:
     """Each throughput figure's scaling efficiency against its platform's smallest count, by
     (cell id, metric); ``aggregates`` are the figures' cell and aggregate mean."""

@@ -53,7 +53,7 @@ from hvbench.analysis.model import (
     NOT_MEASURED,
     REFUTED,
     STRADDLES,
-    Judged,
+    JudgedClaim,
     MetricResult,
     RunAnalysis,
     pick_baseline_cell,
@@ -123,7 +123,7 @@ def slo_claims(a: RunAnalysis) -> list[Claim]:
 
 
 @dataclass(frozen=True)
-class Figure:
+class ClaimEvidence:
     """What a claim is judged on: a platform's repetitions (and, for a % of native, the
     baseline's), with the resolution of each mean (None: unknown)."""
 
@@ -154,7 +154,7 @@ class Tested(NamedTuple):
 
 
 def judge_claims(
-    figures: Sequence[Figure], bounds: Sequence[float], at_most: Sequence[bool]
+    figures: Sequence[ClaimEvidence], bounds: Sequence[float], at_most: Sequence[bool]
 ) -> list[Tested]:
     """The statistical core, one family of claims, each ``Tested``. ``bounds``: in the metric's
     unit, or the share of native for a figure with a baseline."""
@@ -195,7 +195,7 @@ def judge_claims(
     return out
 
 
-def _unresolved(f: Figure, estimate: float, bound: float) -> bool:
+def _unresolved(f: ClaimEvidence, estimate: float, bound: float) -> bool:
     """Whether the figure is within half its mean's resolution of its bound (relative, for a
     share of native: the two sides' half-steps): no interval is narrower than that, so no count
     of repetitions on the same clock would settle it."""
@@ -211,7 +211,7 @@ def _unresolved(f: Figure, estimate: float, bound: float) -> bool:
     return abs(estimate / bound - 1) <= rel * (1 + 1e-9)
 
 
-def _interval(r: Ratio, f: Figure, bound: float, s: float) -> tuple[float, float, float]:
+def _interval(r: Ratio, f: ClaimEvidence, bound: float, s: float) -> tuple[float, float, float]:
     """The claim's figure and its interval: the mean (the bound plus the difference), or the
     share of native kept (``normalize.from_ratio`` of the ratio scaled back by ``s``)."""
     if f.baseline is None:
@@ -238,11 +238,11 @@ def _repetitions(r: Ratio, n: int, family: int) -> int | None:
     return int(counts[ok[0]]) if len(ok) else None
 
 
-def judged(a: RunAnalysis, claims: Sequence[Claim] | None = None) -> list[Judged]:
+def judged(a: RunAnalysis, claims: Sequence[Claim] | None = None) -> list[JudgedClaim]:
     """A run's claims judged as one family: those its study expects (``claims``: others, such
     as another study's, for ``hvbench claims --expect``) and its consolidation's SLOs."""
     wanted = [*(stored_claims(a.study_text) if claims is None else claims), *slo_claims(a)]
-    rows: list[tuple[Claim, str, str, int | None, MetricResult | None, Figure | None]] = []
+    rows: list[tuple[Claim, str, str, int | None, MetricResult | None, ClaimEvidence | None]] = []
     for claim in wanted:
         rows += _targets(a, _as_share(claim))
     live = {
@@ -263,7 +263,7 @@ def judged(a: RunAnalysis, claims: Sequence[Claim] | None = None) -> list[Judged
             nan = math.nan
             why = _unjudged(claim, r, count)
             figures = (nan, nan, nan, claim.unit or "", 0, nan, nan, INCONCLUSIVE, why)
-            out.append(Judged(*(head + figures), title=a.title(workload)))
+            out.append(JudgedClaim(*(head + figures), title=a.title(workload)))
             continue
         t = results[i]
         assert r is not None
@@ -275,7 +275,7 @@ def judged(a: RunAnalysis, claims: Sequence[Claim] | None = None) -> list[Judged
             t.low < 0 <= t.estimate and not claim.of_native and not signed(r.name, r.single_values)
         )
         out.append(
-            Judged(
+            JudgedClaim(
                 *head,
                 t.estimate * factor,
                 max(t.low, 0.0) * factor if floored else t.low * factor,
@@ -359,7 +359,7 @@ def _display(claim: Claim, r: MetricResult) -> tuple[float, str]:
 
 def _targets(
     a: RunAnalysis, claim: Claim
-) -> list[tuple[Claim, str, str, int | None, MetricResult | None, Figure | None]]:
+) -> list[tuple[Claim, str, str, int | None, MetricResult | None, ClaimEvidence | None]]:
     """Each (platform, cell) a claim is about, with its figure; a platform named but with no
     such figure is there with none (not measured); "all" takes the platforms that have it
     (for a % of native, all but the baseline)."""
@@ -386,20 +386,20 @@ def _targets(
     return out
 
 
-def _figure(a: RunAnalysis, claim: Claim, r: MetricResult | None) -> Figure | None:
+def _figure(a: RunAnalysis, claim: Claim, r: MetricResult | None) -> ClaimEvidence | None:
     """The repetitions a claim is judged on; None where there are none (or, for a % of
     native, no baseline's)."""
     if r is None or not len(r.single_values):
         return None
     if not claim.of_native:
-        return Figure(r.single_values, None, r.higher_is_better, (None, r.single.resolution))
+        return ClaimEvidence(r.single_values, None, r.higher_is_better, (None, r.single.resolution))
     base_cells = [c for c in a.cells if c.platform == a.baseline]
     pick = pick_baseline_cell(base_cells, r.cell.workload, r.cell.instances)
     base = a.result(pick.platform, pick.workload, r.name, pick.instances) if pick else None
     if base is None or base is r:
         return None
     resolutions = (base.single.resolution, r.single.resolution)
-    return Figure(r.single_values, base.single_values, r.higher_is_better, resolutions)
+    return ClaimEvidence(r.single_values, base.single_values, r.higher_is_better, resolutions)
 
 
 # --- what a run says of them ---------------------------------------------------------------
@@ -410,14 +410,14 @@ def lines(a: RunAnalysis) -> list[str]:
     return [j.line() for j in a.claims if not j.claim.slo]
 
 
-def slo_part(j: Judged) -> str:
+def slo_part(j: JudgedClaim) -> str:
     """ "web 5.0 [4.8–5.2 ms] ≤ 50 ms: held": an SLO claim within its workload's line."""
     role = j.claim.metric.split(".")[1]
     tail = f" ({s})" if (s := j.settle()) else ""
     return f"{role} {j.measured()} ≤ {j.claim.bound:g} ms: {j.outcome}{tail}"
 
 
-def as_json(j: Judged) -> dict:
+def as_json(j: JudgedClaim) -> dict:
     """A judged claim for ``--json``, the JSON lines export and the history."""
 
     def num(x: float) -> float | None:

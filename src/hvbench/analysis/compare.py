@@ -27,9 +27,9 @@ throughputs, kernbench's elapsed time; for a cpu cell, the sub-scores of its com
 chance of any false regression in a family at most ``alpha``, however many metrics it holds. The
 printed interval is each metric's own (what "no significant change" reads, an intersection–union
 test that needs no correction); one that excludes no change while Holm's step-down does not pass
-is marked "significant only before correction" (``Judged.before_correction``), so that no line
-reads as a change its verdict denies. Where a verdict is not settled, ``Judged`` says what would
-settle an unchanged metric 80% of the time: repetitions a run, or runs a side.
+is marked "significant only before correction" (``JudgedMetric.before_correction``), so that no
+line reads as a change its verdict denies. Where a verdict is not settled, ``JudgedMetric`` says
+what would settle an unchanged metric 80% of the time: repetitions a run, or runs a side.
 
 Comparing two platforms interleaved in one study (A and B builds as two platforms) is sounder
 than comparing runs: their repetitions share the host's state, and no allowance is needed.
@@ -52,7 +52,7 @@ from hvbench.analysis.stats import (
     PRACTICAL,
     Ratio,
     Resolutions,
-    Summary,
+    SampleSummary,
     detectable,
     holm,
     moments,
@@ -129,7 +129,7 @@ class Allowance:
 
 
 @dataclass(frozen=True)
-class Judged:
+class JudgedMetric:
     """One metric's statistics and verdict within its family."""
 
     ratio: Ratio
@@ -213,7 +213,7 @@ def _settle(
     confidence: float,
 ) -> list[tuple[int | None, int | None]]:
     """Per pair, (repetitions a run, runs a side) that would settle it were it unchanged
-    (``Judged``): from the relative spread of one observation on each side, the allowance, and
+    (``JudgedMetric``): from the relative spread of one observation on each side, the allowance, and
     the rounding error of each mean (resolution²/12, which more repetitions do not shrink)."""
     (mean_a, var_a, n_a), (_, var_b, n_b) = (
         moments([np.asarray(pair[side], dtype=float) for pair in pairs]) for side in (0, 1)
@@ -239,12 +239,12 @@ def judge_family(
     threshold: float = THRESHOLD,
     alpha: float = ALPHA_ACROSS_RUNS,
     by_run: bool = False,
-) -> list[Judged]:
+) -> list[JudgedMetric]:
     """The statistical core of ``compare``: the metrics of one family, judged together (Holm's
     step-down over the family); ``by_run``: the observations are runs' means (what would
     settle them is then more runs). A metric with an ``alarm`` is judged at it too (Holm's
     step-down over the family again): a regression or improvement that does not hold there is
-    inconclusive (``Judged.assumed_only``)."""
+    inconclusive (``JudgedMetric.assumed_only``)."""
     pairs = [(m.a, m.b) for m in metrics]
     allowance = [m.allowance for m in metrics]
     allowance_df = [m.allowance_df for m in metrics]
@@ -289,12 +289,12 @@ def judge_family(
     out = []
     for i, (r, p, d, v) in enumerate(zip(rs, adjusted, found, verdicts, strict=True)):
         raw = r.p_value < alpha and not p < alpha
-        out.append(Judged(r, p, d, v, raw, *needs.get(i, (None, None)), assumed_only[i]))
+        out.append(JudgedMetric(r, p, d, v, raw, *needs.get(i, (None, None)), assumed_only[i]))
     return out
 
 
 @dataclass
-class Change:
+class MetricChange:
     """One metric of one (platform, workload, instance count) on both sides."""
 
     platform: str
@@ -303,12 +303,12 @@ class Change:
     name: str
     unit: str
     higher_is_better: bool
-    a: Summary
-    b: Summary
+    a: SampleSummary
+    b: SampleSummary
     """The observations of each side: repetitions of one run, or several runs' means."""
     headline: bool
     """In the gating family."""
-    judged: Judged
+    judged: JudgedMetric
     allowance: float = 0.0
     """The run-to-run allowance added to each side (relative)."""
 
@@ -355,7 +355,7 @@ class Comparison:
     threshold: float
     allowance: Allowance
     """The run-to-run allowance used, and its source (none when runs are the unit)."""
-    changes: list[Change]
+    changes: list[MetricChange]
     only_a: list[str]
     only_b: list[str]
     work_apart: dict[str, str] = field(default_factory=dict)
@@ -374,21 +374,21 @@ class Comparison:
     def label(runs: list[RunAnalysis]) -> str:
         return ",".join(r.run_id for r in runs)
 
-    def family(self, headline: bool) -> list[Change]:
+    def family(self, headline: bool) -> list[MetricChange]:
         return [c for c in self.changes if c.headline == headline]
 
     @property
-    def regressions(self) -> list[Change]:
+    def regressions(self) -> list[MetricChange]:
         """Regressions of headline metrics: what fails the gate."""
         return [c for c in self.family(True) if c.verdict == REGRESSION]
 
     @property
-    def unsettled(self) -> list[Change]:
+    def unsettled(self) -> list[MetricChange]:
         """Headline metrics that are inconclusive or not tested."""
         return [c for c in self.family(True) if not c.settled]
 
     @property
-    def assumed(self) -> list[Change]:
+    def assumed(self) -> list[MetricChange]:
         """Headline metrics judged at the assumed allowance (``ALLOWANCE``, not measured): a
         regression there must hold at ``ALARM`` too, but a pass cannot be held so (no interval
         at 3% lies within ±5%), and a host whose runs differ by more than 1% can pass a
@@ -396,10 +396,10 @@ class Comparison:
         return [c for c in self.family(True) if self.allowance.alarm_of(c.workload) is not None]
 
     @property
-    def cannot_gate(self) -> list[Change]:
+    def cannot_gate(self) -> list[MetricChange]:
         """Inconclusive headline metrics that these data could not have settled even unchanged
         (not 80% of the time): more repetitions a run, or more runs a side, than were given
-        are needed to gate them at all (``Judged.repetitions``, ``Judged.runs``)."""
+        are needed to gate them at all (``JudgedMetric.repetitions``, ``JudgedMetric.runs``)."""
         out = []
         for c in self.family(True):
             have = len(self.a) if self.by_run else min(c.a.n, c.b.n)
@@ -533,13 +533,13 @@ def compare(
             alarm=allowed.alarm_of(k.workload),
         )
 
-    judged: dict[MetricKey, Judged] = {}
+    judged: dict[MetricKey, JudgedMetric] = {}
     for gating in (True, False):
         keys = [k for k in shared if (k in headline) == gating]
         family = judge_family([observed(k) for k in keys], threshold, alpha, by_run)
         judged.update(zip(keys, family, strict=True))
     changes = [
-        Change(
+        MetricChange(
             platform=k.platform,
             workload=k.workload,
             instances=k.instances,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hvbench.analysis.model import Climb, Density, HostCpu, MetricResult
-from hvbench.analysis.stats import Summary
+from hvbench.analysis.stats import SampleSummary
 from hvbench.store import HostCpuReading
 from hvbench.store.ascent import AscentRecord
 
@@ -113,7 +113,7 @@ class WorkCost:
     """ "host CPU-s per GB", "host CPU-s per 1000 events", "host cores per ×native"."""
 
 
-def work_cost(unit: str, per_core: Summary) -> WorkCost | None:
+def work_cost(unit: str, per_core: SampleSummary) -> WorkCost | None:
     """Host CPU per unit of work: the inverse of throughput per busy host core. For a rate of X
     per second, busy cores per (X/s) are CPU-seconds per X: given per GB, GiB or Gbit for byte
     and bit rates, per 1000 for counts (operations, events); a figure that is no rate (the cpu

@@ -26,7 +26,7 @@ from hvbench.analysis.compare import (
     gates,
 )
 from hvbench.analysis.model import MetricKey, RunAnalysis
-from hvbench.analysis.run import analyse
+from hvbench.analysis.run_analysis import analyse
 from hvbench.analysis.stats import run_to_run
 from hvbench.errors import HvbenchError
 from hvbench.store import Store
@@ -40,13 +40,13 @@ def earlier_runs(store: Store, a: RunAnalysis, b: RunAnalysis, limit: int = HIST
     of A and B, the newest ``limit``; none where A and B differ in study or host."""
     if _apart(a, b):
         return []
-    host = a.inventory.get("hostname")
+    host = a.inventory.hostname
     latest = max(a.created_at, b.created_at)
     found = [
         r.id
         for r in store.runs()
         if r.study_name == a.study_name
-        and (r.inventory or {}).get("hostname") == host
+        and r.inventory.hostname == host
         and r.id not in (a.run_id, b.run_id)
         and r.created_at < latest
     ]
@@ -87,7 +87,7 @@ def measured(store: Store, a: RunAnalysis, b: RunAnalysis) -> Allowance:
     """The allowance of a comparison of A with B, one run a side: measured from the earlier
     runs where they measure it, else ``ALLOWANCE`` assumed, saying what would measure it."""
     ids = earlier_runs(store, a, b)
-    where = f"study {a.study_name!r} on host {a.inventory.get('hostname') or '(unnamed)'!r}"
+    where = f"study {a.study_name!r} on host {a.inventory.name!r}"
     history = []
     for run_id in ids:
         try:
@@ -116,5 +116,5 @@ def measured(store: Store, a: RunAnalysis, b: RunAnalysis) -> Allowance:
 
 def _apart(a: RunAnalysis, b: RunAnalysis) -> bool:
     """A and B are of different studies or hosts (or a host without a name)."""
-    host = a.inventory.get("hostname")
-    return not host or b.inventory.get("hostname") != host or a.study_name != b.study_name
+    host = a.inventory.hostname
+    return not host or b.inventory.hostname != host or a.study_name != b.study_name

@@ -32,7 +32,7 @@ class HostFigure:
     pct_low: float | None
     pct_high: float | None
     identical_repetitions: str | None = None
-    """Where the repetitions show no spread the measurement resolves (``Summary.identical``):
+    """Where the repetitions show no spread the measurement resolves (``SampleSummary.identical``):
     the interval is then its resolution's, or none."""
 
     def as_json(self) -> dict:

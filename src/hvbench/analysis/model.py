@@ -1,31 +1,25 @@
 """The analysed run as the report sees it: cells, their metrics with every derived figure,
-and the run around them. Built by ``analysis.run.analyse`` from the store; read by the
+and the run around them. Built by ``analysis.run_analysis.analyse`` from the store; read by the
 verdicts, comparisons and every exporter (it knows nothing of how it was built)."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
 from hvbench.analysis.normalize import Normalized, rounded
-from hvbench.analysis.stats import ALPHA, MAX_REPETITIONS, Ratio, Summary, Trend
-from hvbench.store import CellView, MetricView
+from hvbench.analysis.stats import ALPHA, MAX_REPETITIONS, Ratio, SampleSummary, Trend
+from hvbench.store import CellView, Inventory, MetricView
 from hvbench.store.ascent import AscentStop
-
-if TYPE_CHECKING:
-    from hvbench.study import Claim
+from hvbench.study import Claim
 
 COMPOSITE = "cpu.composite.score"
 ASYMMETRY = 0.15
 """Directions whose means differ by more than this (relative to the larger) are asymmetric."""
-
-
-CellInfo = CellView
-"""A cell of the run as the analysis reads it: the store's view of it, what ran included."""
 
 
 NOISY_STEAL = 0.05
@@ -169,9 +163,9 @@ class MetricKey(NamedTuple):
 @dataclass(frozen=True, eq=False)
 class MetricResult:
     """One metric of one cell, with every derived figure (built once, with all of them, by
-    ``analysis.run``; equal only to itself, as its arrays cannot be compared)."""
+    ``analysis.run_analysis``; equal only to itself, as its arrays cannot be compared)."""
 
-    cell: CellInfo
+    cell: CellView
     name: str
     unit: str
     higher_is_better: bool
@@ -191,14 +185,14 @@ class MetricResult:
     """Mean over repetitions of the CV across the instances of each (NaN with one instance)."""
     starved: dict[int, Starved]
     """Instances far behind the others of the cell (``CellValues.starved``)."""
-    single: Summary
-    aggregate: Summary | None
+    single: SampleSummary
+    aggregate: SampleSummary | None
     vs_baseline: Normalized | None = None
     aggregate_vs_baseline: Normalized | None = None
     efficiency: float | None = None
     overcommit: bool | None = None
     per_core_values: np.ndarray | None = None
-    per_core: Summary | None = None
+    per_core: SampleSummary | None = None
     cost_vs_baseline: Ratio | None = None
     """Host CPU this platform spends for one unit of the work, relative to the baseline (the
     baseline's work per busy core over this platform's), with its interval; None for the
@@ -221,7 +215,7 @@ class MetricResult:
 class Symmetry:
     """Inbound and outbound of one cell side by side."""
 
-    cell: CellInfo
+    cell: CellView
     inbound: MetricResult
     outbound: MetricResult
     ratio: float
@@ -258,7 +252,7 @@ class HostCondition:
     fix: str
 
     @staticmethod
-    def of(inventory: dict) -> list[HostCondition]:
+    def of(inventory: Inventory) -> list[HostCondition]:
         """The conditions an inventory holds; none for a run recorded before they were."""
         return [
             HostCondition(
@@ -268,7 +262,7 @@ class HostCondition:
                 str(c.get("effect", "")),
                 str(c.get("fix", "")),
             )
-            for c in inventory.get("conditions") or []
+            for c in inventory.conditions
         ]
 
 
@@ -301,7 +295,7 @@ mean: more repetitions of readings on the same clock give the same interval."""
 
 
 @dataclass(frozen=True)
-class Judged:
+class JudgedClaim:
     """One claim on one platform, judged within the run's family."""
 
     claim: Claim
@@ -344,6 +338,15 @@ class Judged:
     floored: bool = False
     """The interval of a mean that cannot be below 0 (a time, a rate, a size) reached below 0:
     its lower bound is 0, and its line says so."""
+
+    def to_json(self) -> dict:
+        """By field name, NaN as null: what a history keeps of it (``series.RunFigures``)."""
+        return {k: json_number(v) for k, v in vars(self).items()} | {"claim": asdict(self.claim)}
+
+    @classmethod
+    def from_json(cls, data: dict) -> JudgedClaim:
+        numbers = {k: number_of(data[k]) for k in _NUMBERS}
+        return cls(**{**data, **numbers, "claim": Claim(**data["claim"])})
 
     def figure(self) -> tuple[str, str]:
         """ "52.3 s", "[49.1–55.5 s]"; "9.81%", "[9.52–10.1%]" (of native): rounded outward,
@@ -398,6 +401,24 @@ class Judged:
         return f"claim: {where}: {self.claim.text}: {self.measured()}: {self.outcome}{tail}{source}"
 
 
+_NUMBERS = ("estimate", "low", "high", "p_value", "p_holm")
+"""A judged claim's figures: NaN where not measured or not tested, an interval's end
+unbounded."""
+
+
+def json_number(v: object) -> object:
+    """A value as JSON (PostgreSQL's included) holds it: NaN as null, an unbounded end of an
+    interval as "inf" or "-inf" (``number_of`` reads them back)."""
+    if not isinstance(v, float) or math.isfinite(v):
+        return v
+    return None if math.isnan(v) else str(v)
+
+
+def number_of(v: float | str | None) -> float:
+    """A number ``json_number`` wrote."""
+    return math.nan if v is None else float(v)
+
+
 @dataclass
 class RunAnalysis:
     """Everything exporters show, for one run."""
@@ -410,16 +431,16 @@ class RunAnalysis:
     hvbench_version: str
     git_commit: str | None
     options: dict
-    inventory: dict
+    inventory: Inventory
     artifacts: dict
     study_text: str
     baseline: str | None
-    cells: list[CellInfo]
+    cells: list[CellView]
     platforms: list[str]
     results: list[MetricResult]
     host_cpu: dict[int, HostCpu]
     symmetry: list[Symmetry]
-    failed: list[tuple[CellInfo, int, str]]
+    failed: list[tuple[CellView, int, str]]
     """(cell, repetition, error) of failed samples."""
     commands: list[tuple[str, list[str]]] = field(default_factory=list)
     """(tool, argv) of each distinct command the run used."""
@@ -450,7 +471,7 @@ class RunAnalysis:
     missing: dict[tuple[str, str, int], str] = field(default_factory=dict)
     """(platform, workload, count) -> why the cell has no headline figure at all (a composite
     with a sub-score of 0 in every repetition), for its verdict line to say."""
-    claims: list[Judged] = field(default_factory=list)
+    claims: list[JudgedClaim] = field(default_factory=list)
     """What the study expects and the consolidation's SLOs, judged as one family
     (``claims.judged``)."""
 
@@ -516,7 +537,7 @@ class Starved(NamedTuple):
     """...of those in which it had others to compare with."""
 
 
-def pick_baseline_cell(cells: list[CellInfo], workload: str, count: int) -> CellInfo | None:
+def pick_baseline_cell(cells: list[CellView], workload: str, count: int) -> CellView | None:
     """The baseline's cell for a workload: same count, else highest below, else lowest."""
     same = [c for c in cells if c.workload == workload]
     if not same:

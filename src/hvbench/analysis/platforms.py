@@ -16,13 +16,11 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import TypeVar
 
-from hvbench.analysis.model import CellInfo
 from hvbench.analysis.normalize import Normalized
 from hvbench.analysis.stats import ALPHA, holm
+from hvbench.store import CellView
 
 DISK_WORKLOAD = "disk"
-RECORDS = ("resolved", "image", "rootfs")
-"""What describe() adds to the settings: what was resolved, and manifests of what booted."""
 K = TypeVar("K")
 
 
@@ -43,7 +41,7 @@ def label(name: str, ran: list[str], words: Iterable[str] = (), nested: bool = F
     return f"{name} [{', '.join(parts)}]" if parts else name
 
 
-def platform_labels(cells: Iterable[CellInfo]) -> tuple[dict[str, str], dict[str, str | None]]:
+def platform_labels(cells: Iterable[CellView]) -> tuple[dict[str, str], dict[str, str | None]]:
     """Per platform, its label and what ran ("kvm", or "kvm/tcg" if its cells differ)."""
     ran: dict[str, list[str]] = {}
     words: dict[str, set[str]] = {}
@@ -61,14 +59,8 @@ def platform_labels(cells: Iterable[CellInfo]) -> tuple[dict[str, str], dict[str
     )
 
 
-def defining_settings(settings: dict) -> dict:
-    """The platform's settings as the study gave them (defaults filled in), without what the
-    driver recorded besides (resolved values, image manifests): what defines the platform."""
-    return {k: v for k, v in settings.items() if k not in RECORDS}
-
-
 def above_baseline(
-    figures: Mapping[K, tuple[CellInfo, bool, Normalized | None]],
+    figures: Mapping[K, tuple[CellView, bool, Normalized | None]],
 ) -> dict[K, str]:
     """Why each headline disk figure above the baseline's is not a win; ``figures`` are the
     run's (cell, headline, against the baseline), and the answer has those that are suspect.
@@ -99,7 +91,7 @@ def above_baseline(
     }
 
 
-def _above(cell: CellInfo, v: Normalized, p_holm: float, family: int) -> str | None:
+def _above(cell: CellView, v: Normalized, p_holm: float, family: int) -> str | None:
     """Why one headline disk figure is above the baseline and not a win (``above_baseline``);
     ``family``: how many of the run's headline disk figures Holm's step-down is over."""
     if not v.pct_of_native > 100:

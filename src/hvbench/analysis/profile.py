@@ -13,15 +13,15 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping
 
-from hvbench.analysis.model import CellInfo, PlatformProfile, TopFunction
-from hvbench.store import FunctionView
+from hvbench.analysis.model import PlatformProfile, TopFunction
+from hvbench.store import CellView, FunctionView
 
 TOP = 30
 """Functions a platform's profile shows, as the post's table did."""
 
 
 def platform_profiles(
-    rows: list[FunctionView], cells: Mapping[int, CellInfo], top: int = TOP
+    rows: list[FunctionView], cells: Mapping[int, CellView], top: int = TOP
 ) -> list[PlatformProfile]:
     """Per (workload, platform), workloads and platforms in the run's order: the ``top``
     functions by samples summed over the platform's profiled samples of that workload. Each

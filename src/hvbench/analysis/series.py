@@ -25,22 +25,21 @@ analyses it, so that a history of a thousand runs reads them rather than analysi
 from __future__ import annotations
 
 import fnmatch
-import math
 import re
 from collections import defaultdict
-from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 from typing import NamedTuple
 
-from hvbench.analysis import changes, claims
+from hvbench.analysis import changes
 from hvbench.analysis.cache import run_key
 from hvbench.analysis.compare import _flat, gates
-from hvbench.analysis.model import CellInfo, RunAnalysis
-from hvbench.analysis.run import analyse
+from hvbench.analysis.model import JudgedClaim, RunAnalysis, json_number, number_of
+from hvbench.analysis.run_analysis import analyse
 from hvbench.errors import HvbenchError
-from hvbench.store import FLEET, LABELS, RunRecord, Store, image_artifact
+from hvbench.store import FLEET, LABELS, CellView, RunRecord, Store, image_artifact
 from hvbench.units import interval_strings
 
 TIME = "time"
@@ -52,17 +51,6 @@ LABEL = "label:"
 ORDERS = (TIME, QEMU, KERNEL, GUEST_KERNEL, COMMIT, f"{LABEL}NAME")
 """What ``--by`` takes."""
 
-HOST_ITEMS = (
-    "kernel",
-    "cpu_model",
-    "cores_logical",
-    "cores_physical",
-    "memory_bytes",
-    "distribution",
-    "virtualization",
-    "python",
-)
-"""Inventory items whose change may explain a change point (``host.inventory.collect``)."""
 VOLATILE = re.compile(r"load\.|ksm\.pages_sharing$")
 """Host conditions that are measurements of the moment, different in every run."""
 VERSION = re.compile(r"\d+(?:\.\d+)+")
@@ -76,10 +64,11 @@ class ItemKind(StrEnum):
 
     HVBENCH = "hvbench"
     QEMU = "QEMU"
-    """The QEMU the cell ran (its platform's ``resolved.qemu``)."""
+    """The QEMU the cell ran (its platform's ``Provenance.qemu``)."""
     GUEST_KERNEL = "guest kernel"
     HOST = "host"
-    """An inventory item (``HOST_ITEMS``)."""
+    """An item of the host's description (``Inventory.described``) but its name: a series is
+    of one host."""
     HOST_TOOL = "host tool"
     HOST_CONDITION = "host condition"
     PLATFORM = "platform"
@@ -275,8 +264,8 @@ class RunFigures:
     figures: list[Figure]
     provenance: dict[str, dict[ProvenanceItem, str]]
     """Per cell key (``provenance``)."""
-    claims: list[dict] = field(default_factory=list)
-    """The run's judged claims (``claims.as_json``), for a claim's outcome run by run."""
+    claims: list[JudgedClaim] = field(default_factory=list)
+    """The run's judged claims, for a claim's outcome run by run."""
 
     @classmethod
     def of(cls, run: RunAnalysis) -> RunFigures:
@@ -300,48 +289,48 @@ class RunFigures:
             for r in run.results
         ]
         cells = {c.key: provenance(run, c) for c in run.cells}
-        return cls(host_of(run), figures, cells, [claims.as_json(j) for j in run.claims])
+        return cls(host_of(run), figures, cells, list(run.claims))
 
     def to_json(self) -> dict:
-        """As JSON holds it: NaN (one repetition's interval) as null."""
+        """As JSON holds it, each record by its fields' names (``model.json_number``). Kept
+        under a key of the code that wrote it (``cache.run_key``), so that what an older
+        hvbench kept is worked out again rather than read."""
         return {
             "host": self.host,
-            "figures": [[_null(v) for v in vars(f).values()] for f in self.figures],
+            "figures": [{k: json_number(v) for k, v in vars(f).items()} for f in self.figures],
             "provenance": {
-                cell: [[item.kind.value, item.name, value] for item, value in items.items()]
+                cell: [
+                    {"kind": item.kind.value, "name": item.name, "value": value}
+                    for item, value in items.items()
+                ]
                 for cell, items in self.provenance.items()
             },
-            "claims": self.claims,
+            "claims": [j.to_json() for j in self.claims],
         }
 
     @classmethod
     def from_json(cls, data: dict) -> RunFigures:
-        names = [f.name for f in fields(Figure)]
-        figures = []
-        for row in data["figures"]:
-            values = dict(zip(names, row, strict=True))
-            values |= {k: math.nan for k in ("mean", "low", "high") if values[k] is None}
-            figures.append(Figure(**values))
+        figures = [
+            Figure(**{**f, **{k: number_of(f[k]) for k in ("mean", "low", "high")}})
+            for f in data["figures"]
+        ]
         provenance = {
-            cell: {ProvenanceItem(ItemKind(kind), name): value for kind, name, value in rows}
-            for cell, rows in data["provenance"].items()
+            cell: {ProvenanceItem(ItemKind(i["kind"]), i["name"]): i["value"] for i in items}
+            for cell, items in data["provenance"].items()
         }
-        return cls(data["host"], figures, provenance, data["claims"])
-
-
-def _null(v: object) -> object:
-    return None if isinstance(v, float) and math.isnan(v) else v
+        claims = [JudgedClaim.from_json(j) for j in data["claims"]]
+        return cls(data["host"], figures, provenance, claims)
 
 
 def host_of(run: RunAnalysis) -> str:
     """The host a run ran on: its fleet name, else its inventory's hostname."""
     tag = run.artifacts.get(FLEET) or {}
-    return str(tag.get("host") or run.inventory.get("hostname") or "(unnamed)")
+    return str(tag.get("host") or run.inventory.name)
 
 
-def _guest_kernel(run: RunAnalysis, cell: CellInfo) -> str | None:
+def _guest_kernel(run: RunAnalysis, cell: CellView) -> str | None:
     """The guest kernel of the cell's image, where its guests booted one."""
-    key = (cell.platform_settings.get("image") or {}).get("key")
+    key = cell.provenance.image_key
     if key is None:
         return None
     kernel = (run.artifacts.get(image_artifact(key)) or {}).get("kernel") or {}
@@ -350,22 +339,22 @@ def _guest_kernel(run: RunAnalysis, cell: CellInfo) -> str | None:
     return f"{kernel.get('release', '')} ({kernel.get('version', '')})".strip()
 
 
-def provenance(run: RunAnalysis, cell: CellInfo) -> dict[ProvenanceItem, str]:
+def provenance(run: RunAnalysis, cell: CellView) -> dict[ProvenanceItem, str]:
     """What the store recorded of a run for one of its cells, flat (``Difference``'s items)."""
-    inv = run.inventory or {}
+    host = {k: v for k, v in run.inventory.described().items() if k != "hostname"}
     items: dict[ProvenanceItem, object] = {
         HVBENCH_COMMIT: run.git_commit,
         HVBENCH_VERSION: run.hvbench_version,
     }
-    settings = _flat(cell.platform_settings)
-    items[QEMU_RAN] = settings.pop("resolved.qemu", None)
+    described = cell.provenance
+    items[QEMU_RAN] = described.qemu
     items[GUEST_KERNEL_RAN] = _guest_kernel(run, cell)
     conditions = [c for c in run.conditions if not VOLATILE.match(c.name)]
-    groups: list[tuple[ItemKind, dict[str, object]]] = [
-        (ItemKind.HOST, {k: inv.get(k) for k in HOST_ITEMS}),
-        (ItemKind.HOST_TOOL, inv.get("tools") or {}),
+    groups: list[tuple[ItemKind, Mapping[str, object]]] = [
+        (ItemKind.HOST, host),
+        (ItemKind.HOST_TOOL, run.inventory.tools),
         (ItemKind.HOST_CONDITION, {c.name: c.value for c in conditions}),
-        (ItemKind.PLATFORM, settings),
+        (ItemKind.PLATFORM, _flat({**described.settings, **described.records()})),
         (ItemKind.WORKLOAD, _flat(cell.workload_settings)),
         (ItemKind.LABEL, run.options.get(LABELS) or {}),
     ]
@@ -587,17 +576,25 @@ def _find_changes(series: list[Series]) -> None:
         ]
 
 
+@dataclass(frozen=True)
+class ClaimRun:
+    """A claim as one run judged it."""
+
+    run_id: str
+    time: datetime
+    judged: JudgedClaim
+
+
 @dataclass
 class ClaimHistory:
-    """One claim on one platform of a study on one host, run by run: (run, its time, the
-    judged claim as ``claims.as_json`` gives it), oldest first."""
+    """One claim on one platform of a study on one host, run by run, oldest first."""
 
     study: str
     host: str
     label: str
     workload: str
     claim: str
-    runs: list[tuple[str, datetime, dict]] = field(default_factory=list)
+    runs: list[ClaimRun] = field(default_factory=list)
 
 
 def claim_histories(
@@ -606,8 +603,8 @@ def claim_histories(
     """Each claim's outcome in every run of a study (every study's where None) on each host."""
     found: dict[tuple, ClaimHistory] = {}
     for run, figures in sorted(_runs(store, study, host), key=lambda x: x[0].created_at):
-        for c in figures.claims:
-            key = (run.study_name, figures.host, c["label"], c["workload"], c["claim"])
+        for j in figures.claims:
+            key = (run.study_name, figures.host, j.label, j.workload, j.claim.text)
             h = found.setdefault(key, ClaimHistory(*key))
-            h.runs.append((run.id, run.created_at, c))
+            h.runs.append(ClaimRun(run.id, run.created_at, j))
     return sorted(found.values(), key=lambda h: (h.study, h.host, h.label, h.workload, h.claim))

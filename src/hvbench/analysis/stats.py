@@ -133,7 +133,7 @@ def _t_quantile(q: float, df: int) -> float:
 
 
 @dataclass(frozen=True)
-class Summary:
+class SampleSummary:
     """One series of repetitions, summarized. ``ci_low``/``ci_high`` are NaN for n < 2."""
 
     n: int
@@ -337,7 +337,7 @@ def bimodal(values: np.ndarray) -> tuple[int, ...]:
 def summarize_many(
     series: Sequence[Sequence[float] | np.ndarray],
     resolutions: Sequence[float | None] | None = None,
-) -> list[Summary]:
+) -> list[SampleSummary]:
     """Median, mean, standard deviation (n − 1), CV, 95% CI of the mean, outliers and
     bimodality of each series; its interval no narrower than its resolution (the mean's, one
     per series, None where unknown: see the module's docstring). Bootstraps are batched, and
@@ -360,7 +360,7 @@ def identical(std: float | np.ndarray, mean: float | np.ndarray) -> bool | np.nd
     return np.asarray(std) <= IDENTICAL_REL * np.abs(mean)
 
 
-def _summary(x: np.ndarray, ci: tuple[float, float], q: float | None) -> Summary:
+def _summary(x: np.ndarray, ci: tuple[float, float], q: float | None) -> SampleSummary:
     n = len(x)
     mean = float(np.mean(x))
     std = float(np.std(x, ddof=1)) if n > 1 else 0.0
@@ -370,7 +370,7 @@ def _summary(x: np.ndarray, ci: tuple[float, float], q: float | None) -> Summary
         flat = BELOW_RESOLUTION if float(np.ptp(x)) <= q / 2 else None
     elif n >= 2 and identical(std, mean):
         ci, flat = (math.nan, math.nan), RESOLUTION_UNKNOWN
-    return Summary(
+    return SampleSummary(
         n=n,
         median=float(np.median(x)),
         mean=mean,
@@ -385,7 +385,9 @@ def _summary(x: np.ndarray, ci: tuple[float, float], q: float | None) -> Summary
     )
 
 
-def summarize(values: Sequence[float] | np.ndarray, resolution: float | None = None) -> Summary:
+def summarize(
+    values: Sequence[float] | np.ndarray, resolution: float | None = None
+) -> SampleSummary:
     """``summarize_many`` of one series."""
     return summarize_many([values], [resolution])[0]
 

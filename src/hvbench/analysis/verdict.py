@@ -20,7 +20,6 @@ from hvbench.analysis import claims, slo
 from hvbench.analysis.cost import FAR_FROM_BUSY, work_shortfall
 from hvbench.analysis.model import (
     COMPOSITE,
-    CellInfo,
     Climb,
     Density,
     MetricResult,
@@ -41,6 +40,7 @@ from hvbench.analysis.stats import (
     ratio,
     reading,
 )
+from hvbench.store import CellView
 from hvbench.store.ascent import AscentStop
 
 DENSITY = "memory.density_instances"
@@ -246,7 +246,7 @@ def same_work_lines(a: RunAnalysis, workload: str) -> list[str] | None:
     return out
 
 
-def _same_work(a: RunAnalysis, cell: CellInfo, base: CellInfo | None) -> str:
+def _same_work(a: RunAnalysis, cell: CellView, base: CellView | None) -> str:
     """ "container 0.97× [0.93–1.01×] native's (10.1% of the host against 10.4%): no
     significant difference (within ±5%)", from the host CPU of each repetition (the clients'
     left out); that it did less work, where its rates fell short of the baseline's."""

@@ -88,7 +88,7 @@ def runs(db: DbOption = None, as_json: Annotated[bool, typer.Option("--json")] =
     table = Table("run", "study", "status", "started", "host")
     for r in rows:
         table.add_row(
-            r.id, r.study_name, r.status, f"{r.created_at:%Y-%m-%d %H:%M}", r.inventory["hostname"]
+            r.id, r.study_name, r.status, f"{r.created_at:%Y-%m-%d %H:%M}", r.inventory.name
         )
     out.print(table)
 

@@ -64,7 +64,7 @@ def run(
     labels = parse_labels(label or [])
     name = fleet_mod.fleet_name(study.text, study.name, quick, inventory, db or "", labels)
     print(f"fleet {name}", flush=True)
-    state = fleet_mod.FleetRun(name, {h: fleet_mod.Host(h) for h in hosts})
+    state = fleet_mod.FleetRun(name, {h: fleet_mod.HostProgress(h) for h in hosts})
     with tempfile.TemporaryDirectory(prefix="hvbench-fleet-") as tmp:
         extra = {
             "hvbench_archive": str(fleet_mod.pack(fleet_mod.checkout(), Path(tmp) / "hv.tar.gz")),
@@ -77,7 +77,7 @@ def run(
             "hvbench_setup": setup or [],
         }
 
-        def on_event(host: fleet_mod.Host) -> None:
+        def on_event(host: fleet_mod.HostProgress) -> None:
             if host.status == "failed":
                 _line(f"{host.name}: FAILED {host.error}")
             elif host.run_id and host.step == fleet_mod.RUN_TASK:

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 import math
-from math import nan
 from typing import Annotated
 
 import typer
 from rich.console import Console
 
+from hvbench.analysis import claims
 from hvbench.analysis.series import (
     TIME,
     ClaimHistory,
@@ -109,7 +109,10 @@ def _claims(histories: list[ClaimHistory], as_json: bool) -> None:
                 "label": h.label,
                 "workload": h.workload,
                 "claim": h.claim,
-                "runs": [{"run": r, "time": t.isoformat(), **c} for r, t, c in h.runs],
+                "runs": [
+                    {"run": r.run_id, "time": r.time.isoformat(), **claims.as_json(r.judged)}
+                    for r in h.runs
+                ],
             }
             for h in histories
         ]
@@ -117,14 +120,13 @@ def _claims(histories: list[ClaimHistory], as_json: bool) -> None:
         return
     for h in histories:
         out.print(f"{h.study} on {h.host}: {h.label} / {h.workload}: {h.claim}")
-        for run_id, time, c in h.runs:
-            est = "not measured"
-            if c["estimate"] is not None:
-                bounds = (c["ci_low"], c["ci_high"]) if c["ci_low"] is not None else (nan, nan)
-                value, low, high = interval_strings(c["estimate"], *bounds)
-                ci = f" [{low}, {high}]" if c["ci_low"] is not None else ""
-                est = f"{value}{ci} {c['unit']}"
-            out.print(f"  {run_id}  {time:%Y-%m-%d %H:%M}  {c['outcome']}: {est}  n={c['n']}")
+        for r in h.runs:
+            j, est = r.judged, "not measured"
+            if not math.isnan(j.estimate):
+                value, low, high = interval_strings(j.estimate, j.low, j.high)
+                ci = f" [{low}, {high}]" if not math.isnan(j.low) else ""
+                est = f"{value}{ci} {j.unit}"
+            out.print(f"  {r.run_id}  {r.time:%Y-%m-%d %H:%M}  {j.outcome}: {est}  n={j.n}")
 
 
 def history(

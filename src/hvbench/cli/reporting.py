@@ -19,7 +19,7 @@ from hvbench.analysis import claims as claims_of
 from hvbench.analysis.compare import ALLOWANCE, THRESHOLD, Allowance, Comparison
 from hvbench.analysis.compare import compare as compare_runs
 from hvbench.analysis.history import measured
-from hvbench.analysis.model import INCONCLUSIVE, OUTCOMES, REFUTED, Judged
+from hvbench.analysis.model import INCONCLUSIVE, OUTCOMES, REFUTED, JudgedClaim
 from hvbench.cli.options import DbOption
 from hvbench.errors import HvbenchError
 from hvbench.report import emit, render, render_comparison, site
@@ -176,7 +176,7 @@ def compare_exit(result: Comparison) -> int:
     return 1 if result.regressions else 3 if result.unsettled else 0
 
 
-def claims_exit(found: Sequence[Judged]) -> int:
+def claims_exit(found: Sequence[JudgedClaim]) -> int:
     """``hvbench claims``: 1 a claim refuted; 3 none, but one inconclusive; else 0."""
     outcomes = {j.outcome for j in found}
     return 1 if REFUTED in outcomes else 3 if INCONCLUSIVE in outcomes else 0

@@ -2,35 +2,35 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import platform
 import re
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
 import platformdirs
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
 
-from hvbench import doctor, plan
+from hvbench import doctor
 from hvbench.analysis import analyse, series
+from hvbench.analysis.run_analysis import headline_singles
+from hvbench.analysis.stats import needs_more
 from hvbench.cli.options import DbOption
 from hvbench.errors import HvbenchError
 from hvbench.report import write_report
 from hvbench.report.summary import Summary, print_summary, print_wrapped, summarize
 from hvbench.runner import Progress as RunProgress
-from hvbench.runner import Runner
-from hvbench.store import FLEET, Store, TimeRecord
+from hvbench.session import FleetPart, NewRun, Resume, RunSession
+from hvbench.store import Store, TimeRecord
 from hvbench.study import default_study, load_study
 
 err = Console(stderr=True)
-QUICK_NOTE = (
-    "--quick is a smoke run: every job shortened (a cpu program lasts a fraction of a second "
-    "natively), one repetition; it shows that everything runs, its figures are not measurements"
-)
 REPORTS = platformdirs.user_data_path("hvbench") / "reports"
 """Where the HTML report of every run is written, next to the default store."""
 
@@ -103,12 +103,13 @@ def run(
     if earlier is not None and earlier.status == "finished":
         print(f"run {earlier.id}: finished, in fleet {fleet} already", flush=True)
         return
+    start: NewRun | Resume
     if earlier is not None:
-        runner = Runner.resume(store, earlier.id, on_message=tell, started=started)
+        start = Resume(earlier.id)
     elif resume:
         if study_file is not None:
             raise HvbenchError("--resume takes the study stored with the run; give no STUDY")
-        runner = Runner.resume(store, resume, on_message=tell, started=started)
+        start = Resume(resume)
     else:
         examined_s = 0.0
         if study_file is not None:
@@ -117,77 +118,97 @@ def run(
             t0 = time.monotonic()
             study = default_study(doctor.available_drivers(doctor.examine()))
             examined_s = time.monotonic() - t0
-        if lacking := plan.missing_packages(study):
-            raise HvbenchError(f"{study.source}: cannot run on this host: {'; '.join(lacking)}")
-        if quick:
-            tell(f"hvbench: {QUICK_NOTE}")
-        for line in study.ignored_counts() + (study.short_jobs(quick=False) if not quick else []):
-            tell(f"hvbench: warning: {line}")
-        runner = Runner.create(study, store, quick, labels=labels, on_message=tell, started=started)
-        if examined_s:
-            runner.stopwatch.add("doctor", examined_s)
-        if fleet:
-            store.add_artifact(runner.run_id, FLEET, {"fleet": fleet, "host": fleet_host})
-    if as_json:
-        tell(f"run {runner.run_id}")
-    else:
-        print(f"run {runner.run_id}", flush=True)
-
-    with Progress(
+        part = FleetPart(fleet, fleet_host) if fleet else None
+        start = NewRun(study, quick, labels, part, examined_s)
+    bar = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("ETA {task.fields[eta]}"),
         console=err,
         transient=False,
-    ) as bar:
-        task = bar.add_task("starting", total=None, eta="?")
-
-        def on_progress(p: RunProgress) -> None:
-            mark = "" if p.status == "ok" else f"  [red]failed: {p.error}[/]"
-            bar.console.print(
-                f"rep {p.repetition} {p.cell.platform} × {p.cell.instances} {p.cell.workload}: "
-                f"{p.status}{mark}",
-                markup=True,
-                highlight=False,
-            )
-            bar.update(
-                task,
-                total=p.total,
-                completed=p.done,
-                description=f"{p.cell.platform} {p.cell.workload}",
-                eta=f"{p.eta_s / 60:.1f} min",
-            )
-
-        runner.on_progress = on_progress
-        status = runner.run()
-    summary: Summary | None = None
-    html: Path | None = None
-    if report:
-        with runner.stopwatch.step("analysis"):
-            analysis = analyse(store, runner.run_id)
-            series.keep(store, analysis)  # the history reads it, not analyse again
-            html = write_report(
-                store, runner.run_id, REPORTS / f"{runner.run_id}.html", analysis=analysis
-            )
-            summary = summarize(analysis)
-    spent = runner.keep_time()
+    )
+    session = RunSession.preflight(
+        store,
+        start,
+        on_progress=functools.partial(draw, bar, bar.add_task("starting", total=None, eta="?")),
+        on_message=tell,
+        judge=imprecise_cells,
+        started=started,
+    )
+    if as_json:
+        tell(f"run {session.run_id}")
+    else:
+        print(f"run {session.run_id}", flush=True)
+    with bar:
+        result = session.run()
+    end = session.finish(result, reported if report else None)
     if as_json:
         ended = {
-            "run": runner.run_id,
-            "status": status,
-            "failed_samples": runner.failed_samples,
-            "report": None if html is None else str(html),
-            "time": spent.to_json(),
-            "summary": None if summary is None else summary.as_json(),
+            "run": session.run_id,
+            "status": end.status,
+            "failed_samples": end.failed_samples,
+            "report": None if end.made is None else str(end.made.html),
+            "time": end.time.to_json(),
+            "summary": None if end.made is None else end.made.summary.as_json(),
         }
         print(json.dumps(ended, indent=2, ensure_ascii=False))
     else:
-        made = f"report: {html}" if html else f"no report (hvbench report {runner.run_id} makes it)"
-        last = f"run {runner.run_id}: {status}, {runner.failed_samples} failed sample(s); {made}"
-        print_end(Console(), runner.run_id, summary, spent, last)
-    if status == "failed":
+        run_id, made = session.run_id, end.made
+        said = f"report: {made.html}" if made else f"no report (hvbench report {run_id} makes it)"
+        last = f"run {run_id}: {end.status}, {end.failed_samples} failed sample(s); {said}"
+        print_end(Console(), run_id, made.summary if made else None, end.time, last)
+    if end.status == "failed":
         sys.exit(1)
+
+
+def draw(bar: Progress, task: TaskID, p: RunProgress) -> None:
+    """One sample's line above the progress bar, and the bar moved on."""
+    mark = "" if p.status == "ok" else f"  [red]failed: {p.error}[/]"
+    bar.console.print(
+        f"rep {p.repetition} {p.cell.platform} × {p.cell.instances} {p.cell.workload}: "
+        f"{p.status}{mark}",
+        markup=True,
+        highlight=False,
+    )
+    bar.update(
+        task,
+        total=p.total,
+        completed=p.done,
+        description=f"{p.cell.platform} {p.cell.workload}",
+        eta=f"{p.eta_s / 60:.1f} min",
+    )
+
+
+@dataclass(frozen=True)
+class Reported:
+    """What ``hvbench run`` makes of a finished run: its HTML report and its summary."""
+
+    html: Path
+    summary: Summary
+
+
+def reported(store: Store, run_id: str) -> Reported:
+    """The run analysed, its figures kept for the history (which reads them rather than
+    analysing it again), its HTML report written and its summary made."""
+    analysis = analyse(store, run_id)
+    series.keep(store, analysis)
+    html = write_report(store, run_id, REPORTS / f"{run_id}.html", analysis=analysis)
+    return Reported(html, summarize(analysis))
+
+
+def imprecise_cells(store: Store, run_id: str, ci_target: float, max_count: float) -> set[str]:
+    """The session's judge of precision (``session.PrecisionJudge``): keys of cells with fewer
+    than ``ADAPTIVE_MIN_N`` repetitions or a headline metric whose CI (over repetitions,
+    instances averaged) is still wider than the target, among those with fewer than
+    ``max_count``. Side figures (a retransmits count) do not keep a cell going."""
+    cells = {c.id: c for c in store.cells(run_id)}
+    singles = headline_singles(store.metric_rows(run_id), cells)
+    return {
+        cells[cell_id].key
+        for (cell_id, _), single in singles.items()
+        if needs_more(list(single), ci_target, max_count=max_count)
+    }
 
 
 def print_end(

@@ -29,7 +29,7 @@ from hvbench.drivers.base import Availability, Driver, PlatformSettings
 from hvbench.drivers.console import Console, launch
 from hvbench.drivers.disks import DataImage, format_data_disk
 from hvbench.drivers.footprint import KVM_PACE, Footprint, Pace
-from hvbench.drivers.last_words import last_words
+from hvbench.drivers.last_words import VmmFailed, last_words
 from hvbench.drivers.vmm_api import Endpoint, VmmApi
 from hvbench.errors import CommandTimeout, HvbenchError, InstanceError
 from hvbench.guest import image as guest_image
@@ -189,7 +189,7 @@ class Vmm:
             self.agent.wait_ready(deadline, self.alive)
         except InstanceError as e:
             if not self.alive():
-                raise InstanceError(f"{self.name}: the VMM exited ({self.last_words()})") from e
+                raise self.failure(f"{self.name}: the VMM exited") from e
             raise
         self.console.ready()
 
@@ -210,9 +210,14 @@ class Vmm:
 
     def last_words(self) -> str:
         """How the VMM ended, what it said (stderr, its log) and the guest's console."""
-        return last_words(
-            self.proc.poll(), stderr=self.stderr, log=self.log, console=self.console.log
-        )
+        return last_words(self.proc.poll(), **self._logs())
+
+    def failure(self, what: str) -> VmmFailed:
+        """The error that says ``what`` happened to this VMM, with its last words."""
+        return VmmFailed.of(what, self.proc, **self._logs())
+
+    def _logs(self) -> dict[str, Path | None]:
+        return {"stderr": self.stderr, "log": self.log, "console": self.console.log}
 
     def kill(self) -> None:
         self.agent.close()
@@ -304,7 +309,19 @@ def room_for_copies(source: Path, count: int, into: Path, who: str) -> None:
         )
 
 
-class ApiVmmDriver(Driver[S, I]):
+@dataclass(frozen=True)
+class ApiVmmOpened:
+    """What a microVM VMM's driver resolves once per run (``open``)."""
+
+    binary: str
+    """The VMM's executable."""
+    image: guest_image.GuestImage
+    """The guest image, whose vmlinux the VMM boots."""
+    rootfs: userland.RootImage | None
+    """The root filesystem image, where the workloads need a full userland."""
+
+
+class ApiVmmDriver(Driver[S, I, ApiVmmOpened]):
     """The lifecycle both microVM VMMs share; a driver says how to start its VMM (``_argv``)
     and how to configure and boot a guest through its API (``_boot``)."""
 
@@ -320,9 +337,6 @@ class ApiVmmDriver(Driver[S, I]):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._binary: str | None = None
-        self._image: guest_image.GuestImage | None = None
-        self._rootfs: userland.RootImage | None = None
         self._reserved: list[Resource] = []
 
     @classmethod
@@ -342,17 +356,7 @@ class ApiVmmDriver(Driver[S, I]):
     def what_ran(self) -> WhatRan:
         return replace(self.ran_by_settings(self.settings), nested=host_is_a_guest())
 
-    @property
-    def binary(self) -> str:
-        assert self._binary, "open() first"
-        return self._binary
-
-    @property
-    def image(self) -> guest_image.GuestImage:
-        assert self._image, "open() first"
-        return self._image
-
-    def _resolve(self) -> None:
+    def _resolve(self) -> ApiVmmOpened:
         binary = executable(self.settings.binary)
         if binary is None:
             raise HvbenchError(
@@ -365,13 +369,15 @@ class ApiVmmDriver(Driver[S, I]):
                 f"platform {self.platform}: {self.vmm_name} boots an uncompressed vmlinux, "
                 "which could not be extracted from the guest kernel"
             )
-        self._binary, self._image = binary, image
+        rootfs = None
         if self.needs.userland:
-            self._rootfs = userland.build(set(self.needs.tools), image, self.needs.packages)
+            rootfs = userland.build(set(self.needs.tools), image, self.needs.packages)
+        return ApiVmmOpened(binary, image, rootfs)
 
     def _prepare(self, count: int) -> None:
-        if self._rootfs:
-            room_for_copies(self._rootfs.disk, count, self.workdir, f"platform {self.platform}")
+        rootfs = self.opened.rootfs
+        if rootfs:
+            room_for_copies(rootfs.disk, count, self.workdir, f"platform {self.platform}")
         if self.settings.nic != "none":
             self.network.up()
         size = self._hugepage_size()
@@ -390,6 +396,7 @@ class ApiVmmDriver(Driver[S, I]):
         return False
 
     def _start_one(self, inst: I, deadline: float) -> None:
+        opened = self.opened
         prefix = self.workdir / f"{self.platform}-{inst.index}"
         made = inst.resources
         append = [BOOT_ARGS, f"hvbench.hostname={inst.name}", self.settings.kernel_args]
@@ -399,14 +406,14 @@ class ApiVmmDriver(Driver[S, I]):
             inst.tap, inst.mac = tap_and_mac(self.tap_tag, self.mac_byte, inst.index)
             made.append(self.network.add_tap(inst.tap, multi_queue=self._multi_queue_tap()))
         root = None
-        if self._rootfs:
+        if opened.rootfs:
             root = f"{prefix}.root.ext4"
             made.append(self.ledger.add("path", root))
             subprocess.run(
-                ["cp", "--reflink=auto", "--sparse=always", str(self._rootfs.disk), root],
+                ["cp", "--reflink=auto", "--sparse=always", str(opened.rootfs.disk), root],
                 check=True,
             )
-            append.append(self._rootfs.boot_args("/dev/vda"))
+            append.append(opened.rootfs.boot_args("/dev/vda"))
         data = None
         if self.needs.data_disk:
             data = DataImage.make(self, self.data_settings(), f"{prefix.name}.data.raw", made)
@@ -416,20 +423,19 @@ class ApiVmmDriver(Driver[S, I]):
             f"hvbench.modules={','.join(modules)}",
         ]
         spec = GuestSpec(
-            str(self.image.vmlinux),
-            str(self.image.initrd),
+            str(opened.image.vmlinux),
+            str(opened.image.initrd),
             " ".join(a for a in append if a),
             data,
             root,
         )
         boot_deadline = min(deadline, time.monotonic() + self.settings.boot_timeout)
-        inst.process = self.launch(inst, prefix, spec, boot_deadline, inst.channels)
+        vmm = inst.process = self.launch(inst, prefix, spec, boot_deadline, inst.channels)
         try:
-            inst.process.wait_ready(boot_deadline)
+            vmm.wait_ready(boot_deadline)
         except CommandTimeout as e:
-            words = inst.process.last_words()
-            raise InstanceError(f"{inst.name}: not ready in time ({e}; {words})") from e
-        inst.boot = inst.process.console.boot_phases() | self._vmm_phases(inst.process)
+            raise vmm.failure(f"{inst.name}: not ready in time ({e})") from e
+        inst.boot = vmm.console.boot_phases() | self._vmm_phases(vmm)
         if data is not None:
             device = self._data_device(inst, spec)
             format_data_disk(inst, device, self.data_description(data))
@@ -442,7 +448,7 @@ class ApiVmmDriver(Driver[S, I]):
         modules = []
         if self.settings.nic != "none":
             modules.append("virtio_net")
-        if self.needs.data_disk or self._rootfs:
+        if self.needs.data_disk or self.opened.rootfs:
             modules.append("virtio_blk")
         return modules
 
@@ -466,7 +472,7 @@ class ApiVmmDriver(Driver[S, I]):
         try:
             self._boot(vmm, inst, spec, vsock)
         except InstanceError as e:  # a refused setting or kernel: the VMM's word, its console's
-            raise InstanceError(f"{e} ({vmm.last_words()})") from e
+            raise vmm.failure(str(e)) from e
         return vmm
 
     def start_vmm(
@@ -482,7 +488,7 @@ class ApiVmmDriver(Driver[S, I]):
         try:
             vmm.api.wait(time.monotonic() + 30, vmm.alive, self._probe(vmm.api).path)
         except InstanceError as e:
-            raise InstanceError(f"{e} ({vmm.last_words()})") from e
+            raise vmm.failure(str(e)) from e
         vmm.api_up = vmm.since_start()
         return vmm
 
@@ -527,15 +533,16 @@ class ApiVmmDriver(Driver[S, I]):
 
     def describe(self) -> dict:
         info = super().describe()
-        if self._binary:
-            info["resolved"] = {
-                "vmm": vmm_version(self._binary),
-                "vmm_binary": self._binary,
-                "accel": "kvm",
-                "nested": host_is_a_guest(),
-            }
-        if self._image:
-            info["image"] = self._image.manifest
-        if self._rootfs:
-            info["rootfs"] = self._rootfs.summary()
+        if not self.is_open:
+            return info
+        opened = self.opened
+        info["resolved"] = {
+            "vmm": vmm_version(opened.binary),
+            "vmm_binary": opened.binary,
+            "accel": "kvm",
+            "nested": host_is_a_guest(),
+        }
+        info["image"] = opened.image.manifest
+        if opened.rootfs:
+            info["rootfs"] = opened.rootfs.summary()
         return info

@@ -28,22 +28,38 @@ if TYPE_CHECKING:
     from hvbench.host.resources import Ledger, Resource
 
 
+@dataclass(frozen=True)
+class Kept:
+    """What one instance keeps of the host for itself (``PlatformSettings.holds``)."""
+
+    memory: int
+    """Its guest memory, in bytes."""
+    cores: int
+    """Its vCPUs where they are pinned, else 0."""
+
+
 class PlatformSettings(BaseModel):
     """Settings common to every platform; each driver extends this with its own fields."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+    no_lifecycle: ClassVar[str] = "has no migration or snapshot operation"
+    """Why the platform's instances cannot be migrated or snapshotted (``refuses``)."""
+    copies_once: ClassVar[str | None] = None
+    """How the platform migrates where it has neither post-copy nor auto-converge (it copies the
+    guest in one way only), in the words of ``refuses_plan``'s refusal; None where it has both."""
 
     driver: str
     instances: list[PositiveInt] | None = Field(
         default=None, description="instance counts for this platform (default: the study's)"
     )
 
-    def holds(self) -> tuple[int, int]:
-        """Host memory (bytes) and host cores one instance keeps for itself: its guest memory,
-        and its vCPUs where they are pinned (0 for what a driver has not: native has neither)."""
+    def holds(self) -> Kept:
+        """Host memory and host cores one instance keeps for itself (0 for what a driver has
+        not: native has neither)."""
         memory = getattr(self, "memory", None) or 0
         pinned = getattr(self, "vcpus", 1) if getattr(self, "pin", False) else 0
-        return int(memory), int(pinned)
+        return Kept(int(memory), int(pinned))
 
     def host_misfits(self, count: int) -> list[str]:
         """What ``count`` instances need of this host beyond memory and cores that it lacks
@@ -60,6 +76,23 @@ class PlatformSettings(BaseModel):
         """How fast this platform goes on a host whose KVM runs stock guests (``kvm``), or one
         whose does not (``accel: auto`` resolves by it)."""
         raise NotImplementedError(f"driver {self.driver} has no pace")
+
+    def refuses(self, operation: Operation) -> str | None:
+        """Why this platform's instances cannot do ``operation`` (one line, checked when the
+        study is loaded), or None where ``Instance.lifecycle`` does it: the settings decide, so
+        that a study is judged without a driver."""
+        return f"the {self.driver} driver {self.no_lifecycle}"
+
+    def refuses_plan(self, plan: MigrationPlan) -> str | None:
+        """Why this platform cannot migrate the way ``plan`` asks (post-copy, auto-converge:
+        not every VMM has them, ``copies_once``), one line checked when the study is loaded, or
+        None."""
+        if self.copies_once and (plan.postcopy or plan.auto_converge):
+            return (
+                f"{self.copies_once}: no post-copy or auto-converge "
+                "(mode: precopy, auto_converge: false)"
+            )
+        return None
 
 
 @dataclass
@@ -119,6 +152,12 @@ class Instance(ABC):
     def host_pids(self) -> list[int]:
         """Host processes that make up this instance, for its share of host CPU."""
 
+    def platform_pids(self) -> list[int]:
+        """Those of ``host_pids()`` that are the platform's own beside the guest's where the
+        guest's are host processes too (a container engine's daemon, monitor, user-space
+        network): none of their memory is the guest's, all of it the platform's cost."""
+        return []
+
     def kill(self) -> None:  # noqa: B027 (a hook: most instances end with what they hold)
         """Stop the instance now, before ``Driver.stop`` releases what it holds (by default
         nothing: releasing its resources ends it)."""
@@ -154,8 +193,8 @@ class Instance(ABC):
 
     def lifecycle(self) -> Lifecycle | None:
         """The platform's operations on this running instance (live migration, snapshot and
-        restore), or None where its driver has none (``Driver.refuses`` says why, before a run
-        starts)."""
+        restore), or None where its driver has none (``PlatformSettings.refuses`` says why,
+        before a run starts)."""
         return None
 
 
@@ -219,25 +258,45 @@ gVisor's Sentry (Linux's system calls served in Go: no modules, no kernel server
 I = TypeVar("I", bound=Instance)  # noqa: E741 (the usual name of a type variable)
 
 
+@dataclass
+class Started(Generic[I]):
+    """What ``Driver.start`` started: the instances, all ready, and the seconds from starting
+    them at once until the last was (what a boot storm measures: without the driver's
+    preparation before it, such as finding or building the guest image)."""
+
+    instances: list[I]
+    seconds: float
+
+
 S = TypeVar("S", bound=PlatformSettings)
 
 
-class Driver(ABC, Generic[S, I]):
+R = TypeVar("R")
+"""What a driver resolves once per run (``open``): a frozen dataclass of its own."""
+
+
+class DriverNotOpen(RuntimeError):
+    """A driver asked for what ``open`` resolves before it was opened, or after ``close``: a
+    caller's mistake, named with the platform and the driver."""
+
+    def __init__(self, platform: str, driver: str) -> None:
+        super().__init__(f"platform {platform}: the {driver} driver is not open")
+        self.platform = platform
+        self.driver = driver
+
+
+class Driver(ABC, Generic[S, I, R]):
     """Makes instances (``I``) of one platform, from that platform's own settings (``S``). The
     runner keeps one driver per platform for the run: what the platform resolves is resolved
-    once (``open``), every group of instances is started and stopped (``start``, ``stop``), and
-    the driver is closed at the run's end (``close``). A template, after QEMUMachine's: the
-    public methods call the private hooks in a fixed order."""
+    once (``open``, which returns it: ``R``, then ``opened``), every group of instances is
+    started and stopped (``start``, ``stop``), and the driver is closed at the run's end
+    (``close``). A template, after QEMUMachine's: the public methods call the private hooks in
+    a fixed order."""
 
     name: ClassVar[str]
     settings_model: ClassVar[type[PlatformSettings]]
     default_instances: ClassVar[Sequence[int] | None] = None
     """Counts to use when the platform sets none; None means the study's list."""
-    no_lifecycle: ClassVar[str] = "has no migration or snapshot operation"
-    """Why the driver's instances cannot be migrated or snapshotted (``refuses``)."""
-    copies_once: ClassVar[str | None] = None
-    """How the driver migrates where it has neither post-copy nor auto-converge (it copies the
-    guest in one way only), in the words of ``refuses_plan``'s refusal; None where it has both."""
     packages: ClassVar[tuple[str, ...]] = ()
     """Debian packages (of ``debian-packages.txt``) the driver runs besides the default set-up's,
     so that a study using it where one is missing is refused naming setup.sh's option."""
@@ -265,24 +324,38 @@ class Driver(ABC, Generic[S, I]):
         """What the driver holds on the host for the platform's whole run (a mounted root
         filesystem, the runtime's state directory, images uploaded to a remote host), in the
         order made: ``close`` releases it, last made first."""
-        self.parallel_start_s: float | None = None
-        """How long the last ``start_parallel`` took: from starting every instance at once
-        until all were ready (what a boot storm measures: without the driver's preparation
-        before it, such as finding or building the guest image)."""
         self._open = False
+        """Whether ``_opened`` is set: from ``open`` until ``close``."""
+
+    _opened: R
+    """What ``open`` resolved; read through ``opened``, which names the mistake of reading it
+    unset."""
 
     @classmethod
     @abstractmethod
     def check(cls) -> Availability:
         """Whether this host can run the driver at all (for doctor and the default study)."""
 
-    def open(self) -> None:
+    def open(self) -> R:
         """Resolve what the platform's instances share for the whole run (``_resolve``: its
-        image, root filesystem, connection, accelerator), once: ``start`` opens the driver, and
-        a resolve that failed is tried again at the next start."""
+        image, root filesystem, connection, accelerator), once, and return it: ``start`` opens
+        the driver, and a resolve that failed is tried again at the next start."""
         if not self._open:
-            self._resolve()
+            self._opened = self._resolve()
             self._open = True
+        return self._opened
+
+    @property
+    def is_open(self) -> bool:
+        """Whether ``open`` resolved the platform (and ``close`` has not let it go since)."""
+        return self._open
+
+    @property
+    def opened(self) -> R:
+        """What ``open`` resolved; DriverNotOpen before it or after ``close``."""
+        if not self._open:
+            raise DriverNotOpen(self.platform, self.name)
+        return self._opened
 
     def close(self) -> None:
         """At the run's end, Ctrl-C included: release what the driver held for the platform,
@@ -291,9 +364,11 @@ class Driver(ABC, Generic[S, I]):
         while self.resources:
             self.ledger.release(self.resources.pop())
         self._closed()
-        self._open = False
+        if self._open:
+            del self._opened
+            self._open = False
 
-    def start(self, count: int, deadline: float) -> list[I]:
+    def start(self, count: int, deadline: float) -> Started[I]:
         """Start ``count`` instances in parallel and return them once all are ready; raise
         InstanceError past ``deadline`` (a ``time.monotonic()`` value). A template (after
         QEMUMachine's ``launch``): the driver is opened (``open``), what every instance of the
@@ -305,13 +380,15 @@ class Driver(ABC, Generic[S, I]):
         instances = [self._instance(index) for index in range(count)]
         for inst in instances:
             inst.driver = self
-        self.start_parallel(instances, self._start_one, deadline)
+        seconds = self.start_parallel(instances, self._start_one, deadline)
         self._started(instances)
-        return instances
+        return Started(instances, seconds)
 
-    def _resolve(self) -> None:
+    @abstractmethod
+    def _resolve(self) -> R:
         """Resolve once per run what every instance of the platform shares, recording in
-        ``resources`` what it makes on the host (by default nothing)."""
+        ``resources`` what it makes on the host as soon as it is made (``close`` releases it,
+        even after a resolve that failed), and return it (``opened``)."""
 
     def _prepare(self, count: int) -> None:
         """Make what a group of ``count`` instances shares (the run's network, huge pages),
@@ -353,25 +430,8 @@ class Driver(ABC, Generic[S, I]):
 
     def _closed(self) -> None:
         """Let go of what the driver held for the platform outside the ledger (a connection),
-        once ``close`` released its resources (by default nothing)."""
-
-    @classmethod
-    def refuses(cls, operation: Operation, settings: PlatformSettings) -> str | None:
-        """Why this driver cannot do ``operation`` on instances of this platform (one line,
-        checked when the study is loaded), or None where ``Instance.lifecycle`` does it."""
-        return f"the {cls.name} driver {cls.no_lifecycle}"
-
-    @classmethod
-    def refuses_plan(cls, plan: MigrationPlan) -> str | None:
-        """Why this driver cannot migrate the way ``plan`` asks (post-copy, auto-converge: not
-        every VMM has them, ``copies_once``), one line checked when the study is loaded, or
-        None."""
-        if cls.copies_once and (plan.postcopy or plan.auto_converge):
-            return (
-                f"{cls.copies_once}: no post-copy or auto-converge "
-                "(mode: precopy, auto_converge: false)"
-            )
-        return None
+        once ``close`` released its resources, while ``opened`` still holds what was resolved
+        if it was (by default nothing)."""
 
     def host_cpu_source(self) -> HostCpuSource:
         """Where the CPU of the host the instances run on is read: this machine, unless the
@@ -398,15 +458,15 @@ class Driver(ABC, Generic[S, I]):
 
     def start_parallel(
         self, instances: list[I], start_one: Callable[[I, float], None], deadline: float
-    ) -> None:
+    ) -> float:
         """Run ``start_one`` for every instance at once (N guests boot together, as they will
-        run); if any fails, let the others finish, stop them all and raise StartFailed with how
-        many failed and the first error."""
+        run) and return the seconds until all were ready; if any fails, let the others finish,
+        stop them all and raise StartFailed with how many failed and the first error."""
         t0 = time.monotonic()
         with ThreadPoolExecutor(max_workers=max(1, len(instances))) as pool:
             futures = [pool.submit(start_one, inst, deadline) for inst in instances]
             failed = [e for e in (f.exception() for f in futures) if e is not None]
-        self.parallel_start_s = time.monotonic() - t0
+        seconds = time.monotonic() - t0
         if failed:
             self.stop(list(instances))
             first = failed[0]
@@ -418,6 +478,7 @@ class Driver(ABC, Generic[S, I]):
             elif not isinstance(first, InstanceError):
                 text = f"{self.platform}: {text}"
             raise StartFailed(text, len(failed)) from first
+        return seconds
 
 
 @dataclass

@@ -41,7 +41,6 @@ from hvbench.drivers.base import (
     MigrationPlan,
     Operation,
     OperationReport,
-    PlatformSettings,
 )
 from hvbench.drivers.disks import DATA_SERIAL, DataImage, find_disk
 from hvbench.drivers.vmm_api import Endpoint, VmmApi
@@ -97,6 +96,20 @@ class CloudHypervisorSettings(ApiVmmSettings):
             return out
         return out + list(filter(None, [hugepages.misfit("2M", count * self.memory)]))
 
+    copies_once: ClassVar[str | None] = (
+        "Cloud Hypervisor's migration copies guest memory in passes until the rest fits its "
+        "downtime"
+    )
+
+    def refuses(self, operation: Operation) -> str | None:
+        if operation == "migrate" and self.nic != "none" and not self.multi_queue_tap:
+            return (
+                "cloud-hypervisor: a migration's second Cloud Hypervisor attaches to the guest's "
+                "tap while the first still holds it, which only a multi-queue tap allows "
+                "(net: {num_queues: 4}, or nic: none)"
+            )
+        return None
+
 
 @dataclass
 class CloudHypervisorInstance(ApiVmmInstance):
@@ -121,21 +134,6 @@ class CloudHypervisorDriver(ApiVmmDriver[CloudHypervisorSettings, CloudHyperviso
     guest_modules: ClassVar[tuple[str, ...]] = ("virtio_pci", "vmw_vsock_virtio_transport")
     tap_tag: ClassVar[str] = "c"
     mac_byte: ClassVar[int] = 0x17
-    copies_once: ClassVar[str | None] = (
-        "Cloud Hypervisor's migration copies guest memory in passes until the rest fits its "
-        "downtime"
-    )
-
-    @classmethod
-    def refuses(cls, operation: Operation, settings: PlatformSettings) -> str | None:
-        assert isinstance(settings, CloudHypervisorSettings)
-        if operation == "migrate" and settings.nic != "none" and not settings.multi_queue_tap:
-            return (
-                "cloud-hypervisor: a migration's second Cloud Hypervisor attaches to the guest's "
-                "tap while the first still holds it, which only a multi-queue tap allows "
-                "(net: {num_queues: 4}, or nic: none)"
-            )
-        return None
 
     @classmethod
     def disk_cache(cls, settings: CloudHypervisorSettings) -> str | None:
@@ -173,7 +171,7 @@ class CloudHypervisorDriver(ApiVmmDriver[CloudHypervisorSettings, CloudHyperviso
         return CloudHypervisorApi(api).ping
 
     def _argv(self, api_socket: str, inst: CloudHypervisorInstance, log: Path | None) -> list[str]:
-        return [self.binary, "--api-socket", f"path={api_socket}"]
+        return [self.opened.binary, "--api-socket", f"path={api_socket}"]
 
     def _boot(self, vmm: Vmm, inst: CloudHypervisorInstance, spec: GuestSpec, vsock: str) -> None:
         s = self.settings
@@ -363,7 +361,7 @@ def _wait_for(path: Path, what: str, deadline: float, vmm: Vmm) -> None:
     small guest on a fast host may take well under a second to reach."""
     while not path.exists():
         if not vmm.alive() or time.monotonic() > deadline:
-            raise InstanceError(f"{vmm.name}: no {what} from the destination ({vmm.last_words()})")
+            raise vmm.failure(f"{vmm.name}: no {what} from the destination")
         time.sleep(0.001)
 
 

@@ -16,8 +16,7 @@ from typing import IO, ClassVar
 
 import psutil
 
-from hvbench.drivers.last_words import last_words
-from hvbench.errors import InstanceError
+from hvbench.drivers.last_words import VmmFailed
 from hvbench.host.resources import Ledger, Resource
 
 CONSOLE_LIMIT = 16 << 20
@@ -96,7 +95,7 @@ def launch(
 ) -> tuple[subprocess.Popen, Resource, Console, Path]:
     """Start a VMM whose stdout is its guest's serial console, inside ``netns`` if given (where
     its tap is): its stderr in ``prefix``.stderr, its console read into ``prefix``.console.log,
-    the process recorded in the ledger. One that exits at once raises InstanceError naming
+    the process recorded in the ledger. One that exits at once raises VmmFailed naming
     ``what`` with its last words."""
     if netns:
         argv = ["nsenter", f"--net=/run/netns/{netns}", "--", *argv]
@@ -117,6 +116,7 @@ def launch(
     except psutil.Error as e:
         proc.wait()
         console.join(5)
-        words = last_words(proc.returncode, stderr=stderr, console=console.log)
-        raise InstanceError(f"{what} exited at once ({words})") from e
+        raise VmmFailed.of(
+            f"{what} exited at once", proc, stderr=stderr, console=console.log
+        ) from e
     return proc, process, console, stderr

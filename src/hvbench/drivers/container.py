@@ -10,14 +10,11 @@ not).
 
 from __future__ import annotations
 
-import functools
-import re
-import subprocess
-from typing import ClassVar, Literal, NamedTuple
+from typing import ClassVar, Literal
 
-from hvbench.drivers.base import Availability, Kernel, Operation, PlatformSettings
+from hvbench.drivers.base import Availability, Kernel, Operation
 from hvbench.drivers.footprint import Footprint, Pace
-from hvbench.drivers.oslevel import OciDriver, OsLevelSettings
+from hvbench.drivers.oslevel import OciDriver, OsLevelSettings, criu
 from hvbench.host.process import which
 from hvbench.store import WhatRan
 
@@ -37,6 +34,8 @@ also unpacks the image's tree), a stop 1.2-1.6 s; four at once took 2.1-3.9 s on
 
 
 class ContainerSettings(OsLevelSettings):
+    copies_once: ClassVar[str | None] = "runc checkpoints a stopped container"
+
     driver: Literal["container"]
 
     def footprint(self) -> Footprint:
@@ -45,12 +44,19 @@ class ContainerSettings(OsLevelSettings):
     def pace(self, kvm: bool) -> Pace:
         return PACE
 
+    def refuses(self, operation: Operation) -> str | None:
+        if criu() is None:
+            return (
+                "the container driver checkpoints with CRIU 4.1 or later (Debian 12's 3.17 "
+                "fails on kernels from 6.13 on), not found here: ./setup.sh --with-criu"
+            )
+        return None
+
 
 class ContainerDriver(OciDriver[ContainerSettings]):
     name: ClassVar[str] = "container"
     settings_model = ContainerSettings
     runtime_name: ClassVar[str] = "runc"
-    copies_once: ClassVar[str | None] = "runc checkpoints a stopped container"
     kernel: ClassVar[Kernel] = "host"
 
     @classmethod
@@ -73,15 +79,6 @@ class ContainerDriver(OciDriver[ContainerSettings]):
         )
         return Availability(True, f"runc: OCI containers of the guest image's tree; {checkpoint}")
 
-    @classmethod
-    def refuses(cls, operation: Operation, settings: PlatformSettings) -> str | None:
-        if criu() is None:
-            return (
-                "the container driver checkpoints with CRIU 4.1 or later (Debian 12's 3.17 "
-                "fails on kernels from 6.13 on), not found here: ./setup.sh --with-criu"
-            )
-        return None
-
     def _global_flags(self) -> list[str]:
         found = criu()
         return ["--criu", found.path] if found else []
@@ -89,31 +86,3 @@ class ContainerDriver(OciDriver[ContainerSettings]):
     def _runtime_described(self) -> dict:
         found = criu()
         return {"criu": found.version} if found else {}
-
-
-class Criu(NamedTuple):
-    """The CRIU runc is handed: its path and version."""
-
-    path: str
-    version: str
-
-
-CRIU_MIN = (4, 1)
-"""The first CRIU that dumps on this kernel (6.13 moved the rt vDSO: "vdso: Failed to fill self
-vdso symtable" from 3.17)."""
-
-
-@functools.cache
-def criu() -> Criu | None:
-    """The CRIU runc would use (hvbench's virtualenv first, see scripts/install-criu.sh), or
-    None if there is none of CRIU_MIN or later."""
-    path = which("criu")
-    if path is None:
-        return None
-    out = subprocess.run([path, "--version"], capture_output=True, text=True, check=False)
-    found = re.search(r"Version: ((\d+)\.(\d+)(?:\.\d+)?)", out.stdout)
-    if out.returncode != 0 or found is None:
-        return None
-    if (int(found.group(2)), int(found.group(3))) < CRIU_MIN:
-        return None
-    return Criu(path, found.group(1))

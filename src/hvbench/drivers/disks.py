@@ -35,7 +35,7 @@ class HostDisk(BaseModel):
     size: Size = 2 << 30
 
 
-class DiskSettings(Protocol):
+class DiskBacking(Protocol):
     """What every platform's data disk settings say of where the disk lives on the host."""
 
     @property
@@ -63,7 +63,7 @@ class DataImage:
     def make(
         cls,
         driver: Driver,
-        disk: DiskSettings,
+        disk: DiskBacking,
         name: str,
         made: list[Resource],
         fmt: str = "raw",

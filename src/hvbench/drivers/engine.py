@@ -14,7 +14,12 @@ drive it, over the very tree every other platform runs.
 - the data disk: the OCI drivers' ext4 on a loop device with direct I/O, formatted and mounted on
   the host (``oslevel.host_data_disk``), given to the container the way the engine gives one;
 - the container's PID 1 is oslevel's INIT, and the control channel ``<engine> exec``, which puts
-  each command in the container's namespaces and cgroup.
+  each command in the container's namespaces and cgroup;
+- for the workloads that need a userland, the system containers (LXC, nspawn) boot the guests'
+  Debian root filesystem image, read-only under an overlay of each instance's own, with its own
+  init (systemd, to BOOT_TARGET); the engines refuse them;
+- the engine's own processes (each container's monitor and companions, the platform's daemon
+  once) are the instance's ``platform_pids``: host CPU and memory the platform costs.
 
 Everything the engine makes lives under the platform's directory in the run's work directory (a
 daemon's data and state, the storage of images and containers) or in the engine's namespace,
@@ -24,18 +29,28 @@ killed run left.
 
 from __future__ import annotations
 
+import contextlib
+import itertools
+import os
 import shlex
 import subprocess
 import time
 from abc import abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, TypeVar
 
 import psutil
 
-from hvbench.drivers.base import Availability, Driver, Kernel
+from hvbench.drivers.base import (
+    Availability,
+    Driver,
+    Kernel,
+    Lifecycle,
+    MigrationPlan,
+    OperationReport,
+)
 from hvbench.drivers.disks import DATA_MOUNT
 from hvbench.drivers.oslevel import (
     CFS_PERIOD_US,
@@ -47,12 +62,15 @@ from hvbench.drivers.oslevel import (
     cgroup_version,
     host_data_disk,
     kill_but_init,
+    mount_userland,
+    overlay_root,
     pinned_cpus,
 )
 from hvbench.errors import HvbenchError, InstanceError
 from hvbench.guest import image as guest_image
-from hvbench.guest import rootfs
-from hvbench.host.process import time_left
+from hvbench.guest import rootfs, userland
+from hvbench.host.process import processes, time_left
+from hvbench.host.resources import Resource
 
 SETUP_HINT = "./setup.sh --with-engines"
 """What installs every engine (Debian's docker.io, podman and what they need)."""
@@ -78,16 +96,48 @@ class Engine:
     """How long the engine's daemon took to answer (None: it has none)."""
 
 
+BOOT_TARGET = "systemd.unit=basic.target"
+"""What a system container's init (the root image's systemd) boots to: its own system (journald,
+sysinit, sockets, timers) but not multi-user.target, where the root image's packages enabled
+their servers (nginx, PostgreSQL, Dovecot...): those are the workload's to start, with its
+configuration, as in the VMs, whose init starts none."""
+SYSTEMD = "lib/systemd/systemd"
+READY = [
+    "sh", "-c", "until [ -S /run/systemd/private ]; do sleep 0.02; done; "
+    "exec systemctl is-system-running --wait",
+]  # fmt: skip
+"""A booted container is ready once its init answers on its socket and has reached its target
+(``running``)."""
+
+
 @dataclass(frozen=True)
 class Tree:
     """What every platform of the guest tree resolves once for its run: the tree, unpacked,
-    every instance's root (read-only) or the source of its engine's image."""
+    every instance's root (read-only) or the source of its engine's image; or for a system
+    container, the Debian root filesystem image, mounted read-only, under each instance's own
+    overlay, booted with its own init."""
 
     root: Path
     key: str
     """The guest image's key in the cache."""
     manifest: dict
     """The guest image's manifest: what the tree holds."""
+    rootfs: dict | None = None
+    """The root filesystem image's summary where the instances boot it, else None."""
+
+    @property
+    def booted(self) -> bool:
+        return self.rootfs is not None
+
+    def described(self) -> str:
+        """What the report's provenance says of the instances' root."""
+        if self.booted:
+            return (
+                "the Debian root filesystem image, read-only, under an overlayfs of each "
+                f"instance's own, booted with its own init (systemd, {BOOT_TARGET}); commands "
+                "start in /tmp, a tmpfs"
+            )
+        return "the guest image's tree, unpacked, read-only; commands start in /tmp, a tmpfs"
 
 
 @dataclass
@@ -95,6 +145,44 @@ class EngineInstance(CgroupContainer):
     """One container of the engine's."""
 
     cli: tuple[str, ...] = ()
+    shared: tuple[int, ...] = ()
+    """The platform's daemon (dockerd and its containerd, rootless Podman's pause process): on
+    the first instance of a group only, so that it is counted once."""
+    companions: tuple[str, ...] = ()
+    """Programs of the engine's that serve one container each beside its monitor
+    (slirp4netns, fuse-overlayfs, docker-proxy)."""
+    ties: tuple[str, ...] = ()
+    """What names this container in a companion's command line (its network namespace's
+    path, its root's mount point, its address)."""
+
+    def lifecycle(self) -> Lifecycle | None:
+        """The driver's operations on it, where it has them (Podman's and Docker's
+        checkpoint)."""
+        return self.driver.lifecycle(self) if isinstance(self.driver, TreeDriver) else None
+
+    def host_pids(self) -> list[int]:
+        """The container's processes and the engine's that serve it (``platform_pids``)."""
+        return sorted({*super().host_pids(), *self.platform_pids()})
+
+    def platform_pids(self) -> list[int]:
+        """The engine's processes for this container: its monitor (the init's parents short of
+        PID 1 and hvbench's own: containerd's shim, conmon, LXC's monitor, systemd-nspawn), its
+        companions, and the platform's daemon where this instance holds it."""
+        if self.init is None:
+            return []
+        ours = {os.getpid(), *(p.pid for p in psutil.Process().parents())}
+        found = [*self.shared]
+        with contextlib.suppress(psutil.Error):
+            for parent in self.init.parents():
+                if parent.pid == 1 or parent.pid in ours:
+                    break
+                found.append(parent.pid)
+        if self.ties:
+            for proc in processes(["name", "cmdline"]):
+                line = " ".join(proc.info["cmdline"] or ())
+                if proc.info["name"] in self.companions and any(t in line for t in self.ties):
+                    found.append(proc.pid)
+        return sorted({pid for pid in found if psutil.pid_exists(pid)})
 
     def command(self, argv: Sequence[str], stdin: bool) -> list[str]:
         """argv run in the container, in /tmp: the engine's ``exec`` (which passes ``stdin``
@@ -107,11 +195,19 @@ class EngineInstance(CgroupContainer):
         kill_but_init(self.init, cgroup_procs(self.cgroups_path))
 
 
+@dataclass(frozen=True)
+class EngineTree(Tree):
+    """What an engine's platform resolves: the tree, and the engine that imported it."""
+
+    engine: Engine = field(kw_only=True)
+
+
 OS = TypeVar("OS", bound=OsLevelSettings)
 I = TypeVar("I", bound=EngineInstance)  # noqa: E741 (the usual name of a type variable)
+TR = TypeVar("TR", bound=Tree)
 
 
-class TreeDriver(Driver[OS, I]):
+class TreeDriver(Driver[OS, I, TR]):
     """A driver whose instances are containers of the guest image's tree, made by a program of
     the host's (an engine, nspawn, LXC) in a cgroup parent of the platform's own."""
 
@@ -123,10 +219,6 @@ class TreeDriver(Driver[OS, I]):
     host_dirs: ClassVar[tuple[str, ...]] = ()
     """Directories the engine makes where they are fixed, whatever its flags say, children
     first: those the run made are removed after, where empty."""
-
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self._tree: Tree | None = None
 
     @classmethod
     @abstractmethod
@@ -161,34 +253,65 @@ class TreeDriver(Driver[OS, I]):
         """The containers' cgroup parent: one of the platform's own, removed with the run."""
         return f"/hvb-{self.ledger.run_id[-8:]}-{self.platform}"
 
-    def tree(self) -> Tree:
-        """What ``open`` resolved; an error before it."""
-        if self._tree is None:
-            raise HvbenchError(f"platform {self.platform}: the {self.name} driver is not open")
-        return self._tree
+    def no_userland(self) -> str | None:
+        """Why the platform cannot boot the Debian root filesystem image, or None where it
+        can (a system container's driver)."""
+        return (
+            f"the {self.name} driver runs the guest image's tree; workloads that need a full "
+            "userland (consolidation, kernbench) run on lxc and nspawn, which boot the Debian "
+            "root's own init"
+        )
 
-    def _resolve(self) -> None:
-        """The guest tree unpacked, and what the run must remove of the engine's after."""
+    def _resolve_tree(self) -> Tree:
+        """The guest tree unpacked (or the root filesystem image mounted, for a system
+        container), and what the run must remove of the engine's after."""
         verdict = self.check()
         if not verdict.ok:
             raise HvbenchError(f"platform {self.platform}: {verdict.detail}; {verdict.fix}")
-        if self.needs.userland:
-            raise HvbenchError(
-                f"platform {self.platform}: the {self.name} driver runs the guest image's tree; "
-                "workloads that need a full userland (consolidation, kernbench) do not run on it"
-            )
+        why = self.no_userland() if self.needs.userland else None
+        if why:
+            raise HvbenchError(f"platform {self.platform}: {why}")
         image = guest_image.build(self.needs.tools)
         if made := [d for d in self.host_dirs if not Path(d).exists()]:
             rmdir = ["rmdir", "--ignore-fail-on-non-empty", *made]
             self.resources.append(self.ledger.add("command", f"{self.name} dirs", argv=rmdir))
         cgroup_parent(self, self.cgroup_parent)
+        if self.needs.userland:
+            built = userland.build(self.needs.tools, image, self.needs.packages)
+            root = mount_userland(self, built)
+            if not (root / SYSTEMD).exists():
+                raise HvbenchError(
+                    f"platform {self.platform}: the root filesystem image has no /{SYSTEMD} "
+                    "to boot (none of the workloads' packages brought systemd)"
+                )
+            return Tree(root, image.key, image.manifest, built.summary())
         dest = self.workdir / f"{self.platform}-tree"
         root = rootfs.unpack(image, dest, self.ledger, self.resources)
         (root / DATA_MOUNT.lstrip("/")).mkdir(parents=True, exist_ok=True)
-        self._tree = Tree(root, image.key, image.manifest)
+        return Tree(root, image.key, image.manifest)
 
-    def _closed(self) -> None:
-        self._tree = None
+    def instance_root(self, home: Path, made: list[Resource]) -> Path:
+        """The instance's root: the platform's read-only tree, or for a system container an
+        overlay of its own (under ``home``) over the root filesystem image."""
+        tree = self.opened
+        return overlay_root(self, tree.root, home, made) if tree.booted else tree.root
+
+    def ready(self, inst: EngineInstance, deadline: float) -> None:
+        """Wait until the instance answers (and a booted one's init has reached its target);
+        InstanceError with what it said otherwise."""
+        booted = self.opened.booted
+        probe = inst.exec(READY if booted else ["true"], timeout=time_left(deadline))
+        if probe.ok:
+            return
+        if booted:
+            said = probe.text().strip() or probe.describe_failure()
+            raise InstanceError(f"{inst.name}: its init did not reach {BOOT_TARGET}: {said}")
+        raise InstanceError(f"{inst.name}: first command failed: {probe.describe_failure()}")
+
+    def lifecycle(self, inst: EngineInstance) -> Lifecycle | None:
+        """The platform's operations on a running instance (none by default: ``refuses``
+        says why before a run)."""
+        return None
 
     def _instance(self, index: int) -> I:
         s = self.settings
@@ -204,7 +327,7 @@ class TreeDriver(Driver[OS, I]):
 
     def describe(self) -> dict:
         info = super().describe()
-        if self._tree is None:
+        if not self.is_open:
             return info
         s = self.settings
         info["resolved"] = {
@@ -218,17 +341,16 @@ class TreeDriver(Driver[OS, I]):
                 "memory": f"{s.memory} bytes, no swap",
             },
         }
-        info["image"] = self._tree.manifest
+        tree = self.opened
+        info["image"] = tree.manifest
+        if tree.rootfs is not None:
+            info["rootfs"] = tree.rootfs
         return info
 
 
-class EngineDriver(TreeDriver[OS, EngineInstance]):
+class EngineDriver(TreeDriver[OS, EngineInstance, EngineTree]):
     """Runs each instance as a container of an engine that holds the platform's run: its
     command line's ``import``, ``run``, ``exec``, ``inspect`` and ``rm``."""
-
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)
-        self._engine: Engine | None = None
 
     @abstractmethod
     def _start_engine(self, netns: str, home: Path) -> tuple[list[str], float | None]:
@@ -245,16 +367,49 @@ class EngineDriver(TreeDriver[OS, EngineInstance]):
         """The engine's own ``run`` flags for the instance: its network, the data disk mounted
         at ``data`` on the host given at DATA_MOUNT, what the engine needs here."""
 
-    def engine(self) -> Engine:
-        """What ``open`` resolved; an error before it."""
-        if self._engine is None:
-            raise HvbenchError(f"platform {self.platform}: the {self.name} driver is not open")
-        return self._engine
+    companions: ClassVar[tuple[str, ...]] = ()
+    """The engine's programs that serve one container each (``EngineInstance.companions``)."""
 
-    def _resolve(self) -> None:
+    def _shared_pids(self) -> list[int]:
+        """The platform's daemon processes, which serve every container (none by default)."""
+        return []
+
+    def _started(self, instances: list[EngineInstance]) -> None:
+        """The daemon counted with the group's first instance, once."""
+        instances[0].shared = tuple(self._shared_pids())
+
+    def snapshot(self, inst: EngineInstance, deadline: float) -> OperationReport:
+        """Checkpoint the container to its engine's storage and restore it from there (the
+        engines that have a checkpoint override this; the others are refused before a run)."""
+        raise InstanceError(f"{inst.name}: the {self.name} driver has no snapshot")
+
+    def lifecycle(self, inst: EngineInstance) -> Lifecycle | None:
+        return EngineLifecycle(self, inst)
+
+    def engine_command(self, inst: EngineInstance, argv: list[str], deadline: float) -> str:
+        """One engine command on the instance; its output (InstanceError if it failed)."""
+        proc = subprocess.run([*inst.cli, *argv], capture_output=True, text=True,
+                              timeout=time_left(deadline), check=False)  # fmt: skip
+        if proc.returncode != 0:
+            raise InstanceError(
+                f"{inst.name}: {self.engine_name} {' '.join(argv[:2])} failed: "
+                f"{(proc.stderr or proc.stdout).strip()[-300:]}"
+            )
+        return (proc.stdout + proc.stderr).strip()
+
+    def stopped_by_checkpoint(self, inst: EngineInstance, deadline: float) -> None:
+        """Wait for the checkpointed container's init to go (CRIU ended it)."""
+        if inst.init is not None:
+            with contextlib.suppress(psutil.Error):
+                inst.init.wait(time_left(deadline))
+
+    def engine(self) -> Engine:
+        """The engine ``open`` resolved (DriverNotOpen before it)."""
+        return self.opened.engine
+
+    def _resolve(self) -> EngineTree:
         """The engine's host, its storage and daemon, and the guest tree imported as an image."""
-        super()._resolve()
-        tree = self.tree()
+        tree = self._resolve_tree()
         netns, address = self.network.add_engine_netns()
         self.resources.append(netns)
         home = self.workdir / self.platform
@@ -273,11 +428,8 @@ class EngineDriver(TreeDriver[OS, EngineInstance]):
                 f"platform {self.platform}: {self.engine_name} import of the guest tree failed: "
                 f"{imported.stderr.strip()[-300:]}"
             )
-        self._engine = Engine(tuple(cli), tag, netns.name, address, self._facts(cli), started_s)
-
-    def _closed(self) -> None:
-        super()._closed()
-        self._engine = None
+        engine = Engine(tuple(cli), tag, netns.name, address, self._facts(cli), started_s)
+        return EngineTree(**vars(tree), engine=engine)
 
     def limits(self, inst: EngineInstance) -> list[str]:
         """The cgroup limits of a VM of the same size (``vcpus`` CPUs, ``memory`` and no swap),
@@ -304,6 +456,7 @@ class EngineDriver(TreeDriver[OS, EngineInstance]):
             data = home / "data"
             host_data_disk(self, self.settings.disk, inst, data, self.data_disk_how(), made)
         inst.cli = self._instance_cli(inst)
+        inst.companions = self.companions
         inst.container_id = f"hvb-{self.ledger.run_id[-8:]}-{inst.name}"
         remove = [*engine.cli, "rm", "--force", inst.container_id]
         made.append(self.ledger.add("command", inst.container_id, argv=remove))
@@ -322,21 +475,25 @@ class EngineDriver(TreeDriver[OS, EngineInstance]):
                 f"{inst.name}: {self.engine_name} run failed: {proc.stderr.strip()[-300:]}"
             )
         self._inspect(inst)
-        probe = inst.exec(["true"], timeout=time_left(deadline))
-        if not probe.ok:
-            raise InstanceError(f"{inst.name}: first command failed: {probe.describe_failure()}")
+        self.ready(inst, deadline)
         inst.boot = {"ready": round(time.monotonic() - t0, 3)}
 
     def _inspect(self, inst: EngineInstance) -> None:
-        """The container's init on the host, its cgroup, and its address (its own on the
-        engine's network, else the engine host's)."""
+        """The container's init on the host, its cgroup, its address (its own on the engine's
+        network, else the engine host's), and what names it in its companions' command lines
+        (its network namespace, its root's mount point, its address)."""
         out = subprocess.run(
             [*inst.cli, "inspect", "--format",
-             "{{.State.Pid}} {{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}",
+             "{{.State.Pid}}|{{.NetworkSettings.SandboxKey}}|{{.GraphDriver.Data.MergedDir}}|"
+             "{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}",
              inst.container_id],
             capture_output=True, text=True, timeout=60, check=False,
         )  # fmt: skip
-        pid, *addresses = out.stdout.split() or ["0"]
+        pid, netns, root, listed = [*out.stdout.strip().split("|"), "", "", ""][:4]
+        addresses = listed.split()
+        named = [netns, root, *(f"-container-ip {a} " for a in addresses)]
+        # what inspect gave: a path or the flag, not "" or "<no value>"
+        inst.ties = tuple(t for t in named if t.startswith(("/", "-")))
         try:
             inst.init = psutil.Process(int(pid))
             cgroups = Path(f"/proc/{pid}/cgroup").read_text()
@@ -372,6 +529,32 @@ class EngineDriver(TreeDriver[OS, EngineInstance]):
             f"{self.engine_name} import (no registry); commands start in /tmp, a tmpfs",
             "control": f"{self.engine_name} exec (the container's namespaces and cgroup)",
         }
+
+
+snapshots = itertools.count()
+"""Numbers each checkpoint of the run's, so that none is written twice."""
+
+
+def no_criu(what: str) -> str:
+    """Why ``what`` (an engine's checkpoint) cannot run here: no CRIU of CRIU_MIN or later."""
+    return (
+        f"{what} needs CRIU 4.1 or later (Debian 12's 3.17 fails `criu check` on kernels from "
+        "6.13 on), not found here: ./setup.sh --with-criu"
+    )
+
+
+class EngineLifecycle(Lifecycle):
+    """Snapshot and restore of one container through its engine's checkpoint (the driver's
+    ``snapshot``); no migration (refused before a run, by the settings' ``refuses``)."""
+
+    def __init__(self, driver: EngineDriver, inst: EngineInstance) -> None:
+        self.driver, self.inst = driver, inst
+
+    def migrate(self, plan: MigrationPlan, deadline: float) -> OperationReport:
+        raise InstanceError(f"{self.inst.name}: the {self.driver.name} driver has no migration")
+
+    def snapshot(self, deadline: float) -> OperationReport:
+        return self.driver.snapshot(self.inst, deadline)
 
 
 V1_JOINED = ("cpu", "cpuacct", "memory", "pids", "systemd", "unified")

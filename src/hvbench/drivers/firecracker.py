@@ -38,7 +38,6 @@ from hvbench.drivers.base import (
     MigrationPlan,
     Operation,
     OperationReport,
-    PlatformSettings,
 )
 from hvbench.drivers.disks import DataImage, find_disk
 from hvbench.drivers.vmm_api import Endpoint, VmmApi
@@ -83,6 +82,20 @@ class FirecrackerSettings(ApiVmmSettings):
             return out
         return out + list(filter(None, [hugepages.misfit(self.hugepages, count * self.memory)]))
 
+    no_lifecycle: ClassVar[str] = (
+        "has no live migration (Firecracker restores from a snapshot instead: workload snapshot)"
+    )
+
+    def refuses(self, operation: Operation) -> str | None:
+        if operation == "migrate":
+            return f"the firecracker driver {self.no_lifecycle}"
+        if self.hugepages != "none":
+            return (
+                "firecracker: a snapshot of guest memory on hugetlbfs pages loads only through "
+                "a userfaultfd handler, which hvbench does not run (hugepages: none)"
+            )
+        return None
+
 
 @dataclass
 class FirecrackerInstance(ApiVmmInstance):
@@ -103,21 +116,6 @@ class FirecrackerDriver(ApiVmmDriver[FirecrackerSettings, FirecrackerInstance]):
     guest_modules: ClassVar[tuple[str, ...]] = ("virtio_mmio", "vmw_vsock_virtio_transport")
     tap_tag: ClassVar[str] = "f"
     mac_byte: ClassVar[int] = 0x16
-    no_lifecycle: ClassVar[str] = (
-        "has no live migration (Firecracker restores from a snapshot instead: workload snapshot)"
-    )
-
-    @classmethod
-    def refuses(cls, operation: Operation, settings: PlatformSettings) -> str | None:
-        if operation == "migrate":
-            return f"the firecracker driver {cls.no_lifecycle}"
-        assert isinstance(settings, FirecrackerSettings)
-        if settings.hugepages != "none":
-            return (
-                "firecracker: a snapshot of guest memory on hugetlbfs pages loads only through "
-                "a userfaultfd handler, which hvbench does not run (hugepages: none)"
-            )
-        return None
 
     @classmethod
     def disk_cache(cls, settings: FirecrackerSettings) -> str | None:
@@ -166,7 +164,7 @@ class FirecrackerDriver(ApiVmmDriver[FirecrackerSettings, FirecrackerInstance]):
 
     def _argv(self, api_socket: str, inst: FirecrackerInstance, log: Path | None) -> list[str]:
         return [
-            self.binary,
+            self.opened.binary,
             "--api-sock", api_socket,
             "--id", inst.name,
             "--log-path", str(log),
@@ -247,7 +245,7 @@ class FirecrackerLifecycle(Lifecycle):
         self.driver, self.inst = driver, inst
 
     def migrate(self, plan: MigrationPlan, deadline: float) -> OperationReport:
-        raise InstanceError(f"{self.inst.name}: {FirecrackerDriver.no_lifecycle}")
+        raise InstanceError(f"{self.inst.name}: {FirecrackerSettings.no_lifecycle}")
 
     def snapshot(self, deadline: float) -> OperationReport:
         """Pause and save a full snapshot (``save_s``, ``size_mib``: state and memory); resume,

@@ -33,7 +33,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import ClassVar, Literal, get_args
 
-from hvbench.drivers.base import Availability, Kernel, Operation, PlatformSettings
+from hvbench.drivers.base import Availability, Kernel, Operation
 from hvbench.drivers.footprint import Footprint, Pace
 from hvbench.drivers.oslevel import SPAWN, OciDriver, OciInstance, OsLevelSettings
 from hvbench.host.process import which
@@ -74,6 +74,11 @@ class GvisorSettings(OsLevelSettings):
 
     def pace(self, kvm: bool) -> Pace:
         return PACE
+
+    copies_once: ClassVar[str | None] = "runsc checkpoints a stopped container"
+
+    def refuses(self, operation: Operation) -> str | None:
+        return None  # runsc checkpoints and restores every sandbox it runs here
 
 
 MEMORY_FILE = "/memfd:runsc-memory"
@@ -118,7 +123,6 @@ class GvisorDriver(OciDriver[GvisorSettings]):
     name: ClassVar[str] = "gvisor"
     settings_model = GvisorSettings
     runtime_name: ClassVar[str] = "runsc"
-    copies_once: ClassVar[str | None] = "runsc checkpoints a stopped container"
     kernel: ClassVar[Kernel] = "sentry"
     instance_class = GvisorInstance
     state_mounts = ("null-netns",)
@@ -131,10 +135,6 @@ class GvisorDriver(OciDriver[GvisorSettings]):
             modes=get_args(Interception),
             disk_cache="gVisor's Sentry opens the disk's files without O_DIRECT",
         )
-
-    @classmethod
-    def refuses(cls, operation: Operation, settings: PlatformSettings) -> str | None:
-        return None  # runsc checkpoints and restores every sandbox it runs here
 
     @classmethod
     def runtime_binary(cls) -> str | None:

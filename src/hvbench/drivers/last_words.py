@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import re
 import signal
+import subprocess
+from collections.abc import Sequence
 from pathlib import Path
+
+from hvbench.errors import InstanceError
 
 _CAUSE = re.compile(r"error|fail|panic|fault|abort|internal|killed|oops", re.IGNORECASE)
 
@@ -41,3 +45,28 @@ def last_words(returncode: int | None, **logs: Path | None) -> str:
     parts = [] if returncode is None else [exit_status(returncode)]
     parts += [f"{name}: {log_excerpt(path)}" for name, path in logs.items()]
     return "; ".join(parts)
+
+
+class VmmFailed(InstanceError):
+    """A VMM process (QEMU, UML, Firecracker, Cloud Hypervisor) that exited or refused while
+    its instance started or moved, carrying what a caller reads apart, after QEMU's
+    ``VMLaunchFailure(exitcode, command, output)``: what happened, its exit code (None while it
+    runs), the command that ran it and its last words; the message is the one line a user
+    reads."""
+
+    def __init__(
+        self, what: str, exitcode: int | None, command: Sequence[str], output: str
+    ) -> None:
+        super().__init__(f"{what} ({output})")
+        self.what = what
+        self.exitcode = exitcode
+        self.command = tuple(command)
+        self.output = output
+
+    @classmethod
+    def of(cls, what: str, proc: subprocess.Popen, **logs: Path | None) -> VmmFailed:
+        """The failure of the VMM running as ``proc``, its last words read from ``logs``."""
+        args = proc.args
+        command = [str(a) for a in args] if isinstance(args, list | tuple) else [str(args)]
+        returncode = proc.poll()
+        return cls(what, returncode, command, last_words(returncode, **logs))

@@ -40,6 +40,7 @@ python3-libvirt serves only the system Python, and hvbench's venv does not see s
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import itertools
 import json
@@ -63,7 +64,6 @@ from hvbench.drivers.base import (
     MigrationPlan,
     Operation,
     OperationReport,
-    PlatformSettings,
 )
 from hvbench.drivers.console import Console
 from hvbench.drivers.disks import DATA_SERIAL, find_disk, format_data_disk
@@ -76,6 +76,7 @@ from hvbench.drivers.qemu import (
     data_device,
     enable_queues,
     nic_device,
+    root_disk,
 )
 from hvbench.drivers.qemu_devices import AGENT_PORT, AGENT_PORT_NR, Disk, Machine
 from hvbench.errors import HvbenchError, InstanceError
@@ -182,6 +183,21 @@ class LibvirtSettings(QemuSettings):
         """A local domain is the qemu driver's QEMU, started by libvirtd; a remote one holds
         nothing of this host."""
         return None if is_remote(self.uri) else super().footprint()
+
+    no_lifecycle: ClassVar[str] = (
+        "cannot migrate: libvirt refuses to migrate a domain to the host it runs on (libvirtd "
+        '9.0: "Attempt to migrate guest to the same host")'
+    )
+
+    def refuses(self, operation: Operation) -> str | None:
+        if operation == "migrate":
+            return f"the libvirt driver {self.no_lifecycle}"
+        if is_remote(self.uri):
+            return (
+                "the libvirt driver snapshots only on this host: virDomainSave writes its file "
+                "on the libvirt host, out of reach of this run's cleanup"
+            )
+        return None
 
 
 # domain XML -------------------------------------------------------------------------------
@@ -471,7 +487,7 @@ class LibvirtLifecycle(Lifecycle):
         self.driver, self.inst = driver, inst
 
     def migrate(self, plan: MigrationPlan, deadline: float) -> OperationReport:
-        raise InstanceError(f"{self.inst.name}: libvirt {LibvirtDriver.no_lifecycle}")
+        raise InstanceError(f"{self.inst.name}: libvirt {LibvirtSettings.no_lifecycle}")
 
     def snapshot(self, deadline: float) -> OperationReport:
         """save_s is virDomainSave (it returns once the file holds the guest and the domain has
@@ -495,7 +511,7 @@ class LibvirtLifecycle(Lifecycle):
                 inst.resources.remove(tap)
                 ledger.release(tap)
             t1 = time.monotonic()
-            conn = self.driver._conn
+            conn = self.driver.opened.conn
             conn.restoreFlags(image.name, None, libvirt.VIR_DOMAIN_SAVE_PAUSED)
             inst.domain = conn.lookupByName(name)
             inst.resources.extend(self.driver.network.adopt_tap(tap.name) for tap in taps)
@@ -516,42 +532,35 @@ _NODE_STATS = {"user": "user", "system": "kernel", "idle": "idle", "iowait": "io
 """The host's CPU states libvirt reads (virNodeGetCPUStats) under the names of /proc/stat."""
 
 
-class LibvirtDriver(Driver[LibvirtSettings, LibvirtInstance]):
+@dataclass(frozen=True)
+class LibvirtOpened:
+    """What the libvirt driver resolves once per run (``open``)."""
+
+    builder: MachineBuilder
+    """The same machine as the qemu driver makes."""
+    conn: Any
+    """The connection (virConnect), closed with the driver."""
+    secmodels: tuple[str, ...]
+    """The host's security models besides dac, which every domain's XML labels."""
+    pool: Any
+    """On a remote host: the storage pool (virStoragePool) of uploads and data disks; None
+    here."""
+    cpu_source: HostCpuSource
+    uploaded: dict[str, str]
+    """On a remote host: the volume each file the guest boots from was uploaded to."""
+
+
+class LibvirtDriver(Driver[LibvirtSettings, LibvirtInstance, LibvirtOpened]):
     name: ClassVar[str] = "libvirt"
-    no_lifecycle: ClassVar[str] = (
-        "cannot migrate: libvirt refuses to migrate a domain to the host it runs on (libvirtd "
-        '9.0: "Attempt to migrate guest to the same host")'
-    )
     settings_model = LibvirtSettings
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._builder: MachineBuilder | None = None
-        """The same machine as the qemu driver makes, once ``_resolve`` made it."""
-        self._conn: Any = None
-        """The connection (virConnect), once ``_resolve`` made it."""
-        self._secmodels: list[str] = []
-        self._pool: Any = None
-        """On a remote host: the storage pool (virStoragePool) of uploads and data disks."""
-        self._cpu_source = LOCAL
-        self._uploaded: dict[str, str] = {}
-        """On a remote host: the volume each file the guest boots from was uploaded to."""
         self._reserved: list[Resource] = []
         self._count = 0
         """The instances of the group started last, for the pinning ``describe`` reports."""
         self._net_queues: dict[str, str] = {}
         """Per guest of the group: how many of the NIC's queues it enabled (``queues``)."""
-
-    @classmethod
-    def refuses(cls, operation: Operation, settings: PlatformSettings) -> str | None:
-        if operation == "migrate":
-            return f"the libvirt driver {cls.no_lifecycle}"
-        if is_remote(getattr(settings, "uri", DEFAULT_URI)):
-            return (
-                "the libvirt driver snapshots only on this host: virDomainSave writes its file "
-                "on the libvirt host, out of reach of this run's cleanup"
-            )
-        return None
 
     @classmethod
     def check(cls) -> Availability:
@@ -579,9 +588,10 @@ class LibvirtDriver(Driver[LibvirtSettings, LibvirtInstance]):
     def remote(self) -> bool:
         return is_remote(self.settings.uri)
 
-    def _resolve(self) -> None:
+    def _resolve(self) -> LibvirtOpened:
         """Connection, storage pool, and the machine the qemu driver makes (its images and
-        accelerator); on a remote host, the files the guest boots from uploaded to the pool."""
+        accelerator); on a remote host, the files the guest boots from uploaded to the pool.
+        A resolve that fails closes the connection it opened."""
         s = self.settings
         libvirt = binding()
         if self.remote and self.needs.userland:
@@ -590,20 +600,30 @@ class LibvirtDriver(Driver[LibvirtSettings, LibvirtInstance]):
                 "remote host yet; use a URI of this host for it"
             )
         try:
-            self._conn = libvirt.open(s.uri)
+            conn = libvirt.open(s.uri)
         except libvirt.libvirtError as e:
             raise HvbenchError(
                 f"platform {self.platform}: cannot connect to {s.uri}: {e.get_error_message()}"
             ) from None
-        caps = ET.fromstring(self._conn.getCapabilities())
-        self._secmodels = [
+        try:
+            return self._resolve_on(conn)
+        except BaseException:
+            close_connection(conn)
+            raise
+
+    def _resolve_on(self, conn: Any) -> LibvirtOpened:
+        """``_resolve`` once connected (``conn``)."""
+        s = self.settings
+        caps = ET.fromstring(conn.getCapabilities())
+        secmodels = tuple(
             m.text for m in caps.iterfind("host/secmodel/model") if m.text and m.text != "dac"
-        ]
+        )
+        pool, cpu_source = None, LOCAL
         if self.remote:
-            self._pool = self._storage_pool()
+            pool = self._storage_pool(conn)
             # asked once: the runner wants the source for every sample
-            cpus, host = self._conn.getInfo()[2], self._conn.getHostname()
-            self._cpu_source = HostCpuSource(self._node_states, cpus, host)
+            cpus, host = conn.getInfo()[2], conn.getHostname()
+            cpu_source = HostCpuSource(functools.partial(_node_states, conn), cpus, host)
         verdict = None
         if self.remote and s.accel == "auto":
             # a probe boot would run on this host: the remote host's word is taken instead
@@ -612,17 +632,19 @@ class LibvirtDriver(Driver[LibvirtSettings, LibvirtInstance]):
                 "kvm" if kvm else "tcg",
                 f"the remote host {'offers' if kvm else 'does not offer'} KVM (not probed)",
             )
-        self._builder = MachineBuilder.resolve(self.platform, s, self.needs, verdict)
+        builder = MachineBuilder.resolve(self.platform, s, self.needs, verdict)
+        uploaded = {}
         if self.remote:
-            for path in self._builder.boot_files():
+            for path in builder.boot_files():
                 name = f"hvb-{self.ledger.run_id}-{self.platform}-{Path(path).name}"
-                self._uploaded[path] = self._upload(name, Path(path))
+                uploaded[path] = self._upload(conn, pool, name, Path(path))
+        return LibvirtOpened(builder, conn, secmodels, pool, cpu_source, uploaded)
 
-    def _storage_pool(self) -> Any:
+    def _storage_pool(self, conn: Any) -> Any:
         libvirt = binding()
         s = self.settings
         try:
-            pool = self._conn.storagePoolLookupByName(s.pool)
+            pool = conn.storagePoolLookupByName(s.pool)
         except libvirt.libvirtError:
             pool = None
         if pool is None or not pool.isActive():
@@ -637,10 +659,10 @@ class LibvirtDriver(Driver[LibvirtSettings, LibvirtInstance]):
         """The typed machine of instance ``index``: the qemu driver's, under a domain name that
         is unique on the host; libvirt keeps QEMU's monitor and the agent's socket to itself;
         on a remote host, booted from the uploaded volumes."""
-        assert self._builder, "open() first"
+        opened = self.opened
         address = self.network.address(index) if self.settings.nic != "none" else None
-        machine = self._builder.machine(index, prefix, address)
-        boot = machine.boot
+        machine = opened.builder.machine(index, prefix, address)
+        boot, uploaded = machine.boot, opened.uploaded
         return replace(
             machine,
             name=f"hvb-{self.ledger.run_id}-{self.platform}-{index}",
@@ -648,27 +670,26 @@ class LibvirtDriver(Driver[LibvirtSettings, LibvirtInstance]):
             agent_socket="",
             boot=replace(
                 boot,
-                kernel=self._uploaded.get(boot.kernel, boot.kernel),
-                initrd=self._uploaded.get(boot.initrd, boot.initrd) if boot.initrd else None,
+                kernel=uploaded.get(boot.kernel, boot.kernel),
+                initrd=uploaded.get(boot.initrd, boot.initrd) if boot.initrd else None,
             ),
         )
 
     def _prepare(self, count: int) -> None:
         """The run's network once; huge pages here for ``count`` guests."""
-        assert self._builder, "open() first"
         self._count, self._net_queues = count, {}
         if self.settings.nic != "none":
             self.network.up()  # once, before the threads that adopt their taps
-        self._reserved = self._builder.reserve_hugepages(self.ledger, count)
+        self._reserved = self.opened.builder.reserve_hugepages(self.ledger, count)
 
     def _instance(self, index: int) -> LibvirtInstance:
         s = self.settings
         return LibvirtInstance(self.platform, index, s.vcpus, s.memory >> 20, remote=self.remote)
 
-    def _upload(self, name: str, path: Path) -> str:
+    def _upload(self, conn: Any, pool: Any, name: str, path: Path) -> str:
         size = path.stat().st_size
-        volume = self._new_volume(name, size, "raw", self.resources)
-        stream = self._conn.newStream(0)
+        volume = self._new_volume(pool, name, size, "raw", self.resources)
+        stream = conn.newStream(0)
         try:
             volume.upload(stream, 0, size, 0)
             with path.open("rb") as f:
@@ -684,12 +705,12 @@ class LibvirtDriver(Driver[LibvirtSettings, LibvirtInstance]):
         uploaded: str = volume.path()
         return uploaded
 
-    def _new_volume(self, name: str, size: int, fmt: str, made: list[Resource]) -> Any:
-        """A volume in the remote pool, in the ledger before it exists."""
+    def _new_volume(self, pool: Any, name: str, size: int, fmt: str, made: list[Resource]) -> Any:
+        """A volume in the remote ``pool``, in the ledger before it exists."""
         s = self.settings
         made.append(self.ledger.add("volume", name, uri=s.uri, pool=s.pool))
         try:
-            return self._pool.createXML(volume_xml(name, size, fmt), 0)
+            return pool.createXML(volume_xml(name, size, fmt), 0)
         except binding().libvirtError as e:
             raise HvbenchError(
                 f"platform {self.platform}: cannot make volume {name} in pool {s.pool!r}: "
@@ -707,19 +728,18 @@ class LibvirtDriver(Driver[LibvirtSettings, LibvirtInstance]):
         """The data disk on the libvirt host, and its description for the report."""
         disk = self.settings.disk
         if not self.remote:
-            assert self._builder, "open() first"
-            image, description = self._builder.data_disk(self, prefix, inst.resources)
+            image, description = self.opened.builder.data_disk(self, prefix, inst.resources)
             if image.file is None:
                 return Source("block", {"dev": image.path}), description
             return Source("file", {"file": image.path}), description
         host = urlsplit(self.settings.uri).hostname
         if disk.backing == "block":
-            assert disk.path
+            assert disk.path  # the settings' validator: block needs a path
             return Source("block", {"dev": disk.path}), (
                 f"block device {disk.path} of {host} on {disk.bus}, cache={disk.cache}"
             )
         name = f"hvb-{self.ledger.run_id}-{inst.name}-data"
-        self._new_volume(name, disk.size, disk.format, inst.resources)
+        self._new_volume(self.opened.pool, name, disk.size, disk.format, inst.resources)
         return Source("volume", {"pool": self.settings.pool, "volume": name}), (
             f"{disk.format} volume {name} in pool {self.settings.pool} of {host} on "
             f"{disk.bus}, cache={disk.cache}, aio={disk.aio}"
@@ -727,7 +747,7 @@ class LibvirtDriver(Driver[LibvirtSettings, LibvirtInstance]):
 
     def _start_one(self, inst: LibvirtInstance, deadline: float) -> None:
         libvirt = binding()
-        s = self.settings
+        s, opened = self.settings, self.opened
         prefix = self.workdir / f"{self.platform}-{inst.index}"
         machine = self.machine(inst.index, prefix)
         made = inst.resources
@@ -735,9 +755,8 @@ class LibvirtDriver(Driver[LibvirtSettings, LibvirtInstance]):
         if s.nic != "none":
             tap, mac = tap_and_mac("l", 0x14, inst.index)
             machine.nics.append(nic_device(s, tap, mac))
-        if self.needs.userland:
-            assert self._builder, "open() first"
-            root = self._builder.root_disk(self.ledger, prefix, made)
+        if opened.builder.rootfs:
+            root = root_disk(opened.builder.rootfs, self.ledger, prefix, made)
             machine.disks.append(root)
             sources[root.id] = Source("file", {"file": root.path})
         if self.needs.data_disk:
@@ -748,12 +767,12 @@ class LibvirtDriver(Driver[LibvirtSettings, LibvirtInstance]):
             "kvm" if machine.accel == "kvm" else "qemu",
             sources,
             self._pins(inst.index),
-            self._secmodels,
+            list(opened.secmodels),
         )
         made.append(self.ledger.add("domain", machine.name, uri=s.uri))
         try:
             # paused until its console is open, so that no boot message is lost
-            inst.domain = self._conn.createXML(xml, libvirt.VIR_DOMAIN_START_PAUSED)
+            inst.domain = opened.conn.createXML(xml, libvirt.VIR_DOMAIN_START_PAUSED)
             # a blocking stream holds its connection's I/O: the console gets one of its own
             inst.console_conn = libvirt.open(s.uri)
             inst.stream = inst.console_conn.newStream(0)
@@ -792,31 +811,22 @@ class LibvirtDriver(Driver[LibvirtSettings, LibvirtInstance]):
 
     def _closed(self) -> None:
         """The uploads are gone (they were ``resources``): the connection goes too."""
-        self._uploaded.clear()
-        if self._conn is not None:
-            with contextlib.suppress(Exception):  # libvirtError: libvirtd went first
-                self._conn.close()
-        self._conn = None
+        if self.is_open:
+            close_connection(self.opened.conn)
 
     def host_cpu_source(self) -> HostCpuSource:
         """A remote host's CPU states as libvirt reads them there (its /proc/stat)."""
         if not self.remote:
             return LOCAL
-        self.open()
-        return self._cpu_source
-
-    def _node_states(self) -> dict[str, float]:
-        libvirt = binding()
-        ns = self._conn.getCPUStats(libvirt.VIR_NODE_CPU_STATS_ALL_CPUS)
-        return {s: ns.get(_NODE_STATS.get(s, ""), 0) / 1e9 for s in STATES}
+        return self.open().cpu_source
 
     def describe(self) -> dict:
         """The qemu driver's description of the same machine, with what libvirt runs it with
         and, for a remote host, that host."""
         info = super().describe()
-        conn, builder = self._conn, self._builder
-        if conn is None or builder is None:
+        if not self.is_open:
             return info
+        conn, builder = self.opened.conn, self.opened.builder
         pinning = {f"{self.platform}-{i}": self._pins(i) for i in range(self._count)}
         qemu = f"{conn.getType()} {dotted(conn.getVersion())} through libvirt"
         info["resolved"] = {
@@ -840,7 +850,19 @@ class LibvirtDriver(Driver[LibvirtSettings, LibvirtInstance]):
         return MachineBuilder.ran_by_settings(settings)
 
     def what_ran(self) -> WhatRan:
-        return self._builder.what_ran() if self._builder else super().what_ran()
+        return self.opened.builder.what_ran() if self.is_open else super().what_ran()
+
+
+def _node_states(conn: Any) -> dict[str, float]:
+    """A remote host's CPU states through ``conn``, under the names of /proc/stat."""
+    ns = conn.getCPUStats(binding().VIR_NODE_CPU_STATS_ALL_CPUS)
+    return {s: ns.get(_NODE_STATS.get(s, ""), 0) / 1e9 for s in STATES}
+
+
+def close_connection(conn: Any) -> None:
+    """Close a libvirt connection, which libvirtd may have closed first."""
+    with contextlib.suppress(Exception):  # libvirtError: libvirtd went first
+        conn.close()
 
 
 def dotted(version: int) -> str:

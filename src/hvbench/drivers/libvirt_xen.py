@@ -23,12 +23,20 @@ from urllib.parse import urlsplit
 
 from pydantic import model_validator
 
-from hvbench.drivers.base import Lifecycle, Operation, PlatformSettings
-from hvbench.drivers.libvirt import binding, dotted, is_active, is_remote, xml_child
+from hvbench.drivers.base import Lifecycle, Operation
+from hvbench.drivers.libvirt import (
+    binding,
+    close_connection,
+    dotted,
+    is_active,
+    is_remote,
+    xml_child,
+)
 from hvbench.drivers.xen import (
     NIC_MODULE,
-    XenDriver,
+    XenDomains,
     XenInstance,
+    XenOpened,
     XenSettings,
 )
 from hvbench.errors import HvbenchError, InstanceError
@@ -64,6 +72,13 @@ class LibvirtXenSettings(XenSettings):
                 "with xen:///system"
             )
         return self
+
+    no_lifecycle: ClassVar[str] = (
+        "has no migration or snapshot of Xen domains in hvbench yet (the xen driver has: xl)"
+    )
+
+    def refuses(self, operation: Operation) -> str | None:
+        return f"the libvirt driver at a Xen URI {self.no_lifecycle}"
 
 
 def xen_domain_xml(
@@ -136,7 +151,7 @@ class LibvirtXenInstance(XenInstance):
         return is_active(self.handle)
 
     def lifecycle(self) -> Lifecycle | None:
-        return None  # LibvirtXenDriver.refuses
+        return None  # LibvirtXenSettings.refuses
 
     def _destroy(self) -> None:
         with contextlib.suppress(Exception):  # libvirtError: already gone
@@ -151,22 +166,18 @@ class LibvirtXenInstance(XenInstance):
             return None
 
 
-class LibvirtXenDriver(XenDriver[LibvirtXenSettings]):
+@dataclass(frozen=True)
+class LibvirtXenOpened(XenOpened):
+    """What the xen driver resolves, and libvirtd's connection (virConnect) that runs the
+    domains, closed with the driver."""
+
+    conn: Any
+
+
+class LibvirtXenDriver(XenDomains[LibvirtXenSettings, LibvirtXenOpened]):
     name: ClassVar[str] = "libvirt"
     settings_model = LibvirtXenSettings
     instance_class = LibvirtXenInstance
-    no_lifecycle: ClassVar[str] = (
-        "has no migration or snapshot of Xen domains in hvbench yet (the xen driver has: xl)"
-    )
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._conn: Any = None
-        """libvirtd's connection (virConnect), once ``_toolstack`` made it."""
-
-    @classmethod
-    def refuses(cls, operation: Operation, settings: PlatformSettings) -> str | None:
-        return f"the libvirt driver at a Xen URI {cls.no_lifecycle}"
 
     def _userland(self, image: GuestImage) -> RootImage | None:
         if self.needs.userland:
@@ -176,28 +187,33 @@ class LibvirtXenDriver(XenDriver[LibvirtXenSettings]):
             )
         return None
 
-    def _toolstack(self) -> tuple[str, int]:
+    def _resolve(self) -> LibvirtXenOpened:
+        """libvirtd's connection and its Xen, then the domains' image and the hotplug script;
+        a resolve that fails closes the connection it opened."""
         libvirt = binding()
         try:
-            self._conn = libvirt.open(self.settings.uri)
+            conn = libvirt.open(self.settings.uri)
         except libvirt.libvirtError as e:
             raise HvbenchError(
                 f"platform {self.platform}: cannot connect to {self.settings.uri}: "
                 f"{e.get_error_message()} (start libvirtd in dom0, with its libxl driver: "
                 "apt-get install libvirt-daemon-driver-xen)"
             ) from None
-        return dotted(self._conn.getVersion()), self._conn.getInfo()[2]
+        try:
+            domains = self._domains(dotted(conn.getVersion()), conn.getInfo()[2])
+        except BaseException:
+            close_connection(conn)
+            raise
+        return LibvirtXenOpened(**vars(domains), conn=conn)
 
     def _closed(self) -> None:
-        if self._conn is not None:
-            with contextlib.suppress(Exception):  # libvirtError: libvirtd went first
-                self._conn.close()
-        self._conn = None
+        if self.is_open:
+            close_connection(self.opened.conn)
 
     def _guest_seconds(self) -> float:
         """vCPU time of every domain but dom0, as libxl accounts it."""
         total = 0
-        for domain in self._conn.listAllDomains():
+        for domain in self.opened.conn.listAllDomains():
             with contextlib.suppress(Exception):  # libvirtError: it ended meanwhile
                 total += domain.info()[4] if domain.ID() > 0 else 0
         return total / 1e9
@@ -211,16 +227,16 @@ class LibvirtXenDriver(XenDriver[LibvirtXenSettings]):
         root: str | None = None,
     ) -> None:
         """The domain through libvirt; ``root`` is always None (``_userland`` refuses)."""
-        assert isinstance(inst, LibvirtXenInstance)
-        s = self.settings
-        assert self._image and self._script, "open() first"
+        if not isinstance(inst, LibvirtXenInstance):
+            raise TypeError(f"{inst.name}: a libvirt domain is a LibvirtXenInstance's")
+        s, opened = self.settings, self.opened
         xml = xen_domain_xml(
             inst.domain,
             s,
-            str(self._kernel),
-            str(self._image.initrd),
+            str(opened.kernel),
+            str(opened.image.initrd),
             self._cmdline(inst),
-            self._script.name,
+            opened.script.name,
             self._mac(inst) if s.nic != "none" else None,
             (s.disk.backend, disk_target) if disk_target else None,
         )
@@ -229,15 +245,16 @@ class LibvirtXenDriver(XenDriver[LibvirtXenSettings]):
         Path(record.name).write_text(xml)  # for the record, next to its console log
         inst.resources.append(self.ledger.add("domain", inst.domain, uri=self.settings.uri))
         try:
-            inst.handle = self._conn.createXML(xml, 0)
+            handle = opened.conn.createXML(xml, 0)
         except binding().libvirtError as e:
             raise InstanceError(f"{inst.name}: libvirt: {e.get_error_message()}") from None
-        inst.domid = inst.handle.ID()
+        inst.handle = handle
+        inst.domid = handle.ID()
 
     def describe(self) -> dict:
         info = super().describe()
-        conn = self._conn
-        if conn is not None:
+        if self.is_open:
+            conn = self.opened.conn
             info["resolved"] |= {
                 "libvirt": dotted(conn.getLibVersion()),
                 "uri": self.settings.uri,

@@ -8,6 +8,10 @@ read-only root has no room to mount one), the platform's cgroup limits in LXC's 
 cgroup of the platform's (``lxc.cgroup.dir``), and what PLATFORMS.md found it needs here:
 ``lxc.console.path = none``, ``lxc.apparmor.profile = unconfined``.
 
+For the workloads that need a userland (consolidation), the guests' Debian root filesystem
+image under an overlay of the instance's own, booted with its own init (systemd, ``lxc.init.cmd``,
+with ``cgroup:mixed`` mounts for it), privileged only (see ``no_userland``).
+
 ``privileged: false`` (the default of Proxmox's containers): an id map (LXC's userns.conf) of
 SUBIDS ids of root's own in /etc/subuid and /etc/subgid (LXC insists on them where newuidmap is
 installed; made and removed through the ledger), the tree's and the data disk's owners shifted
@@ -20,8 +24,7 @@ LXC's command socket is an abstract one, of that namespace too: ``lxc-attach`` (
 channel, which puts the command in the container's namespaces and cgroup) and ``lxc-stop``
 enter it as well.
 
-Snapshot: ``lxc-checkpoint`` needs CRIU, which Debian's LXC finds only at /usr/sbin/criu (3.17,
-which fails on this kernel): refused.
+Snapshot: ``lxc-checkpoint`` (CRIU) is not driven yet: refused.
 """
 
 from __future__ import annotations
@@ -31,17 +34,20 @@ import os
 import subprocess
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Literal
 
 import psutil
 
-from hvbench.drivers.base import Operation, PlatformSettings
+from hvbench.drivers.base import Operation
 from hvbench.drivers.disks import DATA_MOUNT
 from hvbench.drivers.engine import (
+    BOOT_TARGET,
     SUBIDS,
+    SYSTEMD,
     EngineInstance,
+    Tree,
     TreeDriver,
     cgroup_of,
     checked,
@@ -64,7 +70,7 @@ from hvbench.host.network import BRIDGE, PREFIX
 from hvbench.host.process import time_left, which
 from hvbench.store import WhatRan
 
-NO_CHECKPOINT = "lxc-checkpoint needs CRIU at /usr/sbin/criu (Debian's 3.17 fails here)"
+NO_CHECKPOINT = "lxc-checkpoint (CRIU) is not driven by hvbench yet"
 CONFIG = Path("/usr/share/lxc/config")
 INIT_SCRIPT = "/hvbench-init"
 """Where the tree holds oslevel's INIT as a script, lxc.init.cmd's."""
@@ -83,6 +89,9 @@ class LxcSettings(OsLevelSettings):
     def pace(self, kvm: bool) -> Pace:
         return PACE
 
+    def refuses(self, operation: Operation) -> str | None:
+        return f"the lxc driver has no {operation}: {NO_CHECKPOINT}"
+
 
 @dataclass
 class LxcInstance(EngineInstance):
@@ -92,18 +101,21 @@ class LxcInstance(EngineInstance):
         return [*self.cli, "--", "/bin/sh", "-c", f'cd {WORKDIR} && exec "$@"', "sh", *argv]
 
 
-class LxcDriver(TreeDriver[LxcSettings, LxcInstance]):
+@dataclass(frozen=True)
+class LxcTree(Tree):
+    """What an LXC platform resolves: the tree, and who its containers' root is on the host."""
+
+    root_id: int = field(kw_only=True)
+    """The host uid and gid of the containers' root: the first of the id map, or 0."""
+
+
+class LxcDriver(TreeDriver[LxcSettings, LxcInstance, LxcTree]):
     name: ClassVar[str] = "lxc"
     settings_model = LxcSettings
     engine_name: ClassVar[str] = "lxc"
     instance_class = LxcInstance
     packages: ClassVar[tuple[str, ...]] = ("lxc", "uidmap")
     modes: ClassVar[tuple[str, ...]] = ("unprivileged", "privileged")
-
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)
-        self._root_id = 0
-        """The host uid and gid of the containers' root: the first of the id map, or 0."""
 
     @classmethod
     def binary(cls) -> str | None:
@@ -121,30 +133,38 @@ class LxcDriver(TreeDriver[LxcSettings, LxcInstance]):
     def ran_by_settings(cls, settings: LxcSettings) -> WhatRan:
         return WhatRan(mode=cls.modes[settings.privileged], modes=cls.modes)
 
-    @classmethod
-    def refuses(cls, operation: Operation, settings: PlatformSettings) -> str | None:
-        return f"the lxc driver has no {operation}: {NO_CHECKPOINT}"
-
     @property
     def lxcpath(self) -> Path:
         """The platform's containers' directory (``-P``)."""
         return self.workdir / f"{self.platform}-lxc"
 
-    def _resolve(self) -> None:
-        """The tree with the init script, shifted into the id map where unprivileged, and the
-        containers' directory with its lock directory (LXC's, under /run)."""
-        super()._resolve()
-        root = self.tree().root
-        (root / INIT_SCRIPT.lstrip("/")).write_text(INIT[2] + "\n")
+    def no_userland(self) -> str | None:
+        if self.settings.privileged:
+            return None
+        return (
+            "lxc boots the Debian root filesystem image (consolidation, kernbench) only with "
+            "privileged: true: an unprivileged container's id map cannot be put on the "
+            "read-only image (an idmapped mount of its overlay fails here, EINVAL)"
+        )
+
+    def _resolve(self) -> LxcTree:
+        """The tree with the init script, shifted into the id map where unprivileged (a booted
+        root image has its own init), and the containers' directory with its lock directory
+        (LXC's, under /run)."""
+        tree = self._resolve_tree()
+        if not tree.booted:
+            (tree.root / INIT_SCRIPT.lstrip("/")).write_text(INIT[2] + "\n")
+        root_id = 0
         if not self.settings.privileged:
-            self._root_id = subordinate_ids(self, "root")
-            _shift(root, self._root_id)
+            root_id = subordinate_ids(self, "root")
+            _shift(tree.root, root_id)
         self.resources.append(self.ledger.add("path", str(self.lxcpath)))
         self.lxcpath.mkdir()
         lock = LOCKS / str(self.lxcpath).lstrip("/")
         top = next((d for d in (*reversed(lock.parents), lock) if not d.exists()), None)
         if top is not None:  # the first directory of it that LXC will make
             self.resources.append(self.ledger.add("path", str(top)))
+        return LxcTree(**vars(tree), root_id=root_id)
 
     def _start_one(self, inst: LxcInstance, deadline: float) -> None:
         made = inst.resources
@@ -155,7 +175,7 @@ class LxcDriver(TreeDriver[LxcSettings, LxcInstance]):
         if self.needs.data_disk:
             data = home / "data"
             host_data_disk(self, self.settings.disk, inst, data, "bind-mounted", made)
-            os.chown(data, self._root_id, self._root_id)
+            os.chown(data, self.opened.root_id, self.opened.root_id)
         inst.address = self.network.address(inst.index)
         self.network.up()
         enter = ["nsenter", f"--net={self.network.netns_path}", "--"]
@@ -163,8 +183,9 @@ class LxcDriver(TreeDriver[LxcSettings, LxcInstance]):
         where = ["-n", name, "-P", str(self.lxcpath)]
         inst.cli = (*enter, "lxc-attach", *where, "--clear-env", "-v", f"PATH={PATH}",
                     "-v", "HOME=/root")  # fmt: skip
+        root = self.instance_root(home, made)
         config = home / "config"
-        config.write_text("\n".join(self._config(inst, data)) + "\n")
+        config.write_text("\n".join(self._config(inst, root, data)) + "\n")
         veth = f"hvl{inst.index}"
         made.append(self.ledger.add("link", veth, netns=self.network.netns))
         stop = [*enter, "lxc-stop", "--kill", *where]
@@ -190,17 +211,17 @@ class LxcDriver(TreeDriver[LxcSettings, LxcInstance]):
             raise InstanceError(
                 f"{inst.name}: lxc-info gave no running init: {info.stderr.strip()[-200:]}"
             ) from None
-        probe = inst.exec(["true"], timeout=time_left(deadline))
-        if not probe.ok:
-            raise InstanceError(f"{inst.name}: first command failed: {probe.describe_failure()}")
+        self.ready(inst, deadline)
         inst.boot = {"ready": round(time.monotonic() - t0, 3)}
 
-    def _config(self, inst: LxcInstance, data: Path | None) -> list[str]:
-        """The container's configuration: LXC's common one, then the platform's."""
-        s, root = self.settings, self.tree().root
+    def _config(self, inst: LxcInstance, root: Path, data: Path | None) -> list[str]:
+        """The container's configuration: LXC's common one, then the platform's; a booted root
+        image (writable, its own overlay) with its own init and the cgroup mounts systemd
+        needs."""
+        s, booted = self.settings, self.opened.booted
         lines = [f"lxc.include = {CONFIG / 'common.conf'}"]
         if not s.privileged:
-            ids = f"0 {self._root_id} {SUBIDS}"
+            ids = f"0 {self.opened.root_id} {SUBIDS}"
             lines += [f"lxc.include = {CONFIG / 'userns.conf'}", f"lxc.idmap = u {ids}",
                       f"lxc.idmap = g {ids}"]  # fmt: skip
         quota = s.vcpus * CFS_PERIOD_US
@@ -219,16 +240,18 @@ class LxcDriver(TreeDriver[LxcSettings, LxcInstance]):
         lines += [
             f"lxc.uts.name = {inst.name}",
             f"lxc.rootfs.path = dir:{root}",
-            "lxc.rootfs.options = ro",
+            *(["lxc.rootfs.options = ro"] * (not booted)),
             "lxc.console.path = none",
             "lxc.tty.max = 0",  # no terminals: commands come through lxc-attach
             "lxc.apparmor.profile = unconfined",
             f"lxc.cgroup.dir = {self.cgroup_parent.lstrip('/')}/{inst.name}",
             *limits,
-            "lxc.mount.auto = proc:mixed sys:mixed",
+            "lxc.mount.auto = proc:mixed sys:mixed" + " cgroup:mixed" * booted,
             "lxc.mount.entry = tmpfs tmp tmpfs rw,nosuid,nodev,mode=1777 0 0",
             "lxc.mount.entry = tmpfs run tmpfs rw,nosuid,nodev,mode=755 0 0",
-            f"lxc.init.cmd = /bin/sh {INIT_SCRIPT}",
+            f"lxc.init.cmd = /{SYSTEMD} {BOOT_TARGET}"
+            if booted
+            else f"lxc.init.cmd = /bin/sh {INIT_SCRIPT}",
             f"lxc.init.cwd = {WORKDIR}",
             "lxc.net.0.type = veth",
             f"lxc.net.0.veth.pair = hvl{inst.index}",
@@ -246,8 +269,8 @@ class LxcDriver(TreeDriver[LxcSettings, LxcInstance]):
             **super().facts(),
             "ids": "the host's (privileged)"
             if s.privileged
-            else f"root is host uid {self._root_id}, {SUBIDS} ids mapped (unprivileged)",
-            "root": "the guest image's tree, unpacked, read-only; commands start in /tmp, a tmpfs",
+            else f"root is host uid {self.opened.root_id}, {SUBIDS} ids mapped (unprivileged)",
+            "root": self.opened.described(),
             "control": "lxc-attach (the container's namespaces and cgroup)",
             "network": "a veth on the run's bridge, the instance's address on eth0",
             "config": "LXC's common.conf"

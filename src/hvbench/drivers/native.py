@@ -44,6 +44,8 @@ s for one, stop 0.01-0.07 s; four at once 0.09-0.35 s on 2 cores (``bench/footpr
 
 
 class NativeSettings(PlatformSettings):
+    no_lifecycle: ClassVar[str] = "runs on the host itself: there is no guest to move or save"
+
     driver: Literal["native"]
     disk: NativeDisk = NativeDisk()
 
@@ -82,9 +84,8 @@ class NativeInstance(Instance):
                 os.killpg(pid, signal.SIGKILL)
 
 
-class NativeDriver(Driver[NativeSettings, NativeInstance]):
+class NativeDriver(Driver[NativeSettings, NativeInstance, None]):
     name: ClassVar[str] = "native"
-    no_lifecycle: ClassVar[str] = "runs on the host itself: there is no guest to move or save"
     kernel: ClassVar[Kernel] = "host"
     settings_model = NativeSettings
     default_instances: ClassVar[Sequence[int] | None] = (1,)
@@ -96,6 +97,9 @@ class NativeDriver(Driver[NativeSettings, NativeInstance]):
     @classmethod
     def ran_by_settings(cls, settings: NativeSettings) -> WhatRan:
         return WhatRan(bare=True)
+
+    def _resolve(self) -> None:
+        """Nothing: the host is every instance, and each makes its own namespace and disk."""
 
     def _instance(self, index: int) -> NativeInstance:
         return NativeInstance(

@@ -9,6 +9,9 @@ with the platform's limits (``engine.own_cgroup``), which the container inherits
 nspawn process itself out to the platform's parent once the container runs, so that the
 instance's cgroup holds the container's processes alone.
 
+For the workloads that need a userland (consolidation), ``--boot`` of the guests' Debian root
+filesystem image under an overlay of the instance's own: its own init (systemd) is PID 1.
+
 Commands run through ``nsenter`` into the container's namespaces and root (``--target`` its
 PID 1), started inside its cgroup: nspawn has no ``exec`` of its own without machined
 (``machinectl shell`` needs it).
@@ -33,9 +36,17 @@ from typing import ClassVar, Literal
 
 import psutil
 
-from hvbench.drivers.base import Operation, PlatformSettings
+from hvbench.drivers.base import Operation
 from hvbench.drivers.disks import DATA_MOUNT
-from hvbench.drivers.engine import EngineInstance, TreeDriver, joined, own_cgroup
+from hvbench.drivers.engine import (
+    BOOT_TARGET,
+    SYSTEMD,
+    EngineInstance,
+    Tree,
+    TreeDriver,
+    joined,
+    own_cgroup,
+)
 from hvbench.drivers.footprint import Pace
 from hvbench.drivers.last_words import last_words
 from hvbench.drivers.oslevel import (
@@ -65,6 +76,9 @@ class NspawnSettings(OsLevelSettings):
     def pace(self, kvm: bool) -> Pace:
         return PACE
 
+    def refuses(self, operation: Operation) -> str | None:
+        return f"the nspawn driver has no {operation}: {NO_CHECKPOINT}"
+
 
 @dataclass
 class NspawnInstance(EngineInstance):
@@ -77,7 +91,7 @@ class NspawnInstance(EngineInstance):
         return [*self.cli, *enter, "--", "/bin/env", "-i", f"PATH={PATH}", "HOME=/root", *argv]
 
 
-class NspawnDriver(TreeDriver[NspawnSettings, NspawnInstance]):
+class NspawnDriver(TreeDriver[NspawnSettings, NspawnInstance, Tree]):
     name: ClassVar[str] = "nspawn"
     settings_model = NspawnSettings
     engine_name: ClassVar[str] = "systemd-nspawn"
@@ -103,18 +117,26 @@ class NspawnDriver(TreeDriver[NspawnSettings, NspawnInstance]):
     def ran_by_settings(cls, settings: NspawnSettings) -> WhatRan:
         return WhatRan(mode=cls.modes[0 if settings.private_network else 1], modes=cls.modes)
 
-    @classmethod
-    def refuses(cls, operation: Operation, settings: PlatformSettings) -> str | None:
-        return f"the nspawn driver has no {operation}: {NO_CHECKPOINT}"
+    def no_userland(self) -> str | None:
+        return None
+
+    def _resolve(self) -> Tree:
+        """The guest tree, or the root filesystem image its containers boot."""
+        return self._resolve_tree()
 
     def _start_one(self, inst: NspawnInstance, deadline: float) -> None:
-        s, tree, made = self.settings, self.tree(), inst.resources
+        s, tree, made = self.settings, self.opened, inst.resources
         home = self.workdir / inst.name
         made.append(self.ledger.add("path", str(home)))
         home.mkdir()
         machine = f"hvb-{inst.index}"  # its veth: vb-<machine>, within 15 characters
-        flags = ["--read-only", "--resolv-conf=off", "--timezone=off", "--link-journal=no",
-                 "--tmpfs=/tmp:mode=1777", f"--chdir={WORKDIR}", "--machine", machine]  # fmt: skip
+        root = self.instance_root(home, made)
+        # a booted root image is the instance's own overlay, its init systemd (--boot)
+        payload = [SYSTEMD, BOOT_TARGET] if tree.booted else INIT
+        args = payload[1:] if tree.booted else payload  # --boot: nspawn finds the init itself
+        flags = ["--boot" if tree.booted else "--read-only", "--resolv-conf=off",
+                 "--timezone=off", "--link-journal=no", "--tmpfs=/tmp:mode=1777",
+                 f"--chdir={WORKDIR}", "--machine", machine]  # fmt: skip
         if self.needs.data_disk:
             host_data_disk(self, s.disk, inst, home / "data", "bind-mounted (--bind)", made)
             flags.append(f"--bind={home / 'data'}:{DATA_MOUNT}")
@@ -131,26 +153,31 @@ class NspawnDriver(TreeDriver[NspawnSettings, NspawnInstance]):
         nspawn = which("systemd-nspawn") or "systemd-nspawn"
         argv = [*inst.cli, "nsenter", f"--net=/run/netns/{netns}", "--", nspawn,
                 "--register=no", "--keep-unit", "--quiet", "--console=pipe", "--directory",
-                str(tree.root), *flags, "--", *INIT]  # fmt: skip
+                str(root), *flags, "--", *args]  # fmt: skip
         log = home / "nspawn.log"
         t0 = time.monotonic()  # boot: nspawn's start to the first command's answer
         with log.open("wb") as out:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
                                     stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
         made.append(self.ledger.add_process(proc.pid))
-        inst.init = self._payload(inst, proc, log, deadline)
+        inst.init = self._payload(inst, proc, payload, log, deadline)
         self._leave(proc.pid)
         if s.private_network:
             self._address(inst)
-        probe = inst.exec(["true"], timeout=time_left(deadline))
-        if not probe.ok:
-            raise InstanceError(f"{inst.name}: first command failed: {probe.describe_failure()}")
+        self.ready(inst, deadline)
         inst.boot = {"ready": round(time.monotonic() - t0, 3)}
 
     def _payload(
-        self, inst: NspawnInstance, proc: subprocess.Popen, log: Path, deadline: float
+        self,
+        inst: NspawnInstance,
+        proc: subprocess.Popen,
+        payload: list[str],
+        log: Path,
+        deadline: float,
     ) -> psutil.Process:
-        """The container's PID 1 (INIT, nspawn's child) once it runs."""
+        """The container's PID 1 once it runs: nspawn's child that runs ``payload`` (INIT, or
+        the booted init, found by nspawn itself: named alike, with its arguments), not one of
+        nspawn's own forks, whose command line ends in the same arguments."""
         nspawn = psutil.Process(proc.pid)
         while time_left(deadline) > 0:
             if proc.poll() is not None:
@@ -158,7 +185,8 @@ class NspawnDriver(TreeDriver[NspawnSettings, NspawnInstance]):
                 raise InstanceError(f"{inst.name}: systemd-nspawn ended ({words})")
             for child in nspawn.children(recursive=True):
                 try:
-                    if child.cmdline() == INIT:
+                    argv = child.cmdline()
+                    if argv[1:] == payload[1:] and Path(argv[0]).name == Path(payload[0]).name:
                         return child
                 except psutil.Error:
                     continue
@@ -186,7 +214,7 @@ class NspawnDriver(TreeDriver[NspawnSettings, NspawnInstance]):
         bridge = f"--network-bridge={BRIDGE}: a veth of nspawn's on the run's bridge"
         return {
             **super().facts(),
-            "root": "the guest image's tree, unpacked, read-only; commands start in /tmp, a tmpfs",
+            "root": self.opened.described(),
             "control": "nsenter into the container's namespaces and root, in its cgroup",
             "network": bridge
             if s.private_network

@@ -27,9 +27,11 @@ nsenter would not).
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import json
 import os
+import re
 import shlex
 import signal
 import subprocess
@@ -38,7 +40,7 @@ from abc import abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import ClassVar, Literal, NamedTuple, TypeVar
 
 import psutil
 from pydantic import PositiveInt
@@ -57,7 +59,7 @@ from hvbench.drivers.last_words import last_words
 from hvbench.errors import CommandTimeout, HvbenchError, InstanceError
 from hvbench.guest import image as guest_image
 from hvbench.guest import rootfs, userland
-from hvbench.host.process import ExecResult, Running, run_bounded, time_left
+from hvbench.host.process import ExecResult, Running, run_bounded, time_left, which
 from hvbench.host.resources import Resource
 from hvbench.host.storage import attach_loop, mount
 from hvbench.units import Size
@@ -183,6 +185,27 @@ def kill_but_init(init: psutil.Process | None, pids: Iterable[int]) -> None:
         if pid not in keep:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+def mount_userland(driver: Driver, image: userland.RootImage) -> Path:
+    """The root filesystem image mounted read-only for the platform's run, from a read-only
+    loop device (not even ext4's journal replay writes the cached image); ``close``, or
+    ``hvbench cleanup``, undoes it."""
+    mountpoint = driver.workdir / f"userland-{image.key}"
+    driver.resources.append(attach_loop(driver.ledger, image.disk, "--read-only"))
+    mount(driver.ledger, driver.resources, mountpoint, "-o", "ro", driver.resources[-1].name)
+    return mountpoint
+
+
+def overlay_root(driver: Driver, lower: Path, home: Path, made: list[Resource]) -> Path:
+    """An instance's own writable root: an overlayfs over the read-only image (``lower``), its
+    upper and work directories in the instance's ``home``, which ``stop`` removes."""
+    upper, work = home / "upper", home / "work"
+    upper.mkdir()
+    work.mkdir()
+    layers = f"lowerdir={lower},upperdir={upper},workdir={work}"
+    mount(driver.ledger, made, home / "root", "-t", "overlay", "-o", layers, "overlay")
+    return home / "root"
 
 
 def host_data_disk(
@@ -317,26 +340,28 @@ class OciInstance(CgroupContainer):
 OS = TypeVar("OS", bound=OsLevelSettings)
 
 
-class OciDriver(Driver[OS, OciInstance]):
+@dataclass(frozen=True)
+class OciOpened:
+    """What an OCI runtime's driver resolves once per run (``open``)."""
+
+    image: guest_image.GuestImage
+    root: Path
+    """The image's tree, unpacked: every instance's read-only root; or with a userland, the
+    root filesystem image mounted read-only: every instance's overlay's lower layer."""
+    userland: userland.RootImage | None
+    """The root filesystem image, where the workloads need a full userland."""
+    runtime: tuple[str, ...]
+    """The runtime's command with its global flags (state directory first)."""
+    cgroup_version: Literal[1, 2]
+
+
+class OciDriver(Driver[OS, OciInstance, OciOpened]):
     """A driver that runs each instance as an OCI container of the guest image's tree."""
 
     runtime_name: ClassVar[str]
     instance_class: ClassVar[type[OciInstance]] = OciInstance
     state_mounts: ClassVar[tuple[str, ...]] = ()
     """Mounts the runtime makes in its state directory and leaves there."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._image: guest_image.GuestImage | None = None
-        """The guest image, and what else ``_resolve`` makes once per run."""
-        self._root: Path | None = None
-        """The image's tree, unpacked: every instance's read-only root; or with a userland, the
-        root filesystem image mounted read-only: every instance's overlay's lower layer."""
-        self._userland: userland.RootImage | None = None
-        """The root filesystem image, where the workloads need a full userland."""
-        self._runtime: list[str] = []
-        """The runtime's command with its global flags (state directory first)."""
-        self._cgroup_version: Literal[1, 2] = 2
 
     # what a runtime differs in ---------------------------------------------------------------
 
@@ -355,7 +380,7 @@ class OciDriver(Driver[OS, OciInstance]):
 
     # the common part ---------------------------------------------------------------------------
 
-    def _resolve(self) -> None:
+    def _resolve(self) -> OciOpened:
         """Build (or take from the cache) the guest image, and the root filesystem image where
         the workloads need a userland; unpack or mount it, and make the runtime's state
         directory."""
@@ -363,42 +388,23 @@ class OciDriver(Driver[OS, OciInstance]):
         if binary is None:
             verdict = self.check()
             raise HvbenchError(f"platform {self.platform}: {verdict.detail}; {verdict.fix}")
-        self._image = guest_image.build(self.needs.tools)
+        image = guest_image.build(self.needs.tools)
+        rootfs_image = None
         if self.needs.userland:
             tools, packages = self.needs.tools, self.needs.packages
-            self._userland = userland.build(tools, self._image, packages)
-            self._root = self._mount_userland(self._userland)
+            rootfs_image = userland.build(tools, image, packages)
+            root = mount_userland(self, rootfs_image)
         else:
-            dest = self.workdir / f"rootfs-{self._image.key}"
-            root = rootfs.unpack(self._image, dest, self.ledger, self.resources)
+            dest = self.workdir / f"rootfs-{image.key}"
+            root = rootfs.unpack(image, dest, self.ledger, self.resources)
             (root / DATA_MOUNT.lstrip("/")).mkdir(parents=True, exist_ok=True)
-            self._root = root
         state = self.workdir / "state"
         self.resources.append(self.ledger.add("path", str(state)))
         state.mkdir(exist_ok=True)
         for name in self.state_mounts:
             self.resources.append(self.ledger.add("mount", str(state / name)))
-        self._runtime = [binary, "--root", str(state), *self._global_flags()]
-        self._cgroup_version = cgroup_version()
-
-    def _mount_userland(self, image: userland.RootImage) -> Path:
-        """The root filesystem image mounted read-only, from a read-only loop device (not even
-        ext4's journal replay writes the cached image); ``close``, or ``hvbench cleanup``,
-        undoes it."""
-        mountpoint = self.workdir / f"userland-{image.key}"
-        self.resources.append(attach_loop(self.ledger, image.disk, "--read-only"))
-        mount(self.ledger, self.resources, mountpoint, "-o", "ro", self.resources[-1].name)
-        return mountpoint
-
-    def _overlay(self, bundle: Path, made: list[Resource]) -> str:
-        """The instance's own writable root: an overlayfs over the read-only image, its upper
-        and work directories in the instance's bundle, which ``stop`` removes."""
-        upper, work = bundle / "upper", bundle / "work"
-        upper.mkdir()
-        work.mkdir()
-        layers = f"lowerdir={self._root},upperdir={upper},workdir={work}"
-        mount(self.ledger, made, bundle / "root", "-t", "overlay", "-o", layers, "overlay")
-        return str(bundle / "root")
+        runtime = (binary, "--root", str(state), *self._global_flags())
+        return OciOpened(image, root, rootfs_image, runtime, cgroup_version())
 
     def _prepare(self, count: int) -> None:
         self.network.up()  # once, before the instances add their veths in parallel
@@ -408,30 +414,32 @@ class OciDriver(Driver[OS, OciInstance]):
         return self.instance_class(self.platform, index, s.vcpus, s.memory >> 20)
 
     def _start_one(self, inst: OciInstance, deadline: float) -> None:
-        made = inst.resources
+        opened, made = self.opened, inst.resources
         netns = self.network.add_host_netns(inst.index)
         made.append(netns)
         inst.address = self.network.address(inst.index)
         bundle = self.workdir / inst.name
         made.append(self.ledger.add("path", str(bundle)))
         bundle.mkdir()
-        inst.root = self._overlay(bundle, made) if self._userland else str(self._root)
+        inst.root = str(
+            overlay_root(self, opened.root, bundle, made) if opened.userland else opened.root
+        )
         data_source = None
         if self.needs.data_disk:
             data_source = self._data_disk(inst, bundle, made)
-        inst.runtime = self._runtime
+        inst.runtime = list(opened.runtime)
         inst.container_id = f"hvb-{self.ledger.run_id[-8:]}-{inst.name}-{os.getpid()}"
         # a cgroup of its own at the top, which the runtime's delete removes (a common parent
         # would be left behind)
         inst.cgroups_path = f"/{inst.container_id}"
         spec = self.spec(inst, netns.name, data_source)
         (bundle / "config.json").write_text(json.dumps(spec, indent=1))
-        made.append(self.ledger.add("container", inst.container_id, runtime=self._runtime))
+        made.append(self.ledger.add("container", inst.container_id, runtime=inst.runtime))
         log = bundle / "runtime.log"
         t0 = time.monotonic()  # boot is the runtime's start to the first command's answer
         with log.open("wb") as out:
             proc = subprocess.run(
-                [*self._runtime, "run", "--detach", "--bundle", str(bundle), inst.container_id],
+                [*inst.runtime, "run", "--detach", "--bundle", str(bundle), inst.container_id],
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -450,7 +458,7 @@ class OciDriver(Driver[OS, OciInstance]):
     def _init_process(self, inst: OciInstance) -> psutil.Process:
         """The container's init on the host (runsc: its sandbox), from the runtime's state."""
         state = subprocess.run(
-            [*self._runtime, "state", inst.container_id],
+            [*inst.runtime, "state", inst.container_id],
             capture_output=True,
             text=True,
             timeout=60,
@@ -516,7 +524,7 @@ class OciDriver(Driver[OS, OciInstance]):
                 "capabilities": {k: CAPABILITIES for k in ("bounding", "effective", "permitted")},
                 "noNewPrivileges": True,
             },
-            "root": {"path": inst.root, "readonly": self._userland is None},
+            "root": {"path": inst.root, "readonly": self.opened.userland is None},
             "hostname": inst.name,
             "mounts": mounts,
             "linux": {
@@ -552,24 +560,23 @@ class OciDriver(Driver[OS, OciInstance]):
 
     def describe(self) -> dict:
         info = super().describe()
-        image = self._image
-        if image is None:
+        if not self.is_open:
             return info
-        s = self.settings
+        s, opened = self.settings, self.opened
         info["resolved"] = {
             "runtime": self.runtime_name,
-            "runtime_version": runtime_version(self._runtime[0]),
+            "runtime_version": runtime_version(opened.runtime[0]),
             "root": (
                 "the root filesystem image, mounted read-only, under an overlayfs of each "
                 "instance's own"
-                if self._userland
+                if opened.userland
                 else "the guest image's tree, unpacked, read-only"
             )
             + "; commands start in /tmp, a tmpfs",
             "control": f"{self.runtime_name} exec (the container's namespaces and cgroup)",
             "network": "veth into the run's bridge from a network namespace of its own",
             "cgroup": {
-                "version": self._cgroup_version,
+                "version": opened.cgroup_version,
                 "cpu": f"CFS quota {s.vcpus * CFS_PERIOD_US} us per {CFS_PERIOD_US} us"
                 + (" and a cpuset of as many cores" if s.pin else ""),
                 "memory": f"{s.memory} bytes, no swap",
@@ -578,9 +585,9 @@ class OciDriver(Driver[OS, OciInstance]):
             "over a sparse file, or the block device given), bind-mounted at " + DATA_MOUNT,
             **self._runtime_described(),
         }
-        info["image"] = image.manifest
-        if self._userland:
-            info["rootfs"] = self._userland.summary()
+        info["image"] = opened.image.manifest
+        if opened.userland:
+            info["rootfs"] = opened.userland.summary()
         return info
 
 
@@ -737,3 +744,31 @@ class OciLifecycle(Lifecycle):
         if not probe.ok:
             raise InstanceError(f"{inst.name}: no answer after the restore: "
                                 f"{probe.describe_failure()}")  # fmt: skip
+
+
+class Criu(NamedTuple):
+    """The CRIU runc is handed: its path and version."""
+
+    path: str
+    version: str
+
+
+CRIU_MIN = (4, 1)
+"""The first CRIU that dumps on this kernel (6.13 moved the rt vDSO: "vdso: Failed to fill self
+vdso symtable" from 3.17)."""
+
+
+@functools.cache
+def criu() -> Criu | None:
+    """The CRIU runc would use (hvbench's virtualenv first, see scripts/install-criu.sh), or
+    None if there is none of CRIU_MIN or later."""
+    path = which("criu")
+    if path is None:
+        return None
+    out = subprocess.run([path, "--version"], capture_output=True, text=True, check=False)
+    found = re.search(r"Version: ((\d+)\.(\d+)(?:\.\d+)?)", out.stdout)
+    if out.returncode != 0 or found is None:
+        return None
+    if (int(found.group(2)), int(found.group(3))) < CRIU_MIN:
+        return None
+    return Criu(path, found.group(1))

@@ -25,8 +25,11 @@ Settings, Podman's defaults first (unset: what Podman chooses, recorded from ``p
 overlay driver through the FUSE program), ``vfs`` (full copies). The data disk is bind-mounted
 (``--volume``), owned by the container's root (the user, rootless).
 
-Snapshot: ``podman container checkpoint`` needs CRIU, which Debian's podman finds only at
-/usr/sbin/criu (3.17 there, which fails on this kernel): refused.
+Snapshot (rootful): ``podman container checkpoint --export`` to a file and ``podman container
+restore --import`` of it, through runc and CRIU 4.1 (``./setup.sh --with-criu``; Debian 12's
+3.17 fails ``criu check`` on kernels from 6.13 on: "vdso: Unexpected rt vDSO area bounds"), which
+Podman finds on PATH and runc is told (``--runtime-flag criu=PATH``). Rootless Podman cannot
+checkpoint (CRIU needs root); there is no migration: both refused before a run.
 """
 
 from __future__ import annotations
@@ -36,21 +39,25 @@ import os
 import pwd
 import resource
 import subprocess
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar, Literal, get_args
 
-from hvbench.drivers.base import Operation, PlatformSettings
+from hvbench.drivers.base import Operation, OperationReport
 from hvbench.drivers.disks import DATA_MOUNT
 from hvbench.drivers.engine import (
     EngineDriver,
     EngineInstance,
     checked,
+    no_criu,
     own_cgroup,
+    snapshots,
     subordinate_ids,
 )
 from hvbench.drivers.footprint import Pace
-from hvbench.drivers.oslevel import OsLevelSettings
+from hvbench.drivers.oslevel import OsLevelSettings, criu
+from hvbench.errors import InstanceError
 from hvbench.host.process import which
 from hvbench.store import WhatRan
 
@@ -62,7 +69,7 @@ limit above its caller's ("error setting rlimit type 6")."""
 HOST_DIRS = ("/var/lib/containers", "/var/cache/containers", "/var/lib/cni")
 """What rootful Podman makes whatever its flags say: the blob cache of an import, the
 short-name aliases' lock, CNI's address leases; removed where the run made them."""
-NO_CHECKPOINT = "podman checkpoint needs CRIU at /usr/sbin/criu (Debian's 3.17 fails here)"
+NO_CRIU = no_criu("podman container checkpoint")
 PACE = Pace(slowdown=1.0, io_slowdown=1.2, start_s=6.0, core_s=2.5)
 """runc under the engine: compute at native speed, as the container platform's; a start is
 podman's run (1-3 s here) and the data disk; not yet measured by ``bench/footprint.py``."""
@@ -80,6 +87,13 @@ class PodmanSettings(OsLevelSettings):
     def pace(self, kvm: bool) -> Pace:
         return PACE
 
+    def refuses(self, operation: Operation) -> str | None:
+        if operation == "migrate":
+            return "the podman driver has no migration: Podman restores a checkpoint, on one host"
+        if self.rootless:
+            return "podman container checkpoint needs root: rootless: false"
+        return None if criu() else NO_CRIU
+
 
 class PodmanDriver(EngineDriver[PodmanSettings]):
     name: ClassVar[str] = "podman"
@@ -91,6 +105,7 @@ class PodmanDriver(EngineDriver[PodmanSettings]):
     modes: ClassVar[tuple[str, ...]] = tuple(
         f"{who}, {net}" for who in ("rootful", "rootless") for net in get_args(Network)
     )
+    companions = ("slirp4netns", "fuse-overlayfs", "rootlessport")
 
     @classmethod
     def binary(cls) -> str | None:
@@ -101,20 +116,24 @@ class PodmanDriver(EngineDriver[PodmanSettings]):
         return WhatRan(mode=_mode(settings.rootless, network_of(settings)), modes=cls.modes)
 
     @classmethod
-    def refuses(cls, operation: Operation, settings: PlatformSettings) -> str | None:
-        return f"the podman driver has no {operation}: {NO_CHECKPOINT}"
-
-    @classmethod
     def lacks(cls) -> list[str]:
         missing = [p for p in ("slirp4netns", "fuse-overlayfs", "newuidmap", "setfacl")
                    if which(p) is None]  # fmt: skip
-        return [f"{', '.join(missing)} not installed"] * bool(missing) + [NO_CHECKPOINT]
+        return [f"{', '.join(missing)} not installed"] * bool(missing) + [NO_CRIU] * (
+            criu() is None
+        )
+
+    @classmethod
+    def version(cls) -> str:
+        found = criu()
+        checkpoint = f"; checkpoint with CRIU {found.version} (rootful)" if found else ""
+        return super().version() + checkpoint
 
     def _start_engine(self, netns: str, home: Path) -> tuple[list[str], float | None]:
         """Podman's storage and configuration under ``home`` (short paths for its sockets
         under /run), and for rootless its user; no daemon to start."""
         s = self.settings
-        run = Path(f"/run/hvbp-{self.ledger.run_id[-8:]}-{_host_of(netns)}")
+        run = self._run_dir(netns)
         self.resources.append(self.ledger.add("path", str(run)))
         run.mkdir(mode=0o700)
         if not s.rootless:
@@ -145,12 +164,62 @@ class PodmanDriver(EngineDriver[PodmanSettings]):
         if s.storage == "fuse-overlayfs":
             storage += ["--storage-opt", f"overlay.mount_program={which('fuse-overlayfs')}"]
         podman = self.binary() or "podman"
+        checkpoint: list[str] = []
+        found = criu()
+        if found and not s.rootless:  # Podman looks for criu on PATH, runc is told which
+            env.append(f"PATH={Path(found.path).parent}:{os.environ.get('PATH', '')}")
+            checkpoint = ["--runtime-flag", f"criu={found.path}"]
         cli = [
             "nsenter", f"--net=/run/netns/{netns}", "--", *who, "env", *env, podman,
             *storage, "--tmpdir", str(run / "libpod"), "--network-config-dir", str(home / "net"),
             "--runtime", "runc", "--cgroup-manager", "cgroupfs", "--events-backend", "file",
+            *checkpoint,
         ]  # fmt: skip
         return cli, None
+
+    def snapshot(self, inst: EngineInstance, deadline: float) -> OperationReport:
+        """``podman container checkpoint --export`` of the running container to a file (CRIU
+        dumps its processes, which stops it), ``rm``, then ``podman container restore
+        --import`` of the file: the container anew, of the same name, the instance from then
+        on, once it answers. The file is in the ledger before it exists, and goes after."""
+        if not inst.alive():
+            raise InstanceError(f"{inst.name}: the container is not running any more")
+        file = self.workdir / self.platform / f"{inst.name}.checkpoint{next(snapshots)}.tar"
+        made = self.ledger.add("path", str(file))
+        try:
+            t0 = time.monotonic()
+            save = self.engine_command(inst, ["container", "checkpoint", "--export", str(file),
+                                              inst.container_id], deadline)  # fmt: skip
+            save_s = time.monotonic() - t0
+            size = file.stat().st_size
+            self.engine_command(inst, ["rm", "--force", inst.container_id], deadline)
+            self.stopped_by_checkpoint(inst, deadline)
+            t1 = time.monotonic()
+            restore = self.engine_command(
+                inst, ["container", "restore", "--import", str(file)], deadline
+            )
+            self._inspect(inst)
+            self.ready(inst, deadline)
+            restore_s = time.monotonic() - t1
+        finally:
+            self.ledger.release(made)
+        figures = {"save_s": save_s, "size_mib": size / (1 << 20), "restore_s": restore_s}
+        raw = json.dumps({"checkpoint": save, "restore": restore, "file_bytes": size,
+                          "steps": {"checkpoint_s": save_s, "rm_s": t1 - t0 - save_s,
+                                    "restore_s": restore_s}})  # fmt: skip
+        return OperationReport(figures, raw)
+
+    def _run_dir(self, netns: str) -> Path:
+        """Podman's runtime directory (XDG_RUNTIME_DIR): short, for its sockets."""
+        return Path(f"/run/hvbp-{self.ledger.run_id[-8:]}-{_host_of(netns)}")
+
+    def _shared_pids(self) -> list[int]:
+        """Rootless: the user's pause process, which holds its namespaces for every container
+        (rootful Podman has no process but each container's)."""
+        pause = self._run_dir(self.engine().netns) / "libpod" / "pause.pid"
+        if not self.settings.rootless or not pause.exists():
+            return []
+        return [int(pause.read_text().strip() or 0)]
 
     def _make_user(self, user: str, home: Path) -> int:
         """The rootless user, its id ranges and its ACLs on the devices it opens, each in the ledger

@@ -41,14 +41,14 @@ from hvbench.drivers.base import (
 from hvbench.drivers.console import Console, launch
 from hvbench.drivers.disks import DATA_SERIAL, DataImage, find_disk, format_data_disk
 from hvbench.drivers.footprint import KVM_PACE, Footprint, Pace
-from hvbench.drivers.last_words import last_words
+from hvbench.drivers.last_words import VmmFailed, last_words
 from hvbench.drivers.qemu_devices import (
     QEMU,
     Aio,
-    Boot,
     Bus,
     Cache,
     Disk,
+    KernelBoot,
     Machine,
     MachineType,
     Nic,
@@ -216,6 +216,9 @@ class QemuSettings(PlatformSettings):
         on_kvm = self.accel == "kvm" or (self.accel == "auto" and kvm)
         return KVM_PACE if on_kvm else TCG_PACE
 
+    def refuses(self, operation: Operation) -> str | None:
+        return None  # QEMU migrates and snapshots every machine it makes here
+
 
 @functools.cache
 def cpu_models(binary: str) -> frozenset[str]:
@@ -247,23 +250,32 @@ class AccelVerdict:
     reason: str
 
 
-def kvm_verdict(binary: str, cache: Path | None = None, probe: bool = True) -> AccelVerdict | None:
+def kvm_verdict(binary: str, cache: Path | None = None) -> AccelVerdict:
     """Whether KVM can run a stock guest under the QEMU at path ``binary`` here, decided by a
-    bounded boot probe of that QEMU and remembered until the host reboots. None if unknown and
-    ``probe`` is False."""
-    key = hashlib.sha256(binary.encode()).hexdigest()[:16]
-    path = (cache or guest_image.cache_root()) / f"kvm-probe-{key}.json"
-    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
-        saved = json.loads(path.read_text())
-        if saved["boot_id"] == boot_id() and saved["binary"] == binary:
-            return AccelVerdict(saved["accel"], saved["reason"])
-    if not probe:
-        return None
+    bounded boot probe of that QEMU and remembered until the host reboots."""
+    known = known_kvm_verdict(binary, cache)
+    if known is not None:
+        return known
     verdict = _probe_kvm(binary, cache)
+    path = _verdict_path(binary, cache)
     path.parent.mkdir(parents=True, exist_ok=True)
     record = {"boot_id": boot_id(), "binary": binary, **vars(verdict)}
     path.write_text(json.dumps(record))
     return verdict
+
+
+def known_kvm_verdict(binary: str, cache: Path | None = None) -> AccelVerdict | None:
+    """``kvm_verdict`` where a probe made it since the host booted, else None (no probe)."""
+    with contextlib.suppress(OSError, ValueError, KeyError, TypeError):
+        saved = json.loads(_verdict_path(binary, cache).read_text())
+        if saved["boot_id"] == boot_id() and saved["binary"] == binary:
+            return AccelVerdict(saved["accel"], saved["reason"])
+    return None
+
+
+def _verdict_path(binary: str, cache: Path | None) -> Path:
+    key = hashlib.sha256(binary.encode()).hexdigest()[:16]
+    return (cache or guest_image.cache_root()) / f"kvm-probe-{key}.json"
 
 
 def _probe_kvm(binary: str, cache: Path | None) -> AccelVerdict:
@@ -308,7 +320,7 @@ def kvm_runs_guests() -> bool:
     ETAs): the probe's verdict where one was made since the host booted, else what /dev/kvm
     shows (there, usable by this user, and not kvm_pvm's alone)."""
     binary = executable(QEMU)
-    verdict = kvm_verdict(binary, probe=False) if binary else None
+    verdict = known_kvm_verdict(binary) if binary else None
     if verdict is not None:
         return verdict.accel == "kvm"
     usable = os.access("/dev/kvm", os.R_OK | os.W_OK)
@@ -360,8 +372,11 @@ class Guest:
             self.agent.wait_ready(deadline, self.alive)
         except InstanceError as e:
             if not self.alive():
-                raise InstanceError(
-                    f"{self.machine.name}: QEMU exited ({self.last_words()})"
+                raise VmmFailed.of(
+                    f"{self.machine.name}: QEMU exited",
+                    self.proc,
+                    stderr=self.stderr,
+                    console=self.console.log,
                 ) from e
             raise
         self.console.ready()
@@ -408,7 +423,7 @@ class Guest:
             qmp.close()
 
 
-def _boot(img: guest_image.GuestImage, form: str, append: str) -> Boot:
+def _boot(img: guest_image.GuestImage, form: str, append: str) -> KernelBoot:
     if form == "vmlinux" and img.vmlinux is None:
         raise HvbenchError("kernel_form: vmlinux could not be extracted from this kernel; use auto")
     kernel = img.vmlinux if form in ("auto", "vmlinux") and img.vmlinux else img.bzimage
@@ -417,7 +432,7 @@ def _boot(img: guest_image.GuestImage, form: str, append: str) -> Boot:
     # its console's last words say what happened (QEMU 7.2's TCG migration oopsed guests that
     # then hung for the workload's whole timeout, 740 s)
     args = f"console=ttyS0 loglevel=6 panic=-1 oops=panic {append}".strip()
-    return Boot(str(kernel), str(img.initrd), args)
+    return KernelBoot(str(kernel), str(img.initrd), args)
 
 
 def host_tsc_khz() -> int:
@@ -446,6 +461,13 @@ class QemuInstance(AgentInstance):
     def agent_channel(self) -> GuestAgent | None:
         return self.guest.agent if self.guest else None
 
+    def running(self) -> Guest:
+        """The QEMU running the instance; InstanceError, with its last words, where none does."""
+        guest = self.guest
+        if guest is None or not guest.alive():
+            raise InstanceError(f"{self.name}: QEMU is not running ({self.last_words()})")
+        return guest
+
     def kill(self) -> None:
         if self.guest:
             self.guest.kill()
@@ -461,6 +483,17 @@ class QemuInstance(AgentInstance):
 
     def lifecycle(self) -> Lifecycle | None:
         return QemuLifecycle(self.driver, self) if self.driver else None
+
+
+def root_disk(
+    rootfs: userland.RootImage, ledger: Ledger, prefix: Path, made: list[Resource]
+) -> Disk:
+    """The root filesystem's disk of one instance, for both drivers: a copy-on-write overlay of
+    ``rootfs``, so the cached image is never written."""
+    overlay = Path(f"{prefix}.root.qcow2")
+    made.append(ledger.add("path", str(overlay)))
+    make_image(overlay, "qcow2", 0, backing=rootfs.disk)
+    return Disk("root", str(overlay), "virtio-blk", "qcow2", "writeback")
 
 
 def data_device(settings: QemuSettings, path: str) -> Disk:
@@ -510,7 +543,6 @@ class MachineBuilder:
         if accel is None:
             if settings.accel == "auto":
                 accel = kvm_verdict(binary)
-                assert accel is not None
             else:
                 accel = AccelVerdict(settings.accel, "set in the study")
         return cls(platform, settings, binary, image, rootfs, accel)
@@ -552,15 +584,6 @@ class MachineBuilder:
         """The files every instance's machine boots from: its kernel and initramfs."""
         boot = _boot(self.image, self.settings.kernel_form, "")
         return [boot.kernel, *([boot.initrd] if boot.initrd else [])]
-
-    def root_disk(self, ledger: Ledger, prefix: Path, made: list[Resource]) -> Disk:
-        """The root filesystem's disk: a copy-on-write overlay, so the cached one is never
-        written."""
-        assert self.rootfs
-        overlay = Path(f"{prefix}.root.qcow2")
-        made.append(ledger.add("path", str(overlay)))
-        make_image(overlay, "qcow2", 0, backing=self.rootfs.disk)
-        return Disk("root", str(overlay), "virtio-blk", "qcow2", "writeback")
 
     def data_disk(
         self, driver: Driver, prefix: Path, made: list[Resource]
@@ -628,14 +651,14 @@ class MachineBuilder:
         return info
 
 
-class QemuDriver(Driver[QemuSettings, QemuInstance]):
+class QemuDriver(Driver[QemuSettings, QemuInstance, MachineBuilder]):
+    """QEMU guests; what ``open`` resolves is the platform's machine (``MachineBuilder``)."""
+
     name: ClassVar[str] = "qemu"
     settings_model = QemuSettings
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._builder: MachineBuilder | None = None
-        """The platform's machine, once ``_resolve`` made it."""
         self._pins: dict[str, list[int]] = {}
         self._reserved: list[Resource] = []
         self._net_queues: dict[str, str] = {}
@@ -651,7 +674,6 @@ class QemuDriver(Driver[QemuSettings, QemuInstance]):
             verdict = kvm_verdict(binary)
         except HvbenchError as e:
             return Availability(True, f"TCG (KVM probe could not run: {e})")
-        assert verdict is not None
         backports = executable(BACKPORTS)
         other = (
             f"binary: {BACKPORTS} runs {qemu_version(backports)}"
@@ -661,26 +683,16 @@ class QemuDriver(Driver[QemuSettings, QemuInstance]):
         return Availability(True, f"accel auto -> {verdict.accel}: {verdict.reason}; {other}")
 
     @classmethod
-    def refuses(cls, operation: Operation, settings: PlatformSettings) -> str | None:
-        return None  # QEMU migrates and snapshots every machine it makes here
-
-    @classmethod
     def ran_by_settings(cls, settings: QemuSettings) -> WhatRan:
         return MachineBuilder.ran_by_settings(settings)
 
-    @property
-    def builder(self) -> MachineBuilder:
-        """The platform's machine (``open`` makes it)."""
-        assert self._builder, "open() first"
-        return self._builder
-
-    def _resolve(self) -> None:
-        self._builder = MachineBuilder.resolve(self.platform, self.settings, self.needs, None)
+    def _resolve(self) -> MachineBuilder:
+        return MachineBuilder.resolve(self.platform, self.settings, self.needs, None)
 
     def _prepare(self, count: int) -> None:
         if self.settings.nic != "none":
             self.network.up()  # once, before the instances' threads add their taps
-        self._reserved = self.builder.reserve_hugepages(self.ledger, count)
+        self._reserved = self.opened.reserve_hugepages(self.ledger, count)
         self._pins, self._net_queues = {}, {}  # the group's, for describe
 
     def _instance(self, index: int) -> QemuInstance:
@@ -696,12 +708,13 @@ class QemuDriver(Driver[QemuSettings, QemuInstance]):
         prefix = self.workdir / f"{self.platform}-{inst.index}"
         if s.nic != "none":
             inst.address = self.network.address(inst.index)
-        machine = self.builder.machine(inst.index, prefix, inst.address)
+        builder = self.opened
+        machine = builder.machine(inst.index, prefix, inst.address)
         made = inst.resources
-        if self.builder.rootfs:
-            machine.disks.append(self.builder.root_disk(self.ledger, prefix, made))
+        if builder.rootfs:
+            machine.disks.append(root_disk(builder.rootfs, self.ledger, prefix, made))
         if self.needs.data_disk:
-            image, description = self.builder.data_disk(self, prefix, made)
+            image, description = builder.data_disk(self, prefix, made)
             machine.disks.append(data_device(s, image.path))
         guest = inst.guest = self.launch(inst, machine, prefix, inst.channels)
         boot_deadline = min(deadline, time.monotonic() + s.boot_timeout)
@@ -742,8 +755,7 @@ class QemuDriver(Driver[QemuSettings, QemuInstance]):
     def _pin(self, instances: list[QemuInstance], cores: int) -> None:
         slot = 0
         for inst in instances:
-            assert inst.guest is not None
-            threads = inst.guest.vcpu_threads()
+            threads = inst.running().vcpu_threads()
             self._pins[inst.name] = []
             for tid in threads:
                 core = slot % cores
@@ -768,8 +780,8 @@ class QemuDriver(Driver[QemuSettings, QemuInstance]):
 
     def describe(self) -> dict:
         info = super().describe()
-        builder = self._builder
-        if builder:
+        if self.is_open:
+            builder = self.opened
             qemu = qemu_version(builder.binary)
             info["resolved"] = {**builder.resolved(qemu, self._pins), "qemu_binary": builder.binary}
             if self._net_queues:
@@ -778,7 +790,7 @@ class QemuDriver(Driver[QemuSettings, QemuInstance]):
         return info
 
     def what_ran(self) -> WhatRan:
-        return self._builder.what_ran() if self._builder else super().what_ran()
+        return self.opened.what_ran() if self.is_open else super().what_ran()
 
 
 class QemuLifecycle(Lifecycle):
@@ -793,7 +805,7 @@ class QemuLifecycle(Lifecycle):
         """Pre-copy over a UNIX socket; with ``postcopy`` the switch to post-copy comes after
         the first full pass (as libvirt's POSTCOPY_AFTER_PRECOPY); ``auto_converge`` lets QEMU
         throttle the guest's vCPUs when the copy does not converge."""
-        src = self._guest()
+        src = self.inst.running()
         sock = self._path("migrate.sock")
         caps = _capabilities(postcopy=plan.postcopy, auto_converge=plan.auto_converge)
         dest, made = self._incoming(src.machine, deadline, caps, f"unix:{sock.name}")
@@ -827,7 +839,7 @@ class QemuLifecycle(Lifecycle):
         """Save: migrate to a file the host opened and passed to QEMU (``fd:``), after which
         the paused source is killed. Restore: a fresh QEMU reads it back through an ``fd:`` of
         its own; timed from that QEMU's start until the guest's agent answers."""
-        src = self._guest()
+        src = self.inst.running()
         image = self._path("snapshot")
         t0 = time.monotonic()
         with open(image.name, "wb") as out, src.monitor(deadline) as qmp:
@@ -856,12 +868,6 @@ class QemuLifecycle(Lifecycle):
         return OperationReport(figures, json.dumps({"query-migrate": info, "bytes": size}))
 
     # steps -----------------------------------------------------------------------------
-
-    def _guest(self) -> Guest:
-        guest = self.inst.guest
-        if guest is None or not guest.alive():
-            raise InstanceError(f"{self.inst.name}: QEMU is not running ({self.inst.last_words()})")
-        return guest
 
     def _path(self, what: str) -> Resource:
         """A file or socket of the operation in the run's directory, in the ledger."""

@@ -145,7 +145,7 @@ class Nic:
 
 
 @dataclass(frozen=True)
-class Boot:
+class KernelBoot:
     """Direct kernel boot: an ELF vmlinux (PVH entry) or a bzImage, an initramfs, and the
     kernel command line."""
 
@@ -163,7 +163,7 @@ class Machine:
     cpu: str
     vcpus: int
     memory_mib: int
-    boot: Boot
+    boot: KernelBoot
     agent_socket: str
     qmp_socket: str
     name: str = "hvbench"

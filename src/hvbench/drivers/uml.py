@@ -43,7 +43,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
 import psutil
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -53,7 +53,7 @@ from hvbench.drivers.base import Availability, Driver, PlatformSettings
 from hvbench.drivers.console import Console
 from hvbench.drivers.disks import DataImage, format_data_disk
 from hvbench.drivers.footprint import Footprint, Pace
-from hvbench.drivers.last_words import last_words
+from hvbench.drivers.last_words import VmmFailed, last_words
 from hvbench.drivers.serial_relay import LineRelay
 from hvbench.errors import CommandTimeout, HvbenchError, InstanceError
 from hvbench.guest import image as guest_image
@@ -208,9 +208,9 @@ def _last_words(output: bytes) -> str:
     return " | ".join(lines[-2:]) or "(no output)"
 
 
-def xstate_verdict(cache: Path | None = None, probe: bool = True) -> XstateVerdict | None:
+def xstate_verdict(cache: Path | None = None) -> XstateVerdict:
     """Decided by bounded probe boots (without, then with the shim) and remembered until the
-    host reboots or UML changes. None if unknown and ``probe`` is False."""
+    host reboots or UML changes."""
     cache = cache or cache_dir()
     path = cache / "xstate-probe.json"
     stamp = {
@@ -223,8 +223,6 @@ def xstate_verdict(cache: Path | None = None, probe: bool = True) -> XstateVerdi
         saved = json.loads(path.read_text())
         if saved["stamp"] == stamp:
             return XstateVerdict(saved["usable"], saved["shim"], saved["reason"])
-    if not probe:
-        return None
     output, ok = probe_boot({})
     if ok:
         verdict = XstateVerdict(True, False, "reaches user space unaided (no XSAVE shim needed)")
@@ -392,6 +390,10 @@ write 51%. A start to the agent, a 1G guest and its data disk formatted, is 5.1-
 
 
 class UmlSettings(PlatformSettings):
+    no_lifecycle: ClassVar[str] = (
+        "cannot: user-mode Linux has no way to save or move a running kernel"
+    )
+
     driver: Literal["uml"]
     memory: Size = 512 << 20
     root: Literal["ubd", "hostfs"] = "ubd"
@@ -453,14 +455,14 @@ class UmlInstance(AgentInstance):
 
     def host_pids(self) -> list[int]:
         """The UML kernel and every process it made (one per guest address space, helpers)."""
-        if not self.alive():
+        proc = self.proc
+        if proc is None or proc.poll() is not None:
             return []
-        assert self.proc is not None
         try:
-            children = psutil.Process(self.proc.pid).children(recursive=True)
+            children = psutil.Process(proc.pid).children(recursive=True)
         except psutil.Error:
             return []
-        return [self.proc.pid, *(c.pid for c in children)]
+        return [proc.pid, *(c.pid for c in children)]
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -489,24 +491,23 @@ class UmlInstance(AgentInstance):
             self.console.join(5)
 
 
-class UmlDriver(Driver[UmlSettings, UmlInstance]):
-    name: ClassVar[str] = "uml"
-    no_lifecycle: ClassVar[str] = (
-        "cannot: user-mode Linux has no way to save or move a running kernel"
-    )
-    settings_model = UmlSettings
+@dataclass(frozen=True)
+class UmlOpened:
+    """What the uml driver resolves once per run (``open``)."""
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._image: guest_image.GuestImage | None = None
-        """The guest image, and what else ``_resolve`` decides once per run."""
-        self._verdict: XstateVerdict | None = None
-        self._env: dict[str, str] = {}
-        """What the UML process's environment adds: the xstate shim where it needs one."""
-        self._root: Path | None = None
-        """The ubd root image (``root: ubd``); None boots each instance from a hostfs tree."""
-        self._rootfs: userland.RootImage | None = None
-        """The userland image, when the workloads need one: then it is ``_root``."""
+    verdict: XstateVerdict
+    env: dict[str, str]
+    """What the UML process's environment adds: the xstate shim where it needs one."""
+    image: guest_image.GuestImage
+    root: Path | None
+    """The ubd root image (``root: ubd``); None boots each instance from a hostfs tree."""
+    rootfs: userland.RootImage | None
+    """The userland image, where the workloads need one: then it is ``root``."""
+
+
+class UmlDriver(Driver[UmlSettings, UmlInstance, UmlOpened]):
+    name: ClassVar[str] = "uml"
+    settings_model = UmlSettings
 
     @classmethod
     def check(cls) -> Availability:
@@ -520,13 +521,12 @@ class UmlDriver(Driver[UmlSettings, UmlInstance]):
             verdict = xstate_verdict()
         except HvbenchError as e:
             return Availability(False, str(e), "apt-get install gcc")
-        assert verdict is not None
         version = f"UML {uml_version()}"
         if not verdict.usable:
             return Availability(False, f"{version}: {verdict.reason}", "see the UML console above")
         return Availability(True, f"{version}: {verdict.reason}")
 
-    def _resolve(self) -> None:
+    def _resolve(self) -> UmlOpened:
         """Image, root filesystem and shim decision."""
         s = self.settings
         if self.needs.userland and s.root == "hostfs":
@@ -540,17 +540,17 @@ class UmlDriver(Driver[UmlSettings, UmlInstance]):
                 f"platform {self.platform}: {UML} not found (apt-get install user-mode-linux)"
             )
         verdict = xstate_verdict()
-        assert verdict is not None
         if not verdict.usable:
             raise HvbenchError(f"platform {self.platform}: UML cannot run here: {verdict.reason}")
-        self._verdict = verdict
-        self._env = {"LD_PRELOAD": str(build_shim())} if verdict.shim else {}
-        self._image = guest_image.build(set(self.needs.tools))
+        env = {"LD_PRELOAD": str(build_shim())} if verdict.shim else {}
+        image = guest_image.build(set(self.needs.tools))
+        rootfs = root = None
         if self.needs.userland:
-            self._rootfs = userland.build(self.needs.tools, self._image, self.needs.packages)
-            self._root = self._rootfs.disk
+            rootfs = userland.build(self.needs.tools, image, self.needs.packages)
+            root = rootfs.disk
         elif s.root == "ubd":
-            self._root = root_image(self._image, self.ledger, self.workdir)
+            root = root_image(image, self.ledger, self.workdir)
+        return UmlOpened(verdict, env, image, root, rootfs)
 
     def _prepare(self, count: int) -> None:
         if self.settings.nic != "none":
@@ -566,7 +566,7 @@ class UmlDriver(Driver[UmlSettings, UmlInstance]):
         made.append(uml_dir)
         argv = [UML, f"mem={s.memory >> 20}M", *self._root_args(prefix, made)]
         argv += [
-            f"init={USERLAND_INIT if self._rootfs else '/init'}",
+            f"init={USERLAND_INIT if self.opened.rootfs else '/init'}",
             "con=null",
             "ssl=null",
             "con0=null,fd:1",
@@ -589,13 +589,13 @@ class UmlDriver(Driver[UmlSettings, UmlInstance]):
         return argv
 
     def _root_args(self, prefix: Path, made: list[Resource]) -> list[str]:
-        if self._root is not None:
+        opened = self.opened
+        if opened.root is not None:
             cow = self.ledger.add("path", f"{prefix}.cow")
             made.append(cow)
-            return [f"ubd0={_safe(cow.name)},{_safe(str(self._root))}", "root=/dev/ubda", "rw"]
-        assert self._image, "open() first"
+            return [f"ubd0={_safe(cow.name)},{_safe(str(opened.root))}", "root=/dev/ubda", "rw"]
         # each instance boots a fresh tree
-        tree = rootfs.unpack(self._image, Path(f"{prefix}.root"), self.ledger, made)
+        tree = rootfs.unpack(opened.image, Path(f"{prefix}.root"), self.ledger, made)
         return ["root=/dev/root", "rootfstype=hostfs", f"rootflags={_safe(str(tree))}", "rw"]
 
     @classmethod
@@ -620,34 +620,34 @@ class UmlDriver(Driver[UmlSettings, UmlInstance]):
         try:
             argv = self._argv(inst, prefix, theirs.fileno())
             started = time.monotonic()
-            inst.proc = subprocess.Popen(
+            proc = inst.proc = subprocess.Popen(
                 argv,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 pass_fds=(theirs.fileno(),),
-                env={**os.environ, **self._env},
+                env={**os.environ, **self.opened.env},
                 start_new_session=True,
             )
         finally:
             theirs.close()
-        inst.console = Console(inst.proc.stdout, Path(f"{prefix}.console.log"), started)
-        inst.console.start()
+        console = inst.console = Console(proc.stdout, Path(f"{prefix}.console.log"), started)
+        console.start()
         try:
-            inst.resources.append(self.ledger.add_process(inst.proc.pid))
+            inst.resources.append(self.ledger.add_process(proc.pid))
         except psutil.Error as e:
-            inst.proc.wait()
-            inst.console.join(5)
-            raise InstanceError(f"{inst.name}: UML exited at once ({inst.last_words()})") from e
+            proc.wait()
+            console.join(5)
+            raise VmmFailed.of(f"{inst.name}: UML exited at once", proc, console=console.log) from e
         inst.agent = GuestAgent(sock.name, inst.name)
         try:
             inst.agent.wait_ready(min(deadline, started + s.boot_timeout), inst.alive)
         except InstanceError as e:
             why = "exited" if not inst.alive() else "did not answer in time"
-            raise InstanceError(f"{inst.name}: UML {why} ({inst.last_words()})") from e
-        inst.console.ready()
-        inst.boot = inst.console.boot_phases()
-        if self._rootfs:
+            raise VmmFailed.of(f"{inst.name}: UML {why}", proc, console=console.log) from e
+        console.ready()
+        inst.boot = console.boot_phases()
+        if self.opened.rootfs:
             self._mount_modules(inst)
         if s.nic == "vector":
             self._configure_nic(inst)
@@ -684,16 +684,17 @@ class UmlDriver(Driver[UmlSettings, UmlInstance]):
 
     def describe(self) -> dict:
         info = super().describe()
-        verdict = self._verdict
-        if verdict and self._image:
-            info["resolved"] = {
-                "uml": uml_version(),
-                "xstate_shim": verdict.shim,
-                "xstate_reason": verdict.reason,
-                "root": str(self._root or "hostfs: the image's tree in the run's directory"),
-                "host_cores": os.cpu_count(),
-            }
-            info["image"] = self._image.manifest
-        if self._rootfs:
-            info["rootfs"] = self._rootfs.summary()
+        if not self.is_open:
+            return info
+        opened = self.opened
+        info["resolved"] = {
+            "uml": uml_version(),
+            "xstate_shim": opened.verdict.shim,
+            "xstate_reason": opened.verdict.reason,
+            "root": str(opened.root or "hostfs: the image's tree in the run's directory"),
+            "host_cores": os.cpu_count(),
+        }
+        info["image"] = opened.image.manifest
+        if opened.rootfs:
+            info["rootfs"] = opened.rootfs.summary()
         return info

@@ -159,6 +159,11 @@ class XenSettings(PlatformSettings):
         labs' figures are TCG's), KVM's figures stand in."""
         return KVM_PACE
 
+    copies_once: ClassVar[str | None] = "xl migrates by pre-copy alone"
+
+    def refuses(self, operation: Operation) -> str | None:
+        return None  # xl saves, restores and migrates every domain it makes
+
 
 def _xl(*args: str, timeout: float = XL_TIMEOUT) -> ExecResult:
     try:
@@ -196,7 +201,7 @@ class XenInstance(AgentInstance):
     agent: GuestAgent | None = None
     relay: LineRelay | None = None
     _seen_alive: tuple[float, bool] = (0.0, False)
-    driver: XenDriver | None = None
+    driver: XenDomains[Any, Any] | None = None
     """The driver that started it, for the operations that make its domain anew."""
 
     def agent_channel(self) -> GuestAgent | None:
@@ -257,27 +262,31 @@ class XenInstance(AgentInstance):
             self.relay.stop()
 
 
+@dataclass(frozen=True)
+class XenOpened:
+    """What a driver of Xen domains resolves once per run (``open``)."""
+
+    xen_version: str
+    cpus: int
+    """The host's physical CPUs, on which every domain runs."""
+    image: guest_image.GuestImage
+    kernel: Path
+    """What the domains boot: PV and PVH the ELF vmlinux, HVM the bzImage."""
+    rootfs: userland.RootImage | None
+    """The root filesystem image, where the workloads need a full userland."""
+    script: Resource
+    """The hotplug script (HOTPLUG) that xl runs for NICs and phy disks."""
+
+
 XS = TypeVar("XS", bound=XenSettings)
+XO = TypeVar("XO", bound=XenOpened)
 
 
-class XenDriver(Driver[XS, XenInstance]):
-    """Xen domains through xl, or through libvirt (``LibvirtXenDriver``) with its settings."""
+class XenDomains(Driver[XS, XenInstance, XO]):
+    """Xen domains, through xl (``XenDriver``) or through libvirt (``LibvirtXenDriver``):
+    what each resolves is ``XenOpened`` and what its toolstack adds."""
 
-    name: ClassVar[str] = "xen"
-    copies_once: ClassVar[str | None] = "xl migrates by pre-copy alone"
-    settings_model: ClassVar[type[XenSettings]] = XenSettings
     instance_class: ClassVar[type[XenInstance]] = XenInstance
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._image: guest_image.GuestImage | None = None
-        """The guest image, and what else ``_resolve`` finds once per run."""
-        self._kernel: Path | None = None
-        self._rootfs: userland.RootImage | None = None
-        self._script: Resource | None = None
-        """The hotplug script (HOTPLUG) that xl runs for NICs and phy disks."""
-        self._xen_version = ""
-        self._cpus = 0
 
     @classmethod
     def check(cls) -> Availability:
@@ -309,26 +318,23 @@ class XenDriver(Driver[XS, XenInstance]):
         cached = settings.disk.backend == "qdisk"
         return WhatRan(settings.mode, get_args(Mode), disk_cache=qdisk if cached else None)
 
-    @classmethod
-    def refuses(cls, operation: Operation, settings: PlatformSettings) -> str | None:
-        return None  # xl saves, restores and migrates every domain it makes
-
-    def _resolve(self) -> None:
-        """The image and the hotplug script."""
-        self._xen_version, self._cpus = self._toolstack()
-        self._image = guest_image.build(set(self.needs.tools))
-        self._rootfs = self._userland(self._image)
+    def _domains(self, xen_version: str, cpus: int) -> XenOpened:
+        """What every toolstack's domains boot: the image, the kernel of the mode, the root
+        filesystem where needed, and the hotplug script; ``xen_version`` and ``cpus`` as the
+        toolstack says them."""
+        image = guest_image.build(set(self.needs.tools))
+        rootfs = self._userland(image)
         # PV and PVH load the ELF vmlinux (PVH needs its entry note); HVM's device model boots
         # the bzImage as a PC would
         mode = self.settings.mode
-        self._kernel = self._image.bzimage if mode == "hvm" else self._image.vmlinux
-        if self._kernel is None:
+        kernel = image.bzimage if mode == "hvm" else image.vmlinux
+        if kernel is None:
             raise HvbenchError(f"platform {self.platform}: {mode} boots an ELF vmlinux; none found")
         script = self.ledger.add("path", str(self.workdir / "xen-hotplug"))
         self.resources.append(script)
         Path(script.name).write_text(HOTPLUG)
         os.chmod(script.name, 0o755)
-        self._script = script
+        return XenOpened(xen_version, cpus, image, kernel, rootfs, script)
 
     def _userland(self, image: guest_image.GuestImage) -> userland.RootImage | None:
         """The root filesystem image the workloads need (built now, or from the cache), or
@@ -336,17 +342,6 @@ class XenDriver(Driver[XS, XenInstance]):
         if not self.needs.userland:
             return None
         return userland.build(set(self.needs.tools), image, self.needs.packages)
-
-    def _toolstack(self) -> tuple[str, int]:
-        """Check that the toolstack can run domains here; return the Xen version and the
-        number of physical CPUs."""
-        ok = self.check()
-        if not ok.ok:
-            raise HvbenchError(f"platform {self.platform}: {ok.detail} ({ok.fix})")
-        info = _xl_info()
-        if isinstance(info, ExecResult):
-            return "unknown", os.cpu_count() or 1
-        return info.get("xen_version", "unknown"), int(info.get("nr_cpus", 0)) or 1
 
     def _guest_seconds(self) -> float:
         """vCPU time of every domain but dom0, as Xen accounts it."""
@@ -358,7 +353,7 @@ class XenDriver(Driver[XS, XenInstance]):
         """The whole machine: dom0's states, with every other domain's vCPU time as guest time
         (a domain's vCPUs run on Xen, where no state of dom0 shows them), on all physical
         CPUs."""
-        self.open()
+        cpus = self.open().cpus
 
         def states() -> dict[str, float]:
             seconds = read_proc_stat()
@@ -366,7 +361,7 @@ class XenDriver(Driver[XS, XenInstance]):
             seconds["steal"] = 0.0  # dom0's steal is other domains running: guest time above
             return seconds
 
-        return HostCpuSource(states, self._cpus)
+        return HostCpuSource(states, cpus)
 
     def _prepare(self, count: int) -> None:
         if self.settings.nic != "none":
@@ -401,8 +396,9 @@ class XenDriver(Driver[XS, XenInstance]):
             modules.append("xen_netfront" if s.nic == "netfront" else NIC_MODULE[s.nic])
         if s.nic in NIC_MODULE:
             args.append("xen_emul_unplug=never")  # keep the emulated NIC the guest should use
-        if self._rootfs:
-            args.append(self._rootfs.boot_args(ROOT_DEVICE))
+        rootfs = self.opened.rootfs
+        if rootfs:
+            args.append(rootfs.boot_args(ROOT_DEVICE))
         args.append(f"hvbench.modules={','.join(modules)}")
         if s.kernel_args:
             args += s.kernel_args.split()
@@ -414,15 +410,14 @@ class XenDriver(Driver[XS, XenInstance]):
 
     def _config(self, inst: XenInstance, disk_target: str | None, root: str | None = None) -> str:
         """The xl configuration; ``root`` is the root filesystem's overlay (userland)."""
-        s = self.settings
-        assert self._image and self._script, "open() first"
+        s, opened = self.settings, self.opened
         lines = {
             "name": _quote(inst.domain),
             "type": _quote(s.mode),
             "vcpus": str(s.vcpus),
             "memory": str(s.memory >> 20),
-            "kernel": _quote(str(self._kernel)),
-            "ramdisk": _quote(str(self._image.initrd)),
+            "kernel": _quote(str(opened.kernel)),
+            "ramdisk": _quote(str(opened.image.initrd)),
             "cmdline": _quote(self._cmdline(inst)),
             "on_poweroff": '"destroy"',
             "on_reboot": '"destroy"',
@@ -433,7 +428,7 @@ class XenDriver(Driver[XS, XenInstance]):
         if s.mode == "hvm":
             lines |= {"serial": '"pty"', "vga": '"none"', "vnc": "0", "boot": '"c"'}
         if s.nic != "none":
-            vif = [f"mac={self._mac(inst)}", f"script={self._script.name}"]
+            vif = [f"mac={self._mac(inst)}", f"script={opened.script.name}"]
             if s.nic in NIC_MODULE:
                 vif += [f"model={s.nic}", "type=ioemu"]
             lines["vif"] = f"[{_quote(','.join(vif))}]"
@@ -446,19 +441,18 @@ class XenDriver(Driver[XS, XenInstance]):
             if s.disk.backend == "qdisk":
                 spec.insert(0, "backendtype=qdisk")
             else:
-                spec.insert(0, f"script={self._script.name}")
+                spec.insert(0, f"script={opened.script.name}")
             disks.append(",".join(spec))
         if disks:
             lines["disk"] = f"[{', '.join(_quote(d) for d in disks)}]"
         return "".join(f"{k} = {v}\n" for k, v in lines.items())
 
-    def _root_disk(self, inst: XenInstance) -> str:
+    def _root_disk(self, inst: XenInstance, rootfs: userland.RootImage) -> str:
         """The instance's copy-on-write overlay of the root filesystem image (qcow2, for
         QEMU's qdisk backend), so the cached image is never written."""
-        assert self._rootfs
         overlay = self.workdir / f"{inst.name}.root.qcow2"
         inst.resources.append(self.ledger.add("path", str(overlay)))
-        make_image(overlay, "qcow2", 0, backing=self._rootfs.disk)
+        make_image(overlay, "qcow2", 0, backing=rootfs.disk)
         return str(overlay)
 
     def _data_disk(self, inst: XenInstance) -> tuple[str, str]:
@@ -480,7 +474,8 @@ class XenDriver(Driver[XS, XenInstance]):
         disk_target, disk_description = (
             self._data_disk(inst) if self.needs.data_disk else (None, "")
         )
-        root = self._root_disk(inst) if self._rootfs else None
+        rootfs = self.opened.rootfs
+        root = self._root_disk(inst, rootfs) if rootfs else None
         started = time.monotonic()
         self._create(inst, prefix, disk_target, deadline, root)
         if s.nic != "none":
@@ -572,18 +567,36 @@ class XenDriver(Driver[XS, XenInstance]):
 
     def describe(self) -> dict:
         info = super().describe()
-        if self._rootfs:
-            info["rootfs"] = self._rootfs.summary()
-        if self._image:
-            info["resolved"] = {
-                "xen_version": self._xen_version,
-                "kernel": str(self._kernel),
-                "host_cpu": (
-                    "dom0's CPU states, with every domain's vCPU time (xl list) as guest time"
-                ),
-            }
-            info["image"] = self._image.manifest
+        if not self.is_open:
+            return info
+        opened = self.opened
+        if opened.rootfs:
+            info["rootfs"] = opened.rootfs.summary()
+        info["resolved"] = {
+            "xen_version": opened.xen_version,
+            "kernel": str(opened.kernel),
+            "host_cpu": "dom0's CPU states, with every domain's vCPU time (xl list) as guest time",
+        }
+        info["image"] = opened.image.manifest
         return info
+
+
+class XenDriver(XenDomains[XenSettings, XenOpened]):
+    """Xen domains through xl, from dom0."""
+
+    name: ClassVar[str] = "xen"
+    settings_model: ClassVar[type[XenSettings]] = XenSettings
+
+    def _resolve(self) -> XenOpened:
+        """xl's Xen, then the domains' image and the hotplug script."""
+        ok = self.check()
+        if not ok.ok:
+            raise HvbenchError(f"platform {self.platform}: {ok.detail} ({ok.fix})")
+        info = _xl_info()
+        if isinstance(info, ExecResult):
+            return self._domains("unknown", os.cpu_count() or 1)
+        version, cpus = info.get("xen_version", "unknown"), int(info.get("nr_cpus", 0)) or 1
+        return self._domains(version, cpus)
 
 
 _operations = itertools.count(1)
@@ -595,7 +608,7 @@ class XenLifecycle(Lifecycle):
     a migration on one host (``NAME--incoming``, ``NAME--migratedaway``) are in the ledger
     before they exist; the instance's own ledger entry (its name) covers the domain after."""
 
-    def __init__(self, driver: XenDriver, inst: XenInstance) -> None:
+    def __init__(self, driver: XenDomains[Any, Any], inst: XenInstance) -> None:
         self.driver, self.inst = driver, inst
 
     def snapshot(self, deadline: float) -> OperationReport:
@@ -631,7 +644,7 @@ class XenLifecycle(Lifecycle):
         (in the lab, a PVH domain's migration printed no progress lines, unlike ``xl save``:
         neither data sent, passes nor downtime)."""
         inst, ledger = self._running(), self.driver.ledger
-        if self.driver._rootfs:
+        if self.driver.opened.rootfs:
             raise InstanceError(
                 f"{inst.name}: xl cannot migrate a domain whose root is a qcow2 overlay on qdisk "
                 "to this host (both ends' QEMU would write its metadata); run migration in a "

@@ -37,7 +37,7 @@ PACKED = ("pyproject.toml", "setup.sh", "README.md", "scripts", "src")
 
 
 @dataclass
-class Host:
+class HostProgress:
     """One host's progress through the playbook, as its events tell it."""
 
     name: str
@@ -57,7 +57,7 @@ class FleetRun:
     """A fleet run: its name (the tag every host's run carries) and its hosts."""
 
     fleet: str
-    hosts: dict[str, Host] = field(default_factory=dict)
+    hosts: dict[str, HostProgress] = field(default_factory=dict)
     fetched: dict[str, Path] = field(default_factory=dict)
     """Host name -> its SQLite store fetched back (SQLite path only)."""
 
@@ -181,7 +181,7 @@ def play(
     extra: dict,
     limit: str | None,
     forks: int,
-    on_event: Callable[[Host], None],
+    on_event: Callable[[HostProgress], None],
 ) -> None:
     """Run the playbook, updating each host as its events arrive."""
     workdir = Path(extra["hvbench_fetch_dir"]).parent
@@ -201,7 +201,7 @@ def play(
                 event = json.loads(line)
             except json.JSONDecodeError:
                 continue
-            host = fleet.hosts.setdefault(event["host"], Host(event["host"]))
+            host = fleet.hosts.setdefault(event["host"], HostProgress(event["host"]))
             _follow(host, event)
             on_event(host)
         proc.wait()
@@ -217,7 +217,7 @@ def play(
             fleet.fetched[name] = fetched
 
 
-def _follow(host: Host, event: dict) -> None:
+def _follow(host: HostProgress, event: dict) -> None:
     """One event of the callback: move the host on, or mark it failed with its one line."""
     kind, task = event["event"], event["task"]
     if kind == "start":

@@ -13,6 +13,7 @@ from pathlib import Path
 import psutil
 
 from hvbench.host import conditions
+from hvbench.store import Inventory
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,8 @@ def _os_release() -> str:
     return m.group(1) if m else "unknown"
 
 
-def _cpuinfo() -> dict:
+def _cpuinfo() -> tuple[str, tuple[str, ...]]:
+    """The CPU's model name and its flags."""
     model = "unknown"
     flags: list[str] = []
     try:
@@ -101,7 +103,7 @@ def _cpuinfo() -> dict:
                 flags = value.split()
     except OSError:
         pass
-    return {"model": model, "flags": flags}
+    return model, tuple(flags)
 
 
 def _virtualization() -> str:
@@ -140,21 +142,21 @@ def capacity() -> tuple[int, int]:
     return psutil.virtual_memory().total, psutil.cpu_count() or 1
 
 
-def collect() -> dict:
+def collect() -> Inventory:
     """The host inventory: CPU, cores, memory, kernel, distribution, virtualization, tools, and
     the conditions that make figures drift (``host.conditions``), the load among them."""
-    cpu = _cpuinfo()
-    return {
-        "hostname": platform.node(),
-        "cpu_model": cpu["model"],
-        "cpu_flags": cpu["flags"],
-        "cores_logical": psutil.cpu_count() or 0,
-        "cores_physical": psutil.cpu_count(logical=False) or 0,
-        "memory_bytes": psutil.virtual_memory().total,
-        "kernel": platform.release(),
-        "distribution": _os_release(),
-        "virtualization": _virtualization(),
-        "python": platform.python_version(),
-        "tools": {tool: tool_version(tool) for tool in TOOLS},
-        "conditions": [c.as_json() for c in conditions.check()],
-    }
+    model, flags = _cpuinfo()
+    return Inventory(
+        hostname=platform.node(),
+        cpu_model=model,
+        cpu_flags=flags,
+        cores_logical=psutil.cpu_count() or 0,
+        cores_physical=psutil.cpu_count(logical=False) or 0,
+        memory_bytes=psutil.virtual_memory().total,
+        kernel=platform.release(),
+        distribution=_os_release(),
+        virtualization=_virtualization(),
+        python=platform.python_version(),
+        tools={tool: tool_version(tool) for tool in TOOLS},
+        conditions=tuple(c.as_json() for c in conditions.check()),
+    )

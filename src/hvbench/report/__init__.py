@@ -14,7 +14,7 @@ from typing import TypeVar
 from hvbench.analysis.cache import ANALYSIS, run_key
 from hvbench.analysis.compare import Comparison
 from hvbench.analysis.model import RunAnalysis
-from hvbench.analysis.run import analyse
+from hvbench.analysis.run_analysis import analyse
 from hvbench.errors import HvbenchError
 from hvbench.report import bmf, csv, html, jsonl, markdown
 from hvbench.store import Store

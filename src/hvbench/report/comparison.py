@@ -14,8 +14,8 @@ from hvbench.analysis.compare import (
     RUNS,
     SAME_RUN,
     VERDICTS,
-    Change,
     Comparison,
+    MetricChange,
 )
 from hvbench.analysis.model import RunAnalysis
 from hvbench.analysis.normalize import rounded
@@ -26,7 +26,7 @@ BEFORE_CORRECTION = "significant only before Holm's correction"
 ASSUMED_ONLY = "significant only at the assumed allowance"
 
 
-def change_text(ch: Change) -> tuple[str, str, str]:
+def change_text(ch: MetricChange) -> tuple[str, str, str]:
     """The change and its interval as text: "−3.1%", "−12.1%", "+0.1%", the bounds rounded
     outward and never onto 0 from one side (``normalize.rounded``); a signed figure's in its
     unit: "+3.0 MiB"."""
@@ -44,7 +44,7 @@ def _level(c: Comparison) -> int:
     return round(100 * (1 - c.alpha))
 
 
-def _where(c: Comparison, ch: Change) -> str:
+def _where(c: Comparison, ch: MetricChange) -> str:
     return f"{platform_label(c, ch.platform)} / {ch.workload} / {ch.instances} inst. / {ch.name}"
 
 
@@ -123,7 +123,7 @@ def _ran_apart(c: Comparison) -> list[str]:
     return [p for p in shared if ran_on(c.a, p) != ran_on(c.b, p)]
 
 
-def to_settle(c: Comparison, ch: Change) -> str:
+def to_settle(c: Comparison, ch: MetricChange) -> str:
     """What would settle an unsettled metric, that first: "12 repetitions a run (one run a
     side), or 3 runs a side", were it unchanged; where as many as were given would already do
     for an unchanged metric, its own change keeps it open: more than were given, and it says
@@ -223,10 +223,11 @@ def changes_table(c: Comparison) -> Table:
                 ch.verdict + _mark(ch),
             ]
         )
+        t.row_kinds.append(ch.verdict.replace(" ", "-"))
     return t
 
 
-def _mark(ch: Change) -> str:
+def _mark(ch: MetricChange) -> str:
     """What a line's verdict leaves out that its interval shows: " (significant only before
     Holm's correction)", " (significant only at the assumed allowance)"."""
     j = ch.judged

@@ -34,8 +34,7 @@ import math
 
 from hvbench.analysis.model import MetricResult, RunAnalysis
 from hvbench.analysis.normalize import Normalized
-from hvbench.analysis.platforms import defining_settings
-from hvbench.analysis.stats import Summary
+from hvbench.analysis.stats import SampleSummary
 
 COLUMNS = [
     "run_id",
@@ -93,7 +92,7 @@ def _bound(x: float) -> str:
     return repr(float(x)) if math.isinf(x) else _f(x)
 
 
-def _views(r: MetricResult) -> list[tuple[str, Summary, Normalized | None]]:
+def _views(r: MetricResult) -> list[tuple[str, SampleSummary, Normalized | None]]:
     views = [("single", r.single, r.vs_baseline)]
     if r.aggregate is not None:
         views.append(("aggregate", r.aggregate, r.aggregate_vs_baseline))
@@ -108,9 +107,7 @@ def render(a: RunAnalysis) -> str:
     w.writerow(COLUMNS)
     for r in a.results:
         c = r.cell
-        settings = json.dumps(
-            defining_settings(c.platform_settings), separators=(",", ":"), sort_keys=True
-        )
+        settings = json.dumps(c.provenance.settings, separators=(",", ":"), sort_keys=True)
         for view, s, norm in _views(r):
             w.writerow(
                 [

@@ -97,7 +97,7 @@ def render(a: RunAnalysis) -> str:
         a=a,
         title=f"hvbench report: {a.study_name}",
         started=a.created_at.strftime("%Y-%m-%d %H:%M") if a.created_at else "",
-        hostname=str(a.inventory.get("hostname", "unknown host")),
+        hostname=a.inventory.name,
         verdicts=verdicts(a),
         summary=summary,
         matrix_title=matrix_title(summary),

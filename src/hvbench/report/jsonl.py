@@ -46,7 +46,6 @@ from datetime import UTC, datetime
 from hvbench.analysis import claims
 from hvbench.analysis.compare import Comparison
 from hvbench.analysis.model import MetricResult, RunAnalysis
-from hvbench.analysis.platforms import defining_settings
 from hvbench.report.comparison import platform_label, ran_on
 from hvbench.report.summary import summarize
 
@@ -66,7 +65,7 @@ def render(a: RunAnalysis) -> str:
             "driver": c.driver,
             "accel": c.accel,
             "label": a.label(c.platform),
-            "platform_settings": defining_settings(c.platform_settings),
+            "platform_settings": c.provenance.settings,
             "workload": c.workload,
             "instances": c.instances,
             "baseline": a.baseline,

@@ -36,7 +36,7 @@ from numpy.typing import ArrayLike
 from hvbench.analysis.cost import HOST_STATES
 from hvbench.analysis.model import MetricResult, RunAnalysis
 from hvbench.analysis.normalize import signed
-from hvbench.analysis.stats import Summary
+from hvbench.analysis.stats import SampleSummary
 from hvbench.analysis.verdict import scaling_series
 
 FONT_PT = 9
@@ -243,7 +243,7 @@ def _grouped(
     return np.array(x), t, groups, below
 
 
-def _whiskers(s: Summary, scale: float, floor: float | None = 0.0) -> tuple[float, float]:
+def _whiskers(s: SampleSummary, scale: float, floor: float | None = 0.0) -> tuple[float, float]:
     """Distances below and above the mean (times ``scale``) for error bars; 0 without a CI.
     The lower one stops at ``floor``, what the quantity can take (a time, a throughput, a
     count: 0; None for a figure that can be below 0), wherever the interval reaches."""

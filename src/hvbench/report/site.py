@@ -18,6 +18,7 @@ gives.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import multiprocessing
@@ -45,7 +46,6 @@ from hvbench.store import RunRecord, Store
 T = TypeVar("T")
 MANIFEST = ".hvbench-site.json"
 RUNS = "runs"
-UNKNOWN_HOST = "(unnamed)"
 TICKS = 8
 """Runs named on a trend's x axis, at most."""
 
@@ -130,7 +130,7 @@ def histories(runs: Iterable[RunRecord], hosts: dict[str, str]) -> list[History]
     ``hosts``; a run with no figure in any series has its inventory's hostname."""
     grouped: dict[tuple[str, str], list[RunRecord]] = defaultdict(list)
     for r in runs:
-        host = hosts.get(r.id) or str((r.inventory or {}).get("hostname") or UNKNOWN_HOST)
+        host = hosts.get(r.id) or r.inventory.name
         grouped[(r.study_name, host)].append(r)
     out = []
     used: set[str] = {"index"}
@@ -220,23 +220,26 @@ def _reuse(store: Store, runs: list[RunRecord], root: Path) -> set[str]:
     return copied
 
 
-_worker_store: Store | None = None
+@functools.cache
+def _worker_store(url: str) -> Store:
+    """A worker process's own store at ``url``, opened at its first report (a connection is
+    never shared across processes)."""
+    return Store(url)
 
 
-def _start_worker(url: str) -> None:
-    global _worker_store
-    _worker_store = Store(url)
+def _write_report_in_worker(url: str, job: tuple[str, str]) -> tuple[str, str | None]:
+    """``_write_report`` in a worker process, on its own store."""
+    return _write_report(_worker_store(url), job)
 
 
-def _write_report(job: tuple[str, str]) -> tuple[str, str | None]:
+def _write_report(store: Store, job: tuple[str, str]) -> tuple[str, str | None]:
     """Analyse a run and write its HTML report; (run id, why not) where it has none."""
     from hvbench.analysis import analyse
     from hvbench.report import html
 
     run_id, path = job
-    assert _worker_store is not None
     try:
-        text = html.render(analyse(_worker_store, run_id))
+        text = html.render(analyse(store, run_id))
     except HvbenchError as e:
         return run_id, str(e)
     Path(path).write_text(text, encoding="utf-8")
@@ -257,7 +260,6 @@ def write_reports(
     """Each run's report under ``root/RUNS``, copied or made again only where stale;
     (written, copied from the run's own, kept, {run id: why no report}, what ``meanwhile``
     returned): ``meanwhile`` runs in this process while other processes make the reports."""
-    global _worker_store
     (root / RUNS).mkdir(parents=True, exist_ok=True)
     manifest = Manifest.read(root / MANIFEST)
     stamps = {r.id: run_key(r, REPORT_CODE) for r in runs}
@@ -275,16 +277,14 @@ def write_reports(
     missing = {r.id: manifest.no_report[r.id] for r in runs if r.id in manifest.no_report}
     jobs = max(1, min(jobs or _cores(), len(todo)))
     if jobs == 1:
-        _worker_store = store
-        done = [_write_report(job) for job in todo]
+        done = [_write_report(store, job) for job in todo]
         other = meanwhile()
     else:
         # spawned, not forked: a forked child would share the parent's database connections
         spawn = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(
-            jobs, mp_context=spawn, initializer=_start_worker, initargs=(store.url,)
-        ) as pool:
-            pending = pool.map(_write_report, todo, chunksize=4)
+        with ProcessPoolExecutor(jobs, mp_context=spawn) as pool:
+            write = functools.partial(_write_report_in_worker, store.url)
+            pending = pool.map(write, todo, chunksize=4)
             other = meanwhile()
             done = list(pending)
     for run_id, why in [*done, *((run_id, None) for run_id in copied)]:

@@ -20,7 +20,7 @@ from rich.table import Table as RichTable
 from rich.text import Text
 
 from hvbench.analysis import claims as claims_of
-from hvbench.analysis.model import HELD, OUTCOMES, Judged, RunAnalysis
+from hvbench.analysis.model import HELD, OUTCOMES, JudgedClaim, RunAnalysis
 from hvbench.analysis.normalize import CLIPPED, Normalized, figure
 from hvbench.analysis.stats import EQUIVALENT, GAIN, INCONCLUSIVE, LOSS, NOT_TESTED, PRACTICAL
 from hvbench.analysis.verdict import headlines
@@ -124,7 +124,7 @@ class Summary:
     elsewhere: list[str] = field(default_factory=list)
     """Workloads with no column (no figure against the baseline: host CPU for the same work,
     no baseline): their verdict is in the report."""
-    claims: list[Judged] = field(default_factory=list)
+    claims: list[JudgedClaim] = field(default_factory=list)
     warnings: dict[str, int] = field(default_factory=dict)
     """How many warnings of each kind (``WARNING_KINDS``), the kinds with none left out."""
 

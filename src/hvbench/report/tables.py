@@ -15,7 +15,6 @@ from hvbench.analysis.model import (
     ASYMMETRY,
     COMPOSITE,
     OUTCOMES,
-    CellInfo,
     MetricKey,
     MetricResult,
     RunAnalysis,
@@ -34,24 +33,14 @@ from hvbench.analysis.stats import (
     PRACTICAL,
     RESOLUTION_UNKNOWN,
     TREND_MIN_N,
-    Summary,
+    SampleSummary,
     count_interval,
     null_threshold,
 )
 from hvbench.analysis.verdict import cost_text
+from hvbench.store import CellView
 from hvbench.units import interval_decimals, interval_strings, number_text, round_up
 
-HOST_KEYS = (
-    "hostname",
-    "cpu_model",
-    "cores_logical",
-    "cores_physical",
-    "memory_bytes",
-    "kernel",
-    "distribution",
-    "virtualization",
-    "python",
-)
 NOT_SIGNIFICANT = "†"
 INCONCLUSIVE_MARK = "‡"
 CI_NOTE = (
@@ -134,6 +123,9 @@ class Table:
     kind: str = ""
     """What the table shows (values, pct, loss, ratio, scaling, symmetry, host, cost,
     profile)."""
+    row_kinds: list[str] = field(default_factory=list)
+    """Per row, what it says in one word (a comparison's verdict: "regression",
+    "not-tested"), for HTML to style it by; empty where rows are all alike."""
 
 
 WIDE = 8
@@ -165,7 +157,7 @@ def num(x: float | None) -> str:
     return f"{x:.3g}"
 
 
-def with_ci(s: Summary, floor: bool = False) -> str:
+def with_ci(s: SampleSummary, floor: bool = False) -> str:
     """ "54.2 ±0.43": mean and the CI's half-width to the digits that width supports
     (``units.interval_decimals``; the mean alone when n = 1); ``floor``, for a figure that
     cannot be below 0: "6.7 [0–16], floored at 0" where its interval reached below 0; "4.21
@@ -185,7 +177,7 @@ def with_ci(s: Summary, floor: bool = False) -> str:
     return f"{text}, {s.identical}" if s.identical else text
 
 
-def interval_text(s: Summary, floor: bool = False) -> str:
+def interval_text(s: SampleSummary, floor: bool = False) -> str:
     """ "52.1–56.3": the interval of the mean alone, by the same rule as ``with_ci``."""
     _, low, high = interval_strings(s.mean, s.ci_low, s.ci_high)
     if floor and s.ci_low < 0 <= s.mean:
@@ -607,7 +599,7 @@ def symmetry_table(a: RunAnalysis) -> Table | None:
     return t
 
 
-def _cell_order(a: RunAnalysis) -> Callable[[CellInfo], tuple[int, int, int]]:
+def _cell_order(a: RunAnalysis) -> Callable[[CellView], tuple[int, int, int]]:
     """Cells grouped by workload, then platform (the study's order), then instance count."""
     workloads = {w: i for i, w in enumerate(a.workloads())}
     platforms = {p: i for i, p in enumerate(a.platforms)}
@@ -887,7 +879,6 @@ def all_tables(a: RunAnalysis) -> list[Table]:
 
 def provenance(a: RunAnalysis) -> list[tuple[str, str]]:
     """(label, text) pairs: where the numbers come from."""
-    inv = a.inventory
     items = [
         ("run", a.run_id),
         ("study", a.study_name),
@@ -897,12 +888,8 @@ def provenance(a: RunAnalysis) -> list[tuple[str, str]]:
         ("hvbench", f"{a.hvbench_version}" + (f" ({a.git_commit})" if a.git_commit else "")),
         ("baseline", a.baseline or "none (no normalization)"),
     ]
-    for key in HOST_KEYS:
-        if key in inv:
-            items.append((f"host {key}", str(inv[key])))
-    tools = inv.get("tools")
-    if isinstance(tools, dict):
-        items.extend((f"tool {k}", str(v)) for k, v in sorted(tools.items()))
+    items.extend((f"host {k}", v) for k, v in a.inventory.described().items())
+    items.extend((f"tool {k}", str(v)) for k, v in sorted(a.inventory.tools.items()))
     if a.options:
         items.append(("options", ", ".join(f"{k}={v}" for k, v in sorted(a.options.items()))))
     return items

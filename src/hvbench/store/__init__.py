@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, fields
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import platformdirs
 from sqlalchemy import Table, create_engine, delete, event, func, insert, select
@@ -26,8 +26,11 @@ from hvbench.errors import HvbenchError
 from hvbench.store.records import (
     ADAPTIVE,
     TIME,
+    UNNAMED_HOST,
     AdaptiveRecord,
+    Inventory,
     PlatformState,
+    Provenance,
     TimeRecord,
     WhatRan,
 )
@@ -49,16 +52,19 @@ __all__ = [
     "ADAPTIVE",
     "LABELS",
     "TIME",
+    "UNNAMED_HOST",
     "AdaptiveRecord",
     "CellRecord",
     "CellView",
     "FunctionRecord",
     "FunctionView",
     "HostCpuReading",
+    "Inventory",
     "MetricRecord",
     "MetricView",
     "PlatformState",
     "ProfileRecord",
+    "Provenance",
     "RawRecord",
     "RawView",
     "RunRecord",
@@ -111,13 +117,19 @@ class RunRecord:
     hvbench_version: str
     git_commit: str | None
     options: dict
-    inventory: dict
+    inventory: Inventory
     finished_at: datetime | None = None
 
     @property
     def labels(self) -> dict[str, str]:
         """What ``--label`` said of the run (the build under test, say); {} where nothing."""
         return dict((self.options or {}).get(LABELS) or {})
+
+    @classmethod
+    def from_row(cls, row: Iterable[object]) -> RunRecord:
+        """A run from its row's columns (``_RUN_COLUMNS``), the inventory read into its record."""
+        values: dict[str, Any] = dict(zip((f.name for f in fields(cls)), row, strict=True))
+        return cls(**{**values, "inventory": Inventory.from_json(values["inventory"])})
 
 
 @dataclass
@@ -147,6 +159,11 @@ class CellView(CellRecord):
     def accel(self) -> str | None:
         """The accelerator or mode its guests ran under."""
         return self.ran.mode
+
+    @property
+    def provenance(self) -> Provenance:
+        """Its platform as the driver described it, read into its parts."""
+        return Provenance.of(self.platform_settings)
 
 
 @dataclass(frozen=True)
@@ -348,7 +365,7 @@ class Store:
 
     def create_run(self, run: RunRecord) -> None:
         with Session(self.engine) as s, s.begin():
-            s.add(Run(**vars(run)))
+            s.add(Run(**{**vars(run), "inventory": run.inventory.to_json()}))
 
     def set_run_status(self, run_id: str, status: str, finished: bool = False) -> None:
         with Session(self.engine) as s, s.begin():
@@ -446,7 +463,7 @@ class Store:
         with Session(self.engine) as s:
             found = s.execute(q).first()
         if found is not None:
-            return RunRecord(**found._mapping)
+            return RunRecord.from_row(found)
         if run_id == "latest":
             raise HvbenchError(f"no runs in {self.url} yet; start one with 'hvbench run'")
         raise HvbenchError(f"no run {run_id!r} in {self.url}; 'hvbench runs' lists them")
@@ -454,7 +471,7 @@ class Store:
     def runs(self) -> list[RunRecord]:
         with Session(self.engine) as s:
             q = select(*_RUN_COLUMNS).order_by(Run.created_at)
-            return [RunRecord(**r._mapping) for r in s.execute(q)]
+            return [RunRecord.from_row(r) for r in s.execute(q)]
 
     def done(self, run_id: str) -> set[tuple[str, int]]:
         """(cell key, repetition) of every sample already committed for the run."""
@@ -596,7 +613,7 @@ class Store:
         for row in rows:
             tag, *_ = row
             if tag.get("fleet") == fleet:
-                found[tag["host"]] = RunRecord(*row[1:])
+                found[tag["host"]] = RunRecord.from_row(row[1:])
         return found
 
     # merging -----------------------------------------------------------------------------

@@ -17,6 +17,68 @@ def _known(record: type, data: dict) -> dict[str, Any]:
     return {k: v for k, v in data.items() if k in names}
 
 
+UNNAMED_HOST = "(unnamed)"
+"""How reports, histories and the site name a host that has no name."""
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """What the host is, stored with every run (``host.inventory.collect`` makes it): figures
+    without it cannot be compared."""
+
+    hostname: str = ""
+    """Empty where the host has none (``name`` then)."""
+    cpu_model: str | None = None
+    cpu_flags: tuple[str, ...] = ()
+    cores_logical: int | None = None
+    cores_physical: int | None = None
+    memory_bytes: int | None = None
+    kernel: str | None = None
+    distribution: str | None = None
+    virtualization: str | None = None
+    python: str | None = None
+    tools: dict[str, str | None] = field(default_factory=dict)
+    """Each tool a run may need (``host.inventory.TOOLS``): its version line, None where it is
+    not installed."""
+    conditions: tuple[dict[str, Any], ...] = ()
+    """The host's conditions before the run, as ``host.conditions.Condition.as_json`` wrote
+    them; none in a run recorded before they were."""
+
+    @property
+    def name(self) -> str:
+        """The host as a report names it."""
+        return self.hostname or UNNAMED_HOST
+
+    def described(self) -> dict[str, str]:
+        """The host in a few items, by field name, those not recorded left out: what a report
+        prints of it and a history compares between runs."""
+        found = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _LISTS}
+        return {k: str(v) for k, v in found.items() if v not in (None, "")}
+
+    def to_json(self) -> dict:
+        return {
+            **asdict(self),
+            "cpu_flags": list(self.cpu_flags),
+            "conditions": list(self.conditions),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> Inventory:
+        known = _known(cls, data)
+        return cls(
+            **{
+                **known,
+                "cpu_flags": tuple(known.get("cpu_flags") or ()),
+                "tools": dict(known.get("tools") or {}),
+                "conditions": tuple(known.get("conditions") or ()),
+            }
+        )
+
+
+_LISTS = ("cpu_flags", "tools", "conditions")
+"""The inventory's fields that are not one item of its description (``Inventory.described``)."""
+
+
 @dataclass(frozen=True)
 class WhatRan:
     """What a platform's driver ran, in the terms the analysis reads (labels, verdicts, disk
@@ -48,6 +110,56 @@ class WhatRan:
     def from_json(cls, data: dict) -> WhatRan:
         known = _known(cls, data)
         return cls(**{**known, "modes": tuple(known.get("modes") or ())})
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """A platform as its driver described it (``Driver.describe``, kept with each of its
+    cells): the settings that define it apart from what the driver recorded besides them."""
+
+    settings: dict[str, Any]
+    """The settings as the study gave them, the driver's defaults filled in."""
+    resolved: dict[str, Any] = field(default_factory=dict)
+    """What the driver resolved of them on this host (the accelerator and why, pinning, queues,
+    a VMM's version as ``vmm``), the QEMU aside."""
+    qemu: str | None = None
+    """The QEMU that ran the guests, where one did."""
+    image: Any = None
+    """The guest image's manifest (its ``key`` names the run's ``image_artifact``), or what an
+    engine's image is."""
+    rootfs: dict[str, Any] | None = None
+    """The root filesystem the instances ran on, where the driver made one."""
+
+    @classmethod
+    def of(cls, described: dict) -> Provenance:
+        resolved = dict(described.get("resolved") or {})
+        return cls(
+            {k: v for k, v in described.items() if k not in _RECORDS},
+            resolved,
+            resolved.pop("qemu", None),
+            described.get("image"),
+            described.get("rootfs"),
+        )
+
+    @property
+    def image_key(self) -> str | None:
+        """The key of the guest image the instances booted; None where they booted none."""
+        return self.image.get("key") if isinstance(self.image, dict) else None
+
+    @property
+    def vmm(self) -> str | None:
+        """The version of the VMM (Firecracker, Cloud Hypervisor) that ran the guests."""
+        return self.resolved.get("vmm")
+
+    def records(self) -> dict[str, Any]:
+        """What the driver recorded besides the settings, by its ``describe()`` names, the QEMU
+        left out: the provenance a history compares item by item."""
+        found = {"resolved": self.resolved, "image": self.image, "rootfs": self.rootfs}
+        return {k: v for k, v in found.items() if v}
+
+
+_RECORDS = ("resolved", "image", "rootfs")
+"""What ``Driver.describe`` adds to a platform's settings."""
 
 
 @dataclass(frozen=True)

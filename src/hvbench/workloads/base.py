@@ -167,7 +167,7 @@ class GroupStart:
     boot storm measures)."""
 
     seconds: float
-    """From starting every instance at once until all were ready (``Driver.parallel_start_s``:
+    """From starting every instance at once until all were ready (``Started.seconds``:
     the driver's preparation before, such as finding the guest image, is not in it)."""
     boots: dict[str, dict[str, float]]
     """Each instance's boot phases (``Instance.boot``) by instance name, in instance order."""
@@ -218,8 +218,9 @@ class Workload(ABC, Generic[W]):
         self.settings = settings
 
     def plan(self) -> MigrationPlan | None:
-        """How this workload migrates (``operation`` migrate), for the drivers to refuse what
-        they cannot do before the run (``Driver.refuses_plan``); None for other workloads."""
+        """How this workload migrates (``operation`` migrate), for the platforms to refuse what
+        they cannot do before the run (``PlatformSettings.refuses_plan``); None for other
+        workloads."""
         return None
 
     @abstractmethod

@@ -772,10 +772,12 @@ class Consolidation(ScratchWorkload[ConsolidationSettings]):
         """Run a client on the peer in its cgroup; its stdout and the CPU (core-seconds) it
         used. A client that exits with an error fails the cell naming role and tool."""
         running = self._running[instance.name]
-        assert running.cgroup is not None
-        before = running.cgroup.cpu_seconds()
-        result = ctx.network.peer_run(running.cgroup.argv(argv), timeout)
-        after = running.cgroup.cpu_seconds()
+        cgroup = running.cgroup
+        if cgroup is None:
+            raise InstanceError(f"{instance.name}: role {running.role} has no client on the peer")
+        before = cgroup.cpu_seconds()
+        result = ctx.network.peer_run(cgroup.argv(argv), timeout)
+        after = cgroup.cpu_seconds()
         out = result.stdout.decode(errors="replace")
         if result.returncode != 0:
             err = result.stderr.decode(errors="replace").strip().splitlines()[-3:]
@@ -792,7 +794,8 @@ class Consolidation(ScratchWorkload[ConsolidationSettings]):
         (core-seconds), its command and its raw output."""
         running = self._running[instance.name]
         role, addr, peer = running.role, running.address, running.peer_dir
-        assert peer is not None
+        if peer is None:
+            raise InstanceError(f"{instance.name}: role {role} has no client on the peer")
         seconds, rate = self.seconds(ctx.quick), self.rate(role, ctx.quick)
         timeout = self.timeout(ctx.quick)
         if role in ("web", "app"):

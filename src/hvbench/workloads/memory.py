@@ -28,6 +28,12 @@ What that is per driver:
   a kernel stack: some 50 KiB per idle process here, of 280 KiB for a container's three) and
   leaves out the cgroup's own structures (charged to its parent) and the network namespace
   (hvbench makes one for native too): the container's kernel footprint, not a bound.
+- a container engine (docker, podman, lxc, nspawn): the container's as runc's, plus the
+  engine's own processes (``Instance.platform_pids``), all of whose memory is overhead: each
+  container's monitor (containerd's shim, conmon, LXC's monitor, systemd-nspawn) and what
+  serves it alone (slirp4netns, fuse-overlayfs, docker-proxy), and the platform's daemon
+  (dockerd and its containerd, rootless Podman's pause process) on the platform's first
+  instance only, counted once. The provenance names each with its PSS.
 - native: the host itself; every metric is stored with no value and the text "not
   attributable".
 
@@ -91,20 +97,25 @@ class Memory(Workload[MemorySettings]):
                 [keep("memory", [], why)],
             )
         guest_bytes = instance.memory_mib * MIB
-        used = host_memory(pids, instance.guest_ram)
-        overhead = used.overhead + (kernel or 0)
+        engine = instance.platform_pids()
+        used = host_memory([p for p in pids if p not in engine], instance.guest_ram)
+        served = [(_name(pid), host_memory([pid], _not_guest_ram).pss) for pid in engine]
+        engine_pss = sum(pss for _, pss in served)
+        overhead = used.overhead + engine_pss + (kernel or 0)
         host_total = psutil.virtual_memory().total
         values = {
-            "host_pss_mib": used.pss / MIB,
+            "host_pss_mib": (used.pss + engine_pss) / MIB,
             "guest_ram_mib": used.guest_ram / MIB,
             "kernel_mib": None if kernel is None else kernel / MIB,
             "overhead_mib": overhead / MIB,
             "density_instances": host_total // (guest_bytes + max(0, overhead)),
         }
         raw = (
-            f"{instance.name}: {used.processes} host processes {pids}, PSS {used.pss} B, "
-            f"guest memory ({guest_bytes} B) PSS {used.guest_ram} B, kernel memory of its "
-            f"cgroup {kernel} B, overhead {overhead} B; host memory {host_total} B; largest "
+            f"{instance.name}: host processes {pids}, the instance's {used.processes} PSS "
+            f"{used.pss} B, guest memory ({guest_bytes} B) PSS {used.guest_ram} B, kernel "
+            f"memory of its cgroup {kernel} B, the platform's own processes (PSS B) "
+            f"{', '.join(f'{name} {pss}' for name, pss in served) or 'none'}, overhead "
+            f"{overhead} B; host memory {host_total} B; largest "
             "mappings (path, size B, PSS B, guest RAM): "
             + "; ".join(f"{p} {size} {pss} {ram}" for p, size, pss, ram in used.largest)
         )
@@ -123,6 +134,19 @@ class Memory(Workload[MemorySettings]):
 
     def fixed_time_seconds(self, quick: bool) -> float:
         return self.estimate_seconds(quick)  # the settling pause is all of it
+
+
+def _not_guest_ram(path: str, size: int) -> bool:
+    """No mapping of a platform's own process holds the guest's memory."""
+    return False
+
+
+def _name(pid: int) -> str:
+    """A process as the provenance names it: its program and pid."""
+    try:
+        return f"{psutil.Process(pid).name()}[{pid}]"
+    except psutil.Error:
+        return f"[{pid}, gone]"
 
 
 def memory_metric(name: str, value: float | None, text: str | None = None) -> Metric:

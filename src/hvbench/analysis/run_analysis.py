@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Collection
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import numpy as np
@@ -44,6 +44,7 @@ from hvbench.analysis import claims
 from hvbench.analysis.aggregate import (
     STARVED_RATIO,
     CellValues,
+    Readings,
     cell_values,
     is_throughput,
     overcommit,
@@ -53,7 +54,6 @@ from hvbench.analysis.aggregate import (
 from hvbench.analysis.cost import density, host_cpu_of
 from hvbench.analysis.model import (
     COMPOSITE,
-    CellInfo,
     Density,
     HostCondition,
     HostCpu,
@@ -76,7 +76,7 @@ from hvbench.analysis.stats import (
     NOISY_CV,
     RESOLUTION_UNKNOWN,
     Ratio,
-    Summary,
+    SampleSummary,
     Trend,
     geometric_mean,
     mean_resolution,
@@ -90,6 +90,7 @@ from hvbench.errors import HvbenchError
 from hvbench.store import (
     ADAPTIVE,
     AdaptiveRecord,
+    CellView,
     FunctionView,
     HostCpuReading,
     MetricView,
@@ -103,7 +104,7 @@ from hvbench.store.ascent import AscentRecord, ascents_of
 # --- building ------------------------------------------------------------------------------
 
 
-def baseline_of(study_text: str, cells: Collection[CellInfo]) -> str | None:
+def baseline_of(study_text: str, cells: Collection[CellView]) -> str | None:
     """The study's baseline, else the platform whose instances are the host itself, else None.
 
     Only the ``baseline`` key is read (the study was validated when the run started, and an
@@ -119,51 +120,58 @@ def baseline_of(study_text: str, cells: Collection[CellInfo]) -> str | None:
     return next((c.platform for c in cells if c.ran.bare), None)
 
 
-class _Grouped:
-    """Metric rows grouped per (cell, metric): arrays of repetition, instance, value."""
+_Key = tuple[int, str]
+"""(cell id, metric name)."""
 
-    def __init__(self, rows: list[MetricView]) -> None:
-        values: dict[tuple[int, str], list[tuple[int, int, float]]] = defaultdict(list)
-        resolutions: dict[tuple[int, str], list[float]] = defaultdict(list)
-        texts: dict[tuple[int, str], set[str]] = defaultdict(set)
-        meta: dict[tuple[int, str], tuple[str, bool]] = {}
-        declared: dict[tuple[int, str], MetricView] = {}
-        for m in rows:
-            key = (m.cell_id, m.name)
-            meta.setdefault(key, (m.unit, bool(m.higher_is_better)))
-            declared.setdefault(key, m)
-            if m.value is None:
-                if m.text:
-                    texts[key].add(m.text)
-            else:
-                values[key].append((m.repetition, m.instance, m.value))
-                resolutions[key].append(math.nan if m.resolution is None else m.resolution)
-        self.meta = meta
-        self.declared = declared
-        """A stored row of each metric: what its workload declared of it (headline, composite,
-        direction); none for the figures the analysis makes (the composite)."""
-        self.texts = texts
-        self.values = {k: np.array(v, dtype=float).reshape(-1, 3) for k, v in values.items()}
-        self.resolutions = {k: np.array(v, dtype=float) for k, v in resolutions.items()}
-        """The resolution of each value in ``values``, row by row; NaN where unknown."""
 
-    def resolution_triples(self, key: tuple[int, str]) -> np.ndarray:
-        """(repetition, instance, resolution) rows of a metric, for ``cell_values`` to average and
-        sum as it does its values: a mean's rounding error is within half the mean of its
-        values' resolutions, a sum's within half their sum."""
-        triples = self.values[key].copy()
-        triples[:, 2] = self.resolutions[key]
-        return triples
+@dataclass
+class _Metric:
+    """One metric of one cell, as its rows stored it (or as the analysis made it)."""
 
-    def headline(self, key: tuple[int, str]) -> bool | None:
+    unit: str
+    higher_is_better: bool
+    declared: MetricView | None = None
+    """A stored row of it: what its workload declared of it (headline, composite, direction);
+    None for the figures the analysis makes (the composite)."""
+    readings: Readings | None = None
+    """Its numbers; None where its tool printed only text."""
+    texts: set[str] = field(default_factory=set)
+    """What its tool printed where it gave no number."""
+
+    @classmethod
+    def of(cls, rows: list[MetricView]) -> _Metric:
+        first, numbers = rows[0], [m for m in rows if m.value is not None]
+        readings = None
+        if numbers:
+            readings = Readings(
+                np.array([m.repetition for m in numbers], dtype=float),
+                np.array([m.instance for m in numbers], dtype=float),
+                np.array([m.value for m in numbers], dtype=float),
+                np.array([math.nan if m.resolution is None else m.resolution for m in numbers]),
+            )
+        texts = {m.text for m in rows if m.value is None and m.text}
+        return cls(first.unit, bool(first.higher_is_better), first, readings, texts)
+
+    @property
+    def headline(self) -> bool | None:
         """The workload's own flag; None for runs stored before it existed."""
-        row = self.declared.get(key)
-        return row.headline if row else None
+        return self.declared.headline if self.declared else None
+
+
+_Grouped = dict[_Key, _Metric]
+"""A run's metric rows, per (cell, metric), in the order they were first stored."""
+
+
+def _grouped(rows: list[MetricView]) -> _Grouped:
+    found: dict[_Key, list[MetricView]] = defaultdict(list)
+    for m in rows:
+        found[(m.cell_id, m.name)].append(m)
+    return {key: _Metric.of(ms) for key, ms in found.items()}
 
 
 def _composite_rows(
     grouped: _Grouped,
-    cells: dict[int, CellInfo],
+    cells: dict[int, CellView],
     baseline_means: dict[tuple[str, str], float],
     baseline: str | None = None,
     labels: dict[str, str] | None = None,
@@ -181,8 +189,8 @@ def _composite_rows(
     left with no composite at all gets why in ``without`` (its verdict line says it).
     """
     by_cell: dict[int, list[str]] = defaultdict(list)
-    for (cell_id, name), row in grouped.declared.items():
-        if row.composite:
+    for (cell_id, name), metric in grouped.items():
+        if metric.declared is not None and metric.declared.composite:
             by_cell[cell_id].append(name)
     notes: list[str] = []
     labels, titles = labels or {}, titles or {}
@@ -196,11 +204,10 @@ def _composite_rows(
         table: dict[tuple[int, int], dict[str, float]] = defaultdict(dict)
         resolutions: dict[tuple[int, int], dict[str, float]] = defaultdict(dict)
         for name in names:
-            key = (cell_id, name)
-            if key not in grouped.values:
+            if (r := grouped[(cell_id, name)].readings) is None:
                 continue
-            for (rep, inst, value), q in zip(
-                grouped.values[key], grouped.resolutions[key], strict=True
+            for rep, inst, value, q in zip(
+                r.repetitions, r.instances, r.values, r.resolutions, strict=True
             ):
                 table[(int(rep), int(inst))][name] = value
                 resolutions[(int(rep), int(inst))][name] = q
@@ -232,9 +239,11 @@ def _composite_rows(
                 )
             )
         if rows:
-            grouped.values[(cell_id, COMPOSITE)] = np.array(rows, dtype=float)
-            grouped.resolutions[(cell_id, COMPOSITE)] = np.array(row_resolutions, dtype=float)
-            grouped.meta[(cell_id, COMPOSITE)] = ("×native" if base else "score", True)
+            reps, insts, scores = np.array(rows, dtype=float).T
+            made = Readings(reps, insts, scores, np.array(row_resolutions, dtype=float))
+            grouped[(cell_id, COMPOSITE)] = _Metric(
+                "×native" if base else "score", True, None, made
+            )
     for workload, left in left_out.items():
         notes += [
             f"{workload}: {n} is left out of its {COMPOSITE}: {baseline} has no value of it above "
@@ -245,7 +254,7 @@ def _composite_rows(
 
 
 def _composite_gap(
-    cell: CellInfo, why: tuple[str, bool], at: list[tuple[int, int]], some_left: bool
+    cell: CellView, why: tuple[str, bool], at: list[tuple[int, int]], some_left: bool
 ) -> str:
     """One line: where a composite lost repetitions (or all of them) and which sub-score did it;
     ``why`` is the sub-scores' text and whether one of them was 0 (rather than missing)."""
@@ -268,7 +277,7 @@ class _Stored:
     """Everything the analysis reads of a run, read before any figure is computed."""
 
     run: RunRecord
-    cells: dict[int, CellInfo]
+    cells: dict[int, CellView]
     samples: list[SampleView]
     rows: list[MetricView]
     """The metric rows of the ok samples."""
@@ -299,9 +308,8 @@ def analyse(store: Store, run_id: str) -> RunAnalysis:
     stored = _load(store, run_id)
     run, cells = stored.run, stored.cells
     baseline = baseline_of(run.study_text, cells.values())
-    inventory = dict(run.inventory or {})
     samples = _read_samples(stored.samples, cells)
-    grouped = _Grouped(stored.rows)
+    grouped = _grouped(stored.rows)
     labels, ran = platform_labels(cells.values())
     titles = _workload_titles(cells, grouped)
     without: dict[tuple[str, str, int], str] = {}
@@ -327,7 +335,7 @@ def analyse(store: Store, run_id: str) -> RunAnalysis:
         hvbench_version=run.hvbench_version,
         git_commit=run.git_commit,
         options=dict(run.options or {}),
-        inventory=inventory,
+        inventory=run.inventory,
         artifacts=stored.artifacts,
         study_text=run.study_text,
         baseline=baseline,
@@ -350,7 +358,7 @@ def analyse(store: Store, run_id: str) -> RunAnalysis:
         ran=ran,
         profiles=platform_profiles(stored.functions, cells),
         densities=_densities(ascents_of(stored.artifacts), cells, samples),
-        conditions=HostCondition.of(inventory),
+        conditions=HostCondition.of(run.inventory),
         missing=without,
         titles=titles,
     )
@@ -359,7 +367,7 @@ def analyse(store: Store, run_id: str) -> RunAnalysis:
 
 
 def _densities(
-    ascents: dict[str, AscentRecord], cells: dict[int, CellInfo], samples: _Samples
+    ascents: dict[str, AscentRecord], cells: dict[int, CellView], samples: _Samples
 ) -> list[Density]:
     """Each ascent's density, with the host CPU of its cells by instance count."""
     return [
@@ -382,11 +390,11 @@ class _Samples:
     states: dict[int, list[PlatformState]]
     """Cell id -> the platform state of each of its ok samples."""
     host_cpu: dict[int, HostCpu]
-    failed: list[tuple[CellInfo, int, str]]
+    failed: list[tuple[CellView, int, str]]
     started: dict[tuple[int, int], datetime]
 
 
-def _read_samples(rows: list[SampleView], cells: dict[int, CellInfo]) -> _Samples:
+def _read_samples(rows: list[SampleView], cells: dict[int, CellView]) -> _Samples:
     states: dict[int, list[PlatformState]] = defaultdict(list)
     cpu_samples: dict[int, list[tuple[int, HostCpuReading | None]]] = defaultdict(list)
     failed = []
@@ -403,7 +411,7 @@ def _read_samples(rows: list[SampleView], cells: dict[int, CellInfo]) -> _Sample
 
 
 def _baseline_means(
-    grouped: _Grouped, cells: dict[int, CellInfo], baseline: str | None
+    grouped: _Grouped, cells: dict[int, CellView], baseline: str | None
 ) -> dict[tuple[str, str], float]:
     """(workload, metric) -> the baseline's single-instance mean of each sub-score of a
     composite: what the composite divides by."""
@@ -414,11 +422,11 @@ def _baseline_means(
     for c in base_cells:
         if pick_baseline_cell(base_cells, c.workload, 1) is not c:
             continue
-        for (cid, name), triples in grouped.values.items():
-            row = grouped.declared.get((cid, name))
-            if cid != c.id or row is None or not row.composite:
+        for (cid, name), metric in grouped.items():
+            row, r = metric.declared, metric.readings
+            if cid != c.id or row is None or not row.composite or r is None:
                 continue
-            positive = triples[:, 2][triples[:, 2] > 0]  # a 0 is no rate (and is warned of)
+            positive = r.values[r.values > 0]  # a 0 is no rate (and is warned of)
             if len(positive):
                 means[(c.workload, name)] = float(np.mean(positive))
     return means
@@ -444,16 +452,16 @@ class _Figure:
     once the figures that compare it with others (the baseline, its smallest count, the run's
     other headlines) are known."""
 
-    cell: CellInfo
+    cell: CellView
     name: str
     unit: str
     higher_is_better: bool
     throughput: bool
     values: CellValues
-    single: Summary
-    aggregate: Summary | None
+    single: SampleSummary
+    aggregate: SampleSummary | None
     per_core_values: np.ndarray | None
-    per_core: Summary | None
+    per_core: SampleSummary | None
 
     @property
     def single_values(self) -> np.ndarray:
@@ -464,12 +472,8 @@ class _Figure:
         return self.values.aggregate if self.throughput else None
 
 
-_Key = tuple[int, str]
-"""(cell id, metric name)."""
-
-
 def _results(
-    grouped: _Grouped, cells: dict[int, CellInfo], samples: _Samples, baseline: str | None
+    grouped: _Grouped, cells: dict[int, CellView], samples: _Samples, baseline: str | None
 ) -> list[MetricResult]:
     """Every (cell, metric) with its values and summaries, the cell's metrics in the tools'
     order behind its composite, headlines marked; first every one's values, then all their summaries
@@ -490,7 +494,7 @@ def _results(
     trend = _trends({key: figures[key].single_values for key in figures if key in headlines})
     results = []
     for key, f in figures.items():
-        said = grouped.declared.get(key)
+        said = grouped[key].declared
         vs, aggregate_vs, cost = compared.get(key, (None, None, None))
         results.append(
             MetricResult(
@@ -526,18 +530,18 @@ def _results(
 
 
 def _figures(
-    grouped: _Grouped, cells: dict[int, CellInfo], samples: _Samples
+    grouped: _Grouped, cells: dict[int, CellView], samples: _Samples
 ) -> dict[_Key, _Figure]:
     """Each (cell, metric)'s values and summaries, in the results' order."""
     specs = []
     arrays: list[np.ndarray] = []
     resolutions: list[float | None] = []
-    for (cid, name), (unit, hib) in grouped.meta.items():
-        triples = grouped.values.get((cid, name))
-        if triples is None or len(triples) == 0 or percentile_shortfall(name, cells[cid].instances):
+    for (cid, name), metric in grouped.items():
+        unit, hib, readings = metric.unit, metric.higher_is_better, metric.readings
+        if readings is None or percentile_shortfall(name, cells[cid].instances):
             continue
-        values = cell_values(triples, cells[cid].instances)
-        res = cell_values(grouped.resolution_triples((cid, name)), cells[cid].instances)
+        values = cell_values(readings, cells[cid].instances)
+        res = cell_values(readings.of_resolutions(), cells[cid].instances)
         throughput = is_throughput(unit, hib) and len(values.aggregate) > 0
         host_cpu = samples.host_cpu.get(cid)
         per_core = _per_core(values, throughput, host_cpu)
@@ -569,13 +573,13 @@ def _figures(
     return {(f.cell.id, f.name): f for f in figures}
 
 
-def _workload_titles(cells: dict[int, CellInfo], grouped: _Grouped) -> dict[str, str]:
+def _workload_titles(cells: dict[int, CellView], grouped: _Grouped) -> dict[str, str]:
     """Each workload label's name in sentences and tables: its name and what it ran, "cpu (xz,
     aes)" for "cpu apps copies=1 skip=povray,sha256,sqlite,stockfish,zstd" (the apps of a
     suite of applications, from the metrics its cells stored), "disk (fio)" (its tool or
     suite); the label itself where two workloads would read the same."""
     apps: dict[str, list[str]] = defaultdict(list)
-    for cid, name in grouped.meta:
+    for cid, name in grouped:
         parts = name.split(".")
         workload = cells[cid].workload
         if parts[:2] == ["cpu", "apps"] and len(parts) > 3 and parts[2] not in apps[workload]:
@@ -589,13 +593,13 @@ def _workload_titles(cells: dict[int, CellInfo], grouped: _Grouped) -> dict[str,
     return {w: t if named.count(t) == 1 else w for w, t in titles.items()}
 
 
-def _percentiles_left_out(grouped: _Grouped, cells: dict[int, CellInfo]) -> list[str]:
+def _percentiles_left_out(grouped: _Grouped, cells: dict[int, CellView]) -> list[str]:
     """Per workload and instance count, the percentiles over its instances that too few stand
     behind to be one (``aggregate.percentile_shortfall``), left out of the figures: "boot, 1
     instance: boot.storm.ready_p99_s not shown (a p99 needs 100 instances behind it, the cell
     has 1)"; at 1 instance such a figure repeats the instance's own."""
     short: dict[tuple[str, int], dict[str, str]] = defaultdict(dict)
-    for cid, name in grouped.meta:
+    for cid, name in grouped:
         cell = cells[cid]
         if (why := percentile_shortfall(name, cell.instances)) is not None:
             short[(cell.workload, cell.instances)][name] = why
@@ -606,12 +610,12 @@ def _percentiles_left_out(grouped: _Grouped, cells: dict[int, CellInfo]) -> list
     ]
 
 
-def _text_only(grouped: _Grouped, cells: dict[int, CellInfo]) -> dict[MetricKey, str]:
+def _text_only(grouped: _Grouped, cells: dict[int, CellView]) -> dict[MetricKey, str]:
     """What the tools printed for metrics that never had a number in their cell."""
     return {
         MetricKey(cells[cid].platform, cells[cid].workload, cells[cid].instances, name): " ".join(t)
-        for (cid, name), texts in grouped.texts.items()
-        if (cid, name) not in grouped.values and (t := sorted(texts))
+        for (cid, name), metric in grouped.items()
+        if metric.readings is None and (t := sorted(metric.texts))
     }
 
 
@@ -621,10 +625,13 @@ def _headline_names(grouped: _Grouped, cell_id: int, names: list[str]) -> set[st
     then: every throughput metric, else the cell's first metric."""
     if COMPOSITE in names:
         return {COMPOSITE}
-    flags = [grouped.headline((cell_id, n)) for n in names]
-    if any(f is not None for f in flags):
-        return {n for n, f in zip(names, flags, strict=True) if f}
-    return set([n for n in names if is_throughput(*grouped.meta[(cell_id, n)])] or names[:1])
+    metrics = [grouped[(cell_id, n)] for n in names]
+    if any(m.headline is not None for m in metrics):
+        return {n for n, m in zip(names, metrics, strict=True) if m.headline}
+    throughput = [
+        n for n, m in zip(names, metrics, strict=True) if is_throughput(m.unit, m.higher_is_better)
+    ]
+    return set(throughput or names[:1])
 
 
 def _headline_keys(figures: dict[_Key, _Figure], grouped: _Grouped) -> set[_Key]:
@@ -635,19 +642,20 @@ def _headline_keys(figures: dict[_Key, _Figure], grouped: _Grouped) -> set[_Key]
 
 
 def headline_singles(
-    rows: list[MetricView], cells: dict[int, CellInfo]
+    rows: list[MetricView], cells: dict[int, CellView]
 ) -> dict[tuple[int, str], np.ndarray]:
     """(cell id, headline metric) -> its per-instance figure in each repetition: what adaptive
     repetitions judge a cell's precision by. The cpu composite is the geometric mean of the raw
     sub-scores here; the baseline's means would scale it by a constant, which leaves its
     interval relative to its mean as it is."""
-    grouped = _Grouped(rows)
+    grouped = _grouped(rows)
     _composite_rows(grouped, cells, {})
     names: dict[int, list[str]] = defaultdict(list)
-    for cid, name in grouped.values:
+    readings = {key: r for key, m in grouped.items() if (r := m.readings) is not None}
+    for cid, name in readings:
         names[cid].append(name)
     return {
-        (cid, name): cell_values(grouped.values[(cid, name)], cells[cid].instances).single
+        (cid, name): cell_values(readings[(cid, name)], cells[cid].instances).single
         for cid, ns in names.items()
         for name in _headline_names(grouped, cid, ns)
     }
@@ -663,7 +671,7 @@ def _commands(commands: list[tuple[str, list]]) -> list[tuple[str, list[str]]]:
 
 
 def _vs_baseline(
-    figures: dict[_Key, _Figure], cells: dict[int, CellInfo], baseline: str | None
+    figures: dict[_Key, _Figure], cells: dict[int, CellView], baseline: str | None
 ) -> dict[_Key, tuple[Normalized | None, Normalized | None, Ratio | None]]:
     """Each figure that has a baseline cell to set it against: its single and aggregate
     figures against the baseline's, and the host CPU it spends per unit relative to it."""
@@ -748,7 +756,7 @@ def _symmetry(results: list[MetricResult]) -> list[Symmetry]:
     return out
 
 
-def _cell_where(labels: dict[str, str], titles: dict[str, str], cell: CellInfo) -> str:
+def _cell_where(labels: dict[str, str], titles: dict[str, str], cell: CellView) -> str:
     """ "kvm / cpu (xz, aes) / 1 inst.": a cell as warnings name it, for people."""
     platform, workload = labels.get(cell.platform, cell.platform), titles.get(cell.workload)
     return f"{platform} / {workload or cell.workload} / {cell.instances} inst."
@@ -901,7 +909,7 @@ def _faster_apart(r: MetricResult) -> bool:
 
 def _warnings(
     results: list[MetricResult],
-    failed: list[tuple[CellInfo, int, str]],
+    failed: list[tuple[CellView, int, str]],
     labels: dict[str, str],
     titles: dict[str, str],
 ) -> list[str]:

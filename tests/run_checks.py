@@ -1,0 +1,27 @@
+"""What the tests of whole runs share: the shortest cpu workload a study can name, and what a
+run left behind on the host."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+from hvbench.host.resources import STATE_ROOT
+
+CPU = (
+    "{name: cpu, suite: micro, integer: {duration: 1}, float: {duration: 1}, memory: {duration: 1},"
+    " branchy: {duration: 1}}"
+)
+
+
+def leftovers(run_id: str) -> list[str]:
+    """Namespaces, loop devices, ledgers and work directories a run left behind."""
+    found = []
+    netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    found += [line for line in netns.splitlines() if run_id[-8:] in line]
+    loops = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
+    found += [line for line in loops.splitlines() if run_id in line]
+    found += [
+        str(p) for p in (STATE_ROOT / run_id, f"/var/tmp/hvbench/{run_id}") if os.path.exists(p)
+    ]
+    return found
