@@ -33,7 +33,7 @@ from hvbench.drivers.base import Needs
 from hvbench.drivers.disks import DATA_SERIAL
 from hvbench.drivers.libvirt import LibvirtDriver, LibvirtSettings, Source, domain_xml, volume_xml
 from hvbench.drivers.qemu import data_device, nic_device
-from hvbench.drivers.qemu_devices import AGENT_PORT, Boot, Disk, Machine, Nic
+from hvbench.drivers.qemu_devices import AGENT_PORT, Disk, KernelBoot, Machine, Nic
 from hvbench.guest.image import cache_root
 from hvbench.host.network import PEER_ADDRESS
 from hvbench.host.resources import Ledger
@@ -165,7 +165,7 @@ def _machine() -> Machine:
         cpu="max",
         vcpus=2,
         memory_mib=384,
-        boot=Boot("/k/vmlinux", "/k/initrd.cpio", "console=ttyS0 hvbench.ip=198.18.0.10/24"),
+        boot=KernelBoot("/k/vmlinux", "/k/initrd.cpio", "console=ttyS0 hvbench.ip=198.18.0.10/24"),
         agent_socket="/w/a.sock",
         qmp_socket="",
         name="hvb-x-p-0",

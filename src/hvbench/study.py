@@ -598,7 +598,7 @@ def _claim(loc: _Located, study: Study, index: int, raw: Any) -> Claim:
             )
     elif claim.unit is not None and unit is not None:
         mine, theirs = unit_scale(claim.unit), unit_scale(unit)
-        if mine is None or theirs is None or mine[0] != theirs[0]:
+        if mine is None or theirs is None or mine.kind != theirs.kind:
             raise loc.error(
                 path,
                 f"the bound is in {claim.unit}, {claim.metric} in {unit}: expected a bound in "

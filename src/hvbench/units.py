@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Annotated
+from typing import Annotated, NamedTuple
 
 from pydantic import BeforeValidator, PlainSerializer, WithJsonSchema
 
@@ -80,42 +80,56 @@ UNIT_KINDS = (
 )
 
 
-def unit_scale(unit: str) -> tuple[str, float] | None:
+class UnitScale(NamedTuple):
+    """A unit's kind and its factor to that kind's base unit."""
+
+    kind: str
+    factor: float
+
+
+def unit_scale(unit: str) -> UnitScale | None:
     """A unit's kind (time, bytes, bytes/s, %) and its factor to that kind's base (seconds,
     bytes, bytes a second, %): "ms" → ("time", 0.001), "Gbit/s" → ("bytes/s", 1.25e8); None for
     a unit of its own (requests/s, count, pixels/s), which a bound states as a bare number."""
     u = unit.strip()
     if u == "%":
-        return "%", 1.0
+        return UnitScale("%", 1.0)
     if u in _TIME:
-        return "time", _TIME[u]
+        return UnitScale("time", _TIME[u])
     low = u.lower()
     if low in _BITS_PER_S:
-        return "bytes/s", _BITS_PER_S[low]
+        return UnitScale("bytes/s", _BITS_PER_S[low])
     per_s = low.endswith("/s")
     base = low.removesuffix("/s")
     factor = _BYTES.get(base) or _BITS.get(base)
     if factor is None:
         return None
-    return ("bytes/s" if per_s else "bytes"), float(factor)
+    return UnitScale("bytes/s" if per_s else "bytes", float(factor))
 
 
-def parse_quantity(value: object) -> tuple[float, str | None]:
+class Quantity(NamedTuple):
+    """A number and its unit (None: the metric's own)."""
+
+    number: float
+    unit: str | None
+
+
+def parse_quantity(value: object) -> Quantity:
     """A bound as a study writes it: (number, unit) from "125ms", "5MiB", "95%", "14.5Gbit/s"
     or a bare number (unit None: the metric's own)."""
     if isinstance(value, bool):
         raise ValueError(f"a number, or one with a unit: {UNIT_KINDS}")
     if isinstance(value, int | float):
-        return float(value), None
+        return Quantity(float(value), None)
     m = _QUANTITY.match(str(value))
     if not m:
         raise ValueError(f"a number, or one with a unit: {UNIT_KINDS}")
     number, unit = float(m.group(1)), m.group(2)
     if not unit:
-        return number, None
+        return Quantity(number, None)
     if unit_scale(unit) is None:
         raise ValueError(f"a known unit: {UNIT_KINDS}; or a bare number in the metric's unit")
-    return number, unit
+    return Quantity(number, unit)
 
 
 DIFFERENCES = frozenset({"memory.overhead_mib"})

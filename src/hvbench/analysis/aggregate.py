@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from hvbench.analysis.model import Starved
+from hvbench.analysis.model import Rotation, Starved
 from hvbench.analysis.stats import OUTLIER_LEVEL, behind_most, null_threshold
 from hvbench.store import CellView, PlatformState
 
@@ -125,7 +125,7 @@ class CellValues:
                 out[int(inst)] = Starved(float(np.median(mine)), behind, len(mine))
         return out
 
-    def rotating(self, higher_is_better: bool) -> tuple[int, int] | None:
+    def rotating(self, higher_is_better: bool) -> Rotation | None:
         """(repetitions with an instance behind the others, repetitions compared) where that
         is more than half of them, from 2, but no one instance is behind in most (``starved``):
         a different instance starved in each repetition, as a scheduler that rotates its victim
@@ -147,7 +147,7 @@ class CellValues:
         if len(full) < 2:
             return None
         far = float(behind_most(full)) > null_threshold("rotating", len(full), OUTLIER_LEVEL, k)
-        return (behind, of) if far else None
+        return Rotation(behind, of) if far else None
 
 
 def cell_values(readings: Readings, instances: int) -> CellValues:

@@ -270,7 +270,8 @@ def judged(a: RunAnalysis, claims: Sequence[Claim] | None = None) -> list[Judged
         factor, unit = _display(claim, r)
         lower = ""
         if claim.of_native and not r.higher_is_better:
-            lower = "time" if (unit_scale(r.unit) or ("",))[0] == "time" else "figure"
+            scale = unit_scale(r.unit)
+            lower = "time" if scale is not None and scale.kind == "time" else "figure"
         floored = (
             t.low < 0 <= t.estimate and not claim.of_native and not signed(r.name, r.single_values)
         )
@@ -344,7 +345,7 @@ def _factor(unit: str) -> float:
     scale = unit_scale(unit)
     if scale is None:
         raise HvbenchError(f"claim: unit {unit!r} cannot be converted")
-    return scale[1]
+    return scale.factor
 
 
 def _display(claim: Claim, r: MetricResult) -> tuple[float, str]:

@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from hvbench.analysis.normalize import Normalized, rounded
+from hvbench.analysis.normalize import FigureText, Normalized, rounded
 from hvbench.analysis.stats import ALPHA, MAX_REPETITIONS, Ratio, SampleSummary, Trend
 from hvbench.store import CellView, Inventory, MetricView
 from hvbench.store.ascent import AscentStop
@@ -25,6 +25,13 @@ ASYMMETRY = 0.15
 NOISY_STEAL = 0.05
 """Steal time above this share of the host's CPU, in any repetition, makes a cell's host
 noisy (one repetition in five with 20% steal averages to 4%: the average would hide it)."""
+
+
+class Rotation(NamedTuple):
+    """Repetitions with an instance behind the others, of those compared."""
+
+    behind: int
+    of: int
 
 
 @dataclass
@@ -202,7 +209,7 @@ class MetricResult:
     trend: Trend | None = None
     """Its repetitions against the order they ran in, for headline figures from
     ``stats.TREND_MIN_N`` repetitions (Holm over the run's); None where not tested."""
-    rotating: tuple[int, int] | None = None
+    rotating: Rotation | None = None
     """(repetitions, of) in which some instance, a different one, was far behind the others
     (``CellValues.rotating``); None where that is not most of them, or one instance is starved."""
 
@@ -348,17 +355,17 @@ class JudgedClaim:
         numbers = {k: number_of(data[k]) for k in _NUMBERS}
         return cls(**{**data, **numbers, "claim": Claim(**data["claim"])})
 
-    def figure(self) -> tuple[str, str]:
+    def figure(self) -> FigureText:
         """ "52.3 s", "[49.1–55.5 s]"; "9.81%", "[9.52–10.1%]" (of native): rounded outward,
         with the digits to show on which side of the bound each end lies; no interval ("")
         where none was computed."""
         if math.isnan(self.estimate):
-            return NOT_MEASURED, ""
+            return FigureText(NOT_MEASURED, "")
         unit = "%" if self.claim.of_native else (f" {self.unit}" if self.unit else "")
         est, low, high = rounded(self.estimate, self.low, self.high, self.claim.bound)
         if math.isnan(self.low):
-            return f"{est}{unit}", ""
-        return f"{est}{unit}", f"[{low}–{high}{unit}]"
+            return FigureText(f"{est}{unit}", "")
+        return FigureText(f"{est}{unit}", f"[{low}–{high}{unit}]")
 
     def measured(self) -> str:
         """ "52.3 s [49.1–55.5 s]", "9.81% [9.52–10.1%] of native"; "50% [48–52%] of native
@@ -366,7 +373,7 @@ class JudgedClaim:
         text = " ".join(x for x in self.figure() if x)
         if self.floored:
             return f"{text} (floored at 0)"
-        if not (self.claim.of_native and self.figure()[1]):
+        if not (self.claim.of_native and self.figure().interval):
             return text
         if not self.lower:
             return f"{text} of native"

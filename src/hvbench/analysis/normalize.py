@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -153,7 +154,14 @@ KINDS = {"pct": 100.0, "loss": 0.0, "ratio": 1.0}
 """Each view of a figure against the baseline, and its value of no change."""
 
 
-def figure(v: Normalized, kind: str = "pct", unit: str = "") -> tuple[str, str]:
+class FigureText(NamedTuple):
+    """A figure as printed, and its interval (empty where it has none)."""
+
+    estimate: str
+    interval: str
+
+
+def figure(v: Normalized, kind: str = "pct", unit: str = "") -> FigureText:
     """A figure against the baseline and its interval as text, to the digits its width supports
     (``rounded``): "84.2", "[79.0–90.3]" for % of native (kind pct; loss: 100 − that, "16
     [10–21]"; ratio: "1.19 [1.11–1.27]"), ``unit`` after the figure and the interval; a signed
@@ -163,7 +171,7 @@ def figure(v: Normalized, kind: str = "pct", unit: str = "") -> tuple[str, str]:
     is marked ``CLIPPED``; no interval (""), where none was computed or a platform did no work
     at all (0 in every repetition, a ratio of exactly 0)."""
     if v.signed and v.reference:
-        return f"0 {v.unit}".rstrip(), ""
+        return FigureText(f"0 {v.unit}".rstrip(), "")
     if v.signed:
         est, lo, hi = rounded(v.difference, v.difference_low, v.difference_high, 0.0, True)
         unit, clipped_low, clipped_high = f" {v.unit}".rstrip(), False, False
@@ -180,15 +188,15 @@ def figure(v: Normalized, kind: str = "pct", unit: str = "") -> tuple[str, str]:
         clipped_low = v.clipped and (kind == "ratio" or (kind == "pct" and up)) and low == 0
         clipped_high = v.clipped and kind == "loss" and up and high == 100
     if v.reference or math.isnan(v.ratio_low if not v.signed else v.difference_low):
-        return est + unit, ""
+        return FigureText(est + unit, "")
     if not v.signed and v.ratio_high == 0:  # no work done: exactly 0, no interval to give
-        return est + unit, ""
+        return FigureText(est + unit, "")
     if "∞" in lo and "∞" in hi:
-        return est + unit, "[unbounded]"
+        return FigureText(est + unit, "[unbounded]")
     # a raised bound is the domain's edge itself, not a measured figure: no digits
     lo = f"0{CLIPPED}" if clipped_low else lo
     hi = f"100{CLIPPED}" if clipped_high else hi
-    return est + unit, f"[{lo}–{hi}{unit}]"
+    return FigureText(est + unit, f"[{lo}–{hi}{unit}]")
 
 
 def outward(low: float, high: float, boundary: float, decimals: int, most: int = 3) -> int:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Mapping
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from hvbench.analysis.normalize import Normalized
 from hvbench.analysis.stats import ALPHA, holm
@@ -41,7 +41,14 @@ def label(name: str, ran: list[str], words: Iterable[str] = (), nested: bool = F
     return f"{name} [{', '.join(parts)}]" if parts else name
 
 
-def platform_labels(cells: Iterable[CellView]) -> tuple[dict[str, str], dict[str, str | None]]:
+class PlatformLabels(NamedTuple):
+    """Per platform: its label, and what ran (None where its driver says nothing)."""
+
+    labels: dict[str, str]
+    ran: dict[str, str | None]
+
+
+def platform_labels(cells: Iterable[CellView]) -> PlatformLabels:
     """Per platform, its label and what ran ("kvm", or "kvm/tcg" if its cells differ)."""
     ran: dict[str, list[str]] = {}
     words: dict[str, set[str]] = {}
@@ -53,7 +60,7 @@ def platform_labels(cells: Iterable[CellView]) -> tuple[dict[str, str], dict[str
             values.append(v)
         if c.ran.nested:
             nested.add(c.platform)
-    return (
+    return PlatformLabels(
         {p: label(p, v, words[p], p in nested) for p, v in ran.items()},
         {p: "/".join(v) or None for p, v in ran.items()},
     )

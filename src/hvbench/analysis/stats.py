@@ -50,6 +50,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from types import ModuleType
+from typing import NamedTuple
 
 import numpy as np
 
@@ -483,7 +484,15 @@ def welch(a: Sequence[float] | np.ndarray, b: Sequence[float] | np.ndarray) -> f
     return float(2 * _scipy().t.sf(abs(delta) / math.sqrt(variance), df))
 
 
-def welch_difference(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]:
+class WelchDifference(NamedTuple):
+    """A difference of two means, its variance and Welch–Satterthwaite's degrees of freedom."""
+
+    delta: float
+    variance: float
+    df: float
+
+
+def welch_difference(a: np.ndarray, b: np.ndarray) -> WelchDifference:
     """mean(B) − mean(A) of two series of at least 2 values, the variance of that difference
     (no equal variances assumed) and Welch–Satterthwaite's degrees of freedom for it (NaN where
     the variance is 0): what Welch's test (``welch``) and a change point's interval
@@ -492,8 +501,8 @@ def welch_difference(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float]
     delta = float(np.mean(b) - np.mean(a))
     va, vb = float(np.var(a, ddof=1)) / na, float(np.var(b, ddof=1)) / nb
     if va + vb == 0:
-        return delta, 0.0, math.nan
-    return delta, va + vb, (va + vb) ** 2 / (va**2 / (na - 1) + vb**2 / (nb - 1))
+        return WelchDifference(delta, 0.0, math.nan)
+    return WelchDifference(delta, va + vb, (va + vb) ** 2 / (va**2 / (na - 1) + vb**2 / (nb - 1)))
 
 
 @dataclass(frozen=True)
@@ -771,7 +780,15 @@ def ratios(
     ]
 
 
-def moments(series: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+class Moments(NamedTuple):
+    """Per series: mean, sample variance and length."""
+
+    mean: np.ndarray
+    var: np.ndarray
+    n: np.ndarray
+
+
+def moments(series: list[np.ndarray]) -> Moments:
     """Mean, sample variance (NaN below 2 values) and length of each series, computed at once
     on a NaN-padded matrix (``compare`` and its simulations judge hundreds at a time)."""
     n = np.array([len(x) for x in series])
@@ -782,7 +799,7 @@ def moments(series: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray, np.ndarra
         warnings.simplefilter("ignore", RuntimeWarning)  # empty or single-value rows: NaN
         mean = np.nanmean(table, axis=1)
         var = np.where(n > 1, np.nanvar(table, axis=1, ddof=1), np.nan)
-    return mean, var, n
+    return Moments(mean, var, n)
 
 
 def ratio(
@@ -868,7 +885,14 @@ MAX_RUNS = 20
 """Most runs a side ``runs_to_settle`` considers."""
 
 
-def run_to_run(means: np.ndarray, variances: np.ndarray) -> tuple[float, float]:
+class RunToRun(NamedTuple):
+    """A run's relative run-to-run standard deviation and its degrees of freedom."""
+
+    sd: float
+    df: float
+
+
+def run_to_run(means: np.ndarray, variances: np.ndarray) -> RunToRun:
     """The run-to-run standard deviation of a run's mean, relative, from earlier runs: a
     (runs × metrics) array of each run's mean of each metric (NaN where a run lacks one) and the
     variance of each of those means from its own repetitions (NaN where unknown: counted as 0).
@@ -895,8 +919,8 @@ def run_to_run(means: np.ndarray, variances: np.ndarray) -> tuple[float, float]:
         weight += k - 1
         runs |= have
     if not weight:
-        return math.nan, 0.0
-    return math.sqrt(max(total / weight, 0.0)), float(runs.sum() - 1)
+        return RunToRun(math.nan, 0.0)
+    return RunToRun(math.sqrt(max(total / weight, 0.0)), float(runs.sum() - 1))
 
 
 def _first_settled(

@@ -43,7 +43,7 @@ from pydantic import model_validator
 
 from hvbench.drivers.base import DataDisk, Operation
 from hvbench.drivers.disks import DATA_MOUNT
-from hvbench.drivers.engine import EngineDriver, EngineInstance, checked
+from hvbench.drivers.engine import EngineCli, EngineDriver, EngineInstance, checked
 from hvbench.drivers.footprint import Pace
 from hvbench.drivers.last_words import last_words
 from hvbench.drivers.oslevel import OsLevelSettings
@@ -129,7 +129,7 @@ class DockerDriver(EngineDriver[DockerSettings]):
     def lacks(cls) -> list[str]:
         return ["checkpoint: Docker 20.10's restore fails now and then (moby#42900)"]
 
-    def _start_engine(self, netns: str, home: Path) -> tuple[list[str], float | None]:
+    def _start_engine(self, netns: str, home: Path) -> EngineCli:
         """A dockerd of the run's own in the engine's namespace, until its socket answers."""
         dockerd = self.binary() or "dockerd"
         state = self._state
@@ -161,7 +161,7 @@ class DockerDriver(EngineDriver[DockerSettings]):
             version = subprocess.run([*cli, "version", "--format", "{{.Server.Version}}"],
                                      capture_output=True, check=False)  # fmt: skip
             if version.returncode == 0:
-                return cli, round(time.monotonic() - t0, 3)
+                return EngineCli(cli, round(time.monotonic() - t0, 3))
             if proc.poll() is not None or time.monotonic() - t0 > DAEMON_READY_S:
                 words = last_words(proc.poll(), output=log)
                 raise HvbenchError(f"platform {self.platform}: dockerd did not start ({words})")

@@ -39,7 +39,7 @@ from abc import abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar, TypeVar
+from typing import ClassVar, NamedTuple, TypeVar
 
 import psutil
 
@@ -193,6 +193,15 @@ class EngineInstance(CgroupContainer):
     def kill_commands(self) -> None:
         """Its cgroup's processes but the init and its spawner."""
         kill_but_init(self.init, cgroup_procs(self.cgroups_path))
+
+
+class EngineCli(NamedTuple):
+    """How to reach an engine once started (``EngineDriver._start_engine``)."""
+
+    cli: list[str]
+    """Its command line up to the subcommand."""
+    started_s: float | None
+    """How long its daemon took to answer (None: it has none)."""
 
 
 @dataclass(frozen=True)
@@ -353,7 +362,7 @@ class EngineDriver(TreeDriver[OS, EngineInstance, EngineTree]):
     command line's ``import``, ``run``, ``exec``, ``inspect`` and ``rm``."""
 
     @abstractmethod
-    def _start_engine(self, netns: str, home: Path) -> tuple[list[str], float | None]:
+    def _start_engine(self, netns: str, home: Path) -> EngineCli:
         """Make what the engine needs for the run under ``home`` (in ``resources`` before it
         exists) and start its daemon in ``netns`` where it has one; the command line up to the
         subcommand, and how long the daemon took to answer."""

@@ -47,6 +47,7 @@ from typing import ClassVar, Literal, get_args
 from hvbench.drivers.base import Operation, OperationReport
 from hvbench.drivers.disks import DATA_MOUNT
 from hvbench.drivers.engine import (
+    EngineCli,
     EngineDriver,
     EngineInstance,
     checked,
@@ -129,7 +130,7 @@ class PodmanDriver(EngineDriver[PodmanSettings]):
         checkpoint = f"; checkpoint with CRIU {found.version} (rootful)" if found else ""
         return super().version() + checkpoint
 
-    def _start_engine(self, netns: str, home: Path) -> tuple[list[str], float | None]:
+    def _start_engine(self, netns: str, home: Path) -> EngineCli:
         """Podman's storage and configuration under ``home`` (short paths for its sockets
         under /run), and for rootless its user; no daemon to start."""
         s = self.settings
@@ -175,7 +176,7 @@ class PodmanDriver(EngineDriver[PodmanSettings]):
             "--runtime", "runc", "--cgroup-manager", "cgroupfs", "--events-backend", "file",
             *checkpoint,
         ]  # fmt: skip
-        return cli, None
+        return EngineCli(cli, None)
 
     def snapshot(self, inst: EngineInstance, deadline: float) -> OperationReport:
         """``podman container checkpoint --export`` of the running container to a file (CRIU

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import psutil
 
@@ -137,9 +138,18 @@ def host_is_a_guest() -> bool:
     return False
 
 
-def capacity() -> tuple[int, int]:
+class Capacity(NamedTuple):
+    """What a study's instances must fit in."""
+
+    memory: int
+    """Bytes."""
+    cores: int
+    """Logical cores."""
+
+
+def capacity() -> Capacity:
     """This host's memory in bytes and its logical cores: what a study's instances must fit."""
-    return psutil.virtual_memory().total, psutil.cpu_count() or 1
+    return Capacity(psutil.virtual_memory().total, psutil.cpu_count() or 1)
 
 
 def collect() -> Inventory:

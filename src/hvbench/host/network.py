@@ -14,6 +14,7 @@ import subprocess
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import psutil
 
@@ -32,13 +33,20 @@ BRIDGE = "hvbr0"
 _taps = itertools.count()
 
 
-def tap_and_mac(tag: str, mac_byte: int, index: int) -> tuple[str, str]:
+class NicNames(NamedTuple):
+    """The host-side names of an instance's NIC."""
+
+    tap: str
+    mac: str
+
+
+def tap_and_mac(tag: str, mac_byte: int, index: int) -> NicNames:
     """Names for the NIC of instance ``index``: a tap that no other hvbench process on the host
     names (``hv``, the driver's ``tag``, this process's id and a counter, within the kernel's
     15 characters), and a MAC in QEMU's range (52:54:00) whose fourth byte, ``mac_byte``,
     tells the drivers apart."""
     tap = f"hv{tag}{os.getpid() % 10000}t{next(_taps)}"
-    return tap, f"52:54:00:{mac_byte:02x}:{index >> 8 & 0xFF:02x}:{index & 0xFF:02x}"
+    return NicNames(tap, f"52:54:00:{mac_byte:02x}:{index >> 8 & 0xFF:02x}:{index & 0xFF:02x}")
 
 
 def _ip(*args: str) -> None:
@@ -48,6 +56,14 @@ def _ip(*args: str) -> None:
             f"ip {' '.join(args)} failed: {proc.stderr.strip()} "
             "(hvbench needs root and iproute2 to make the run's network namespace)"
         )
+
+
+class EngineHost(NamedTuple):
+    """A container engine's namespace on the run's bridge (``RunNetwork.add_engine_netns``)."""
+
+    netns: Resource
+    """The namespace, in the ledger: its name is the namespace's."""
+    address: str
 
 
 class RunNetwork:
@@ -141,7 +157,7 @@ class RunNetwork:
         _ip("-n", ns, "link", "set", inner, "up")
         return res
 
-    def add_engine_netns(self) -> tuple[Resource, str]:
+    def add_engine_netns(self) -> EngineHost:
         """A namespace on the bridge for a container engine that holds it for the whole run (a
         daemon, its bridge and NAT, its iptables rules and ip_forward: all inside), as a host of
         its own would be for it; the resource's name is the namespace's, with its address."""
@@ -162,7 +178,7 @@ class RunNetwork:
         _ip("-n", ns, "addr", "add", f"{address}/{PREFIX}", "dev", "eth0")
         _ip("-n", ns, "link", "set", "eth0", "up")
         _ip("-n", ns, "route", "add", "default", "via", PEER_ADDRESS)
-        return res, address
+        return EngineHost(res, address)
 
     def readdress_host_netns(self, index: int) -> None:
         """Put a host-side instance's address back on its namespace's link: gVisor's netstack
