@@ -14,6 +14,7 @@ from workload_env import run_workload
 
 from hvbench.drivers import container
 from hvbench.drivers.base import Needs
+from hvbench.drivers.oslevel import Criu
 from hvbench.drivers.qemu import QemuDriver, QemuInstance, QemuSettings
 from hvbench.errors import StudyError
 from hvbench.study import parse_study
@@ -118,14 +119,14 @@ def test_study_refuses_libvirt_migration_and_takes_its_snapshot():
 @pytest.mark.parametrize("workload", ["migration", "snapshot"])
 @pytest.mark.parametrize("driver", ["gvisor", "container"])
 def test_study_takes_gvisor_and_container_with_criu_for_both(monkeypatch, driver, workload):
-    monkeypatch.setattr(container, "criu", lambda: container.Criu("/usr/sbin/criu", "4.1.1"))
+    monkeypatch.setattr(container, "criu", lambda: Criu("/usr/sbin/criu", "4.1.1"))
     study = parse_study(STUDY.replace("DRIVER", driver).replace("WORKLOAD", workload), "ok")
     assert {c.platform for c in study.cells()} == {"vm", "other"}
 
 
 @pytest.mark.parametrize("driver", ["gvisor", "container"])
 def test_study_refuses_post_copy_and_auto_converge_on_a_checkpointing_runtime(monkeypatch, driver):
-    monkeypatch.setattr(container, "criu", lambda: container.Criu("/usr/sbin/criu", "4.1.1"))
+    monkeypatch.setattr(container, "criu", lambda: Criu("/usr/sbin/criu", "4.1.1"))
     for how in ("mode: postcopy", "auto_converge: true"):
         text = STUDY.replace("DRIVER", driver).replace("WORKLOAD", f"migration, {how}")
         with pytest.raises(StudyError) as e:
