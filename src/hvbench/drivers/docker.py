@@ -41,7 +41,7 @@ from typing import ClassVar, Literal
 import psutil
 from pydantic import model_validator
 
-from hvbench.drivers.base import DataDisk, Operation
+from hvbench.drivers.base import DataDisk
 from hvbench.drivers.disks import DATA_MOUNT
 from hvbench.drivers.engine import EngineCli, EngineDriver, EngineInstance, checked
 from hvbench.drivers.footprint import Pace
@@ -90,11 +90,10 @@ class DockerSettings(OsLevelSettings):
             )
         return self
 
+    no_lifecycle: ClassVar[str] = f"has no migration or snapshot: {NO_CHECKPOINT}"
+
     def pace(self, kvm: bool) -> Pace:
         return PACE
-
-    def refuses(self, operation: Operation) -> str | None:
-        return f"the docker driver has no {operation}: {NO_CHECKPOINT}"
 
 
 class DockerDriver(EngineDriver[DockerSettings]):

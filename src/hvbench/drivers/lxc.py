@@ -40,7 +40,6 @@ from typing import ClassVar, Literal
 
 import psutil
 
-from hvbench.drivers.base import Operation
 from hvbench.drivers.disks import DATA_MOUNT
 from hvbench.drivers.engine import (
     BOOT_TARGET,
@@ -86,11 +85,10 @@ class LxcSettings(OsLevelSettings):
     privileged: bool = False
     """The host's ids in the container (``true``), or an id map of its own (unprivileged)."""
 
+    no_lifecycle: ClassVar[str] = f"has no migration or snapshot: {NO_CHECKPOINT}"
+
     def pace(self, kvm: bool) -> Pace:
         return PACE
-
-    def refuses(self, operation: Operation) -> str | None:
-        return f"the lxc driver has no {operation}: {NO_CHECKPOINT}"
 
 
 @dataclass

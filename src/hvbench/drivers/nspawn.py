@@ -36,7 +36,6 @@ from typing import ClassVar, Literal
 
 import psutil
 
-from hvbench.drivers.base import Operation
 from hvbench.drivers.disks import DATA_MOUNT
 from hvbench.drivers.engine import (
     BOOT_TARGET,
@@ -73,11 +72,10 @@ class NspawnSettings(OsLevelSettings):
     """A network namespace of nspawn's own with a veth on the run's bridge (``true``), or the
     one nspawn starts in, the instance's (nspawn's default)."""
 
+    no_lifecycle: ClassVar[str] = f"has no migration or snapshot: {NO_CHECKPOINT}"
+
     def pace(self, kvm: bool) -> Pace:
         return PACE
-
-    def refuses(self, operation: Operation) -> str | None:
-        return f"the nspawn driver has no {operation}: {NO_CHECKPOINT}"
 
 
 @dataclass
