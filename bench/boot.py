@@ -37,7 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from hvbench.analysis.stats import summarize
+from hvbench.analysis.intervals import summarize
 from hvbench.drivers.base import Needs
 from hvbench.drivers.qemu import QemuDriver, QemuSettings
 from hvbench.host.network import RunNetwork

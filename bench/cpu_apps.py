@@ -26,7 +26,7 @@ from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
-from hvbench.analysis.stats import summarize
+from hvbench.analysis.intervals import summarize
 from hvbench.drivers.base import Driver, Instance, Needs
 from hvbench.drivers.native import NativeDriver, NativeSettings
 from hvbench.drivers.qemu import QemuDriver, QemuSettings

@@ -22,8 +22,8 @@ How to read it. Per metric and round, two ratios:
   host's noise alone does to a ratio measured this way.
 
 Each column prints the median of the per-round ratios and the 95% interval of their mean
-(``hvbench.analysis.stats.summarize``). The last column sets the hvbench/bare ratios against
-the bare/bare ones (``stats.ratio``: Fieller's interval and its test; the two are independent
+(``hvbench.analysis.intervals.summarize``). The last column sets the hvbench/bare ratios against
+the bare/bare ones (``ratios.ratio``: Fieller's interval and its test; the two are independent
 by construction): how far the mean hvbench/bare ratio is from the mean A/A ratio, its interval,
 and "OUTSIDE" when hvbench's effect lies outside what the A/A noise explains (the interval
 excludes 0, p < 0.05), "within" otherwise. One
@@ -54,7 +54,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from hvbench.analysis.stats import Ratio, SampleSummary, ratio, summarize
+from hvbench.analysis.intervals import SampleSummary, summarize
+from hvbench.analysis.ratios import Ratio, ratio
 from hvbench.drivers.base import Needs
 from hvbench.drivers.native import NativeDriver, NativeSettings
 from hvbench.host.network import RunNetwork

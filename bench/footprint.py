@@ -111,8 +111,10 @@ def kernel_kib() -> int:
 
 
 @contextlib.contextmanager
-def run_scope() -> Iterator[tuple[Ledger, RunNetwork, Path]]:
-    run_id = f"bench-footprint-{uuid.uuid4().hex[:8]}"
+def run_scope(bench: str = "footprint") -> Iterator[tuple[Ledger, RunNetwork, Path]]:
+    """A run's ledger, network and work directory, as the runner makes them; all released at
+    the end (a crash leaves ``hvbench cleanup`` the ledger)."""
+    run_id = f"bench-{bench}-{uuid.uuid4().hex[:8]}"
     ledger = Ledger(run_id)
     ledger.claim()
     with tempfile.TemporaryDirectory(dir="/var/tmp") as tmp:

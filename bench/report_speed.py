@@ -140,9 +140,9 @@ def _timed(fn: Callable[..., T], *args: object) -> tuple[T, float, float]:
 def _import_lazy_modules() -> None:
     """scipy.stats and matplotlib are imported on first use; time them apart from the work."""
     import hvbench.report.plots  # noqa: F401
-    from hvbench.analysis.stats import _scipy
+    from hvbench.analysis.stats import scipy_stats
 
-    _scipy()
+    scipy_stats()
 
 
 def main() -> None:

@@ -122,7 +122,10 @@ import numpy as np
 import psutil
 import scipy.stats
 
-from hvbench.analysis.stats import Ratio, geometric_mean, holm, ratio, summarize
+from hvbench.analysis.holm import holm
+from hvbench.analysis.intervals import summarize
+from hvbench.analysis.ratios import Ratio, ratio
+from hvbench.analysis.stats import geometric_mean
 from hvbench.drivers import driver_class
 from hvbench.drivers.base import Driver, Instance
 from hvbench.drivers.qemu import QemuInstance

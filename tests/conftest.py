@@ -3,15 +3,25 @@ PostgreSQL tests a server; guest fixtures live in guest_fixtures."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+
+# Every run of the suite's, in this process and in the hvbench commands it starts, keeps its
+# ledgers and its hold on the host in a state directory of the session's own (a tmpfs, as
+# /run/hvbench is): a user's run on this host neither blocks the suite nor is cleaned up by it.
+# Set before hvbench is imported, which reads it once.
+if "HVBENCH_STATE_DIR" not in os.environ:
+    os.environ["HVBENCH_STATE_DIR"] = tempfile.mkdtemp(prefix="hvbench-suite-", dir="/run")
+    os.chmod(os.environ["HVBENCH_STATE_DIR"], 0o755)  # as /run/hvbench: others may read it
 from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import locales
 import pytest
 from builders import RunBuilder, host
 from guest_fixtures import guest_image, guest_run  # noqa: F401 (shared booted-guest fixtures)
@@ -48,6 +58,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=_order)
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The session's state directory goes with it, unless a run left a ledger there (then it
+    stays, for ``hvbench cleanup`` with HVBENCH_STATE_DIR naming it)."""
+    state = Path(os.environ["HVBENCH_STATE_DIR"])
+    if state.name.startswith("hvbench-suite-"):
+        (state / "measuring.lock").unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            state.rmdir()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _labs_booting(request: pytest.FixtureRequest, tmp_path_factory) -> Iterator[Labs | None]:
     """The nested labs of the session's tests, booted in the background from its start
@@ -66,6 +86,13 @@ def _labs_booting(request: pytest.FixtureRequest, tmp_path_factory) -> Iterator[
         yield labs
     finally:
         labs.close()
+
+
+@pytest.fixture(scope="session")
+def locale_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Users' locales (de_DE, fr_FR, a latin-1 one) for LOCPATH, made once a session."""
+    require((locales.SOURCES / "de_DE").exists(), "locales (apt-get install locales)")
+    return locales.make(tmp_path_factory.mktemp("locales"))
 
 
 @pytest.fixture(scope="session")

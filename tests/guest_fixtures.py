@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,9 +47,9 @@ class RecordingLedger(Ledger):
         super().__init__(run_id)
         self.made: list[tuple[str, str]] = []
 
-    def add(self, kind: str, name: str, **extra: object) -> Resource:
-        self.made.append((kind, name))
-        return super().add(kind, name, **extra)
+    def add_many(self, entries: Sequence[tuple[str, str, dict]]) -> list[Resource]:
+        self.made += [(kind, name) for kind, name, _ in entries]
+        return super().add_many(entries)
 
 
 @contextlib.contextmanager

@@ -3,7 +3,7 @@ check that a run left nothing of its containers behind."""
 
 from __future__ import annotations
 
-import itertools
+import contextlib
 import json
 import subprocess
 import sys
@@ -20,7 +20,9 @@ from workload_env import run_workload
 
 from hvbench.drivers.disks import DATA_MOUNT
 from hvbench.drivers.oslevel import OciDriver
+from hvbench.host.network import PREFIX
 from hvbench.host.process import processes
+from hvbench.host.resources import STATE_ROOT
 from hvbench.session import NewRun, RunSession
 from hvbench.store import Store
 from hvbench.study import parse_study
@@ -80,7 +82,7 @@ def container_leftovers(run_id: str) -> list[str]:
     found += [str(p) for p in Path("/sys/fs/cgroup").glob(f"*/hvb-{tag}-*")]
     found += [str(p) for p in Path("/sys/fs/cgroup").glob(f"hvb-{tag}-*")]
     found += [
-        str(p) for p in (Path("/run/hvbench") / run_id, Path("/var/tmp/hvbench") / run_id)
+        str(p) for p in (STATE_ROOT / run_id, Path("/var/tmp/hvbench") / run_id)
         if p.exists()
     ]  # fmt: skip
     for proc in processes(["cmdline"]):
@@ -95,15 +97,28 @@ KILLED_WORKLOAD = "{name: cpu, suite: micro, integer: {duration: 60}}"
 
 def runtime_runs(run_id: str, command: str) -> bool:
     """Whether the container runtime runs ``command`` in one of the run's containers: its
-    ``exec`` (``<runtime> ... exec ... hvb-<run>-<instance>-<pid> <command> ...``) waits on the
-    host for as long as the command runs."""
+    ``exec`` (``<runtime> ... exec ... hvb-<run>-<instance>-<pid> [env LC_ALL=...] <command>
+    ...``: the fixed locale's ``toolenv.in_locale`` before it) waits on the host for as long as
+    the command runs."""
     prefix = f"hvb-{run_id[-8:]}-"
     for proc in processes(["cmdline"]):
         argv = proc.info["cmdline"] or []
-        pairs = itertools.pairwise(argv)
-        if "exec" in argv and any(a.startswith(prefix) and b == command for a, b in pairs):
+        named = [i for i, a in enumerate(argv) if a.startswith(prefix)]
+        if "exec" in argv and any(command in argv[i + 1 :] for i in named):
             return True
     return False
+
+
+def cleaned_up(run_id: str) -> None:
+    """``hvbench cleanup`` of a killed run: it names the run, and nothing of it is left."""
+    cleanup = subprocess.run(
+        [sys.executable, "-m", "hvbench", "cleanup", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert run_id in [r["run"] for r in json.loads(cleanup.stdout)]
+    assert container_leftovers(run_id) == []
 
 
 def killed_run_is_cleaned_up(
@@ -141,18 +156,19 @@ def killed_run_is_cleaned_up(
     assert container_leftovers(run_id) != []
     mounts = Path("/proc/mounts").read_text().splitlines()
     loops = [m.split()[0] for m in mounts if run_id in m and m.startswith("/dev/loop")]
-    cleanup = subprocess.run(
-        [sys.executable, "-m", "hvbench", "cleanup", "--json"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert run_id in [r["run"] for r in json.loads(cleanup.stdout)]
-    assert container_leftovers(run_id) == []
+    cleaned_up(run_id)
     attached = subprocess.run(["losetup", "--list", "--noheadings", "--output", "NAME"],
                               capture_output=True, text=True).stdout.split()  # fmt: skip
     assert not set(loops) & set(attached), loops
     return loops
+
+
+def exited(pid: int) -> bool:
+    """Whether the process has exited: gone, or a zombie the host's init has yet to reap (a
+    container's init is reparented to it)."""
+    with contextlib.suppress(psutil.NoSuchProcess):
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    return True
 
 
 def checkpoint_moves_and_restores(d: OciDriver, guest_run: GuestRun, exec_killed: bool) -> None:
@@ -174,7 +190,7 @@ def checkpoint_moves_and_restores(d: OciDriver, guest_run: GuestRun, exec_killed
         migration = Migration(MigrationSettings(name="migration", dirty_rate=1 << 20))
         [moved] = run_workload(migration, [inst], guest_run.network)
         m = {x.name: x.value for x in moved.metrics}
-        assert inst.init.pid != first and not psutil.pid_exists(first)
+        assert inst.init.pid != first and exited(first)
         assert m["migration.wrong_pages"] == 0, "every page the dirtier wrote was restored"
         assert m["migration.downtime_ms"] == pytest.approx(m["migration.total_s"] * 1000, 1e-3)
         assert m["migration.transferred_mib"] > 32 + 16, "the dirtier's buffer and /tmp/mem"
@@ -187,7 +203,7 @@ def checkpoint_moves_and_restores(d: OciDriver, guest_run: GuestRun, exec_killed
         [restored] = run_workload(Snapshot(SnapshotSettings(name="snapshot")), [inst],
                                   guest_run.network)  # fmt: skip
         s = {x.name: x.value for x in restored.metrics}
-        assert inst.init.pid != second and not psutil.pid_exists(second)
+        assert inst.init.pid != second and exited(second)
         assert 16 < s["snapshot.size_mib"] < 256, "the tmpfs file is in the image"
         assert s["snapshot.save_s"] > 0 and s["snapshot.restore_s"] > 0
         assert not list(guest_run.workdir.glob("*.checkpoint*")), "the images go once restored"
@@ -195,7 +211,7 @@ def checkpoint_moves_and_restores(d: OciDriver, guest_run: GuestRun, exec_killed
         assert [r.name for r in live] == [inst.container_id]
         assert inst.exec(["md5sum", "/tmp/mem"], 30).text() == digest
         assert inst.exec(["cat", f"{DATA_MOUNT}/probe"], 30).text() == "kept\n"
-        assert "198.18.0.10/24" in inst.exec(["ip", "-4", "-o", "addr"], 30).text()
+        assert f"198.18.0.10/{PREFIX}" in inst.exec(["ip", "-4", "-o", "addr"], 30).text()
     finally:
         d.stop([inst])
     assert not inst.alive()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from pathlib import Path
 
 from hvbench.host.resources import STATE_ROOT
 
@@ -14,14 +15,13 @@ CPU = (
 )
 
 
-def leftovers(run_id: str) -> list[str]:
-    """Namespaces, loop devices, ledgers and work directories a run left behind."""
+def leftovers(run_id: str, state: Path = STATE_ROOT) -> list[str]:
+    """Namespaces, loop devices, ledgers and work directories a run left behind (``state``:
+    the state directory it was given)."""
     found = []
     netns = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
     found += [line for line in netns.splitlines() if run_id[-8:] in line]
     loops = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
     found += [line for line in loops.splitlines() if run_id in line]
-    found += [
-        str(p) for p in (STATE_ROOT / run_id, f"/var/tmp/hvbench/{run_id}") if os.path.exists(p)
-    ]
+    found += [str(p) for p in (state / run_id, f"/var/tmp/hvbench/{run_id}") if os.path.exists(p)]
     return found

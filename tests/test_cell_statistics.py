@@ -17,20 +17,19 @@ from builders import RunBuilder, host
 from hvbench.analysis import analyse
 from hvbench.analysis.aggregate import Readings, cell_values
 from hvbench.analysis.compare import compare
-from hvbench.analysis.model import COMPOSITE
-from hvbench.analysis.stats import (
+from hvbench.analysis.intervals import (
     BELOW_RESOLUTION,
     RESOLUTION_UNKNOWN,
-    bimodal,
     mean_resolution,
-    needs_more,
-    outliers,
-    ratios,
-    repetitions_for,
     summarize_many,
-    trends,
 )
+from hvbench.analysis.model import COMPOSITE
+from hvbench.analysis.outliers import bimodal, outliers
+from hvbench.analysis.ratios import ratios
+from hvbench.analysis.settling import needs_more, repetitions_for
+from hvbench.analysis.trends import trends
 from hvbench.analysis.verdict import verdicts
+from hvbench.analysis.warning_counts import WarningCounts
 from hvbench.report import render, render_comparison
 from hvbench.report.summary import summarize
 from hvbench.report.tables import noise_table, statistics_table, values_table
@@ -345,7 +344,7 @@ def test_noisy_side_figures_alone_are_a_line_not_an_empty_table(store):
     assert "- 2 side figures are noisy (not judged by the verdicts): see the statistics" in md
     html = render(a, "html")
     assert 'class="noise' not in html and "2 side figures are noisy" in html
-    assert summarize(a).warnings == {"noisy_side_figures": 2}  # what the run's end counts
+    assert summarize(a).warnings == WarningCounts(noisy_side_figures=2)  # what the run's end counts
 
 
 def test_advice_counts_the_repetitions_a_target_needs(store):

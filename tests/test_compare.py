@@ -23,12 +23,8 @@ from hvbench.analysis.compare import (
     compare,
     judge_family,
 )
-from hvbench.analysis.stats import (
-    ALPHA_ACROSS_RUNS,
-    repetitions_to_settle,
-    run_to_run,
-    runs_to_settle,
-)
+from hvbench.analysis.settling import repetitions_to_settle, run_to_run, runs_to_settle
+from hvbench.analysis.stats import ALPHA_ACROSS_RUNS
 from hvbench.cli.reporting import compare as compare_cmd
 from hvbench.cli.reporting import compare_exit
 from hvbench.errors import HvbenchError

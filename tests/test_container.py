@@ -26,6 +26,7 @@ from hvbench.drivers.base import Needs
 from hvbench.drivers.container import ContainerDriver, ContainerSettings, criu
 from hvbench.drivers.disks import DATA_MOUNT
 from hvbench.errors import CommandTimeout
+from hvbench.host.network import PREFIX
 from hvbench.workloads.migration import dirtier
 
 needs_runc = pytest.mark.usefixtures("_runc")
@@ -66,7 +67,7 @@ def test_limits_channel_and_disk(guest_run: GuestRun):
             cgroup = inst.exec(["cat", "/proc/self/cgroup"], 30).text()
             assert inst.container_id in cgroup
             addr = inst.exec(["ip", "-4", "-o", "addr", "show", "eth0"], 30).text()
-            assert f"{inst.address}/24" in addr
+            assert f"{inst.address}/{PREFIX}" in addr
             assert inst.exec(["ping", "-c", "1", "-W", "5", "198.18.0.1"], 30).ok
             assert inst.data_disk is not None and inst.data_disk.mountpoint == DATA_MOUNT
             df = inst.exec(["df", "-P", DATA_MOUNT], 30).text().splitlines()[-1].split()

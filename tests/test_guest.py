@@ -19,7 +19,8 @@ import pytest
 from guest_fixtures import GUEST_TOOLS
 
 from hvbench.drivers.base import Needs
-from hvbench.drivers.qemu import QemuDriver, QemuSettings
+from hvbench.drivers.qemu import QemuDriver
+from hvbench.drivers.qemu_machine import QemuSettings
 from hvbench.errors import CommandTimeout, InstanceError, ToolMissing
 from hvbench.guest import cpio, image
 from hvbench.guest.agent import LINE_LIMIT, POLL, GuestAgent

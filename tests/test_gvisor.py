@@ -30,6 +30,7 @@ from hvbench.drivers.base import Needs
 from hvbench.drivers.disks import DATA_MOUNT
 from hvbench.drivers.gvisor import GvisorDriver, GvisorSettings
 from hvbench.errors import CommandTimeout
+from hvbench.host.network import PREFIX
 from hvbench.workloads.memory import Memory, MemorySettings
 from hvbench.workloads.migration import dirtier
 
@@ -95,7 +96,7 @@ def test_network_disk_limits_and_timeouts(guest_run: GuestRun):
     try:
         # gVisor's netstack owns the veth's address, inside the instance's own namespace
         addr = inst.exec(["ip", "-4", "-o", "addr"], 30).text()
-        assert "198.18.0.10/24" in addr
+        assert f"198.18.0.10/{PREFIX}" in addr
         assert (
             inst.exec(["uname", "-r"], 30).text().strip()
             != Path("/proc/sys/kernel/osrelease").read_text().strip()

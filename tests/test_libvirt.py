@@ -32,8 +32,8 @@ from hvbench.drivers import DRIVERS
 from hvbench.drivers.base import Needs
 from hvbench.drivers.disks import DATA_SERIAL
 from hvbench.drivers.libvirt import LibvirtDriver, LibvirtSettings, Source, domain_xml, volume_xml
-from hvbench.drivers.qemu import data_device, nic_device
 from hvbench.drivers.qemu_devices import AGENT_PORT, Disk, KernelBoot, Machine, Nic
+from hvbench.drivers.qemu_machine import data_device, nic_device
 from hvbench.guest.image import cache_root
 from hvbench.host.network import PEER_ADDRESS
 from hvbench.host.resources import Ledger

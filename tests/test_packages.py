@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from hvbench.drivers import DRIVERS
 from hvbench.host.packages import listed, refusals
 from hvbench.plan import missing_packages, needed_packages
 from hvbench.study import default_study, load_study
@@ -30,7 +29,7 @@ def setup_packages(*options: str) -> set[str]:
 
 def test_setup_alone_installs_what_the_default_study_needs_and_no_test_package():
     plain = setup_packages()
-    for _, names in needed_packages(default_study(set(DRIVERS))).values():
+    for _, names in needed_packages(default_study()).values():
         assert names <= plain
     assert {"chromium", "linux-source", "nginx", "postgresql"}.isdisjoint(plain)
 

@@ -19,22 +19,18 @@ from pydantic import ValidationError
 from qemu.qmp.legacy import QEMUMonitorProtocol
 
 from hvbench import plan
-from hvbench.drivers import DRIVERS, qemu
+from hvbench.drivers import DRIVERS, qemu_machine
 from hvbench.drivers.base import Needs
 from hvbench.drivers.disks import find_disk, guest_disks
 from hvbench.drivers.last_words import last_words
-from hvbench.drivers.qemu import (
-    AccelVerdict,
-    Guest,
-    QemuDriver,
-    QemuInstance,
-    QemuSettings,
-    kvm_verdict,
-)
+from hvbench.drivers.qemu import QemuDriver, QemuInstance
 from hvbench.drivers.qemu_devices import AGENT_PORT, AGENT_PORT_NR, QEMU, Disk, opts
+from hvbench.drivers.qemu_machine import QemuSettings
+from hvbench.drivers.qemu_process import Guest, kvm_verdict
 from hvbench.errors import CommandTimeout, InstanceError, StudyError
 from hvbench.host import hugepages
 from hvbench.host.inventory import PVM_ONLY, kvm_is_pvm_only
+from hvbench.host.kvm import AccelVerdict
 from hvbench.host.process import executable
 from hvbench.host.storage import make_image
 from hvbench.study import parse_study
@@ -125,7 +121,7 @@ def test_settings_rejected(fields, complaint):
 
 def test_missing_backports_qemu_is_refused_in_one_line_naming_the_fix(monkeypatch):
     """A study naming QEMU 10.0 where it is not installed fails to load (study check, run)."""
-    monkeypatch.setattr(qemu, "executable", lambda name: None)
+    monkeypatch.setattr(qemu_machine, "executable", lambda name: None)
     with pytest.raises(StudyError) as refused:
         parse_study(VERSIONS_STUDY, "versions.yaml")
     assert str(refused.value) == (

@@ -14,7 +14,7 @@ import pytest
 from conftest import require
 from polling import wait_for
 
-from hvbench.drivers.qemu import BACKPORTS
+from hvbench.drivers.qemu_machine import BACKPORTS
 from hvbench.host.process import executable, processes
 from hvbench.session import NewRun, RunSession
 from hvbench.store import Store, image_artifact

@@ -654,7 +654,7 @@ def test_report_reads_verdict_results_then_warnings(tmp_path):
     found = warnings(a)
     assert found.noise is not None and len(found.noise.rows) == 1
     assert found.lines == ["kvm / disk / 1 inst.: repetition 9 failed: guest crashed"]
-    assert found.summary() == "2 warnings, 1 of them noisy figures"
+    assert found.summary() == "warnings: 1 noisy figure, 1 other warning"
     html = render(a, "html")
     sections = re.findall(r'<h2 id="([^"]+)"', html)
     assert sections.index("verdict") < sections.index("w-1") < sections.index("warnings")

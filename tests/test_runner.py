@@ -104,8 +104,9 @@ def slow_git(tmp_path, monkeypatch):
 def test_a_commit_git_cannot_tell_in_time_is_unknown_said_once(slow_git, capsys):
     store = Store()
     study = parse_study(STUDY.replace("repetitions: 3", "repetitions: 1"), "t")
-    first, second = (RunSession.preflight(store, NewRun(study, quick=True)) for _ in range(2))
-    assert store.run(first.run_id).git_commit is None is store.run(second.run_id).git_commit
+    # each session dropped unrun, which lets go of the host for the next
+    first, second = (RunSession.preflight(store, NewRun(study, quick=True)).run_id for _ in "12")
+    assert store.run(first).git_commit is None is store.run(second).git_commit
     said = [ln for ln in capsys.readouterr().err.splitlines() if "git commit" in ln]
     assert said == ["hvbench: the run's git commit is unknown (git rev-parse took over 0.2 s)"]
 
@@ -216,7 +217,8 @@ def test_a_finished_run_is_summarised_reported_and_kept_for_the_history(tmp_path
     assert lines[time_line + 2].startswith("  workloads: cpu ")
     listed = json.loads(_hvbench("runs", "--json", "--db", db).communicate(timeout=60)[0])
     spent = next(r["time"] for r in listed if r["id"] == run_id)
-    assert set(spent["steps"]) == {"images", "boots", "analysis"}
+    # doctor: its platforms checked as `hvbench doctor` checks them, before the first sample
+    assert set(spent["steps"]) == {"doctor", "images", "boots", "analysis"}
     assert set(spent["workloads"]) == {"cpu"}
     # each sample of the two platforms lasts over 4 s (four 1 s parts)
     assert spent["workloads"]["cpu"] >= 8
@@ -353,14 +355,25 @@ def test_auto_work_is_sized_once_per_run_and_kept_for_every_platform_and_a_resum
 
 
 def test_the_default_studys_examination_of_the_host_is_a_step_of_its_time(tmp_path, monkeypatch):
-    """The default study keeps the platforms doctor finds usable; the examination (a KVM probe
-    and the images it needs: 41 s on a fresh host of this kind) is the step ``doctor`` of the
-    run's time, not part of "other". The platforms are cut to native after the real
-    examination, so that the run takes seconds."""
-    monkeypatch.setattr(doctor, "available_drivers", lambda findings: {"native"})
+    """The default study keeps the platforms doctor finds usable, and says in one line what it
+    leaves out; the examination (a KVM probe and the images it needs: 41 s on a fresh host of
+    this kind) is the step ``doctor`` of the run's time, not part of "other". The platforms are
+    cut to native after the real examination, so that the run takes seconds."""
+    examine = doctor.unavailable
+
+    def native_only(platforms):
+        examine(platforms)  # the real examination, timed
+        return {
+            name: doctor.Finding("driver", settings.driver, False, "cut to native by the test")
+            for name, settings in platforms.items()
+            if name != "native"
+        }
+
+    monkeypatch.setattr(doctor, "unavailable", native_only)
     db = f"sqlite:///{tmp_path}/results.db"
     result = CliRunner().invoke(cli_app, ["run", "--quick", "--no-report", "--db", db])
     assert result.exit_code == 0, result.output
+    assert result.output.count("leaving out what this host cannot run") == 1
     (run,) = Store(db).runs()
     spent = TimeRecord.from_json(Store(db).artifacts(run.id)[TIME])
     assert set(spent.steps) == {"doctor", "images", "boots"}

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from hvbench.analysis.platforms import label
-from hvbench.drivers import DRIVERS, driver_class
-from hvbench.drivers.qemu import AccelVerdict
+from hvbench.drivers import driver_class
 from hvbench.errors import StudyError
+from hvbench.host.kvm import AccelVerdict
 from hvbench.plan import estimate_seconds, misfits, this_host
 from hvbench.store import Store, WhatRan
 from hvbench.study import Study, default_study, load_study, parse_study
@@ -53,12 +53,14 @@ def test_a_workload_runs_on_the_platforms_it_names():
         ("other", "boot", 1),
         ("other", "boot", 2),
     ]
-    # the default study drops what this host cannot run from the lists too
-    assert default_study({"native"}).workloads[1].platforms == ["native"]
+    # a platform left out (one this host cannot run) leaves the workloads' lists too
+    default = default_study()
+    assert default.without(set(default.platforms) - {"native"}).workloads[1].platforms == ["native"]
 
 
 EXAMPLES = {
     # file: (its platforms' drivers, its workloads' names, its baseline)
+    "boot-storm": ({"container", "docker", "podman", "lxc", "nspawn", "uml"}, ["boot"], None),
     "consolidation": ({"native", "qemu"}, ["consolidation"], "native"),  # seed 003
     "container-engines": (
         {"native", "container", "docker", "podman", "lxc", "nspawn", "gvisor", "qemu"},
@@ -104,10 +106,12 @@ def test_the_examples_are_all_listed():
     assert found == set(EXAMPLES)
 
 
-def test_default_study_keeps_only_available_drivers():
-    study = default_study({"native"})
+def test_a_study_without_platforms_is_a_study_of_its_own():
+    default = default_study()
+    study = default.without(set(default.platforms) - {"native"})
     assert {s.driver for s in study.platforms.values()} == {"native"}
-    assert study.baseline == "native"
+    assert study.baseline == "native" and study.source == default.source
+    assert parse_study(study.text, "stored").platforms.keys() == {"native"}
 
 
 def ran(study: Study, platform: str, accel: AccelVerdict | None = None) -> WhatRan:
@@ -134,7 +138,7 @@ def labelled(study: Study, accel: AccelVerdict | None = None) -> dict[str, str]:
 def test_default_study_names_what_ran_whatever_doctor_finds(verdict):
     """No platform name claims an accelerator it may not get; the labels name the one doctor's
     probe gives accel: auto, and gVisor's interception."""
-    study = default_study(set(DRIVERS))
+    study = default_study()
     assert {"qemu-virtio", "qemu-emulated"} <= set(study.platforms)
     labels = labelled(study, verdict)
     assert labels["qemu-virtio"] == f"qemu-virtio [{verdict.accel}]"

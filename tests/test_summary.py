@@ -18,10 +18,13 @@ from typer.testing import CliRunner
 
 from hvbench.analysis import analyse
 from hvbench.analysis.claims import HELD, REFUTED
-from hvbench.analysis.stats import EQUIVALENT, INCONCLUSIVE, LOSS
+from hvbench.analysis.matrix import MARKS
+from hvbench.analysis.readings import Reading
+from hvbench.analysis.warning_counts import WarningCounts
 from hvbench.cli import app
 from hvbench.cli.run import print_end
-from hvbench.report.summary import LEFT_OUT, MARKS, print_summary, summarize
+from hvbench.report import render
+from hvbench.report.summary import print_summary, summarize
 from hvbench.report.tables import all_tables
 from hvbench.store import Store, TimeRecord
 
@@ -62,9 +65,10 @@ def test_the_default_studys_end_is_one_screen_at_80_columns(default_store):
         assert label in text
     header = text.split("─")[0]  # the workloads' names, above the matrix's rule
     assert all(w in header for w in ("cpu (", "disk (dd)", "net (iperf3)"))
-    # native does not boot: no % of it, and the line says where boot's figures are
-    assert f"boot: no figure against native to show; in hvbench report {a.run_id}" in text
-    assert "warnings: " in text and f"hvbench report {a.run_id}" in text
+    # native does not boot: no % of it; each platform's boot is an absolute time on its line
+    assert "boot to ready, 95% intervals: qemu-virtio [tcg] " in " ".join(text.split())
+    assert "no figure against native" not in text
+    assert "warnings: " in text and f"hvbench report {a.run_id}" in " ".join(text.split())
     assert "time: 8 min 32 s in all" in text and text.splitlines()[-1] == last
     assert "noisy figures, worst first" not in text  # the tables are the report's
 
@@ -87,11 +91,13 @@ def test_the_matrix_is_data_in_the_json_lines(default_store):
     assert ("qemu-emulated [tcg]", "cpu") not in by_cell
     assert ("qemu-emulated [tcg]", "net") in by_cell
     cpu = by_cell["qemu-virtio [tcg]", "cpu"]
-    assert cpu["reading"] == LOSS and cpu["ci_low"] < cpu["pct_of_baseline"] < cpu["ci_high"]
+    assert (
+        cpu["reading"] == Reading.LOSS and cpu["ci_low"] < cpu["pct_of_baseline"] < cpu["ci_high"]
+    )
     assert cpu["pct_of_baseline"] == pytest.approx(8, abs=2)
     assert cpu["text"].startswith(f"{cpu['text'].split('%')[0]}% [")
     container = by_cell["container", "cpu"]
-    assert container["reading"] in (EQUIVALENT, INCONCLUSIVE)
+    assert container["reading"] in (Reading.EQUIVALENT, Reading.INCONCLUSIVE)
     assert container["why"]  # what it reads as, in words
 
 
@@ -108,7 +114,7 @@ def test_a_left_out_cell_says_so(tmp_path):
             )
     s_ = summarize(analyse(s, "latest"))
     (v,) = s_.verdicts
-    assert (v.label, v.reading, v.text) == ("kvm", LEFT_OUT, "")
+    assert (v.label, v.reading, v.text) == ("kvm", Reading.LEFT_OUT, "")
     out = io.StringIO()
     print_end(Console(file=out, width=COLUMNS), "run-a", s_, TimeRecord(), "last")
     assert "× left out" in out.getvalue()
@@ -170,11 +176,81 @@ def test_the_claims_outcomes_are_counted_and_those_not_held_said(tmp_path):
     real_claims_run(s)
     summary = summarize(analyse(s, "latest"))
     outcomes = [c["outcome"] for c in summary.as_json()["claims"]]
-    assert outcomes == [HELD, REFUTED, INCONCLUSIVE]
+    assert outcomes == [HELD, REFUTED, Reading.INCONCLUSIVE]
     out = io.StringIO()
     print_summary(Console(file=out, width=COLUMNS), summary, "hvbench report run-a")
     text = out.getvalue()
     assert "claims: 1 refuted, 1 inconclusive, 1 held" in text.splitlines()
     said = " ".join(text.split("claims: ", 1)[1].split())  # unwrapped
     assert said.count("claim: ") == 2 and "at most 60 s" not in said  # the held one: counted
-    assert said.index(f": {REFUTED}") < said.index(f": {INCONCLUSIVE}")
+    assert said.index(f": {REFUTED}") < said.index(f": {Reading.INCONCLUSIVE}")
+
+
+def test_the_default_runs_end_shows_each_platforms_boot(default_store):
+    """Boot, the seeds' own headline, on the first screen and in --json: each platform's boot
+    to ready with its interval, in absolute seconds (native boots nothing: it is not named,
+    and nothing is set against it); "boot: no figure against native" no longer said."""
+    s = summarize(analyse(default_store, "default"))
+    labels = [b.label for b in s.boots]
+    assert labels == [p for p in s.platforms if not p.startswith("native")], labels
+    for b in s.boots:
+        assert b.ready is not None and b.all_ready is None
+        assert b.ready.ci_low_s is not None and b.ready.ci_low_s <= b.ready.mean_s
+        assert b.ready.ci_high_s is not None and b.ready.mean_s <= b.ready.ci_high_s
+    assert not any("boot" in w for w in s.elsewhere)
+    out = Console(file=io.StringIO(), width=COLUMNS)
+    print_summary(out, s, "hvbench report default")
+    shown = " ".join(out.file.getvalue().split())
+    assert "boot to ready, 95% intervals: qemu-virtio [tcg] " in shown, shown
+    assert "no figure against native" not in shown
+    booted = json.loads(json.dumps(s.as_json()))["boot"]
+    assert [b["platform"] for b in booted] == labels
+    assert all(b["ready"]["ci_low_s"] <= b["ready"]["mean_s"] for b in booted)
+
+
+def test_a_storms_end_shows_all_ready_at_its_largest_count(tmp_path):
+    """A storm of 1 and 8: boot to ready at 1, all 8 ready at the largest count, with
+    intervals; the HTML report's first screen says the same line."""
+    store = Store(f"sqlite:///{tmp_path}/results.db")
+    b = RunBuilder(store)
+    for count, ready in {1: 0.08, 8: 0.3}.items():
+        cid = b.cell("runc", "boot", count, "container")
+        for rep, noise in enumerate([0.97, 1.0, 1.04]):
+            values = {
+                "boot.ready_s": [ready * noise] * count,
+                "boot.storm.all_ready_s": [ready * noise * 1.5] + [None] * (count - 1),
+            }
+            b.sample(cid, rep, values, "s", False, headline={"boot.ready_s"})
+    s = summarize(analyse(store, b.run_id))
+    (boot,) = s.boots
+    assert boot.ready is not None and boot.ready.instances == 1
+    assert boot.all_ready is not None and boot.all_ready.instances == 8
+    assert boot.text().startswith(f"runc {boot.ready.text} s, all 8 ready in ")
+    html = tmp_path / "report.html"
+    assert (
+        CliRunner()
+        .invoke(app, ["report", b.run_id, "--db", store.url, "--format", "html", "-o", str(html)])
+        .exit_code
+        == 0
+    )
+    assert "all 8 ready in " in html.read_text()
+
+
+def test_the_warnings_counted_are_one_count_at_the_end_in_json_and_in_the_reports(
+    default_store,
+):
+    """A default run's warnings, counted once from its analysis (``WarningCounts``): the same
+    count at the end of ``hvbench run``, in its ``--json`` summary, and at the top of the HTML
+    and Markdown reports (which once counted the noise table's rows and the other warnings
+    alone, where the end counted the noisy side figures and the host's conditions too)."""
+    a = analyse(default_store, "latest")
+    counts = WarningCounts.of(a)
+    line = counts.line()
+    assert line is not None and counts.noisy_figures and counts.noisy_side_figures
+    out = io.StringIO()
+    print_end(Console(file=out, width=COLUMNS), a.run_id, summarize(a), TimeRecord(1.0), "end")
+    assert f"warnings: {line};" in " ".join(out.getvalue().split())
+    as_json = json.loads(json.dumps(summarize(a).as_json()))["warnings"]
+    assert as_json == counts.as_json() and WarningCounts(**as_json) == counts
+    assert f'<a href="#warnings">warnings: {line}</a>' in render(a, "html")
+    assert f"[warnings: {line}](#warnings)" in render(a, "md")

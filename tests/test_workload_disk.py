@@ -12,7 +12,7 @@ from hvbench.errors import InstanceError
 from hvbench.workloads import workload_class
 from hvbench.workloads.base import ParseError
 from hvbench.workloads.dbench import Dbench, DbenchSettings, parse_dbench
-from hvbench.workloads.dd import QUICK_SIZE, Dd, DdSettings, parse_dd
+from hvbench.workloads.dd import QUICK_SIZE, Dd, DdSettings, parse_dd, rate_of
 from hvbench.workloads.fio import Fio, FioSettings, parse_fio_json
 
 FIX = Path(__file__).parent / "fixtures"
@@ -51,13 +51,23 @@ def test_fio_profiles_on_the_command_line():
 
 
 def test_dd_gnu_output():
-    rate, resolution = parse_dd((FIX / "dd/gnu-write.txt").read_text(), "write")
+    rate, resolution = rate_of([parse_dd((FIX / "dd/gnu-write.txt").read_text(), "write")])
     assert rate == pytest.approx(67108864 / 0.147406 / 1e6)
     assert resolution == pytest.approx(rate * 1e-6 / 0.147406)  # dd printed microseconds
-    read = parse_dd((FIX / "dd/gnu-read.txt").read_text(), "read")[0]
+    read = rate_of([parse_dd((FIX / "dd/gnu-read.txt").read_text(), "read")])[0]
     assert read == pytest.approx(67108864 / 0.116381 / 1e6)
-    coarse = "1073741824 bytes (1.1 GB, 1.0 GiB) copied, 1.5 s, 716 MB/s"
-    assert parse_dd(coarse, "write")[1] == pytest.approx(1073.741824 / 1.5 * 0.1 / 1.5)
+    coarse = parse_dd("1073741824 bytes (1.1 GB, 1.0 GiB) copied, 1.5 s, 716 MB/s", "write")
+    assert rate_of([coarse])[1] == pytest.approx(1073.741824 / 1.5 * 0.1 / 1.5)
+
+
+def test_dd_loops_rate_is_all_bytes_over_all_seconds():
+    """Passes looped within a sample: their bytes over their seconds (not a mean of rates),
+    and a resolution from every pass's printed digits."""
+    one = parse_dd("1073741824 bytes (1.1 GB, 1.0 GiB) copied, 0.5 s, 2.1 GB/s", "write")
+    two = parse_dd("1073741824 bytes (1.1 GB, 1.0 GiB) copied, 1.5 s, 716 MB/s", "write")
+    rate, resolution = rate_of([one, two])
+    assert rate == pytest.approx(2 * 1073.741824 / 2.0)
+    assert resolution == pytest.approx(rate * 0.2 / 2.0)
     with pytest.raises(ParseError, match="summary"):
         parse_dd((FIX / "dd/gnu-killed.txt").read_text(), "write")
 
@@ -138,10 +148,16 @@ def test_auto_size_is_sized_natively_and_kept_in_the_settings_not_the_label():
     )
 
 
-def test_auto_size_that_cannot_last_a_second_within_most_is_one_line(native_disk):
-    """A disk that moves ``most`` in under a second natively: the run cannot keep dd's pass
-    long enough for its clock, and says so with the fix."""
+def test_auto_size_loops_where_its_most_passes_too_fast(native_disk):
+    """A disk faster than ``most`` allows (here ``most`` 64 MiB, a pass well under the 3 s
+    target on any disk): never refused; the passes loop within a sample until together they
+    last the target natively, each pass kept and timed, the loops stored with the size."""
     instances, network = native_disk
-    settings = DdSettings(name="disk", tool="dd", size="auto", target_seconds=1.0, most="1M")
-    with pytest.raises(ValueError, match=r"1M, the most size: auto may move here, lasts 0\.\d+ s"):
-        calibrate(Dd(settings), instances[0], network)
+    settings = DdSettings(name="disk", tool="dd", size="auto", target_seconds=3.0, most="64M")
+    chosen = calibrate(Dd(settings), instances[0], network)
+    (outcome,) = run_workload(Dd(chosen), instances, network, quick=False)
+    assert chosen.sized == 64 << 20 and chosen.loops > 1
+    assert len(outcome.raw) == 2 * chosen.loops
+    assert all("status=0 start=" in raw.content for raw in outcome.raw)
+    assert chosen.sized_text() == f"64M a pass, {chosen.loops} loops a sample"
+    assert DdSettings.model_validate(chosen.model_dump(mode="json")).loops == chosen.loops

@@ -11,7 +11,8 @@ from guest_fixtures import RecordingLedger, assert_nothing_left
 from workload_env import corpus_digest, native_instances, run_workload
 
 from hvbench.drivers.base import Instance, Needs
-from hvbench.drivers.qemu import QemuDriver, QemuSettings
+from hvbench.drivers.qemu import QemuDriver
+from hvbench.drivers.qemu_machine import QemuSettings
 from hvbench.host.network import RunNetwork
 from hvbench.workloads import cpu_apps
 from hvbench.workloads.base import Workload

@@ -15,7 +15,8 @@ from workload_env import run_workload
 from hvbench.drivers import container
 from hvbench.drivers.base import Needs
 from hvbench.drivers.oslevel import Criu
-from hvbench.drivers.qemu import QemuDriver, QemuInstance, QemuSettings
+from hvbench.drivers.qemu import QemuDriver, QemuInstance
+from hvbench.drivers.qemu_machine import QemuSettings
 from hvbench.errors import StudyError
 from hvbench.study import parse_study
 from hvbench.workloads.migration import Migration, MigrationSettings, dirtier

@@ -19,7 +19,7 @@ from hvbench.workloads.boot import Boot, BootSettings
 from hvbench.workloads.cpu import PARTS
 from hvbench.workloads.cpu_apps import PROGRAMS, QUICK_SCALE
 from hvbench.workloads.dbench import parse_dbench
-from hvbench.workloads.dd import parse_dd
+from hvbench.workloads.dd import parse_dd, rate_of
 from hvbench.workloads.fio import parse_fio_json
 from hvbench.workloads.iperf import parse_iperf_csv
 from hvbench.workloads.iperf3 import parse_iperf3_json
@@ -99,7 +99,7 @@ def all_metrics() -> list[Metric]:
         *parse_fio_json(text("fio/two-jobs.json")),
         Metric(
             "disk.dd.write_mbps",
-            parse_dd(text("dd/gnu-write.txt"), "write")[0],
+            rate_of([parse_dd(text("dd/gnu-write.txt"), "write")])[0],
             "MB/s",
             True,
             headline=True,
@@ -136,11 +136,13 @@ def test_metric_is_documented(metric: Metric):
 
 
 def test_what_a_study_may_claim_is_the_table():
-    """``workloads.produces``, against which a study's claims are checked when it loads, is
-    docs/metrics.md's table: the same names with the same units ("as above": None)."""
-    from hvbench.workloads.produces import PRODUCES
+    """``metrics.PRODUCES``, against which a study's claims are checked when it loads, is
+    docs/metrics.md's table: the same names with the same units and directions ("as above":
+    None)."""
+    from hvbench.metrics import PRODUCES
 
     text = METRICS_DOC.read_text().split("## The host")[0]
-    rows = dict(re.findall(r"^\| `([^`]+)` \| ([^|]+) \|", text, re.MULTILINE))
-    declared = {n: u for names in PRODUCES.values() for n, u in names.items()}
-    assert declared == {n: None if u.strip() == "as above" else u.strip() for n, u in rows.items()}
+    rows = re.findall(r"^\| `([^`]+)` \| ([^|]+) \| (↑|↓|as above) \|", text, re.MULTILINE)
+    declared = {f.name: (f.unit, f.higher_is_better) for facts in PRODUCES.values() for f in facts}
+    as_above = lambda x: None if x.strip() == "as above" else x.strip()  # noqa: E731
+    assert declared == {n: (as_above(u), {"↑": True, "↓": False}.get(d)) for n, u, d in rows}

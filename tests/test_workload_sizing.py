@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from hvbench.workloads.sizing import MIN_JOB_S, size_to_last
+from hvbench.workloads.sizing import MIN_JOB_S, loops_to_last, size_to_last
 
 
 def job(start_s: float, per_unit_s: float, timings: list[int]):
@@ -31,3 +31,11 @@ def test_steps_and_most_bound_the_size_and_say_how_long_it_lasted():
     assert size == 640 and seconds == pytest.approx(0.64)
     assert seconds < MIN_JOB_S
     assert timings == [64, 640]  # at most: no job beyond it, and no second try of a short one
+
+
+def test_a_job_that_cannot_grow_loops_to_its_target():
+    assert loops_to_last(1.5, 0.87) == 2  # the 2 GiB pass of an NVMe disk: twice a sample
+    assert loops_to_last(1.5, 0.2) == 8
+    assert loops_to_last(1.5, 1.4) == 1  # 90% of the target and over a second: enough
+    assert loops_to_last(1.0, 0.95) == 2  # under MIN_JOB_S, whatever the target
+    assert loops_to_last(1.5, 0.0) > 1000  # a job too short to time still loops, bounded

@@ -40,10 +40,10 @@ from pydantic import ValidationError
 from hvbench.drivers import DRIVERS, driver_class
 from hvbench.drivers.base import DriverNotOpen, Needs
 from hvbench.drivers.libvirt_xen import LibvirtXenDriver, LibvirtXenSettings, xen_domain_xml
-from hvbench.drivers.xen import (
+from hvbench.drivers.xen import XenDriver
+from hvbench.drivers.xen_domain import (
     HOTPLUG,
     LOCAL_SSH,
-    XenDriver,
     XenInstance,
     XenOpened,
     XenSettings,
@@ -52,7 +52,7 @@ from hvbench.drivers.xen import (
 )
 from hvbench.errors import StudyError
 from hvbench.guest import userland
-from hvbench.host.network import RunNetwork
+from hvbench.host.network import PREFIX, RunNetwork
 from hvbench.host.process import ExecResult
 from hvbench.host.resources import Ledger
 from hvbench.store import Store
@@ -139,7 +139,7 @@ echo "libvirt-domains: $(virsh -c xen:///system list --all --name | grep -c hvb-
 echo "loops: $(losetup -a | wc -l)"
 echo "netns: $(ip netns list | wc -l)"
 echo "vifs: $(ip -o link | grep -c ' vif')"
-echo "ledgers: $(ls /run/hvbench 2>/dev/null | wc -l)"
+echo "ledgers: $(find /run/hvbench -mindepth 1 -maxdepth 1 -type d 2>/dev/null | wc -l)"
 echo "device-models: $(pgrep -c -f xen-domid)"
 """
 )
@@ -223,7 +223,7 @@ def test_pv_config_boots_the_elf_kernel_with_netfront_and_blkback(tmp_path):
     assert cfg["type"] == '"pv"' and cfg["vcpus"] == "2" and cfg["memory"] == "384"
     assert cfg["kernel"] == f'"{tmp_path / "vmlinux"}"'
     assert "console=hvc0" in cfg["cmdline"] and "hvbench.agent=/dev/hvc0" in cfg["cmdline"]
-    assert f"hvbench.ip={driver.network.address(3)}/24" in cfg["cmdline"]
+    assert f"hvbench.ip={driver.network.address(3)}/{PREFIX}" in cfg["cmdline"]
     assert "xen_netfront" in cfg["cmdline"] and "xen_emul_unplug" not in cfg["cmdline"]
     assert "model=" not in cfg["vif"] and f"script={tmp_path / 'xen-hotplug'}" in cfg["vif"]
     assert "target=/dev/loop7" in cfg["disk"] and "vdev=xvdb" in cfg["disk"]

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass
 
-from hvbench.drivers import DRIVERS
+from hvbench.drivers import DRIVERS, driver_class
+from hvbench.drivers.base import PlatformSettings
 from hvbench.errors import HvbenchError
+from hvbench.host import hold
 from hvbench.host.inventory import TOOLS, tool_version
 
 
@@ -36,7 +38,8 @@ def examine(drivers: Collection[str] = ()) -> list[Finding]:
             os.geteuid() == 0,
             "running as root" if os.geteuid() == 0 else "not root",
             "" if os.geteuid() == 0 else "run hvbench as root (namespaces, taps, loop devices)",
-        )
+        ),
+        _measuring(),
     ]
     for name, cls in DRIVERS.items():
         if drivers and name not in drivers:
@@ -52,8 +55,25 @@ def examine(drivers: Collection[str] = ()) -> list[Finding]:
     return findings
 
 
-def available_drivers(findings: list[Finding]) -> set[str]:
-    return {f.name for f in findings if f.kind == "driver" and f.ok}
+def _measuring() -> Finding:
+    """Whether a run measures on this host now: a run started beside it would wait or refuse."""
+    holder = hold.holder()
+    if holder is None:
+        return Finding("host", "measuring", True, "no run measures on this host now")
+    return Finding(
+        "host", "measuring", False, f"{holder} measures on this host", "hvbench run --wait"
+    )
+
+
+def unavailable(platforms: Mapping[str, PlatformSettings]) -> dict[str, Finding]:
+    """The platforms this host cannot run, each with doctor's finding for its settings (why
+    not, and the fix): what a run refuses, or leaves out, before its first sample."""
+    out = {}
+    for name, settings in platforms.items():
+        verdict = driver_class(settings).check_for(settings)
+        if not verdict.ok:
+            out[name] = Finding("driver", settings.driver, False, verdict.detail, verdict.fix)
+    return out
 
 
 def as_json(findings: list[Finding]) -> list[dict]:

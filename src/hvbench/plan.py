@@ -14,11 +14,14 @@ from dataclasses import dataclass
 from pathlib import PurePath
 
 from hvbench.drivers import PlatformSettings, driver_class
-from hvbench.drivers.qemu import kvm_runs_guests
+from hvbench.drivers.qemu_devices import QEMU
+from hvbench.guest.image import cache_root
 from hvbench.host import packages
 from hvbench.host.inventory import TOOLS, capacity
+from hvbench.host.kvm import kvm_runs_guests
 from hvbench.host.limits import KernelLimits, kernel_limits
 from hvbench.host.network import INSTANCE_ADDRESSES
+from hvbench.host.process import executable
 from hvbench.study import Cell, Study
 from hvbench.units import format_size
 
@@ -47,7 +50,8 @@ class HostCapacity:
 def this_host() -> HostCapacity:
     """This host, read now: what is in use of its limits changes as instances come and go."""
     memory, cores = capacity()
-    return HostCapacity(memory, cores, kvm_runs_guests(), kernel_limits())
+    kvm = kvm_runs_guests(executable(QEMU), cache_root())
+    return HostCapacity(memory, cores, kvm, kernel_limits())
 
 
 def start_allowance(settings: PlatformSettings) -> float:

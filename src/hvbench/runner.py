@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import threading
 import time
 import traceback
@@ -60,12 +61,13 @@ from hvbench.workloads.base import (
     Workload,
 )
 
-WORK_ROOT = Path("/var/tmp/hvbench")
-"""Disk images and logs of a run; on disk, not tmpfs, so disk workloads measure a disk."""
+WORK_ROOT = Path(os.environ.get("HVBENCH_WORK_DIR", "/var/tmp/hvbench"))
+"""Disk images and logs of a run; on disk, not tmpfs, so disk workloads measure a disk
+(``HVBENCH_WORK_DIR``: a disk of one's choosing, the one under test)."""
 
 
 @dataclass
-class Progress:
+class SampleProgress:
     """What the runner tells its caller after each sample (the CLI draws it)."""
 
     cell: Cell
@@ -267,7 +269,7 @@ class Runner:
     scope: RunScope
     stopwatch: Stopwatch
     ascents: Ascents
-    on_progress: Callable[[Progress], None]
+    on_progress: Callable[[SampleProgress], None]
 
     def measure(
         self, reps: range, wanted: set[str] | None = None, deadline: float = math.inf
@@ -304,7 +306,7 @@ class Runner:
                 count += 1
                 remaining -= estimates[sample.cell.key]
                 self.on_progress(
-                    Progress(
+                    SampleProgress(
                         sample.cell,
                         group.repetition,
                         count,

@@ -30,13 +30,22 @@ from pathlib import Path
 from types import FrameType
 from typing import Generic, Literal, NoReturn, Protocol, TypedDict, TypeVar, Unpack
 
-from hvbench import __version__, plan
+from hvbench import __version__, doctor, plan
 from hvbench.ascent import Ascents
 from hvbench.drivers.native import NativeDriver, NativeSettings
 from hvbench.errors import HvbenchError, InstanceError, StudyError
 from hvbench.host import inventory
+from hvbench.host.hold import Holder, HostHold
 from hvbench.plan import START_TIMEOUT_S
-from hvbench.runner import Progress, Runner, RunScope, Stopwatch, calibrate, needs_of, one_line
+from hvbench.runner import (
+    Runner,
+    RunScope,
+    SampleProgress,
+    Stopwatch,
+    calibrate,
+    needs_of,
+    one_line,
+)
 from hvbench.store import (
     ADAPTIVE,
     FLEET,
@@ -82,8 +91,9 @@ class NewRun:
     labels: dict[str, str] | None = None
     """Kept in the run's options (``--label``: the build under test) for ``history``."""
     fleet: FleetPart | None = None
-    doctor_s: float = 0.0
-    """Seconds spent examining the host to choose the default study's platforms."""
+    skip_unavailable: bool = False
+    """Leave out, saying so, the platforms this host cannot run, rather than refuse the run
+    (the default study's way: it names every platform hvbench has)."""
 
 
 @dataclass(frozen=True)
@@ -114,7 +124,7 @@ class AdaptivePlan:
 class SessionOptions(TypedDict, total=False):
     """What the caller gives a session as it is made."""
 
-    on_progress: Callable[[Progress], None]
+    on_progress: Callable[[SampleProgress], None]
     """Told after each sample (the CLI draws it)."""
     on_message: Callable[[str], None]
     """Where every line the run has to say goes, one line a call (the CLI shows it above its
@@ -124,6 +134,9 @@ class SessionOptions(TypedDict, total=False):
     started: float | None
     """When ``hvbench run`` started (``time.monotonic()``), where the run's time is counted
     from (default: now)."""
+    wait: bool
+    """Where another run measures on this host: wait for it to end (``--wait``) rather than
+    refuse (``host.hold``)."""
 
 
 @dataclass(frozen=True)
@@ -168,10 +181,13 @@ class RunSession:
         quick: bool,
         adaptive: AdaptivePlan | None,
         options: SessionOptions,
+        hold: HostHold,
         doctor_s: float = 0.0,
     ) -> None:
         self.store = store
         self.run_id = run_id
+        self._hold = hold
+        """The run's hold on the host, from preflight to the end of ``run``."""
         self.study = study
         """The study as the run measures it (its quick form for a ``--quick`` run), before
         calibration sizes its work (``run``)."""
@@ -204,7 +220,9 @@ class RunSession:
     @classmethod
     def _created(cls, store: Store, new: NewRun, options: SessionOptions) -> RunSession:
         say = options.get("on_message", _to_stderr)
-        study = new.study
+        t0 = time.monotonic()
+        study = _runnable(new.study, new.skip_unavailable, say)
+        examined_s = time.monotonic() - t0
         if lacking := plan.missing_packages(study):
             raise HvbenchError(f"{study.source}: cannot run on this host: {'; '.join(lacking)}")
         if new.quick:
@@ -217,21 +235,23 @@ class RunSession:
         adaptive = _adaptive_plan(study, new.quick, options)
         run_id = new_run_id()
         git = _git_commit()
-        store.create_run(
-            RunRecord(
-                id=run_id,
-                study_name=study.name,
-                study_text=study.text,
-                study_source=study.source,
-                status="running",
-                created_at=datetime.now(UTC),
-                hvbench_version=__version__,
-                git_commit=git.commit,
-                options={"quick": new.quick, **({LABELS: new.labels} if new.labels else {})},
-                inventory=inventory.collect(),
+        hold = _hold(run_id, study.name, options)
+        with hold.released_on_error():
+            store.create_run(
+                RunRecord(
+                    id=run_id,
+                    study_name=study.name,
+                    study_text=study.text,
+                    study_source=study.source,
+                    status="running",
+                    created_at=datetime.now(UTC),
+                    hvbench_version=__version__,
+                    git_commit=git.commit,
+                    options={"quick": new.quick, **({LABELS: new.labels} if new.labels else {})},
+                    inventory=inventory.collect(),
+                )
             )
-        )
-        session = cls(store, run_id, study, new.quick, adaptive, options, new.doctor_s)
+        session = cls(store, run_id, study, new.quick, adaptive, options, hold, examined_s)
         if git.unsaid is not None:  # once a process
             say(f"hvbench: the run's git commit is unknown ({git.unsaid})")
             git.unsaid = None
@@ -245,16 +265,26 @@ class RunSession:
         study = parse_study(run.study_text, f"{run.study_source} (stored with run {run.id})")
         quick = bool(run.options.get("quick"))
         adaptive = _adaptive_plan(study, quick, options)
-        store.delete_failed(run.id)
-        Ascents.resumed(store, run.id)
-        store.set_run_status(run.id, "running")
-        return cls(store, run.id, study.quickened() if quick else study, quick, adaptive, options)
+        hold = _hold(run.id, study.name, options)
+        with hold.released_on_error():
+            store.delete_failed(run.id)
+            Ascents.resumed(store, run.id)
+            store.set_run_status(run.id, "running")
+        runs = study.quickened() if quick else study
+        return cls(store, run.id, runs, quick, adaptive, options, hold)
 
     # during --------------------------------------------------------------------------------
 
     def run(self) -> RunResult:
         """Measure every sample not yet in the store, on what the run claims of the host and
-        lets go of at its end (Ctrl-C and SIGTERM included); the run's status stored."""
+        lets go of at its end (Ctrl-C and SIGTERM included); the run's status stored. The
+        host's hold is let go last, once everything the run made is gone."""
+        try:
+            return self._run_held()
+        finally:
+            self._hold.release()
+
+    def _run_held(self) -> RunResult:
         scope = RunScope.claim(
             self.run_id, needs_of(self.study), self.study.profile, self._profile_notice
         )
@@ -357,6 +387,8 @@ class RunSession:
                             raise HvbenchError(
                                 f"sizing {label} natively: {one_line(e)}; {fix}"
                             ) from e
+                        if chosen := settings.sized_text():
+                            self.on_message(f"hvbench: {label} sized: {chosen}")
                         stored[str(i)] = settings.model_dump(mode="json")
                         self._keep(CALIBRATION, stored)
                 finally:
@@ -405,6 +437,39 @@ class RunSession:
         self.store.add_artifact(self.run_id, name, content, replace=True)
 
 
+def _runnable(study: Study, skip: bool, say: Callable[[str], None]) -> Study:
+    """The study, its platforms checked as ``hvbench doctor`` checks them: one this host
+    cannot run refuses the run in one line with doctor's fix, or, with ``skip``, is left out,
+    said in one line (never the baseline)."""
+    missing = doctor.unavailable(study.platforms)
+    if not missing:
+        return study
+    why = "; ".join(
+        f"platform {name}: {f.detail}" + (f" (fix: {f.fix})" if f.fix else "")
+        for name, f in missing.items()
+    )
+    if study.baseline in missing:
+        raise HvbenchError(f"{study.source}: the baseline cannot run on this host: {why}")
+    if not skip:
+        raise HvbenchError(
+            f"{study.source}: cannot run on this host: {why}; or leave "
+            f"{'it' if len(missing) == 1 else 'them'} out: hvbench run --skip-unavailable"
+        )
+    say(f"hvbench: leaving out what this host cannot run: {why}")
+    return study.without(missing)
+
+
+def _hold(run_id: str, study: str, options: SessionOptions) -> HostHold:
+    """The host held for the run: refused in one line where another run measures here, or,
+    with the option ``wait``, once it has ended (said while waiting)."""
+    say = options.get("on_message", _to_stderr)
+
+    def waiting(holder: Holder | None) -> None:
+        say(f"hvbench: waiting for {holder or 'another run'} to end: it measures on this host")
+
+    return HostHold.take(run_id, study, options.get("wait", False), waiting)
+
+
 def _adaptive_plan(study: Study, quick: bool, options: SessionOptions) -> AdaptivePlan | None:
     """The run's adaptive repetitions, where its study asks for them and it is no smoke run;
     refused before the run is stored where no judge of precision was given."""
@@ -439,7 +504,7 @@ def _git_commit() -> GitCommit:
     return GitCommit(None, why)
 
 
-def _ignore(progress: Progress) -> None:
+def _ignore(progress: SampleProgress) -> None:
     """Where a session's progress goes unless its caller draws it."""
 
 

@@ -7,7 +7,7 @@ line, because a study is written by hand and a traceback helps nobody.
 from __future__ import annotations
 
 import re
-from collections.abc import Hashable
+from collections.abc import Collection, Hashable
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
@@ -23,13 +23,14 @@ from pydantic import (
     StrictBool,
     TypeAdapter,
     ValidationError,
-    model_validator,
 )
 from pydantic_core import ErrorDetails
 
+from hvbench.claim_schema import ALL, Claim, ClaimModel
 from hvbench.drivers import DRIVERS, PlatformSettings, driver_class
 from hvbench.errors import StudyError
-from hvbench.units import DIFFERENCES, parse_quantity, unit_scale
+from hvbench.metrics import DIFFERENCES
+from hvbench.units import unit_scale
 from hvbench.workloads import WORKLOADS, selector, workload_class, workload_of
 from hvbench.workloads.base import Workload, WorkloadSettings
 from hvbench.workloads.produces import match, produced
@@ -79,90 +80,6 @@ class StudyModel(BaseModel):
     """Claims the run is judged against (``analysis.claims``), checked by ``_claims``."""
 
 
-# --- claims (``expect:``): what a run is judged against (``analysis.claims``) ---------------
-
-ALL = "all"
-"""A claim's platform when it is every platform's that ran its workload."""
-NATIVE = "%"
-"""The unit of a bound on the % of native."""
-
-
-class ClaimModel(BaseModel):
-    """One entry of a study's ``expect:`` as written."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    platform: str = ALL
-    workload: str = Field(min_length=1)
-    """A workload's name (boot) or its cells' label (disk fio ...)."""
-    metric: str = Field(min_length=1)
-    at_most: str | float | None = None
-    at_least: str | float | None = None
-    source: str = ""
-    """A URL or a document's name: where the claim comes from."""
-    instances: PositiveInt | None = None
-    """The instance count it is about (default: the workload's smallest)."""
-
-    @model_validator(mode="after")
-    def _one_bound(self) -> ClaimModel:
-        bounds = [b for b in (self.at_most, self.at_least) if b is not None]
-        if len(bounds) != 1:
-            raise ValueError("exactly one of at_most and at_least (such as at_most: 125ms)")
-        parse_quantity(bounds[0])
-        return self
-
-
-@dataclass(frozen=True)
-class Claim:
-    """A claim, its bound parsed."""
-
-    platform: str
-    workload: str
-    metric: str
-    bound: float
-    """As written: in ``unit``, or in % of native."""
-    unit: str | None
-    """The bound's unit as written; None: the metric's own; ``NATIVE``: % of native."""
-    at_most: bool
-    source: str = ""
-    instances: int | None = None
-    slo: bool = False
-    """Made from the consolidation's SLO, not written in ``expect:``."""
-
-    @property
-    def of_native(self) -> bool:
-        return self.unit == NATIVE
-
-    @classmethod
-    def of(cls, m: ClaimModel) -> Claim:
-        bound, unit = parse_quantity(m.at_most if m.at_most is not None else m.at_least)
-        return cls(
-            m.platform,
-            m.workload,
-            m.metric,
-            bound,
-            unit,
-            m.at_most is not None,
-            m.source,
-            m.instances,
-        )
-
-    @property
-    def relation(self) -> str:
-        return "at most" if self.at_most else "at least"
-
-    @property
-    def text(self) -> str:
-        """ "boot.ready_s at most 60 s", "cpu.composite.score at least 95% of native"."""
-        if self.of_native:
-            return f"{self.metric} {self.relation} {self.bound:g}% of native"
-        return f"{self.metric} {self.relation} {self.bound:g}{_space(self.unit)}".rstrip()
-
-
-def _space(unit: str | None) -> str:
-    return f" {unit}" if unit else ""
-
-
 @dataclass(frozen=True)
 class Cell:
     """One (platform, workload, instance count) point of the matrix."""
@@ -203,6 +120,16 @@ class Study:
     def quickened(self) -> Study:
         """The study a ``--quick`` run measures: each workload in its quick form."""
         return replace(self, workloads=[w.quick() for w in self.workloads])
+
+    def without(self, names: Collection[str]) -> Study:
+        """The study with the platforms ``names`` left out, from its workloads' lists too: a
+        study of its own, its text the one a run stores."""
+        data = yaml.safe_load(self.text)
+        data["platforms"] = {k: v for k, v in data["platforms"].items() if k not in names}
+        for workload in data["workloads"]:
+            if "platforms" in workload:
+                workload["platforms"] = [p for p in workload["platforms"] if p not in names]
+        return parse_study(yaml.safe_dump(data, sort_keys=False), self.source)
 
     def calibrated(self, chosen: dict[int, dict]) -> Study:
         """The study with the settings a run's calibration chose for some of its workloads
@@ -659,15 +586,7 @@ def default_study_text() -> str:
     return resources.files("hvbench").joinpath("default_study.yaml").read_text()
 
 
-def default_study(available_drivers: set[str]) -> Study:
-    """The packaged default study, keeping the platforms whose driver this host can run."""
-    data = yaml.safe_load(default_study_text())
-    data["platforms"] = {
-        name: spec
-        for name, spec in data["platforms"].items()
-        if spec.get("driver") in available_drivers
-    }
-    for workload in data["workloads"]:
-        if "platforms" in workload:
-            workload["platforms"] = [p for p in workload["platforms"] if p in data["platforms"]]
-    return parse_study(yaml.safe_dump(data, sort_keys=False), "default study")
+def default_study() -> Study:
+    """The packaged default study, every platform in it (the run leaves out those this host
+    cannot run, saying so)."""
+    return parse_study(default_study_text(), "default study")

@@ -132,12 +132,6 @@ def parse_quantity(value: object) -> Quantity:
     return Quantity(number, unit)
 
 
-DIFFERENCES = frozenset({"memory.overhead_mib"})
-"""Figures that are a difference by definition (the memory workload's overhead: host PSS minus
-guest memory), which can be below 0: their sign says which way, and a ratio of two means
-nothing (−2 against −5 MiB is "250%", a gain, for the worse one)."""
-
-
 # --- figures as their intervals allow: one rule for every estimate printed with its bounds ----
 
 SIGNIFICANT_BELOW = 3.55
@@ -198,9 +192,17 @@ def number_text(x: float, decimals: int, sign: bool = False) -> str:
     return f"{0.0:{plus}.{max(decimals, 0)}f}" if float(text) == 0 else text
 
 
+class IntervalText(NamedTuple):
+    """An estimate and its interval as printed (``interval_strings``): "2.04", "1.1", "33.4"."""
+
+    estimate: str
+    low: str
+    high: str
+
+
 def interval_strings(
     estimate: float, low: float, high: float, decimals: int | None = None, sign: bool = False
-) -> tuple[str, str, str]:
+) -> IntervalText:
     """An estimate and its 95% interval as text by the one rule every figure is printed by:
     to the digits the interval's width supports (``interval_decimals``, or ``decimals`` where a
     caller needs more, e.g. to keep a bound off a boundary it does not reach). The bounds are
@@ -212,4 +214,6 @@ def interval_strings(
     est = round(estimate, d) if math.isfinite(estimate) else estimate
     est = max(est, lo) if not math.isnan(lo) else est
     est = min(est, hi) if not math.isnan(hi) else est
-    return number_text(est, d, sign), number_text(lo, d, sign), number_text(hi, d, sign)
+    return IntervalText(
+        number_text(est, d, sign), number_text(lo, d, sign), number_text(hi, d, sign)
+    )

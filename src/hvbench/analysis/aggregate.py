@@ -18,11 +18,12 @@ import warnings
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import numpy as np
 
 from hvbench.analysis.model import Rotation, Starved
-from hvbench.analysis.stats import OUTLIER_LEVEL, behind_most, null_threshold
+from hvbench.analysis.outliers import OUTLIER_LEVEL, behind_most, null_threshold
 from hvbench.store import CellView, PlatformState
 
 STARVED_RATIO = 0.7
@@ -130,7 +131,7 @@ class CellValues:
         is more than half of them, from 2, but no one instance is behind in most (``starved``):
         a different instance starved in each repetition, as a scheduler that rotates its victim
         does, which neither the mean per instance nor ``starved`` shows. It must also be far
-        from the others in their own spread (``stats.behind_most``, beyond what clean normal
+        from the others in their own spread (``outliers.behind_most``, beyond what clean normal
         instances reach in ``OUTLIER_LEVEL`` of cells, over the repetitions every instance
         reported): below 0.7× alone, clean cells at a CV of 15% across instances were flagged
         in 3.3% (4 instances × 3 repetitions) and 8.3% (8 × 3). None otherwise."""
@@ -201,8 +202,25 @@ def scaling(
     return out
 
 
-INSTANCE_PERCENTILES = {"boot.storm.ready_p50_s": 50, "boot.storm.ready_p99_s": 99}
+class InstancePercentile(NamedTuple):
+    """A figure that is a percentile over a cell's instances: its level, and the figure of each
+    instance it is taken over."""
+
+    p: int
+    of: str
+
+
+INSTANCE_PERCENTILES = {
+    "boot.storm.ready_p50_s": InstancePercentile(50, "boot.ready_s"),
+    "boot.storm.ready_p99_s": InstancePercentile(99, "boot.ready_s"),
+}
 """Figures that are a percentile over a cell's instances (its boot storm's ready times)."""
+
+
+def percentile_need(p: int) -> int:
+    """The instances a p-th percentile needs behind it to be one: 100/(100 − p), rounded up
+    (2 for a median, 20 for a p95, 100 for a p99)."""
+    return math.ceil(100 / (100 - p))
 
 
 def percentile_shortfall(name: str, instances: int) -> str | None:
@@ -210,10 +228,11 @@ def percentile_shortfall(name: str, instances: int) -> str | None:
     behind it: a p-th percentile needs 100/(100 − p) values (2 for a median, 100 for a p99);
     below that it is an interpolation between the slowest few, at 1 instance that instance's
     own figure. None where enough do, or for any other figure."""
-    p = INSTANCE_PERCENTILES.get(name)
-    if p is None:
+    percentile = INSTANCE_PERCENTILES.get(name)
+    if percentile is None:
         return None
-    need = math.ceil(100 / (100 - p))
+    p = percentile.p
+    need = percentile_need(p)
     if instances >= need:
         return None
     return f"a p{p} needs {need} instances behind it, the cell has {instances}"

@@ -36,7 +36,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from hvbench.analysis.stats import ALPHA_ACROSS_RUNS, SEED, _scipy, holm, welch_difference
+from hvbench.analysis.holm import holm
+from hvbench.analysis.ratios import welch_difference
+from hvbench.analysis.stats import ALPHA_ACROSS_RUNS, SEED, scipy_stats
 
 MIN_SIDE = 2
 """Runs on each side of a change point, at least: one run alone is an outlier, not a level."""
@@ -128,7 +130,7 @@ def p_value(t: float, m: int) -> float:
     if beyond:
         return (beyond + 1) / (len(null) + 1)
     splits = m - 2 * MIN_SIDE + 1
-    bound = splits * 2 * float(_scipy().t.sf(t, m - 2))
+    bound = splits * 2 * float(scipy_stats().t.sf(t, m - 2))
     return min(bound, 1 / (len(null) + 1))
 
 
@@ -164,7 +166,7 @@ def _tested(y: np.ndarray, lo: int, hi: int) -> Candidate:
     diff, variance, df = welch_difference(before, after)
     half = 0.0
     if variance > 0:
-        half = float(_scipy().t.ppf(1 - ALPHA_ACROSS_RUNS / 2, df)) * math.sqrt(variance)
+        half = float(scipy_stats().t.ppf(1 - ALPHA_ACROSS_RUNS / 2, df)) * math.sqrt(variance)
     t = float(ts[k])
     return Candidate(
         index=index,

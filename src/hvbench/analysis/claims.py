@@ -10,10 +10,10 @@ Its outcome is read off its 95% interval:
 - **inconclusive**: the interval straddles the bound (or there is none: one repetition,
   identical repetitions of unknown resolution, a figure not measured). Where the spread is
   known, it says about how many repetitions would settle it 80% of the time, were the mean
-  where it is (``stats.detectable``, as ``compare`` says what would settle a change).
+  where it is (``settling.detectable``, as ``compare`` says what would settle a change).
 
 A bound on a mean is tested as a side of no variance: Welch's difference of the repetitions
-from it (``stats.ratios`` with ``difference``) is Student's one-sample interval and t test, the
+from it (``ratios.ratios`` with ``difference``) is Student's one-sample interval and t test, the
 metric's resolution a floor under its variance as everywhere else. A bound on the % of native is
 Fieller's ratio against the baseline's repetitions scaled by the bound, whose test is that of
 the ratio being exactly the bound and whose interval, scaled back, is the report's % of native.
@@ -44,7 +44,9 @@ import yaml
 from pydantic import ValidationError
 
 from hvbench.analysis import slo
-from hvbench.analysis.aggregate import percentile_shortfall
+from hvbench.analysis.aggregate import INSTANCE_PERCENTILES, percentile_shortfall
+from hvbench.analysis.holm import holm
+from hvbench.analysis.intervals import RESOLUTION_UNKNOWN
 from hvbench.analysis.model import (
     BEFORE_HOLM,
     COMPOSITE,
@@ -59,25 +61,17 @@ from hvbench.analysis.model import (
     pick_baseline_cell,
 )
 from hvbench.analysis.normalize import from_ratio, signed
-from hvbench.analysis.stats import (
-    ALPHA,
-    CONFIDENCE,
-    MAX_REPETITIONS,
-    RESOLUTION_UNKNOWN,
-    Ratio,
-    Resolutions,
-    detectable,
-    holm,
-    ratios,
-)
+from hvbench.analysis.ratios import Ratio, Resolutions, ratios
+from hvbench.analysis.settling import MAX_REPETITIONS, detectable
+from hvbench.analysis.stats import ALPHA, CONFIDENCE, QuantileTest, quantile_test
+from hvbench.claim_schema import ALL, NATIVE, Claim, ClaimModel
 from hvbench.errors import HvbenchError
-from hvbench.study import ALL, NATIVE, Claim, ClaimModel
 from hvbench.units import unit_scale
 
 SLO_SOURCE = "SLO (load.{role}.p95_ms)"
 REVERSED = (
-    "not judged: a % of native is the performance kept (native/value), which any slowdown of "
-    "a lower-is-better metric keeps under an at-most bound: bound it at_least in %, or at_most "
+    "a % of native is the performance kept (native/value), which any slowdown of a "
+    "lower-is-better metric keeps under an at-most bound: bound it at_least in %, or at_most "
     "in its unit"
 )
 
@@ -132,6 +126,9 @@ class ClaimEvidence:
     higher_is_better: bool
     resolutions: tuple[float | None, float | None] = (None, None)
     """Of the baseline's mean and of the platform's."""
+    quantile: float | None = None
+    """Where the claim bounds a percentile over the cell's instances, its level (0.99), and
+    ``values`` are every instance's figure in every repetition (``stats.quantile_test``)."""
 
 
 class Tested(NamedTuple):
@@ -160,7 +157,14 @@ def judge_claims(
     unit, or the share of native for a figure with a baseline."""
     pairs, diff, scales = [], [], []
     resolutions: list[Resolutions] = []
+    quantiles = {
+        i: quantile_test(f.values, f.quantile, b)
+        for i, (f, b) in enumerate(zip(figures, bounds, strict=True))
+        if f.quantile is not None
+    }
     for f, b in zip(figures, bounds, strict=True):
+        if f.quantile is not None:
+            continue
         if f.baseline is None:  # the bound as a side with no variance, known exactly
             pairs.append((np.full(2, b), f.values))
             resolutions.append((0.0, f.resolutions[1]))
@@ -173,12 +177,17 @@ def judge_claims(
             resolutions.append((None if q_base is None else q_base * s, f.resolutions[1]))
             diff.append(False)
             scales.append(s)
-    found = ratios(pairs, CONFIDENCE, resolutions=resolutions, difference=diff) if pairs else []
-    adjusted = holm([r.p_value for r in found]).tolist()
+    found = iter(ratios(pairs, CONFIDENCE, resolutions=resolutions, difference=diff))
+    tests = [quantiles[i] if i in quantiles else next(found) for i in range(len(figures))]
+    adjusted = holm([t.p_value for t in tests]).tolist()
     m = max(1, sum(math.isfinite(p) for p in adjusted))
     out = []
-    for f, b, most, r, p, s in zip(figures, bounds, at_most, found, adjusted, scales, strict=True):
-        est, low, high = _interval(r, f, b, s)
+    scale = iter(scales)
+    for f, b, most, r, p in zip(figures, bounds, at_most, tests, adjusted, strict=True):
+        if isinstance(r, QuantileTest):
+            out.append(_quantile_tested(r, b, most, p))
+            continue
+        est, low, high = _interval(r, f, b, next(scale))
         inside, outside = (high < b, low > b) if most else (low > b, high < b)
         settled = math.isfinite(p) and p < ALPHA and r.bounded
         outcome = HELD if settled and inside else REFUTED if settled and outside else INCONCLUSIVE
@@ -193,6 +202,19 @@ def judge_claims(
         n = r.n_b if f.baseline is None else min(r.n_a, r.n_b)
         out.append(Tested(est, low, high, r.p_value, p, outcome, before, need, n, unresolved))
     return out
+
+
+def _quantile_tested(t: QuantileTest, bound: float, at_most: bool, p_holm: float) -> Tested:
+    """A claim on a percentile, read off its order-statistic interval and its binomial test,
+    bounded or not (its test excludes the bound exactly when the interval does)."""
+    below, above = t.high < bound, t.low > bound
+    inside, outside = (below, above) if at_most else (above, below)
+    settled = p_holm < ALPHA
+    outcome = HELD if settled and inside else REFUTED if settled and outside else INCONCLUSIVE
+    before = ""
+    if outcome == INCONCLUSIVE and (inside or outside):
+        before = HELD if inside else REFUTED
+    return Tested(t.estimate, t.low, t.high, t.p_value, p_holm, outcome, before, None, t.n, False)
 
 
 def _unresolved(f: ClaimEvidence, estimate: float, bound: float) -> bool:
@@ -225,7 +247,7 @@ def _interval(r: Ratio, f: ClaimEvidence, bound: float, s: float) -> tuple[float
 def _repetitions(r: Ratio, n: int, family: int) -> int | None:
     """Repetitions (a side) at which the test would pass Holm's first step 80% of the time, were
     the mean (or the ratio) where it is and its spread as measured: the first count whose
-    ``stats.detectable`` change is within its distance from the bound."""
+    ``settling.detectable`` change is within its distance from the bound."""
     if r.difference and not r.scale > 0:
         return None
     gap = abs(r.estimate / r.scale if r.difference else r.estimate - 1)
@@ -257,21 +279,31 @@ def judged(a: RunAnalysis, claims: Sequence[Claim] | None = None) -> list[Judged
     )
     results = dict(zip(live, tested, strict=True))
     out = []
-    for i, (claim, platform, workload, count, r, _) in enumerate(rows):
+    for i, (claim, platform, workload, count, r, figure) in enumerate(rows):
         head = (claim, platform, a.label(platform), workload, count)
         if i not in results:
             nan = math.nan
             why = _unjudged(claim, r, count)
             figures = (nan, nan, nan, claim.unit or "", 0, nan, nan, INCONCLUSIVE, why)
-            out.append(JudgedClaim(*(head + figures), title=a.title(workload)))
+            j = JudgedClaim(*(head + figures), title=a.title(workload))
+            if _reversed(claim, r) and r is not None and (v := r.vs_baseline) is not None:
+                # not judged, but measured: its % of native, as the matrix gives it
+                j = replace(
+                    j,
+                    estimate=v.pct_of_native,
+                    low=v.pct_low,
+                    high=v.pct_high,
+                    unit="%",
+                    n=min(v.n, v.n_baseline),
+                    judged=False,
+                    lower=_lower(claim, r),
+                )
+            out.append(j)
             continue
         t = results[i]
         assert r is not None
         factor, unit = _display(claim, r)
-        lower = ""
-        if claim.of_native and not r.higher_is_better:
-            scale = unit_scale(r.unit)
-            lower = "time" if scale is not None and scale.kind == "time" else "figure"
+        lower = _lower(claim, r)
         floored = (
             t.low < 0 <= t.estimate and not claim.of_native and not signed(r.name, r.single_values)
         )
@@ -293,9 +325,17 @@ def judged(a: RunAnalysis, claims: Sequence[Claim] | None = None) -> list[Judged
                 title=a.title(workload),
                 lower=lower,
                 floored=floored,
+                pooled=_pooled(claim, t.n) if figure is not None and figure.quantile else "",
             )
         )
     return out
+
+
+def _pooled(claim: Claim, n: int) -> str:
+    """What a percentile over a cell's instances is judged on: "p99 of the 500 boot.ready_s of
+    every instance in every repetition"."""
+    p, of = INSTANCE_PERCENTILES[claim.metric]
+    return f"p{p} of the {n} {of} of every instance in every repetition"
 
 
 def _as_share(claim: Claim) -> Claim:
@@ -305,6 +345,15 @@ def _as_share(claim: Claim) -> Claim:
     if claim.metric == COMPOSITE and claim.unit is None:
         return replace(claim, bound=100 * claim.bound, unit=NATIVE)
     return claim
+
+
+def _lower(claim: Claim, r: MetricResult) -> str:
+    """For a % of native on a lower-is-better metric, what that metric is (``JudgedClaim.lower``):
+    "time", else "figure"; "" for any other claim."""
+    if not claim.of_native or r.higher_is_better:
+        return ""
+    scale = unit_scale(r.unit)
+    return "time" if scale is not None and scale.kind == "time" else "figure"
 
 
 def _reversed(claim: Claim, r: MetricResult | None) -> bool:
@@ -387,11 +436,29 @@ def _targets(
     return out
 
 
+def instance_percentile(a: RunAnalysis, r: MetricResult) -> tuple[int, np.ndarray] | None:
+    """For a percentile over a cell's instances (``aggregate.INSTANCE_PERCENTILES``), its level
+    and what it is read from: the figure of every instance in every repetition (every boot of
+    every storm), not the mean of each storm's percentile; None for any other figure, or where
+    those were not measured."""
+    percentile = INSTANCE_PERCENTILES.get(r.name)
+    if percentile is None:
+        return None
+    each = a.result(r.cell.platform, r.cell.workload, percentile.of, r.cell.instances)
+    return None if each is None or each.every is None else (percentile.p, each.every)
+
+
 def _figure(a: RunAnalysis, claim: Claim, r: MetricResult | None) -> ClaimEvidence | None:
     """The repetitions a claim is judged on; None where there are none (or, for a % of
     native, no baseline's)."""
     if r is None or not len(r.single_values):
         return None
+    pooled = instance_percentile(a, r)
+    if claim.metric in INSTANCE_PERCENTILES and not claim.of_native:  # every boot of every storm
+        if pooled is None:
+            return None
+        p, values = pooled
+        return ClaimEvidence(values, None, r.higher_is_better, quantile=p / 100)
     if not claim.of_native:
         return ClaimEvidence(r.single_values, None, r.higher_is_better, (None, r.single.resolution))
     base_cells = [c for c in a.cells if c.platform == a.baseline]
@@ -447,6 +514,7 @@ def as_json(j: JudgedClaim) -> dict:
         "p_holm": num(j.p_holm),
         "correction": "holm",
         "outcome": j.outcome,
+        "judged": j.judged,
         "why": j.why or None,
         "significant_before_correction": j.before_correction,
         "repetitions_to_settle": j.repetitions,

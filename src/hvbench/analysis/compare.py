@@ -43,25 +43,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from hvbench.analysis.holm import holm
+from hvbench.analysis.intervals import SampleSummary, summarize_many
 from hvbench.analysis.model import COMPOSITE, MetricKey, MetricResult, RunAnalysis
 from hvbench.analysis.normalize import signed
-from hvbench.analysis.stats import (
-    ALPHA_ACROSS_RUNS,
-    INCONCLUSIVE,
-    NOT_TESTED,
-    PRACTICAL,
-    Ratio,
-    Resolutions,
-    SampleSummary,
-    detectable,
-    holm,
-    moments,
-    ratios,
-    repetitions_to_settle,
-    runs_to_settle,
-    summarize_many,
-    within,
-)
+from hvbench.analysis.ratios import Ratio, Resolutions, moments, ratios
+from hvbench.analysis.readings import Reading, within
+from hvbench.analysis.settling import detectable, repetitions_to_settle, runs_to_settle
+from hvbench.analysis.stats import ALPHA_ACROSS_RUNS, PRACTICAL
 from hvbench.errors import HvbenchError
 
 THRESHOLD = PRACTICAL
@@ -78,7 +67,7 @@ would call a false regression in 7 of 10 A/A comparisons of 10 metrics (at 3%: 1
 
 FEWEST = 3
 """Earlier runs it takes to measure the allowance. Two measure it with 1 degree of freedom
-(``stats.run_to_run``), and where their means happen to agree better than their repetitions
+(``settling.run_to_run``), and where their means happen to agree better than their repetitions
 say, as 2 runs whose offsets are 3% apart do in 1 comparison of 10, it comes out 0: A/A
 comparisons of 10 metrics at a shared 3% then called false regressions in 2.1% (± 0.2%, 5000
 simulated); assumed instead (1%, regressions held at 3%), 0.2%."""
@@ -93,8 +82,17 @@ RUNS = "runs"
 REGRESSION = "regression"
 IMPROVEMENT = "improvement"
 BELOW_THRESHOLD = "below threshold"
+"""A change the interval shows, wholly within ±threshold: a run's matrix and verdict call it a
+small loss or gain by the same rule (``readings.reading``)."""
 NO_CHANGE = "no significant change"
-VERDICTS = (REGRESSION, IMPROVEMENT, INCONCLUSIVE, NOT_TESTED, BELOW_THRESHOLD, NO_CHANGE)
+VERDICTS = (
+    REGRESSION,
+    IMPROVEMENT,
+    Reading.INCONCLUSIVE,
+    Reading.NOT_TESTED,
+    BELOW_THRESHOLD,
+    NO_CHANGE,
+)
 """Every verdict, the most pressing first."""
 
 
@@ -148,7 +146,7 @@ class JudgedMetric:
     repetitions: int | None = None
     """Repetitions a run (one run a side, this allowance) that would show this metric, were it
     unchanged, within ±threshold 80% of the time; None where no count up to
-    ``stats.MAX_REPETITIONS`` would, or where runs are the observations."""
+    ``settling.MAX_REPETITIONS`` would, or where runs are the observations."""
     runs: int | None = None
     """Runs a side (at this many repetitions each) that would, as ``repetitions``."""
     assumed_only: bool = False
@@ -159,7 +157,7 @@ class JudgedMetric:
     @property
     def settled(self) -> bool:
         """The verdict says what changed, or that nothing did beyond the threshold."""
-        return self.verdict not in (INCONCLUSIVE, NOT_TESTED)
+        return self.verdict not in (Reading.INCONCLUSIVE, Reading.NOT_TESTED)
 
 
 @dataclass(frozen=True)
@@ -175,7 +173,7 @@ class Observed:
     allowance_df: float = math.inf
     """The allowance's degrees of freedom."""
     resolutions: Resolutions = (None, None)
-    """Of each side's mean (``stats.fieller``)."""
+    """Of each side's mean (``ratios.fieller``)."""
     difference: bool = False
     """Signed: judged by its difference, not its ratio (``normalize.signed``)."""
     alarm: float | None = None
@@ -191,7 +189,7 @@ def judge(
 ) -> str:
     """The verdict of one metric (see the module's docstring)."""
     if not r.tested:
-        return NOT_TESTED
+        return Reading.NOT_TESTED
     change = r.relative(r.estimate) - 1
     low, high = r.relative(r.low), r.relative(r.high)
     bounded = math.isfinite(low) and math.isfinite(high)
@@ -200,7 +198,7 @@ def judge(
         return REGRESSION if worse else IMPROVEMENT
     if bounded and within(low, high, threshold):
         return BELOW_THRESHOLD if p_holm < alpha else NO_CHANGE
-    return INCONCLUSIVE
+    return Reading.INCONCLUSIVE
 
 
 def _settle(
@@ -271,8 +269,8 @@ def judge_family(
         for i, v in enumerate(verdicts):
             if adjusted[i] < alpha and not held[i] < alpha:
                 assumed_only[i] = True
-                verdicts[i] = INCONCLUSIVE if v in (REGRESSION, IMPROVEMENT) else v
-    unsettled = [i for i, v in enumerate(verdicts) if v == INCONCLUSIVE]
+                verdicts[i] = Reading.INCONCLUSIVE if v in (REGRESSION, IMPROVEMENT) else v
+    unsettled = [i for i, v in enumerate(verdicts) if v == Reading.INCONCLUSIVE]
     allow_df = np.asarray(allowance_df, dtype=float)
     needs: dict[int, tuple[int | None, int | None]] = {}
     if unsettled:
@@ -404,7 +402,7 @@ class Comparison:
         for c in self.family(True):
             have = len(self.a) if self.by_run else min(c.a.n, c.b.n)
             need = c.judged.runs if self.by_run else c.judged.repetitions
-            if c.verdict == INCONCLUSIVE and (need is None or need > have):
+            if c.verdict == Reading.INCONCLUSIVE and (need is None or need > have):
                 out.append(c)
         return out
 

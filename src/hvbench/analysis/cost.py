@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hvbench.analysis.intervals import SampleSummary
 from hvbench.analysis.model import Climb, Density, HostCpu, MetricResult
-from hvbench.analysis.stats import SampleSummary
 from hvbench.store import HostCpuReading
 from hvbench.store.ascent import AscentRecord
 

@@ -3,7 +3,7 @@
 Whole runs on one host differ by more than their repetitions say (the host's state between
 runs: frequency, caches, placement, other load), and ``compare`` of one run a side must allow
 for it. The store often holds earlier runs of the same study on the same host: the spread of
-their run means beyond what their repetitions carry measures it (``stats.run_to_run``), pooled
+their run means beyond what their repetitions carry measures it (``settling.run_to_run``), pooled
 per workload over its gating metrics (``compare.gates``), with the degrees of freedom that say
 how well. Earlier: created before the later of the two runs compared, so that a comparison
 reads the same however many runs are added afterwards; the two compared runs themselves are
@@ -27,7 +27,7 @@ from hvbench.analysis.compare import (
 )
 from hvbench.analysis.model import MetricKey, RunAnalysis
 from hvbench.analysis.run_analysis import analyse
-from hvbench.analysis.stats import run_to_run
+from hvbench.analysis.settling import run_to_run
 from hvbench.errors import HvbenchError
 from hvbench.store import Store
 

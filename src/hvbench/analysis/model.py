@@ -11,13 +11,18 @@ from typing import NamedTuple
 
 import numpy as np
 
+from hvbench.analysis.intervals import SampleSummary
 from hvbench.analysis.normalize import FigureText, Normalized, rounded
-from hvbench.analysis.stats import ALPHA, MAX_REPETITIONS, Ratio, SampleSummary, Trend
+from hvbench.analysis.ratios import Ratio
+from hvbench.analysis.settling import MAX_REPETITIONS
+from hvbench.analysis.stats import ALPHA
+from hvbench.analysis.trends import Trend
+from hvbench.claim_schema import Claim
+from hvbench.metrics import COMPOSITE_SCORE
 from hvbench.store import CellView, Inventory, MetricView
 from hvbench.store.ascent import AscentStop
-from hvbench.study import Claim
 
-COMPOSITE = "cpu.composite.score"
+COMPOSITE = COMPOSITE_SCORE.name
 ASYMMETRY = 0.15
 """Directions whose means differ by more than this (relative to the larger) are asymmetric."""
 
@@ -208,10 +213,13 @@ class MetricResult:
     """Why a figure above the baseline's is not a win (``platforms.above_baseline``)."""
     trend: Trend | None = None
     """Its repetitions against the order they ran in, for headline figures from
-    ``stats.TREND_MIN_N`` repetitions (Holm over the run's); None where not tested."""
+    ``trends.TREND_MIN_N`` repetitions (Holm over the run's); None where not tested."""
     rotating: Rotation | None = None
     """(repetitions, of) in which some instance, a different one, was far behind the others
     (``CellValues.rotating``); None where that is not most of them, or one instance is starved."""
+    every: np.ndarray | None = None
+    """Every instance's value in every repetition: what a percentile over the cell's instances
+    is read from, pooled (every boot of every storm, ``claims``)."""
 
     @property
     def key(self) -> MetricKey:
@@ -333,7 +341,7 @@ class JudgedClaim:
     not pass."""
     repetitions: int | None = None
     """Repetitions that would settle an inconclusive claim 80% of the time, were its mean where
-    it is; None where none up to ``stats.MAX_REPETITIONS`` would or nothing says."""
+    it is; None where none up to ``settling.MAX_REPETITIONS`` would or nothing says."""
     unresolved: bool = False
     """Within half its resolution of its bound: no count of repetitions would settle it."""
     title: str = ""
@@ -345,6 +353,12 @@ class JudgedClaim:
     floored: bool = False
     """The interval of a mean that cannot be below 0 (a time, a rate, a size) reached below 0:
     its lower bound is 0, and its line says so."""
+    judged: bool = True
+    """False where its bound cannot be read on its figure (``why``): its line gives the figure
+    and says "not judged", not an outcome."""
+    pooled: str = ""
+    """Where the figure is a percentile of every instance of every repetition, what it is of
+    ("p99 of the 500 boot.ready_s of every instance in every repetition"): its line says it."""
 
     def to_json(self) -> dict:
         """By field name, NaN as null: what a history keeps of it (``series.RunFigures``)."""
@@ -371,6 +385,8 @@ class JudgedClaim:
         """ "52.3 s [49.1–55.5 s]", "9.81% [9.52–10.1%] of native"; "50% [48–52%] of native
         (2.0× [1.9–2.1×] native's time)" on a lower-is-better metric."""
         text = " ".join(x for x in self.figure() if x)
+        if self.pooled:
+            text = f"{text} ({self.pooled})"
         if self.floored:
             return f"{text} (floored at 0)"
         if not (self.claim.of_native and self.figure().interval):
@@ -405,7 +421,8 @@ class JudgedClaim:
         )
         source = f" (source: {self.claim.source})" if self.claim.source else ""
         tail = f" ({s})" if (s := self.settle()) else ""
-        return f"claim: {where}: {self.claim.text}: {self.measured()}: {self.outcome}{tail}{source}"
+        said = f"{self.outcome}{tail}" if self.judged else f"not judged ({self.why})"
+        return f"claim: {where}: {self.claim.text}: {self.measured()}: {said}{source}"
 
 
 _NUMBERS = ("estimate", "low", "high", "p_value", "p_holm")

@@ -6,7 +6,7 @@ where higher is better (throughput), native/value where lower is better (elapsed
 The plain ``ratio`` value/native is kept as well because for times it is what the seeds print
 (kernbench's "elapsed time / native": 1.56 means 56% slower).
 
-Each carries Fieller's 95% interval of the ratio of means (``stats.fieller``), which holds both
+Each carries Fieller's 95% interval of the ratio of means (``ratios.fieller``), which holds both
 series' noise; for lower-is-better metrics % of native is 100/ratio, so its interval is the
 ratio's inverted, bounds swapped (Fieller's set is the same whichever mean is on top).
 """
@@ -19,27 +19,18 @@ from typing import NamedTuple
 
 import numpy as np
 
-from hvbench.analysis.stats import (
-    EQUIVALENT,
-    INCONCLUSIVE,
-    NOT_TESTED,
-    PRACTICAL,
-    RESOLUTION_UNKNOWN,
-    Ratio,
-    Resolutions,
-    ratio,
-    reading,
-)
+from hvbench.analysis.intervals import RESOLUTION_UNKNOWN
+from hvbench.analysis.ratios import Ratio, Resolutions, ratio
+from hvbench.analysis.readings import Reading, reading
+from hvbench.analysis.stats import PRACTICAL
+from hvbench.metrics import DIFFERENCES
 from hvbench.units import (
-    DIFFERENCES,
+    IntervalText,
     interval_decimals,
     interval_strings,
     round_down,
     round_up,
 )
-
-REFERENCE = "baseline"
-"""The reading of the baseline against itself."""
 
 
 def signed(name: str, *series: np.ndarray) -> bool:
@@ -113,41 +104,49 @@ class Normalized:
             return self.tested and (self.difference_low > 0 or self.difference_high < 0)
         return self.tested and (self.pct_low > 100 or self.pct_high < 100)
 
-    def reading(self, threshold: float = PRACTICAL) -> str:
+    def reading(self, threshold: float = PRACTICAL) -> Reading:
         """loss, gain, no significant difference (within ±threshold), inconclusive, not tested,
-        or baseline (``stats.reading`` on % of native, or on a signed figure's difference
+        or baseline (``readings.reading`` on % of native, or on a signed figure's difference
         relative to the baseline's magnitude)."""
         if self.reference:
-            return REFERENCE
+            return Reading.BASELINE
         return reading(*self.kept, self.tested, threshold)
 
     def describe(self, threshold: float = PRACTICAL) -> str:
         """What may be said of it, in words: "not tested (1 repetition)", "inconclusive: between
-        −12% and +3%", "no significant difference (within ±5%)"; "" for a loss or a gain, whose
-        figure and interval say it all. Bounds are rounded outward (``rounded``)."""
+        −12% and +3%", "no significant difference (within ±5%)", "a real loss, smaller than
+        5%"; "" for a loss or a gain, whose figure and interval say it all. Bounds are rounded
+        outward (``rounded``)."""
         what = self.reading(threshold)
-        if what == NOT_TESTED:
+        if what == Reading.NOT_TESTED:
             n = min(self.n, self.n_baseline)
             if n >= 2 and self.unresolved:
-                return f"{NOT_TESTED} ({RESOLUTION_UNKNOWN})"
-            return f"{NOT_TESTED} ({n} repetition{'s' if n != 1 else ''})"
-        if what == EQUIVALENT:
-            if self.signed:
-                margin = f"{threshold * self.scale:.3g} {self.unit}".rstrip()
-                return f"{EQUIVALENT} (within ±{margin}: {100 * threshold:.0f}% of the baseline's)"
-            return f"{EQUIVALENT} (within ±{100 * threshold:.0f}%)"
-        if what == INCONCLUSIVE:
+                return f"{Reading.NOT_TESTED} ({RESOLUTION_UNKNOWN})"
+            return f"{Reading.NOT_TESTED} ({n} repetition{'s' if n != 1 else ''})"
+        margin = f"{100 * threshold:.0f}%"
+        if self.signed:
+            size = f"{threshold * self.scale:.3g} {self.unit}".rstrip()
+            margin = f"{size}: {margin} of the baseline's"
+        if what == Reading.EQUIVALENT:
+            return f"{Reading.EQUIVALENT} (within ±{margin})"
+        if what in SMALL:
+            return f"{SMALL[what]}, smaller than {margin}"
+        if what == Reading.INCONCLUSIVE:
             if self.signed:
                 low, high = self.difference_low, self.difference_high
-                _, lo, hi = rounded(0.0, low, high, 0.0, sign=True)
+                _, lo, hi = rounded(self.difference, low, high, 0.0, sign=True)
                 return f"inconclusive: between {lo} and {hi} {self.unit}".rstrip().replace("-", "−")
             if not (math.isfinite(self.pct_low) and math.isfinite(self.pct_high)):
                 return "inconclusive: the interval is unbounded"
-            _, lo, hi = rounded(0.0, self.pct_low - 100, self.pct_high - 100, 0.0, sign=True)
+            # the change from 100%, at the digits the figure's own interval is printed with
+            d = decimals(self.pct_of_native, self.pct_low, self.pct_high, 100.0)
+            _, lo, hi = interval_strings(0.0, self.pct_low - 100, self.pct_high - 100, d, True)
             return f"inconclusive: between {lo}% and {hi}%".replace("-", "−")
         return ""
 
 
+SMALL = {Reading.SMALL_LOSS: "a real loss", Reading.SMALL_GAIN: "a real gain"}
+"""A small loss or gain in words (``Reading.SMALL_LOSS``): the interval shows it, within ±5%."""
 CLIPPED = "°"
 """Marks a bound raised to 0 (``Normalized.clipped``)."""
 KINDS = {"pct": 100.0, "loss": 0.0, "ratio": 1.0}
@@ -199,6 +198,19 @@ def figure(v: Normalized, kind: str = "pct", unit: str = "") -> FigureText:
     return FigureText(est + unit, f"[{lo}–{hi}{unit}]")
 
 
+def apart(v: Normalized) -> tuple[str, str] | None:
+    """A signed figure whose interval excludes 0 as its distance from the baseline and the side
+    it lies on, so that the estimate reads inside its interval: ("25.0 MiB [24.0–26.0 MiB]",
+    "below") rather than "25.0 MiB [-26.0–-24.0 MiB] below"; None for any other figure."""
+    if not (v.signed and v.significant):
+        return None
+    k = 1.0 if v.difference_low > 0 else -1.0
+    low, high = sorted((k * v.difference_low, k * v.difference_high))
+    est, lo, hi = rounded(k * v.difference, low, high, 0.0)
+    unit = f" {v.unit}".rstrip()
+    return f"{est}{unit} [{lo}–{hi}{unit}]", "above" if k > 0 else "below"
+
+
 def outward(low: float, high: float, boundary: float, decimals: int, most: int = 3) -> int:
     """The decimals to print an interval's bounds with, each rounded outward (low down, high up,
     so that the printed interval holds the computed one): ``decimals``, or more where a bound on
@@ -215,24 +227,29 @@ def outward(low: float, high: float, boundary: float, decimals: int, most: int =
     return decimals + most
 
 
+def decimals(estimate: float, low: float, high: float, boundary: float) -> int:
+    """The decimals ``rounded`` prints an estimate and its interval with."""
+    return outward(low, high, boundary, interval_decimals(estimate, low, high))
+
+
 def rounded(
     estimate: float, low: float, high: float, boundary: float, sign: bool = False
-) -> tuple[str, str, str]:
+) -> IntervalText:
     """An estimate and its interval as text by the one rule (``units.interval_strings``: the
     digits its width supports, bounds outward, the estimate within them), with more digits
     where a bound would print on ``boundary`` (``outward``); "∞" for an infinite bound, "n/a"
     for NaN; ``sign``: "+3"."""
-    d = outward(low, high, boundary, interval_decimals(estimate, low, high))
-    return interval_strings(estimate, low, high, d, sign)
+    return interval_strings(estimate, low, high, decimals(estimate, low, high, boundary), sign)
 
 
 def _inverse(low: float, high: float) -> tuple[float, float]:
     """1/θ over an interval of θ: the bounds swap; a lower bound at or below 0 leaves the
-    inverse unbounded above (100/θ of a mean not significantly above 0)."""
-    if not (math.isfinite(low) and math.isfinite(high)):
-        return (low, high) if math.isnan(low) else (-math.inf, math.inf)
+    inverse unbounded above (100/θ of a mean not significantly above 0), an upper ray [r, ∞)
+    of positive θ becomes (0, 1/r]."""
+    if math.isnan(low) or math.isnan(high):
+        return low, high
     if low <= 0:
-        return (1 / high if high > 0 else -math.inf), math.inf
+        return (1 / high if 0 < high < math.inf else -math.inf), math.inf
     return 1 / high, 1 / low
 
 
@@ -288,7 +305,7 @@ def normalize(
     unit: str = "",
 ) -> Normalized:
     """Compare a series with the baseline's series: ratio of means, % of native, intervals;
-    ``resolutions``: of the baseline's mean and of the series' (``stats.fieller``);
+    ``resolutions``: of the baseline's mean and of the series' (``ratios.fieller``);
     ``difference``: a signed figure, set against the baseline by mean(value) − mean(baseline)."""
     r = ratio(baseline, values, resolutions=resolutions, difference=difference)
     return from_ratio(r, higher_is_better, unit)

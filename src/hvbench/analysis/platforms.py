@@ -16,8 +16,9 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import NamedTuple, TypeVar
 
+from hvbench.analysis.holm import holm
 from hvbench.analysis.normalize import Normalized
-from hvbench.analysis.stats import ALPHA, holm
+from hvbench.analysis.stats import ALPHA
 from hvbench.store import CellView
 
 DISK_WORKLOAD = "disk"

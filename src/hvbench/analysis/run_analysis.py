@@ -52,6 +52,14 @@ from hvbench.analysis.aggregate import (
     scaling,
 )
 from hvbench.analysis.cost import density, host_cpu_of
+from hvbench.analysis.intervals import (
+    BELOW_RESOLUTION,
+    NOISY_CV,
+    RESOLUTION_UNKNOWN,
+    SampleSummary,
+    mean_resolution,
+    summarize_many,
+)
 from hvbench.analysis.model import (
     COMPOSITE,
     Density,
@@ -69,23 +77,10 @@ from hvbench.analysis.model import (
 from hvbench.analysis.normalize import Normalized, normalize, reference, signed
 from hvbench.analysis.platforms import above_baseline, platform_labels
 from hvbench.analysis.profile import platform_profiles
-from hvbench.analysis.stats import (
-    BELOW_RESOLUTION,
-    CI_TARGET,
-    MAX_REPETITIONS,
-    NOISY_CV,
-    RESOLUTION_UNKNOWN,
-    Ratio,
-    SampleSummary,
-    Trend,
-    geometric_mean,
-    mean_resolution,
-    ratio,
-    repetitions_for,
-    summarize_many,
-    trends,
-    welch,
-)
+from hvbench.analysis.ratios import Ratio, ratio, welch
+from hvbench.analysis.settling import CI_TARGET, MAX_REPETITIONS, repetitions_for
+from hvbench.analysis.stats import geometric_mean
+from hvbench.analysis.trends import Trend, trends
 from hvbench.errors import HvbenchError
 from hvbench.store import (
     ADAPTIVE,
@@ -524,6 +519,7 @@ def _results(
                 suspect=suspects.get(key),
                 trend=trend.get(key),
                 rotating=f.values.rotating(f.higher_is_better),
+                every=f.values.table[np.isfinite(f.values.table)],
             )
         )
     return results

@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
-from hvbench.analysis import claims, slo
+from hvbench.analysis import claims, slo, storms
 from hvbench.analysis.cost import FAR_FROM_BUSY, work_shortfall
+from hvbench.analysis.intervals import RESOLUTION_UNKNOWN
 from hvbench.analysis.model import (
     COMPOSITE,
     Climb,
@@ -26,26 +28,18 @@ from hvbench.analysis.model import (
     RunAnalysis,
     pick_baseline_cell,
 )
-from hvbench.analysis.normalize import Normalized, figure, normalize, rounded
-from hvbench.analysis.stats import (
-    EQUIVALENT,
-    GAIN,
-    INCONCLUSIVE,
-    LOSS,
-    NOT_TESTED,
-    PRACTICAL,
-    RESOLUTION_UNKNOWN,
-    Ratio,
-    geometric_mean,
-    ratio,
-    reading,
-)
+from hvbench.analysis.normalize import Normalized, apart, figure, normalize, rounded
+from hvbench.analysis.ratios import Ratio, ratio
+from hvbench.analysis.readings import Reading, reading
+from hvbench.analysis.stats import PRACTICAL
+from hvbench.metrics import DENSITY, OVERHEAD
 from hvbench.store import CellView
 from hvbench.store.ascent import AscentStop
 
-DENSITY = "memory.density_instances"
-OVERHEAD = "memory.overhead_mib"
-"""The memory workload's figures the density line reads (names from docs/metrics.md)."""
+DOWN, UP = (Reading.LOSS, Reading.SMALL_LOSS), (Reading.GAIN, Reading.SMALL_GAIN)
+SAME_WORK = "host CPU for the same work"
+"""What a workload of fixed-rate clients (consolidation) is read on in place of its metrics."""
+SHORT = {"inbound": "in", "outbound": "out"}
 
 
 def headline(a: RunAnalysis, workload: str) -> str | None:
@@ -77,14 +71,16 @@ def _pct(x: float) -> str:
     return f"{x:.0f}%" if math.isfinite(x) else "n/a"
 
 
-def _per_repetition(rs: list[MetricResult]) -> np.ndarray:
+def _per_repetition(rs: list[MetricResult], up: bool) -> np.ndarray:
     """Per repetition that every one of ``rs`` measured, the geometric mean of their figures,
-    each turned so that higher is better (1/x for a time)."""
+    each turned the way ``up`` says (1/x for a time among throughputs). A figure of 0 makes its
+    repetition's mean 0, the limit, rather than leaving the repetition out: a time of 0 among
+    times, or a throughput of 0, is a figure like any other."""
     values = [
         dict(
             zip(
                 r.repetitions.tolist(),
-                r.single_values ** (1 if r.higher_is_better else -1),
+                r.single_values ** (1 if r.higher_is_better == up else -1),
                 strict=True,
             )
         )
@@ -92,15 +88,17 @@ def _per_repetition(rs: list[MetricResult]) -> np.ndarray:
     ]
     common = sorted(set.intersection(*(set(v) for v in values)))
     table = np.array([[v[rep] for rep in common] for v in values], dtype=float)
-    gm = np.asarray(geometric_mean(table, axis=0)) if common else np.empty(0)
+    with np.errstate(divide="ignore", invalid="ignore"):  # log 0 = −∞: a mean of 0
+        gm = np.exp(np.mean(np.log(table), axis=0)) if common else np.empty(0)
     return gm[np.isfinite(gm)]
 
 
 def combined(a: RunAnalysis, workload: str, used: list[MetricResult]) -> Normalized | None:
     """The figure a platform's verdict states: its one headline metric's % of the baseline, or,
     for several (throughput in and out, read and write), the ratio of their per-repetition
-    geometric means on each side with its interval. Taken per repetition, the metrics measured
-    together keep their shared noise in the interval."""
+    geometric means on each side with its interval, read in their direction (times among
+    throughputs turned). Taken per repetition, the metrics measured together keep their shared
+    noise in the interval."""
     if len(used) == 1:
         return used[0].vs_baseline
     cell = used[0].cell
@@ -112,9 +110,10 @@ def combined(a: RunAnalysis, workload: str, used: list[MetricResult]) -> Normali
     bases = [b for b in found if b is not None]
     if len(bases) < len(found):
         return None
-    values, base_values = _per_repetition(used), _per_repetition(bases)
+    up = any(r.higher_is_better for r in used)
+    values, base_values = _per_repetition(used, up), _per_repetition(bases, up)
     resolutions = (_resolution(bases, base_values), _resolution(used, values))
-    return normalize(values, base_values, True, resolutions)
+    return normalize(values, base_values, up, resolutions)
 
 
 def _resolution(rs: list[MetricResult], gm: np.ndarray) -> float | None:
@@ -154,15 +153,63 @@ class Headline:
     why: str | None
     metrics: int
     """How many headline metrics stand behind the figure (``combined``)."""
+    parts: tuple[Part, ...] = ()
+    """Each headline metric's own figure where they read in opposite directions
+    (``Reading.MIXED``)."""
+    same_work: bool = False
+    """The figure is the host CPU for the same work (``SAME_WORK``), not the metrics'."""
+
+    @property
+    def reading(self) -> str:
+        return Reading.MIXED if self.parts else self.figure.reading() if self.figure else ""
+
+
+class Part(NamedTuple):
+    """One headline metric of a mixed reading: its short name ("in", "read") and figure."""
+
+    name: str
+    figure: Normalized
+
+
+def _part_name(r: MetricResult) -> str:
+    """A headline metric's name within its workload: "in" or "out" for a direction, else its
+    name's last part without the unit ("read" of disk.dd.read_mbps)."""
+    if r.direction in SHORT:
+        return SHORT[r.direction]
+    return r.name.rsplit(".", 1)[-1].rsplit("_", 1)[0]
+
+
+def _mixed(used: list[MetricResult]) -> tuple[Part, ...]:
+    """Each of ``used``'s figures where one reads as a loss and another as a gain; none where
+    they do not move apart."""
+    parts = tuple(Part(_part_name(r), r.vs_baseline) for r in used if r.vs_baseline is not None)
+    readings = {p.figure.reading() for p in parts}
+    return () if readings.isdisjoint(DOWN) or readings.isdisjoint(UP) else parts
+
+
+def mixed_text(parts: tuple[Part, ...]) -> str:
+    """ "in 92.0% [91.6–92.4%] (loss), out 108.0% [107.6–108.4%] (gain)"."""
+    return ", ".join(
+        f"{p.name} {' '.join(x for x in figure(p.figure, 'pct', '%') if x)} ({p.figure.reading()})"
+        for p in parts
+    )
 
 
 def headlines(a: RunAnalysis, workload: str) -> list[Headline]:
     """Each platform's headline figure (the baseline's left out) at the workload's smallest
     instance count, in the run's platform order; a platform with neither a figure nor a reason
-    it has none is not listed."""
+    it has none is not listed. For fixed-rate clients (consolidation), the host CPU for the same
+    work (``same_work``)."""
     if a.baseline is None:
         return []
     count = min(a.counts(workload))
+    cells = _same_work_cells(a, workload)
+    if cells is not None and (base := cells.get(a.baseline)) is not None:
+        figures = {p: same_work(a, c, base) for p, c in cells.items() if c is not base}
+        return [
+            Headline(p, v, _same_work(a, cells[p], base) if v is None else None, 0, same_work=True)
+            for p, v in figures.items()
+        ]
     out = []
     for platform, rs in _at(a, workload, count).items():
         if platform == a.baseline:
@@ -173,7 +220,9 @@ def headlines(a: RunAnalysis, workload: str) -> list[Headline]:
         if why is None and v is not None and v.n == 0:
             why = _no_repetition(used)
         if why is not None or v is not None:
-            out.append(Headline(platform, None if why is not None else v, why, len(used)))
+            figure = None if why is not None else v
+            parts = _mixed(used) if figure is not None else ()
+            out.append(Headline(platform, figure, why, len(used), parts))
     return out
 
 
@@ -192,19 +241,21 @@ def keeps_line(a: RunAnalysis, workload: str) -> str | None:
             texts.append(f"{name}: left out: {h.why}")
             continue
         text = " ".join(x for x in figure(v, "pct", "%") if x)
-        kind = v.reading()
+        kind = h.reading
         base = a.label(a.baseline)
-        if kind in (LOSS, GAIN) and v.signed:
-            side = "above" if v.difference > 0 else "below"
-            texts.append(f"{name} {text.lstrip('+-')} {side} {base}")
-        elif kind in (LOSS, GAIN):
+        if kind == Reading.MIXED:
+            texts.append(f"{name} {Reading.MIXED}: {mixed_text(h.parts)}")
+        elif kind in (Reading.LOSS, Reading.GAIN) and (distance := apart(v)) is not None:
+            texts.append(f"{name} {distance[0]} {distance[1]} {base}")
+        elif kind in (Reading.LOSS, Reading.GAIN):
             texts.append(f"{name} {text}" if said else f"{name} keeps {text} of {base}")
             said = True
-        elif kind == INCONCLUSIVE:
+        elif kind == Reading.INCONCLUSIVE:
             texts.append(f"{name}: {v.describe()}")
         else:
             texts.append(f"{name} {text}: {v.describe()}")
-    n_metrics = max((h.metrics for h in found if h.figure is not None), default=0)
+    # a mixed figure is each metric's own, not their geometric mean
+    n_metrics = max((h.metrics for h in found if h.figure is not None and not h.parts), default=0)
     if not texts:
         return None
     names = a.metric_names(workload)
@@ -212,6 +263,8 @@ def keeps_line(a: RunAnalysis, workload: str) -> str | None:
         what = "composite score"
     elif n_metrics > 1:
         what = f"geometric mean of {n_metrics} throughput metrics"
+    elif any(h.parts for h in found):
+        what = "each headline metric"
     else:
         what = headline(a, workload) or ""
     where = f"{count} instance{'s' if count > 1 else ''}" + (f", {what}" if what else "")
@@ -224,10 +277,10 @@ def same_work_lines(a: RunAnalysis, workload: str) -> list[str] | None:
     interval, then each platform's SLOs (claims, ``claims.slo_claims``); None for any other
     workload. The achieved
     rates only check that the work was the same (``work_shortfall``)."""
-    count = min(a.counts(workload))
-    cells = {c.platform: c for c in a.cells if c.workload == workload and c.instances == count}
-    if not slo.has_slos(a.rows, {c.id for c in cells.values()}):
+    cells = _same_work_cells(a, workload)
+    if cells is None:
         return None
+    count = min(a.counts(workload))
     base = cells.get(a.baseline) if a.baseline else None
     costs = [_same_work(a, c, base) for p, c in cells.items() if base is None or c is not base]
     where = f"{count} instance{'s' if count > 1 else ''}"
@@ -244,6 +297,27 @@ def same_work_lines(a: RunAnalysis, workload: str) -> list[str] | None:
             "limit): " + "; ".join(levels)
         )
     return out
+
+
+def _same_work_cells(a: RunAnalysis, workload: str) -> dict[str, CellView] | None:
+    """A workload's cells at its smallest count by platform, where its clients run at fixed
+    rates under SLOs (consolidation): read on the host CPU for the same work; else None."""
+    count = min(a.counts(workload))
+    cells = {c.platform: c for c in a.cells if c.workload == workload and c.instances == count}
+    return cells if slo.has_slos(a.rows, {c.id for c in cells.values()}) else None
+
+
+def same_work(a: RunAnalysis, cell: CellView, base: CellView) -> Normalized | None:
+    """A platform's host CPU for a workload's fixed work against the baseline's (lower is
+    better), from the host CPU of each repetition (the clients' left out): what its sentence
+    (``_same_work``) and its matrix cell state. None where either's is not measured or it did
+    less work (``work_shortfall``)."""
+    h, b = a.host_cpu.get(cell.id), a.host_cpu.get(base.id)
+    if h is None or b is None or work_shortfall(a.results, cell.id, base.id):
+        return None
+    values = np.array([h.busy_cores[r] for r in sorted(h.busy_cores)])
+    base_values = np.array([b.busy_cores[r] for r in sorted(b.busy_cores)])
+    return normalize(values, base_values, higher_is_better=False)
 
 
 def _same_work(a: RunAnalysis, cell: CellView, base: CellView | None) -> str:
@@ -264,20 +338,22 @@ def _same_work(a: RunAnalysis, cell: CellView, base: CellView | None) -> str:
             f"{name} did less work than {base_name} ({', '.join(short)}): its "
             f"{100 * h.busy:.1f}% of the host is not the cost of the same work"
         )
-    values = np.array([h.busy_cores[r] for r in sorted(h.busy_cores)])
-    base_values = np.array([b.busy_cores[r] for r in sorted(b.busy_cores)])
-    v = normalize(values, base_values, higher_is_better=False)
+    v = same_work(a, cell, base)
+    assert v is not None, "both measured, the same work"
     shares = f"{100 * h.busy:.1f}% of the host against {100 * b.busy:.1f}%"
     kind = v.reading()
     est, low, high = rounded(v.ratio, v.ratio_low, v.ratio_high, 1.0)
-    if kind == NOT_TESTED:
+    if kind == Reading.NOT_TESTED:
         return f"{name} {est}× {base_name}'s ({shares}): {v.describe()}"
     text = f"{name} {est}× [{low}–{high}×] {base_name}'s ({shares})"
+    small = f"by less than {100 * PRACTICAL:.0f}%"
     return {
-        LOSS: f"{text}: more host CPU for the same work",
-        GAIN: f"{text}: less host CPU for the same work",
-        EQUIVALENT: f"{text}: {v.describe()}",
-    }.get(kind, f"{text}: {INCONCLUSIVE}")
+        Reading.LOSS: f"{text}: more host CPU for the same work",
+        Reading.GAIN: f"{text}: less host CPU for the same work",
+        Reading.SMALL_LOSS: f"{text}: more host CPU for the same work, {small}",
+        Reading.SMALL_GAIN: f"{text}: less host CPU for the same work, {small}",
+        Reading.EQUIVALENT: f"{text}: {v.describe()}",
+    }.get(kind, f"{text}: {Reading.INCONCLUSIVE}")
 
 
 def symmetry_line(a: RunAnalysis, workload: str) -> str | None:
@@ -290,7 +366,7 @@ def symmetry_line(a: RunAnalysis, workload: str) -> str | None:
     symmetric = sorted({a.label(s.cell.platform) for s in pairs if not s.asymmetric})
     lossy = [
         f"{a.label(s.cell.platform)} loses {_pct(100 * s.gap)} {s.weaker}"
-        + ("" if s.tested else f", {NOT_TESTED} (1 repetition)")
+        + ("" if s.tested else f", {Reading.NOT_TESTED} (1 repetition)")
         for s in pairs
         if s.asymmetric
     ]
@@ -350,14 +426,12 @@ def cost_text(x: Ratio) -> str:
     (within ±5%)", "2.0×: not tested (1 repetition)"."""
     what = reading(x.low, x.high, x.tested)
     est, low, high = rounded(x.estimate, x.low, x.high, 1.0)
-    if what == NOT_TESTED:
-        n = min(x.n_a, x.n_b)
-        why = f"{n} repetition{'s' if n != 1 else ''}" if n < 2 else RESOLUTION_UNKNOWN
-        return f"{est}×: {NOT_TESTED} ({why})"
+    if what == Reading.NOT_TESTED:
+        return f"{est}×: {Reading.NOT_TESTED} ({untested(x)})"
     text = f"{est}× [{low}–{high}×]"
-    if what == EQUIVALENT:
-        return f"{text}: {EQUIVALENT} (within ±{100 * PRACTICAL:.0f}%)"
-    return f"{text}: {INCONCLUSIVE}" if what == INCONCLUSIVE else text
+    if what == Reading.EQUIVALENT:
+        return f"{text}: {Reading.EQUIVALENT} (within ±{100 * PRACTICAL:.0f}%)"
+    return f"{text}: {Reading.INCONCLUSIVE}" if what == Reading.INCONCLUSIVE else text
 
 
 def scaling_series(a: RunAnalysis, workload: str) -> dict[str, list[MetricResult]]:
@@ -383,6 +457,52 @@ def scaling_series(a: RunAnalysis, workload: str) -> dict[str, list[MetricResult
     return series
 
 
+def scaling_gain(first: MetricResult, last: MetricResult) -> Ratio | None:
+    """``last``'s aggregate over ``first``'s (its platform's smallest count), with Fieller's
+    interval of the aggregates' means: what the scaling line and table read; None where either
+    has no aggregate or the first's is 0."""
+    if (
+        first.aggregate is None
+        or last.aggregate is None
+        or first.aggregate_values is None
+        or last.aggregate_values is None
+        or not first.aggregate.mean
+    ):
+        return None
+    return ratio(
+        first.aggregate_values,
+        last.aggregate_values,
+        resolutions=(first.aggregate.resolution, last.aggregate.resolution),
+    )
+
+
+def untested(x: Ratio) -> str | None:
+    """Why a ratio has no interval to read, in words ("1 repetition", "unbounded"); None where
+    it has one."""
+    if x.tested and x.bounded:
+        return None
+    n = min(x.n_a, x.n_b)
+    if n < 2:
+        return f"{n} repetition{'s' if n != 1 else ''}"
+    return RESOLUTION_UNKNOWN if x.unresolved else "unbounded"
+
+
+def efficiency_text(first: MetricResult, last: MetricResult) -> str:
+    """Scaling efficiency at ``last``'s count against ``first``'s, with its interval (the gain's,
+    over the linear gain): "95% [90–100%]"; "106% [93–120%]: no departure from linear shown"
+    where it holds 100%; "106%, not tested (1 repetition)"; "100%" at the first count itself."""
+    x = scaling_gain(first, last) if last is not first else None
+    if x is None:
+        return "100%" if last is first else ""
+    linear = last.cell.instances / first.cell.instances
+    per = 100 / linear
+    eff, low, high = rounded(per * x.estimate, per * x.low, per * x.high, 100.0)
+    if (why := untested(x)) is not None:
+        return f"{eff}%, {Reading.NOT_TESTED} ({why})"
+    text = f"{eff}% [{low}–{high}%]"
+    return f"{text}: no departure from linear shown" if x.low <= linear <= x.high else text
+
+
 def scaling_line(a: RunAnalysis, workload: str) -> str | None:
     """ "cpu scaling of the aggregate: kvm 7.6× [7.2–8.0×] at 8 vs 1 (95% [90–100%] efficiency,
     overcommitted)"; "kvm 2.1× [1.8–2.4×] at 2 vs 1: no departure from linear shown" where the
@@ -390,20 +510,9 @@ def scaling_line(a: RunAnalysis, workload: str) -> str | None:
     parts = []
     for platform, rs in scaling_series(a, workload).items():
         first, last = rs[0], rs[-1]
-        if (
-            len(rs) < 2
-            or first.aggregate is None  # never: scaling_series keeps those with an aggregate
-            or last.aggregate is None
-            or first.aggregate_values is None
-            or last.aggregate_values is None
-            or not first.aggregate.mean
-        ):
+        x = scaling_gain(first, last) if len(rs) > 1 else None
+        if x is None:
             continue
-        x = ratio(
-            first.aggregate_values,
-            last.aggregate_values,
-            resolutions=(first.aggregate.resolution, last.aggregate.resolution),
-        )
         linear = last.cell.instances / first.cell.instances
         gain, low, high = rounded(x.estimate, x.low, x.high, linear)
         per = 100 / linear
@@ -411,10 +520,10 @@ def scaling_line(a: RunAnalysis, workload: str) -> str | None:
         over = ", overcommitted" if last.overcommit else ""
         at = f"at {last.cell.instances} vs {first.cell.instances}"
         name = a.label(platform)
-        if not (x.tested and x.bounded):
-            n = min(x.n_a, x.n_b)
-            why = f"{n} repetition{'s' if n != 1 else ''}" if n < 2 else "unbounded"
-            parts.append(f"{name} {gain}× {at} ({eff}% efficiency{over}, {NOT_TESTED}: {why})")
+        if (why := untested(x)) is not None:
+            parts.append(
+                f"{name} {gain}× {at} ({eff}% efficiency{over}, {Reading.NOT_TESTED}: {why})"
+            )
         elif x.low <= linear <= x.high:
             parts.append(
                 f"{name} {gain}× [{low}–{high}×] {at}: no departure from linear shown{over}"
@@ -465,7 +574,7 @@ def density_line(a: RunAnalysis, workload: str) -> str | None:
     parts = []
     for platform, rs in _at(a, workload, min(a.counts(workload))).items():
         by_name = {r.name: r for r in rs}
-        fit, overhead = by_name.get(DENSITY), by_name.get(OVERHEAD)
+        fit, overhead = by_name.get(DENSITY.name), by_name.get(OVERHEAD.name)
         if fit is not None and overhead is not None:
             parts.append(
                 f"{a.label(platform)} {fit.single.mean:.0f} "
@@ -588,4 +697,5 @@ def verdicts(a: RunAnalysis) -> list[str]:
             density_line(a, w),
         )
         out.extend(line for line in lines if line is not None)
+        out.extend(storms.lines(a, w))
     return out + ascent_lines(a) + claims.lines(a)

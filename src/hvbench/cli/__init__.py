@@ -1,7 +1,13 @@
 """The command line: parse arguments, print progress, call the layers below.
 
-Errors meant for the user (HvbenchError and its kin) end in one line on stderr and exit code 2;
-a run with failed cells exits 1.
+Errors meant for the user (HvbenchError and its kin), and what the host refuses (OSError: a
+path that cannot be made or written), end in one line on stderr and exit code 2; a run with
+failed cells exits 1.
+
+Each command loads what it measures (the session, the runner, doctor, the study, the drivers, the
+host's tuning) only when it runs, in its body: typer reads every command's signature when the
+command line is built, so a module-level import would load the measuring side for
+``hvbench report`` too, which must work on a machine that runs no platform.
 """
 
 from __future__ import annotations
@@ -11,28 +17,22 @@ import shutil
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, TypedDict
+from typing import Annotated, NoReturn, TypedDict
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from hvbench import __version__, doctor
+from hvbench import __version__, toolenv
 from hvbench.cli import fleet as fleet_cmd
 from hvbench.cli import history as history_cmd
 from hvbench.cli import host as host_cmd
 from hvbench.cli import image as image_cmd
 from hvbench.cli import reporting
 from hvbench.cli import run as run_cmd
-from hvbench.cli.lines import print_finding
-from hvbench.cli.options import DbOption
-from hvbench.cli.study_schema import study_schema
+from hvbench.cli.lines import console, print_finding
+from hvbench.cli.options import DbOption, require_root
 from hvbench.errors import HvbenchError
-from hvbench.host.profile import MISSING
-from hvbench.host.resources import orphan_ledgers
-from hvbench.plan import estimate_seconds, misfits, sample_seconds, this_host
 from hvbench.store import TIME, Store, TimeRecord
-from hvbench.study import load_study
 
 app = typer.Typer(
     add_completion=False,
@@ -53,8 +53,8 @@ app.command("claims")(reporting.claims)
 app.command("history")(history_cmd.history)
 app.command("publish")(reporting.publish)
 
-out = Console()
-err = Console(stderr=True)
+out = console()
+err = console(stderr=True)
 
 
 @app.command()
@@ -105,17 +105,23 @@ def _time_json(stored: dict | None) -> dict | None:
 @study_app.command("check")
 def study_check(files: Annotated[list[Path], typer.Argument(help="study files")]) -> None:
     """Validate study files without running them."""
+    from hvbench.host.profile import MISSING
+    from hvbench.plan import misfits, this_host
+    from hvbench.study import load_study
+
     for file in files:
         study = load_study(file)
-        out.print(f"{file}: ok ({len(study.cells())} cells × {study.repetitions} repetitions)")
+        out.print(
+            f"{file}: ok ({len(study.cells())} cells × {study.repetitions} repetitions)",
+            soft_wrap=True,
+        )
         for misfit in misfits(study, this_host()):
-            err.print(f"{file}: warning: not on this host: {misfit}", markup=False, soft_wrap=True)
+            err.print(f"{file}: warning: not on this host: {misfit}", soft_wrap=True)
         for line in study.ignored_counts() + study.short_jobs(quick=False):
-            err.print(f"{file}: warning: {line}", markup=False, soft_wrap=True)
+            err.print(f"{file}: warning: {line}", soft_wrap=True)
         if study.profile and shutil.which("perf") is None:
             err.print(
                 f"{file}: warning: profile: {MISSING}; runs here will have no profiles",
-                markup=False,
                 soft_wrap=True,
             )
 
@@ -140,6 +146,9 @@ def study_show(
 
     The estimate is for this host and for one of as many cores whose KVM runs stock guests
     (accel: auto takes KVM there)."""
+    from hvbench.plan import estimate_seconds, sample_seconds, this_host
+    from hvbench.study import load_study
+
     study = load_study(file).quickened() if quick else load_study(file)
     here = this_host()
     hosts = {"this_host": here, "kvm_host": replace(here, kvm=True)}
@@ -197,6 +206,8 @@ def study_schema_cmd() -> None:
     With the YAML language server, a study's first line
     `# yaml-language-server: $schema=study.schema.json` names the file this printed.
     """
+    from hvbench.cli.study_schema import study_schema
+
     print(json.dumps(study_schema(), indent=2))
 
 
@@ -209,6 +220,8 @@ def doctor_cmd(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """What this host can run: every driver and tool, and how to fix what is missing."""
+    from hvbench import doctor
+
     findings = doctor.examine(drivers or ())
     if as_json:
         print(json.dumps(doctor.as_json(findings), indent=2))
@@ -221,6 +234,9 @@ def doctor_cmd(
 @app.command()
 def cleanup(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Remove what runs killed by SIGKILL or power loss left behind (from their ledgers)."""
+    from hvbench.host.resources import orphan_ledgers
+
+    require_root("cleanup", "what runs leave (namespaces, mounts, loop devices) is root's")
     removed: dict[str, list[str]] = {}
     for ledger in orphan_ledgers():
         removed[ledger.run_id] = [f"{r.kind} {r.name}" for r in ledger.live]
@@ -235,12 +251,21 @@ def cleanup(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
 
 
 def main() -> None:
-    """Console entry point: one line per user error, never a traceback."""
+    """Console entry point: one line per error a user can meet, never a traceback."""
+    toolenv.own_text()
     try:
         app()
     except HvbenchError as e:
-        err.print(f"hvbench: {e}", markup=False, highlight=False, soft_wrap=True)
-        sys.exit(e.exit_code)
+        fail(str(e), e.exit_code)
+    except OSError as e:  # the host refused: a file, a directory, a device, a full disk
+        fail(f"{e.filename}: {e.strerror}" if e.filename else str(e), 2)
     except KeyboardInterrupt:
-        err.print("hvbench: interrupted")
-        sys.exit(130)
+        fail("interrupted", 130)
+
+
+def fail(message: str, code: int) -> NoReturn:
+    """``message`` on stderr as one line (a server's or a tool's answer quoted in it may span
+    several), then exit with ``code``."""
+    line = " ".join(part.strip() for part in message.splitlines() if part.strip())
+    err.print(f"hvbench: {line}", soft_wrap=True)
+    sys.exit(code)

@@ -9,26 +9,24 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from hvbench import fleet as fleet_mod
 from hvbench.analysis import analyse
 from hvbench.analysis.hosts import across_hosts
+from hvbench.cli.lines import console
 from hvbench.cli.options import DbOption
 from hvbench.cli.run import LabelOption, parse_labels
 from hvbench.errors import HvbenchError
 from hvbench.store import Store
-from hvbench.study import load_study
 
 app = typer.Typer(no_args_is_help=True, help="Run one study on the hosts of an Ansible inventory.")
 store_app = typer.Typer(no_args_is_help=True, help="Merge result stores.")
-out = Console()
-err = Console(stderr=True)
+out = console()
+err = console(stderr=True)
 
 
 def _line(text: str) -> None:
-    err.print(text, markup=False, highlight=False, soft_wrap=True)
+    err.print(text, soft_wrap=True)
 
 
 @app.command("run")
@@ -57,6 +55,9 @@ def run(
     Prints `fleet <NAME>` first. The same command again resumes what each host had not
     finished. Exit 0: every host finished; 1: a host's study failed; 2: bad input, or a host
     where nothing could run (unreachable, no root, setup failed)."""
+    from hvbench import fleet as fleet_mod
+    from hvbench.study import load_study
+
     study = load_study(study_file)
     hosts = fleet_mod.list_hosts(inventory, limit)
     every = hosts if limit is None else fleet_mod.list_hosts(inventory)

@@ -11,7 +11,6 @@ import math
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from hvbench.analysis import claims
 from hvbench.analysis.series import (
@@ -24,6 +23,7 @@ from hvbench.analysis.series import (
     load,
     when,
 )
+from hvbench.cli.lines import console
 from hvbench.cli.options import DbOption
 from hvbench.store import Store
 from hvbench.units import interval_strings
@@ -32,7 +32,7 @@ WINDOW = 3
 """Newest runs ``--check`` looks at: a change needs two runs after it (``changes.MIN_SIDE``),
 so a nightly gate sees it on the second and third night after."""
 
-out = Console(highlight=False, soft_wrap=True)
+out = console(soft_wrap=True)
 
 
 def _as_json(s: Series) -> dict:

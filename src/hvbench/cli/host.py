@@ -1,38 +1,42 @@
 """``hvbench host check|tune|reset``: what makes figures drift on this host, set to
-benchmark-grade and back (``host.conditions``, ``host.tuning``)."""
+benchmark-grade and back (``host.conditions``, ``host.tuning``), each loaded when a command runs
+(``hvbench.cli``'s rule)."""
 
 from __future__ import annotations
 
 import json
-import os
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 
-from hvbench.cli.lines import print_finding, print_text
+from hvbench.cli.lines import console, print_finding, print_text
+from hvbench.cli.options import require_root
 from hvbench.errors import HvbenchError
-from hvbench.host import conditions, tuning
-from hvbench.host.conditions import Condition
+
+if TYPE_CHECKING:
+    from hvbench.host import tuning
+    from hvbench.host.conditions import Condition
 
 app = typer.Typer(
     no_args_is_help=True,
     help="What makes figures drift on this host (frequency, turbo, C-states, SMT, KSM, THP, "
     "NUMA, irqbalance, swap, load, KVM): check it, tune it, reset it.",
 )
-out = Console()
+out = console()
 JsonOption = Annotated[bool, typer.Option("--json")]
-MARKS = {"ok": "ok", "not benchmark-grade": "no", conditions.NOT_EXPOSED: "--", "info": "i"}
 LEFT = "C-states, SMT, NUMA, irqbalance, swap and load are left to you: `hvbench host check`"
 
 
 def _print_condition(c: Condition) -> None:
+    from hvbench.host.conditions import NOT_EXPOSED
+
+    marks = {"ok": "ok", "not benchmark-grade": "no", NOT_EXPOSED: "--", "info": "i"}
     if c.value is None:
         print_finding(out, "--", f"{c.name}: not exposed ({c.source})")
     elif c.benchmark_grade is False:
         print_finding(out, "no", f"{c.name}: {c.value}", [f"drifts: {c.effect}", f"fix: {c.fix}"])
     else:
-        print_finding(out, MARKS[c.status], f"{c.name}: {c.value}")
+        print_finding(out, marks[c.status], f"{c.name}: {c.value}")
 
 
 def _print_changes(changes: list[tuning.Change]) -> None:
@@ -44,10 +48,9 @@ def _print_changes(changes: list[tuning.Change]) -> None:
 def _refuse(command: str, changes: list[tuning.Change]) -> None:
     if failed := [x for x in changes if x.error]:
         first = failed[0]
-        fix = "; run hvbench as root" if os.geteuid() != 0 else ""
         raise HvbenchError(
             f"host {command}: {len(failed)} of {len(changes)} settings not made, first "
-            f"{first.path}: {first.error}{fix}"
+            f"{first.path}: {first.error}"
         )
 
 
@@ -57,6 +60,8 @@ def check(as_json: JsonOption = False) -> None:
 
     A condition that is not benchmark-grade comes with what it does to the figures and the
     fix; what `hvbench host tune` changed is listed at the end."""
+    from hvbench.host import conditions, tuning
+
     found = conditions.check()
     tuned = tuning.tuned()
     if as_json:
@@ -90,6 +95,9 @@ def tune(as_json: JsonOption = False) -> None:
 
     Only what is not benchmark-grade is written. Each old value goes into a ledger first, so
     `hvbench cleanup` restores a tune killed midway; a finished tune stays until reset."""
+    from hvbench.host import conditions, tuning
+
+    require_root("host tune", "it writes the kernel's settings in /sys")
     changes = tuning.tune(conditions.tunable())
     if as_json:
         print(json.dumps({"changed": [x.as_json() for x in changes]}, indent=2))
@@ -104,6 +112,9 @@ def tune(as_json: JsonOption = False) -> None:
 @app.command()
 def reset(as_json: JsonOption = False) -> None:
     """Write back every value `hvbench host tune` changed, and read each one back."""
+    from hvbench.host import tuning
+
+    require_root("host reset", "it writes the kernel's settings in /sys")
     changes = tuning.reset()
     if as_json:
         print(json.dumps({"restored": [x.as_json() for x in changes]}, indent=2))

@@ -1,4 +1,5 @@
-"""``hvbench image list|show|build|prune``: the guest images in the cache."""
+"""``hvbench image list|show|build|prune``: the guest images in the cache, each command loading
+the guest's modules when it runs (``hvbench.cli``'s rule)."""
 
 from __future__ import annotations
 
@@ -6,15 +7,13 @@ import json
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
-from hvbench.drivers import uml
-from hvbench.guest import image as guest_image
+from hvbench.cli.lines import console
 from hvbench.guest.kernel import FLAVOURS
 
 app = typer.Typer(no_args_is_help=True, help="Guest images built from Debian packages.")
-out = Console()
+out = console()
 
 
 def _mib(size: int) -> str:
@@ -24,6 +23,8 @@ def _mib(size: int) -> str:
 @app.command("list")
 def list_images(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     """Images in the cache, newest first."""
+    from hvbench.guest import image as guest_image
+
     if as_json:
         listed = [
             {"key": i.key, "dir": str(i.dir), "size": i.size, "manifest": i.manifest}
@@ -50,6 +51,8 @@ def show(
     as_json: Annotated[bool, typer.Option("--json", help="print the whole manifest")] = False,
 ) -> None:
     """An image's manifest: kernel, packages and versions, files."""
+    from hvbench.guest import image as guest_image
+
     img = guest_image.find(key)
     m = img.manifest
     if as_json:
@@ -85,6 +88,8 @@ def build(
     force: Annotated[bool, typer.Option(help="rebuild even if cached")] = False,
 ) -> None:
     """Build (or find in the cache) the image for these tools; prints its key."""
+    from hvbench.guest import image as guest_image
+
     img = guest_image.build(tools or [], kernel, force=force)
     out.print(f"{img.key} {img.dir} ({_mib(img.size)})")
 
@@ -94,6 +99,9 @@ def prune(
     keep: Annotated[int, typer.Option(min=0, help="how many of the newest images to keep")] = 0,
 ) -> None:
     """Remove cached images and what was derived from them (kernel packages stay cached)."""
+    from hvbench.drivers import uml
+    from hvbench.guest import image as guest_image
+
     removed = guest_image.prune(keep)
     roots = uml.prune_roots({i.key for i in guest_image.images()})
     out.print(f"removed {len(removed)} image(s): {' '.join(i.key for i in removed) or '-'}")

@@ -10,27 +10,28 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import platformdirs
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn
+from rich.text import Text
 
-from hvbench import doctor
 from hvbench.analysis import analyse, series
 from hvbench.analysis.run_analysis import headline_singles
-from hvbench.analysis.stats import needs_more
-from hvbench.cli.options import DbOption
+from hvbench.analysis.settling import needs_more
+from hvbench.cli.lines import console
+from hvbench.cli.options import DbOption, require_root
 from hvbench.errors import HvbenchError
 from hvbench.report import write_report
 from hvbench.report.summary import Summary, print_summary, print_wrapped, summarize
-from hvbench.runner import Progress as RunProgress
-from hvbench.session import FleetPart, NewRun, Resume, RunSession
 from hvbench.store import Store, TimeRecord
-from hvbench.study import default_study, load_study
 
-err = Console(stderr=True)
+if TYPE_CHECKING:
+    from hvbench.runner import SampleProgress
+
+err = console(stderr=True)
 REPORTS = platformdirs.user_data_path("hvbench") / "reports"
 """Where the HTML report of every run is written, next to the default store."""
 
@@ -49,7 +50,7 @@ LabelOption = Annotated[
 def tell(line: str) -> None:
     """One line for the user on stderr, as written: the runner's messages and the run's
     warnings, above the progress bar while it is drawn."""
-    err.print(line, markup=False, highlight=False, emoji=False, soft_wrap=True)
+    err.print(line, soft_wrap=True)
 
 
 def run(
@@ -83,6 +84,20 @@ def run(
             "too slow to analyse in good time, such as a nested lab)"
         ),
     ] = True,
+    skip_unavailable: Annotated[
+        bool,
+        typer.Option(
+            help="leave out, saying so, the study's platforms this host cannot run (as "
+            "`hvbench doctor` finds them) rather than refuse the run; the default study does"
+        ),
+    ] = False,
+    wait: Annotated[
+        bool,
+        typer.Option(
+            help="where another run measures on this host, wait for it to end rather than "
+            "refuse (two runs at once measure each other)"
+        ),
+    ] = False,
     as_json: Annotated[
         bool,
         typer.Option(
@@ -94,7 +109,13 @@ def run(
 ) -> None:
     """Run a study: `run <RUN_ID>` first; last, one screen: each platform's % of native per
     workload, the claims, the warnings counted, where the time went and the report's path."""
+    from hvbench.host.resources import state_dir
+    from hvbench.session import FleetPart, NewRun, Resume, RunSession
+    from hvbench.study import default_study, load_study
+
     started = time.monotonic()
+    require_root("run", "a run makes network namespaces, taps, mounts, loop devices and cgroups")
+    state_dir()  # before anything is said or examined: a run cannot start without it
     labels = parse_labels(label or [])
     if labels and resume:
         raise HvbenchError("--label is for a new run; a resumed run keeps the labels it had")
@@ -111,17 +132,12 @@ def run(
             raise HvbenchError("--resume takes the study stored with the run; give no STUDY")
         start = Resume(resume)
     else:
-        examined_s = 0.0
-        if study_file is not None:
-            study = load_study(study_file)
-        else:
-            t0 = time.monotonic()
-            study = default_study(doctor.available_drivers(doctor.examine()))
-            examined_s = time.monotonic() - t0
+        study = default_study() if study_file is None else load_study(study_file)
         part = FleetPart(fleet, fleet_host) if fleet else None
-        start = NewRun(study, quick, labels, part, examined_s)
+        skip = skip_unavailable or study_file is None  # the default names every platform
+        start = NewRun(study, quick, labels, part, skip)
     bar = Progress(
-        TextColumn("{task.description}"),
+        TextColumn("{task.description}", markup=False),
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("ETA {task.fields[eta]}"),
@@ -135,6 +151,7 @@ def run(
         on_message=tell,
         judge=imprecise_cells,
         started=started,
+        wait=wait,
     )
     if as_json:
         tell(f"run {session.run_id}")
@@ -157,20 +174,18 @@ def run(
         run_id, made = session.run_id, end.made
         said = f"report: {made.html}" if made else f"no report (hvbench report {run_id} makes it)"
         last = f"run {run_id}: {end.status}, {end.failed_samples} failed sample(s); {said}"
-        print_end(Console(), run_id, made.summary if made else None, end.time, last)
+        print_end(console(), run_id, made.summary if made else None, end.time, last)
     if end.status == "failed":
         sys.exit(1)
 
 
-def draw(bar: Progress, task: TaskID, p: RunProgress) -> None:
+def draw(bar: Progress, task: TaskID, p: SampleProgress) -> None:
     """One sample's line above the progress bar, and the bar moved on."""
-    mark = "" if p.status == "ok" else f"  [red]failed: {p.error}[/]"
-    bar.console.print(
-        f"rep {p.repetition} {p.cell.platform} × {p.cell.instances} {p.cell.workload}: "
-        f"{p.status}{mark}",
-        markup=True,
-        highlight=False,
-    )
+    cell = f"{p.cell.platform} × {p.cell.instances} {p.cell.workload}"
+    line = Text(f"rep {p.repetition} {cell}: {p.status}")
+    if p.status != "ok":
+        line.append(f"  failed: {p.error}", style="red")
+    bar.console.print(line)
     bar.update(
         task,
         total=p.total,
@@ -224,7 +239,7 @@ def print_end(
         names = summary.names
     for line in time_lines(spent, names):
         print_wrapped(console, line)
-    console.print(last, markup=False, highlight=False, emoji=False, soft_wrap=True)
+    console.print(last, soft_wrap=True)
 
 
 def time_lines(t: TimeRecord, names: dict[str, str] | None = None) -> list[str]:

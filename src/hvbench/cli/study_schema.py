@@ -14,9 +14,9 @@ from pydantic import Field, StringConstraints, create_model
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import CoreSchema, core_schema
 
-from hvbench.drivers import DRIVERS
-from hvbench.drivers.libvirt_xen import LibvirtXenDriver
-from hvbench.study import PLATFORM_NAME, ClaimModel, StudyModel
+from hvbench.claim_schema import ClaimModel
+from hvbench.drivers import EVERY_DRIVER
+from hvbench.study import PLATFORM_NAME, StudyModel
 from hvbench.units import format_size, parse_size
 from hvbench.workloads import WORKLOADS
 
@@ -53,8 +53,7 @@ class _StudyJsonSchema(GenerateJsonSchema):
 def study_schema() -> dict[str, Any]:
     """The JSON Schema of a study file: the top level with its platforms as any driver's settings
     (libvirt's with a xen:// URI among them) and its workloads as any workload's."""
-    platforms = [cls.settings_model for cls in DRIVERS.values()]
-    platforms.append(LibvirtXenDriver.settings_model)
+    platforms = [cls.settings_model for cls in EVERY_DRIVER]
     workloads = [cls.settings_model for by_tool in WORKLOADS.values() for cls in by_tool.values()]
     platform: Any = reduce(operator.or_, platforms)
     workload: Any = reduce(operator.or_, workloads)

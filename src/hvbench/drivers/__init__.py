@@ -10,7 +10,8 @@ from hvbench.drivers.docker import DockerDriver
 from hvbench.drivers.firecracker import FirecrackerDriver
 from hvbench.drivers.gvisor import GvisorDriver
 from hvbench.drivers.libvirt import LibvirtDriver
-from hvbench.drivers.libvirt_xen import LibvirtXenDriver, scheme
+from hvbench.drivers.libvirt_connection import scheme
+from hvbench.drivers.libvirt_xen import LibvirtXenDriver
 from hvbench.drivers.lxc import LxcDriver
 from hvbench.drivers.native import NativeDriver
 from hvbench.drivers.nspawn import NspawnDriver
@@ -19,7 +20,7 @@ from hvbench.drivers.qemu import QemuDriver
 from hvbench.drivers.uml import UmlDriver
 from hvbench.drivers.xen import XenDriver
 
-__all__ = ["DRIVERS", "Driver", "PlatformSettings", "driver_class"]
+__all__ = ["DRIVERS", "EVERY_DRIVER", "Driver", "PlatformSettings", "driver_class"]
 """The registry, and the contract its drivers and their settings share (what a study holds)."""
 
 DRIVERS: dict[str, type[Driver]] = {
@@ -40,6 +41,9 @@ DRIVERS: dict[str, type[Driver]] = {
         CloudHypervisorDriver,
     )
 }
+EVERY_DRIVER: tuple[type[Driver], ...] = (*DRIVERS.values(), LibvirtXenDriver)
+"""Every driver a platform may be run by: the registry's, and those ``driver_class`` picks by a
+setting under another's name (libvirt's Xen half, by its URI)."""
 
 
 def driver_class(settings: Mapping[str, Any] | PlatformSettings) -> type[Driver]:

@@ -37,7 +37,7 @@ from hvbench.guest import userland
 from hvbench.guest.agent import VsockAgent
 from hvbench.host import hugepages
 from hvbench.host.inventory import PVM_ONLY, host_is_a_guest, kvm_is_pvm_only
-from hvbench.host.network import tap_and_mac
+from hvbench.host.network import PREFIX, tap_and_mac
 from hvbench.host.process import executable
 from hvbench.host.resources import Ledger, Resource
 from hvbench.store import WhatRan
@@ -345,6 +345,10 @@ class ApiVmmDriver(Driver[S, I, ApiVmmOpened]):
         return kvm_availability(cls.vmm_name, executable(default), cls.install_hint)
 
     @classmethod
+    def check_for(cls, settings: S) -> Availability:
+        return kvm_availability(cls.vmm_name, executable(settings.binary), cls.install_hint)
+
+    @classmethod
     def ran_by_settings(cls, settings: S) -> WhatRan:
         return WhatRan(mode="kvm", modes=("kvm",), disk_cache=cls.disk_cache(settings))
 
@@ -402,7 +406,7 @@ class ApiVmmDriver(Driver[S, I, ApiVmmOpened]):
         append = [BOOT_ARGS, f"hvbench.hostname={inst.name}", self.settings.kernel_args]
         if self.settings.nic != "none":
             inst.address = self.network.address(inst.index)
-            append.append(f"hvbench.ip={inst.address}/24")
+            append.append(f"hvbench.ip={inst.address}/{PREFIX}")
             inst.tap, inst.mac = tap_and_mac(self.tap_tag, self.mac_byte, inst.index)
             made.append(self.network.add_tap(inst.tap, multi_queue=self._multi_queue_tap()))
         root = None

@@ -336,6 +336,13 @@ class Driver(ABC, Generic[S, I, R]):
     def check(cls) -> Availability:
         """Whether this host can run the driver at all (for doctor and the default study)."""
 
+    @classmethod
+    def check_for(cls, settings: S) -> Availability:
+        """Whether this host can run a platform of these settings, before a run's first sample:
+        the driver's ``check``, unless the settings name what it checks (a binary, a
+        connection)."""
+        return cls.check()
+
     def open(self) -> R:
         """Resolve what the platform's instances share for the whole run (``_resolve``: its
         image, root filesystem, connection, accelerator), once, and return it: ``start`` opens
@@ -407,14 +414,23 @@ class Driver(ABC, Generic[S, I, R]):
         """What needs every instance running (pinning their vCPUs), once all are ready."""
 
     def stop(self, instances: list[I]) -> None:
-        """Stop the instances and release everything they held: each one ended (``_end``),
-        then what it holds released, last made first (``_release``); then what the driver holds
-        for the group (``_stopped``)."""
-        for inst in instances:
+        """Stop the instances and release everything they held, all at once (one after another,
+        a storm of N would stop in N times one's time): each one ended (``_end``), then what it
+        holds released, last made first (``_release``); then what the driver holds for the
+        group (``_stopped``). One that fails to stop keeps none of the others from stopping:
+        its error is raised once all are done."""
+        failed = at_once(instances, self._stop_one)
+        self._stopped(instances)
+        if failed:
+            raise failed[0]
+
+    def _stop_one(self, inst: I) -> None:
+        """End one instance and release what it holds, even where ending it failed."""
+        try:
             self._end(inst)
+        finally:
             while inst.resources:
                 self._release(inst, inst.resources.pop())
-        self._stopped(instances)
 
     def _end(self, inst: I) -> None:
         """End the instance before what it holds is released: by default ``kill`` it."""
@@ -463,9 +479,7 @@ class Driver(ABC, Generic[S, I, R]):
         run) and return the seconds until all were ready; if any fails, let the others finish,
         stop them all and raise StartFailed with how many failed and the first error."""
         t0 = time.monotonic()
-        with ThreadPoolExecutor(max_workers=max(1, len(instances))) as pool:
-            futures = [pool.submit(start_one, inst, deadline) for inst in instances]
-            failed = [e for e in (f.exception() for f in futures) if e is not None]
+        failed = at_once(instances, lambda inst: start_one(inst, deadline))
         seconds = time.monotonic() - t0
         if failed:
             self.stop(list(instances))
@@ -479,6 +493,18 @@ class Driver(ABC, Generic[S, I, R]):
                 text = f"{self.platform}: {text}"
             raise StartFailed(text, len(failed)) from first
         return seconds
+
+
+T = TypeVar("T")
+
+
+def at_once(items: Sequence[T], work: Callable[[T], object]) -> list[BaseException]:
+    """Run ``work`` on every item at once, each in a thread of its own (a storm's instances
+    wait on their platform together, not in turn), and wait for all; the errors raised, in the
+    items' order."""
+    with ThreadPoolExecutor(max_workers=max(1, len(items))) as pool:
+        futures = [pool.submit(work, item) for item in items]
+    return [e for e in (f.exception() for f in futures) if e is not None]
 
 
 @dataclass

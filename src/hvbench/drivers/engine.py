@@ -65,6 +65,8 @@ from hvbench.drivers.oslevel import (
     mount_userland,
     overlay_root,
     pinned_cpus,
+    wait_exited,
+    wait_spawner,
 )
 from hvbench.errors import HvbenchError, InstanceError
 from hvbench.guest import image as guest_image
@@ -306,16 +308,15 @@ class TreeDriver(Driver[OS, I, TR]):
         return overlay_root(self, tree.root, home, made) if tree.booted else tree.root
 
     def ready(self, inst: EngineInstance, deadline: float) -> None:
-        """Wait until the instance answers (and a booted one's init has reached its target);
-        InstanceError with what it said otherwise."""
-        booted = self.opened.booted
-        probe = inst.exec(READY if booted else ["true"], timeout=time_left(deadline))
-        if probe.ok:
+        """Wait until the instance's init runs its first commands (``wait_spawner``), or a
+        booted one's has reached its target; InstanceError with what it said otherwise."""
+        if not self.opened.booted:
+            wait_spawner(inst, deadline)
             return
-        if booted:
+        probe = inst.exec(READY, timeout=time_left(deadline))
+        if not probe.ok:
             said = probe.text().strip() or probe.describe_failure()
             raise InstanceError(f"{inst.name}: its init did not reach {BOOT_TARGET}: {said}")
-        raise InstanceError(f"{inst.name}: first command failed: {probe.describe_failure()}")
 
     def lifecycle(self, inst: EngineInstance) -> Lifecycle | None:
         """The platform's operations on a running instance (none by default: ``refuses``
@@ -408,9 +409,7 @@ class EngineDriver(TreeDriver[OS, EngineInstance, EngineTree]):
 
     def stopped_by_checkpoint(self, inst: EngineInstance, deadline: float) -> None:
         """Wait for the checkpointed container's init to go (CRIU ended it)."""
-        if inst.init is not None:
-            with contextlib.suppress(psutil.Error):
-                inst.init.wait(time_left(deadline))
+        wait_exited(inst.init, time_left(deadline))
 
     def engine(self) -> Engine:
         """The engine ``open`` resolved (DriverNotOpen before it)."""
@@ -464,19 +463,12 @@ class EngineDriver(TreeDriver[OS, EngineInstance, EngineTree]):
         if self.needs.data_disk and self.wants_data_disk:
             data = home / "data"
             host_data_disk(self, self.settings.disk, inst, data, self.data_disk_how(), made)
-        inst.cli = self._instance_cli(inst)
         inst.companions = self.companions
         inst.container_id = f"hvb-{self.ledger.run_id[-8:]}-{inst.name}"
         remove = [*engine.cli, "rm", "--force", inst.container_id]
         made.append(self.ledger.add("command", inst.container_id, argv=remove))
-        argv = [
-            *inst.cli, "run", "--detach", "--name", inst.container_id,
-            "--hostname", inst.name, *self.limits(inst),
-            # as in the guests, where rc mounts tmpfs there: scratch space lives in memory
-            "--tmpfs", "/tmp:rw,nosuid,nodev,mode=1777", "--tmpfs", "/run:rw,nosuid,nodev,mode=755",
-            "--workdir", WORKDIR, *self._run_flags(inst, data), engine.image, *INIT,
-        ]  # fmt: skip
-        t0 = time.monotonic()  # boot is the engine's run to the first command's answer
+        argv = self.run_argv(inst, data)
+        t0 = time.monotonic()  # boot is the engine's run until the init runs its commands
         proc = subprocess.run(argv, capture_output=True, text=True, check=False,
                               timeout=time_left(deadline))  # fmt: skip
         if proc.returncode != 0:
@@ -486,6 +478,18 @@ class EngineDriver(TreeDriver[OS, EngineInstance, EngineTree]):
         self._inspect(inst)
         self.ready(inst, deadline)
         inst.boot = {"ready": round(time.monotonic() - t0, 3)}
+
+    def run_argv(self, inst: EngineInstance, data: Path | None) -> list[str]:
+        """The engine's ``run`` of the instance's container (named ``inst.container_id``),
+        detached, with the data disk mounted at ``data`` on the host where given."""
+        inst.cli = self._instance_cli(inst)
+        return [
+            *inst.cli, "run", "--detach", "--name", inst.container_id,
+            "--hostname", inst.name, *self.limits(inst),
+            # as in the guests, where rc mounts tmpfs there: scratch space lives in memory
+            "--tmpfs", "/tmp:rw,nosuid,nodev,mode=1777", "--tmpfs", "/run:rw,nosuid,nodev,mode=755",
+            "--workdir", WORKDIR, *self._run_flags(inst, data), self.engine().image, *INIT,
+        ]  # fmt: skip
 
     def _inspect(self, inst: EngineInstance) -> None:
         """The container's init on the host, its cgroup, its address (its own on the engine's

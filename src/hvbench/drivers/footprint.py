@@ -50,4 +50,5 @@ class Pace:
 KVM_PACE = Pace(slowdown=1.05, io_slowdown=1.1, start_s=1.0, core_s=1.0)
 """Under KVM guest code runs on the CPU, at about 5% over native for compute, 10% for work on a
 virtio disk. Not measured here (this host's KVM runs no stock guest): a start is TCG's over
-TCG's slowdown (``qemu.TCG_PACE``), as a boot is the guest's own work, rounded up to a second."""
+TCG's slowdown (``qemu_machine.TCG_PACE``), as a boot is the guest's own work, rounded up to a
+second."""

@@ -35,7 +35,13 @@ from typing import ClassVar, Literal, get_args
 
 from hvbench.drivers.base import Availability, Kernel, Operation
 from hvbench.drivers.footprint import Footprint, Pace
-from hvbench.drivers.oslevel import SPAWN, OciDriver, OciInstance, OsLevelSettings
+from hvbench.drivers.oslevel import (
+    SPAWN,
+    OciDriver,
+    OciInstance,
+    OsLevelSettings,
+    first_answer,
+)
 from hvbench.host.process import which
 from hvbench.store import WhatRan
 
@@ -157,6 +163,11 @@ class GvisorDriver(OciDriver[GvisorSettings]):
     def _global_flags(self) -> list[str]:
         s = self.settings
         return [f"--platform={s.platform}", f"--network={s.network}", "--overlay2=none"]
+
+    def _ready(self, inst: OciInstance, deadline: float) -> None:
+        """The first command's answer: a sandbox's files are its Sentry's, which the host does
+        not see through the sandbox's /proc/PID/root."""
+        first_answer(inst, deadline)
 
     def _runtime_described(self) -> dict:
         s = self.settings

@@ -69,8 +69,18 @@ from hvbench.drivers.console import Console
 from hvbench.drivers.disks import DATA_SERIAL, find_disk, format_data_disk
 from hvbench.drivers.footprint import Footprint
 from hvbench.drivers.last_words import last_words
-from hvbench.drivers.qemu import (
-    AccelVerdict,
+from hvbench.drivers.libvirt_connection import (
+    BINDING_FIX,
+    binding,
+    close_connection,
+    dotted,
+    is_active,
+    is_remote,
+    scheme,
+    xml_child,
+)
+from hvbench.drivers.qemu_devices import AGENT_PORT, AGENT_PORT_NR, Disk, Machine
+from hvbench.drivers.qemu_machine import (
     MachineBuilder,
     QemuSettings,
     data_device,
@@ -78,10 +88,10 @@ from hvbench.drivers.qemu import (
     nic_device,
     root_disk,
 )
-from hvbench.drivers.qemu_devices import AGENT_PORT, AGENT_PORT_NR, Disk, Machine
 from hvbench.errors import HvbenchError, InstanceError
 from hvbench.guest.agent import AgentSilent, GuestAgent
 from hvbench.host.hugepages import PAGE_KIB
+from hvbench.host.kvm import AccelVerdict
 from hvbench.host.monitor import LOCAL, STATES, HostCpuSource
 from hvbench.host.network import tap_and_mac
 from hvbench.host.process import processes
@@ -89,7 +99,6 @@ from hvbench.host.resources import Resource
 from hvbench.store import WhatRan
 
 DEFAULT_URI = "qemu:///system"
-BINDING_FIX = "./setup.sh --with-libvirt (libvirtd, and the libvirt-python binding it builds)"
 NIC_MODELS = {"virtio-net": "virtio", "e1000": "e1000", "rtl8139": "rtl8139"}
 AGENT_CHUNK = 1 << 20
 QEMU_LOGS = Path("/var/log/libvirt/qemu")
@@ -98,32 +107,8 @@ QEMU_LOGS = Path("/var/log/libvirt/qemu")
 the answer is base64."""
 
 
-def binding() -> Any:
-    """The libvirt Python binding, imported only when a libvirt platform is used; libvirt's own
-    printing of errors to stderr is switched off (they are raised, and reported once)."""
-    try:
-        import libvirt
-    except ImportError:
-        raise HvbenchError(f"libvirt: the Python binding is missing: {BINDING_FIX}") from None
-    libvirt.registerErrorHandler(lambda _ctx, _err: None, None)
-    return libvirt
-
-
 def default_uri() -> str:
     return os.environ.get("LIBVIRT_DEFAULT_URI", DEFAULT_URI)
-
-
-def is_active(domain: Any) -> bool:
-    """Whether a virDomain still runs; False once it, or its connection, is gone."""
-    try:
-        return bool(domain is not None and domain.isActive())
-    except Exception:  # libvirtError
-        return False
-
-
-def is_remote(uri: str) -> bool:
-    """A URI naming a host (``qemu+ssh://host/system``) rather than this one."""
-    return bool(urlsplit(uri).hostname)
 
 
 # settings ---------------------------------------------------------------------------------
@@ -140,7 +125,7 @@ class LibvirtSettings(QemuSettings):
 
     @model_validator(mode="after")
     def _libvirt_can(self) -> LibvirtSettings:
-        hypervisor = urlsplit(self.uri).scheme.split("+")[0]
+        hypervisor = scheme(self.uri)
         if hypervisor != "qemu":
             raise ValueError(
                 f"uri: only QEMU (qemu:///system, qemu+ssh://host/system, ...) and Xen "
@@ -201,13 +186,6 @@ class LibvirtSettings(QemuSettings):
 
 
 # domain XML -------------------------------------------------------------------------------
-
-
-def xml_child(parent: ET.Element, tag: str, text: str | None = None, **attrs: str) -> ET.Element:
-    element = ET.SubElement(parent, tag, attrs)
-    if text is not None:
-        element.text = text
-    return element
 
 
 @dataclass(frozen=True)
@@ -564,7 +542,15 @@ class LibvirtDriver(Driver[LibvirtSettings, LibvirtInstance, LibvirtOpened]):
 
     @classmethod
     def check(cls) -> Availability:
-        uri = default_uri()
+        return cls._reached(default_uri())
+
+    @classmethod
+    def check_for(cls, settings: LibvirtSettings) -> Availability:
+        return cls._reached(settings.uri)
+
+    @classmethod
+    def _reached(cls, uri: str) -> Availability:
+        """Whether the libvirt at ``uri`` answers, and what it runs."""
         try:
             libvirt = binding()
         except HvbenchError:
@@ -857,13 +843,3 @@ def _node_states(conn: Any) -> dict[str, float]:
     """A remote host's CPU states through ``conn``, under the names of /proc/stat."""
     ns = conn.getCPUStats(binding().VIR_NODE_CPU_STATS_ALL_CPUS)
     return {s: ns.get(_NODE_STATS.get(s, ""), 0) / 1e9 for s in STATES}
-
-
-def close_connection(conn: Any) -> None:
-    """Close a libvirt connection, which libvirtd may have closed first."""
-    with contextlib.suppress(Exception):  # libvirtError: libvirtd went first
-        conn.close()
-
-
-def dotted(version: int) -> str:
-    return f"{version // 1000000}.{version // 1000 % 1000}.{version % 1000}"

@@ -19,20 +19,20 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
-from urllib.parse import urlsplit
 
 from pydantic import model_validator
 
 from hvbench.drivers.base import Lifecycle, Operation
-from hvbench.drivers.libvirt import (
+from hvbench.drivers.libvirt_connection import (
     binding,
     close_connection,
     dotted,
     is_active,
     is_remote,
+    scheme,
     xml_child,
 )
-from hvbench.drivers.xen import (
+from hvbench.drivers.xen_domain import (
     NIC_MODULE,
     XenDomains,
     XenInstance,
@@ -49,11 +49,6 @@ OS_TYPE = {"pv": ("xenpv", "linux"), "pvh": ("xenpvh", "xenpvh"), "hvm": ("xenfv
 """mode -> libvirt's machine and OS type for it."""
 TSC_MODE = {"always_emulate": "emulate", "native": "native", "native_paravirt": "paravirt"}
 """xl's tsc_mode -> the mode of libvirt's tsc timer (default: no timer element)."""
-
-
-def scheme(uri: object) -> str:
-    """The hypervisor a libvirt URI names (``xen+ssh://`` -> ``xen``)."""
-    return urlsplit(uri).scheme.split("+")[0] if isinstance(uri, str) else ""
 
 
 class LibvirtXenSettings(XenSettings):

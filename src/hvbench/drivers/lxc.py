@@ -189,7 +189,7 @@ class LxcDriver(TreeDriver[LxcSettings, LxcInstance, LxcTree]):
         stop = [*enter, "lxc-stop", "--kill", *where]
         made.append(self.ledger.add("command", name, argv=stop))
         log = home / "lxc.log"
-        t0 = time.monotonic()  # boot: lxc-start to the first command's answer
+        t0 = time.monotonic()  # boot: lxc-start until the init runs its commands (``ready``)
         start = subprocess.run(
             [*enter, "lxc-start", *where, "--rcfile", str(config), "--daemon",
              "--logfile", str(log), "--logpriority", "WARN"],

@@ -21,7 +21,7 @@ from hvbench.drivers.base import Availability, Driver, Instance, Kernel, Platfor
 from hvbench.drivers.disks import HostDisk, format_data_disk
 from hvbench.drivers.footprint import Footprint, Pace
 from hvbench.errors import HvbenchError
-from hvbench.host.process import ExecResult, Running, run_bounded
+from hvbench.host.process import ExecResult, LiveProcesses, run_bounded
 from hvbench.host.storage import loop_device
 from hvbench.store import WhatRan
 from hvbench.units import Size
@@ -61,7 +61,7 @@ class NativeInstance(Instance):
     guest_is_host_processes: ClassVar[bool] = True
     ends_its_processes: ClassVar[bool] = False
     netns: str = ""
-    running: Running = field(default_factory=Running)
+    running: LiveProcesses = field(default_factory=LiveProcesses)
 
     def exec(self, argv: Sequence[str], timeout: float, stdin: bytes | None = None) -> ExecResult:
         wrapped = ["nsenter", f"--net=/run/netns/{self.netns}", "--", *argv]

@@ -153,7 +153,7 @@ class NspawnDriver(TreeDriver[NspawnSettings, NspawnInstance, Tree]):
                 "--register=no", "--keep-unit", "--quiet", "--console=pipe", "--directory",
                 str(root), *flags, "--", *args]  # fmt: skip
         log = home / "nspawn.log"
-        t0 = time.monotonic()  # boot: nspawn's start to the first command's answer
+        t0 = time.monotonic()  # boot: nspawn's start until the init runs its commands (``ready``)
         with log.open("wb") as out:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
                                     stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip

@@ -35,12 +35,13 @@ import re
 import shlex
 import signal
 import subprocess
+import threading
 import time
 from abc import abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import ClassVar, Literal, NamedTuple, TypeVar
+from typing import Any, ClassVar, Literal, NamedTuple, TypeVar
 
 import psutil
 from pydantic import PositiveInt
@@ -59,9 +60,10 @@ from hvbench.drivers.last_words import last_words
 from hvbench.errors import CommandTimeout, HvbenchError, InstanceError
 from hvbench.guest import image as guest_image
 from hvbench.guest import rootfs, userland
-from hvbench.host.process import ExecResult, Running, run_bounded, time_left, which
+from hvbench.host.process import ExecResult, LiveProcesses, run_bounded, time_left, which
 from hvbench.host.resources import Resource
 from hvbench.host.storage import attach_loop, mount
+from hvbench.toolenv import in_locale
 from hvbench.units import Size
 
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -187,6 +189,49 @@ def kill_but_init(init: psutil.Process | None, pids: Iterable[int]) -> None:
                 os.kill(pid, signal.SIGKILL)
 
 
+def wait_exited(proc: psutil.Process | None, timeout: float) -> None:
+    """Wait up to ``timeout`` seconds until ``proc`` has exited: gone, or a zombie, which holds
+    nothing any more (its files, mounts and namespaces went with its exit) and waits only for
+    whichever process reaps it: a host's init may take a second to, one zombie after another
+    (a container's init is reparented to it)."""
+    deadline = time.monotonic() + timeout
+    pause = 0.002
+    while proc is not None and time.monotonic() < deadline:
+        with contextlib.suppress(psutil.Error):
+            if not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE:
+                return
+        time.sleep(pause)
+        pause = min(2 * pause, 0.05)
+
+
+def wait_spawner(inst: CgroupContainer, deadline: float) -> None:
+    """Wait until the container's init runs its own first commands: its spawner has written
+    its pid (see INIT), read through the init's root on the host rather than by a command in
+    the container (an ``exec`` each would cost a storm half as much again as its starts);
+    InstanceError if the init ends first or the deadline passes. Where the host may not look
+    into the container's root (rootless Podman's user namespace): its first command's answer
+    (``first_answer``)."""
+    marker = Path(f"/proc/{inst.init.pid if inst.init else 0}/root{SPAWN}.pid")
+    pause = 0.001
+    try:
+        while not marker.exists():
+            if not inst.alive():
+                raise InstanceError(f"{inst.name}: the container's init ended before it was ready")
+            if time.monotonic() > deadline:
+                raise InstanceError(f"{inst.name}: the container's init ran nothing in time")
+            time.sleep(pause)
+            pause = min(2 * pause, 0.02)
+    except PermissionError:
+        first_answer(inst, deadline)
+
+
+def first_answer(inst: Instance, deadline: float) -> None:
+    """Wait for the answer to a first command in the instance; InstanceError if it failed."""
+    probe = inst.exec(["true"], timeout=time_left(deadline))
+    if not probe.ok:
+        raise InstanceError(f"{inst.name}: first command failed: {probe.describe_failure()}")
+
+
 def mount_userland(driver: Driver, image: userland.RootImage) -> Path:
     """The root filesystem image mounted read-only for the platform's run, from a read-only
     loop device (not even ext4's journal replay writes the cached image); ``close``, or
@@ -251,14 +296,14 @@ class CgroupContainer(Instance):
     container_id: str = ""
     cgroups_path: str = ""
     init: psutil.Process | None = None
-    running: Running = field(default_factory=Running)
+    running: LiveProcesses = field(default_factory=LiveProcesses)
 
     def exec(self, argv: Sequence[str], timeout: float, stdin: bytes | None = None) -> ExecResult:
         if not self.alive():
             raise InstanceError(f"{self.name}: the container is not running any more")
         try:
             result = run_bounded(
-                self.command(argv, stdin is not None),
+                self.command(in_locale(argv), stdin is not None),
                 timeout,
                 stdin,
                 on_start=self.running.started,
@@ -325,10 +370,11 @@ class OciInstance(CgroupContainer):
         kill_but_init(self.init, pids)
 
     def spawn(self, command: str, timeout: float) -> ExecResult:
-        """Hand the line to the init's spawner (see INIT) and return its output once the line
-        has run."""
+        """Hand the line to the init's spawner (see INIT), under hvbench's locale, and return
+        its output once the line has run."""
+        line = shlex.join(in_locale(["sh", "-c", command]))
         script = (
-            f"rm -f {SPAWN}.out; echo {shlex.quote(command)} > {SPAWN}; "
+            f"rm -f {SPAWN}.out; echo {shlex.quote(line)} > {SPAWN}; "
             f"while [ ! -e {SPAWN}.out ]; do sleep 0.05; done; cat {SPAWN}.out"
         )
         return self.exec(["sh", "-c", script], timeout)
@@ -362,6 +408,14 @@ class OciDriver(Driver[OS, OciInstance, OciOpened]):
     instance_class: ClassVar[type[OciInstance]] = OciInstance
     state_mounts: ClassVar[tuple[str, ...]] = ()
     """Mounts the runtime makes in its state directory and leaves there."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._firsts: list[list[Resource]] = []
+        """What each instance of the group holds first, made for all (``_prepare``)."""
+        self._netns_gone: list[Resource] = []
+        """Those of stopped instances, until the group's stop removes them together."""
+        self._lock = threading.Lock()
 
     # what a runtime differs in ---------------------------------------------------------------
 
@@ -407,19 +461,30 @@ class OciDriver(Driver[OS, OciInstance, OciOpened]):
         return OciOpened(image, root, rootfs_image, runtime, cgroup_version())
 
     def _prepare(self, count: int) -> None:
-        self.network.up()  # once, before the instances add their veths in parallel
+        """What each instance of the group makes first, for all at once: its network
+        namespace (``RunNetwork.add_host_netns_many``) and its bundle's directory, in the ledger
+        in one write each; every instance takes its own (``_instance``)."""
+        netns = self.network.add_host_netns_many(range(count))
+        bundles = self.ledger.add_many(
+            [("path", str(self._bundle(index)), {}) for index in range(count)]
+        )
+        self._firsts = [[n, b] for n, b in zip(netns, bundles, strict=True)]
+
+    def _bundle(self, index: int) -> Path:
+        """Instance ``index``'s OCI bundle: its spec, the runtime's log, its own layers."""
+        return self.workdir / f"{self.platform}-{index}"
 
     def _instance(self, index: int) -> OciInstance:
         s = self.settings
-        return self.instance_class(self.platform, index, s.vcpus, s.memory >> 20)
+        inst = self.instance_class(self.platform, index, s.vcpus, s.memory >> 20)
+        inst.resources += self._firsts[index]
+        inst.address = self.network.address(index)
+        return inst
 
     def _start_one(self, inst: OciInstance, deadline: float) -> None:
         opened, made = self.opened, inst.resources
-        netns = self.network.add_host_netns(inst.index)
-        made.append(netns)
-        inst.address = self.network.address(inst.index)
-        bundle = self.workdir / inst.name
-        made.append(self.ledger.add("path", str(bundle)))
+        netns = made[0]
+        bundle = self._bundle(inst.index)
         bundle.mkdir()
         inst.root = str(
             overlay_root(self, opened.root, bundle, made) if opened.userland else opened.root
@@ -435,11 +500,20 @@ class OciDriver(Driver[OS, OciInstance, OciOpened]):
         spec = self.spec(inst, netns.name, data_source)
         (bundle / "config.json").write_text(json.dumps(spec, indent=1))
         made.append(self.ledger.add("container", inst.container_id, runtime=inst.runtime))
-        log = bundle / "runtime.log"
-        t0 = time.monotonic()  # boot is the runtime's start to the first command's answer
+        log, pid_file = bundle / "runtime.log", bundle / "init.pid"
+        t0 = time.monotonic()  # boot is the runtime's start until the init runs its commands
         with log.open("wb") as out:
             proc = subprocess.run(
-                [*inst.runtime, "run", "--detach", "--bundle", str(bundle), inst.container_id],
+                [
+                    *inst.runtime,
+                    "run",
+                    "--detach",
+                    "--pid-file",
+                    str(pid_file),
+                    "--bundle",
+                    str(bundle),
+                    inst.container_id,
+                ],
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -449,14 +523,21 @@ class OciDriver(Driver[OS, OciInstance, OciOpened]):
         if proc.returncode != 0:
             words = last_words(proc.returncode, output=log)
             raise InstanceError(f"{inst.name}: {self.runtime_name} run failed ({words})")
-        inst.init = self._init_process(inst)
-        probe = inst.exec(["true"], timeout=time_left(deadline))
-        if not probe.ok:
-            raise InstanceError(f"{inst.name}: first command failed: {probe.describe_failure()}")
+        inst.init = self._init_process(inst, pid_file)
+        self._ready(inst, deadline)
         inst.boot = {"ready": round(time.monotonic() - t0, 3)}
 
-    def _init_process(self, inst: OciInstance) -> psutil.Process:
-        """The container's init on the host (runsc: its sandbox), from the runtime's state."""
+    def _ready(self, inst: OciInstance, deadline: float) -> None:
+        """Wait until the container runs its init's first commands (``wait_spawner``)."""
+        wait_spawner(inst, deadline)
+
+    def _init_process(self, inst: OciInstance, pid_file: Path | None = None) -> psutil.Process:
+        """The container's init on the host (runsc: its sandbox): from the file the runtime
+        wrote its pid to at ``run`` where given (one runtime command fewer per instance), else
+        from the runtime's state."""
+        with contextlib.suppress(OSError, ValueError, psutil.Error):
+            if pid_file is not None:
+                return psutil.Process(int(pid_file.read_text()))
         state = subprocess.run(
             [*inst.runtime, "state", inst.container_id],
             capture_output=True,
@@ -547,14 +628,22 @@ class OciDriver(Driver[OS, OciInstance, OciOpened]):
         }
 
     def _release(self, inst: OciInstance, res: Resource) -> None:
+        """Release one resource; its network namespace (made first, so released last) waits
+        for the group's others, to go with them in one batch (``_stopped``)."""
+        if res.kind == "netns":
+            with self._lock:
+                self._netns_gone.append(res)
+            return
         self.ledger.release(res)
-        if res.kind == "container" and inst.init is not None:
+        if res.kind == "container":
             # the runtime's delete returns before its processes are gone, and they hold the
             # data disk's mount and files in the state directory until then
-            with contextlib.suppress(psutil.Error):
-                inst.init.wait(STOP_TIMEOUT_S)
+            wait_exited(inst.init, STOP_TIMEOUT_S)
 
     def _stopped(self, instances: list[OciInstance]) -> None:
+        """The group's network namespaces, together (``Ledger.release_many``)."""
+        self.ledger.release_many(self._netns_gone)
+        self._netns_gone = []
         for inst in instances:
             inst.init = None
 
@@ -708,9 +797,7 @@ class OciLifecycle(Lifecycle):
         (old,) = [r for r in inst.resources if r.kind == "container"]
         inst.resources.remove(old)
         self.driver.ledger.release(old)
-        if inst.init is not None:
-            with contextlib.suppress(psutil.Error):
-                inst.init.wait(STOP_TIMEOUT_S)
+        wait_exited(inst.init, STOP_TIMEOUT_S)
         inst.init = None
 
     def _restore(self, images: Path, deadline: float) -> None:
@@ -719,7 +806,7 @@ class OciLifecycle(Lifecycle):
         that container once its first ``exec`` answers."""
         inst, runtime = self.inst, self.driver.runtime_name
         container_id = inst.container_id
-        bundle = self.driver.workdir / inst.name
+        bundle = self.driver._bundle(inst.index)
         inst.resources.append(
             self.driver.ledger.add("container", container_id, runtime=inst.runtime)
         )

@@ -60,7 +60,7 @@ from hvbench.guest import image as guest_image
 from hvbench.guest import rootfs, userland
 from hvbench.guest.agent import GuestAgent
 from hvbench.host.inventory import boot_id
-from hvbench.host.network import tap_and_mac
+from hvbench.host.network import PREFIX, tap_and_mac
 from hvbench.host.process import run_bounded
 from hvbench.host.resources import Ledger, Resource
 from hvbench.store import WhatRan
@@ -519,8 +519,8 @@ class UmlDriver(Driver[UmlSettings, UmlInstance, UmlOpened]):
             )
         try:
             verdict = xstate_verdict()
-        except HvbenchError as e:
-            return Availability(False, str(e), "apt-get install gcc")
+        except HvbenchError as e:  # the shim wanted gcc, or the probe a state directory
+            return Availability(False, str(e), "" if shutil.which("gcc") else "apt-get install gcc")
         version = f"UML {uml_version()}"
         if not verdict.usable:
             return Availability(False, f"{version}: {verdict.reason}", "see the UML console above")
@@ -674,7 +674,7 @@ class UmlDriver(Driver[UmlSettings, UmlInstance, UmlOpened]):
         address = self.network.address(inst.index)
         for argv in (
             ["ip", "link", "set", "vec0", "name", "eth0"],
-            ["ip", "addr", "add", f"{address}/24", "dev", "eth0"],
+            ["ip", "addr", "add", f"{address}/{PREFIX}", "dev", "eth0"],
             ["ip", "link", "set", "eth0", "up"],
         ):
             result = inst.exec(argv, timeout=30)

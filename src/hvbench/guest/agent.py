@@ -31,6 +31,7 @@ from typing import Any
 from hvbench.errors import CommandTimeout, InstanceError
 from hvbench.guest.files import EXEC_WRAPPER
 from hvbench.host.process import OUTPUT_LIMIT, STDERR_LIMIT, ExecResult
+from hvbench.toolenv import in_locale
 
 CHUNK = 4 << 20
 """Bytes asked for per guest-file-read: its base64 answer stays well under LINE_LIMIT."""
@@ -266,8 +267,10 @@ class GuestAgent:
         capture: bool = True,
         answer_within: float = ANSWER_WITHIN,
     ) -> int:
-        """Start argv in the guest; with ``capture`` qemu-ga keeps its (capped) output."""
-        args: dict[str, Any] = {"path": argv[0], "arg": list(argv[1:]), "capture-output": capture}
+        """Start argv in the guest, under hvbench's locale; with ``capture`` qemu-ga keeps its
+        (capped) output."""
+        command = in_locale(argv)
+        args: dict[str, Any] = {"path": command[0], "arg": command[1:], "capture-output": capture}
         if stdin is not None:
             args["input-data"] = base64.b64encode(stdin).decode()
         answer = self.call("guest-exec", answer_within, **args)

@@ -8,11 +8,16 @@ Nothing here touches the root namespace's addresses, routes or firewall. Address
 
 from __future__ import annotations
 
+import ctypes
+import ipaddress
 import itertools
 import os
+import socket
+import struct
 import subprocess
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import NamedTuple
 
@@ -20,12 +25,14 @@ import psutil
 
 from hvbench.errors import HvbenchError
 from hvbench.host.cgroup import Cgroup
-from hvbench.host.resources import Ledger, Resource, _run_quiet
+from hvbench.host.resources import Ledger, Resource
 
 PEER_ADDRESS = "198.18.0.1"
-PREFIX = 24
-INSTANCE_ADDRESSES = 245
-"""Instances of one group the run's network has addresses for (``address``: 198.18.0.10-254)."""
+PREFIX = 16
+FIRST_INSTANCE = ipaddress.IPv4Address("198.18.0.10")
+INSTANCE_ADDRESSES = (1 << (32 - PREFIX)) - 10 - 1
+"""Instances of one group the run's network has addresses for (``address``: 198.18.0.10 to
+198.18.255.254): a storm of hundreds of containers, as their users start."""
 ENGINE_HOSTS = range(2, 10)
 """The last byte of the addresses of the engines' hosts (``add_engine_netns``): 198.18.0.2-9."""
 BRIDGE = "hvbr0"
@@ -56,6 +63,72 @@ def _ip(*args: str) -> None:
             f"ip {' '.join(args)} failed: {proc.stderr.strip()} "
             "(hvbench needs root and iproute2 to make the run's network namespace)"
         )
+
+
+def _ip_batch(netns: str | None, lines: Sequence[str], force: bool = False) -> None:
+    """``ip -batch`` of ``lines``, inside ``netns`` where given: one process for many
+    commands. ``force``: go on past a failing line and say nothing of it (a removal of what
+    may be gone already); else HvbenchError with ``ip``'s words at the first."""
+    if not lines:
+        return
+    where = ["-n", netns] if netns else []
+    proc = subprocess.run(
+        ["ip", *where, *(["-force"] if force else []), "-batch", "-"],
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0 and not force:
+        raise HvbenchError(
+            f"ip {' '.join(where)} -batch failed: {proc.stderr.strip()[-300:]} "
+            "(hvbench needs root and iproute2 to make the run's network namespace)"
+        )
+
+
+CLONE_NEWNET = 0x40000000
+RTM_NEWLINK, RTM_NEWADDR, NLMSG_ERROR = 16, 20, 2
+NLM_F_REQUEST, NLM_F_ACK, NLM_F_EXCL, NLM_F_CREATE = 0x1, 0x4, 0x200, 0x400
+IFA_ADDRESS, IFA_LOCAL, IFF_UP = 1, 2, 0x1
+
+
+def _configure_inside(namespaces: Sequence[tuple[str, str]]) -> None:
+    """In each (namespace, address): lo up, the address on eth0, eth0 up, as ``ip -n NS``
+    would, by netlink from this thread, which enters each namespace in turn (an ``ip`` each
+    would cost a storm a process per instance). Run it in a thread of its own that ends after:
+    it stays in the last namespace. HvbenchError with the kernel's word where one fails."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    for ns, address in namespaces:
+        fd = os.open(f"/run/netns/{ns}", os.O_RDONLY)
+        try:
+            if libc.setns(fd, CLONE_NEWNET) != 0:
+                raise HvbenchError(f"setns {ns}: {os.strerror(ctypes.get_errno())}")
+        finally:
+            os.close(fd)
+        eth0 = socket.if_nametoindex("eth0")
+        ip = socket.inet_aton(address)
+        on_eth0 = struct.pack("=BBBBI", socket.AF_INET, PREFIX, 0, 0, eth0) + b"".join(
+            struct.pack("=HH", 8, kind) + ip for kind in (IFA_LOCAL, IFA_ADDRESS)
+        )
+        requests = [
+            (RTM_NEWLINK, _link_up(socket.if_nametoindex("lo")), 0),
+            (RTM_NEWADDR, on_eth0, NLM_F_CREATE | NLM_F_EXCL),
+            (RTM_NEWLINK, _link_up(eth0), 0),
+        ]
+        with socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE) as nl:
+            for seq, (kind, body, flags) in enumerate(requests):
+                flags |= NLM_F_REQUEST | NLM_F_ACK
+                nl.send(struct.pack("=IHHII", 16 + len(body), kind, flags, seq, 0) + body)
+                answer = nl.recv(65536)
+                answered = struct.unpack("=H", answer[4:6])[0]
+                error = struct.unpack("=i", answer[16:20])[0] if answered == NLMSG_ERROR else 0
+                if error:
+                    raise HvbenchError(f"netlink in {ns} ({address}): {os.strerror(-error)}")
+
+
+def _link_up(index: int) -> bytes:
+    """A link's ifinfomsg that sets it up."""
+    return struct.pack("=BxHiII", socket.AF_UNSPEC, 0, index, IFF_UP, IFF_UP)
 
 
 class EngineHost(NamedTuple):
@@ -97,7 +170,7 @@ class RunNetwork:
     @staticmethod
     def address(index: int) -> str:
         """The address of instance ``index`` of the group being run."""
-        return f"198.18.0.{10 + index}"
+        return str(FIRST_INSTANCE + index)
 
     @property
     def netns_path(self) -> str:
@@ -129,33 +202,34 @@ class RunNetwork:
     def add_host_netns(self, index: int) -> Resource:
         """A namespace of its own for a host-side instance (native, containers), on the bridge
         through a veth pair; the resource's name is the namespace's."""
+        return self.add_host_netns_many([index])[0]
+
+    def add_host_netns_many(self, indices: Sequence[int]) -> list[Resource]:
+        """``add_host_netns`` for a group's instances at once: all in the ledger in one write
+        before any is made, made by three ``ip -batch`` runs and set up inside by netlink
+        (``_configure_inside``): one ``ip`` command at a time, a storm of N would run 7N."""
         self.up()
-        ns = f"{self.netns}-i{index}"
-        outer, inner = f"hvv{index}", "eth0"
-        res = self.ledger.add("netns", ns)
-        # the kernel destroys a deleted namespace in the background, with the veth it held: the
-        # outer end of the previous group's instance may still be on the bridge
-        _run_quiet(["ip", "-n", self.netns, "link", "delete", outer])
-        _ip("netns", "add", ns)
-        _ip("-n", ns, "link", "set", "lo", "up")
-        _ip(
-            "-n",
-            self.netns,
-            "link",
-            "add",
-            outer,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            inner,
-            "netns",
-            ns,
-        )
-        _ip("-n", self.netns, "link", "set", outer, "master", BRIDGE, "up")
-        _ip("-n", ns, "addr", "add", f"{self.address(index)}/{PREFIX}", "dev", inner)
-        _ip("-n", ns, "link", "set", inner, "up")
-        return res
+        names = [f"{self.netns}-i{index}" for index in indices]
+        made = self.ledger.add_many([("netns", ns, {}) for ns in names])
+        pairs = list(zip(indices, names, strict=True))
+        try:
+            # the kernel destroys a deleted namespace in the background, with the veth it held:
+            # the outer end of the previous group's instance may still be on the bridge
+            _ip_batch(self.netns, [f"link delete hvv{index}" for index in indices], force=True)
+            _ip_batch(None, [f"netns add {ns}" for ns in names])
+            _ip_batch(self.netns, [
+                line
+                for index, ns in pairs
+                for line in (f"link add hvv{index} type veth peer name eth0 netns {ns}",
+                             f"link set hvv{index} master {BRIDGE} up")
+            ])  # fmt: skip
+            inside = [(ns, self.address(index)) for index, ns in pairs]
+            with ThreadPoolExecutor(max_workers=1) as pool:  # a thread that enters them all
+                pool.submit(_configure_inside, inside).result()
+        except BaseException:
+            self.ledger.release_many(made)
+            raise
+        return made
 
     def add_engine_netns(self) -> EngineHost:
         """A namespace on the bridge for a container engine that holds it for the whole run (a

@@ -75,7 +75,7 @@ class _Capture(threading.Thread):
         return b"".join(self.chunks)
 
 
-class Running:
+class LiveProcesses:
     """The host processes of the commands in flight (``run_bounded``'s ``on_start`` and
     ``on_exit``), for an instance whose commands are its processes (native, a container)."""
 

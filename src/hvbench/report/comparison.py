@@ -17,10 +17,12 @@ from hvbench.analysis.compare import (
     Comparison,
     MetricChange,
 )
+from hvbench.analysis.intervals import RESOLUTION_UNKNOWN
 from hvbench.analysis.model import RunAnalysis
 from hvbench.analysis.normalize import rounded
-from hvbench.analysis.stats import MAX_REPETITIONS, MAX_RUNS, NOT_TESTED, RESOLUTION_UNKNOWN
-from hvbench.report.tables import Table, with_ci
+from hvbench.analysis.readings import Reading
+from hvbench.analysis.settling import MAX_REPETITIONS, MAX_RUNS
+from hvbench.report.tables import MEAN_CI, Table, with_ci
 
 BEFORE_CORRECTION = "significant only before Holm's correction"
 ASSUMED_ONLY = "significant only at the assumed allowance"
@@ -129,7 +131,7 @@ def to_settle(c: Comparison, ch: MetricChange) -> str:
     for an unchanged metric, its own change keeps it open: more than were given, and it says
     so; where no count within reach would, that none would; "" where nothing is to settle."""
     j = ch.judged
-    if ch.verdict == NOT_TESTED:
+    if ch.verdict == Reading.NOT_TESTED:
         if min(j.ratio.n_a, j.ratio.n_b) >= 2:
             return "a workload that states its resolution, or a job whose repetitions differ"
         return "2 or more repetitions a side"
@@ -180,7 +182,7 @@ def changes_table(c: Comparison) -> Table:
         ],
         kind="compare",
         notes=[
-            "A, B: mean ±95% CI of the per-instance figure's observations; change = mean(B) / "
+            f"A, B: the per-instance figure's observations, {MEAN_CI}; change = mean(B) / "
             f"mean(A) − 1 with Fieller's {level}% interval (a signed figure, such as an "
             "overhead that can be below 0: mean(B) − mean(A) in its unit, with Welch's, its "
             "threshold relative to |mean(A)|), bounds rounded outward; " + observations(c),
@@ -264,7 +266,7 @@ def _outcome(c: Comparison) -> str:
             f"pass: no regression, and {each} {heads} settled: "
             f"within ±{100 * c.threshold:.0f}%, or significantly better ({family})"
         )
-    inconclusive = [ch for ch in c.unsettled if ch.verdict != NOT_TESTED]
+    inconclusive = [ch for ch in c.unsettled if ch.verdict != Reading.NOT_TESTED]
     untested = len(c.unsettled) - len(inconclusive)
     parts = []
     if inconclusive:
@@ -348,7 +350,7 @@ def summary_lines(c: Comparison) -> list[str]:
         )
     for ch in c.unsettled:
         why = to_settle(c, ch)
-        if ch.verdict == NOT_TESTED:
+        if ch.verdict == Reading.NOT_TESTED:
             what = (
                 RESOLUTION_UNKNOWN
                 if min(ch.judged.ratio.n_a, ch.judged.ratio.n_b) >= 2

@@ -32,9 +32,9 @@ import io
 import json
 import math
 
+from hvbench.analysis.intervals import SampleSummary
 from hvbench.analysis.model import MetricResult, RunAnalysis
 from hvbench.analysis.normalize import Normalized
-from hvbench.analysis.stats import SampleSummary
 
 COLUMNS = [
     "run_id",

@@ -17,14 +17,13 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from markupsafe import Markup
 
 from hvbench.analysis.compare import Comparison
+from hvbench.analysis.matrix import MEANINGS, SUSPECT
 from hvbench.analysis.model import RunAnalysis
-from hvbench.analysis.stats import EQUIVALENT, GAIN, INCONCLUSIVE, LOSS, NOT_TESTED
+from hvbench.analysis.readings import Reading
 from hvbench.analysis.verdict import verdicts
 from hvbench.report.comparison import changes_table, summary_lines
 from hvbench.report.summary import (
-    LEFT_OUT,
-    MEANINGS,
-    NOT_A_WIN,
+    boot_line,
     column_title,
     elsewhere,
     legend,
@@ -32,7 +31,6 @@ from hvbench.report.summary import (
     summarize,
 )
 from hvbench.report.tables import (
-    SUSPECT,
     Table,
     claims_table,
     conditions_table,
@@ -53,17 +51,19 @@ ENV = Environment(
     lstrip_blocks=False,
 )
 
-
 READING_CLASS = {
-    LOSS: "loss",
-    GAIN: "gain",
-    EQUIVALENT: "same",
-    INCONCLUSIVE: "unsure",
-    NOT_TESTED: "untested",
-    LEFT_OUT: "untested",
-    NOT_A_WIN: "untested",
+    Reading.LOSS: "loss",
+    Reading.SMALL_LOSS: "small-loss",
+    Reading.GAIN: "gain",
+    Reading.SMALL_GAIN: "small-gain",
+    Reading.MIXED: "mixed",
+    Reading.EQUIVALENT: "same",
+    Reading.INCONCLUSIVE: "unsure",
+    Reading.NOT_TESTED: "untested",
+    Reading.LEFT_OUT: "untested",
+    Reading.NOT_A_WIN: "untested",
 }
-"""The matrix's cells' CSS class of each reading (``summary.MARKS``): the stylesheet's colour."""
+"""The matrix's cells' CSS class of each reading (``matrix.MARKS``): the stylesheet's colour."""
 
 
 @dataclass
@@ -104,6 +104,7 @@ def render(a: RunAnalysis) -> str:
         columns={w: column_title(summary, w) for w in summary.workloads},
         legend=legend(summary),
         elsewhere=elsewhere(summary),
+        boot_line=boot_line(summary) if summary.boots else None,
         meanings=MEANINGS,
         reading_class=READING_CLASS,
         warnings=warnings(a),

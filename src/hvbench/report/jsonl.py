@@ -185,7 +185,7 @@ def _claim_lines(a: RunAnalysis) -> list[dict]:
 def _verdict_lines(a: RunAnalysis) -> list[dict]:
     """One line per cell of the run's matrix (``report.summary``): metric ``verdict``, the
     platform's headline % of the baseline as the value (null: none, or a difference), its
-    interval, reading and printed text in the metadata (``Verdict.as_json``), the same data as
+    interval, reading and printed text in the metadata (``MatrixCell.as_json``), the same data as
     ``hvbench run --json`` gives."""
     return [
         {

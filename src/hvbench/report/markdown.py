@@ -36,7 +36,7 @@ def render(a: RunAnalysis) -> str:
     out = [f"# hvbench report: {_cell(a.study_name)} (run {a.run_id})", ""]
     found = warnings(a)
     if (count := found.summary()) is not None:
-        out += [f"[{count}](#warnings), after the results", ""]
+        out += [f"[{count}](#{found.anchor()}), after the results", ""]
     if lines := verdicts(a):
         out += ["## Verdict", "", *(f"- {_cell(v)}" for v in lines), ""]
     if (claims := claims_table(a)) is not None:

@@ -34,9 +34,9 @@ from matplotlib.typing import RcKeyType
 from numpy.typing import ArrayLike
 
 from hvbench.analysis.cost import HOST_STATES
+from hvbench.analysis.intervals import SampleSummary
 from hvbench.analysis.model import MetricResult, RunAnalysis
 from hvbench.analysis.normalize import signed
-from hvbench.analysis.stats import SampleSummary
 from hvbench.analysis.verdict import scaling_series
 
 FONT_PT = 9

@@ -10,7 +10,11 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from hvbench.analysis.aggregate import INSTANCE_PERCENTILES
+from hvbench.analysis.claims import instance_percentile
 from hvbench.analysis.cost import HOST_STATES, same_work, work_cost, work_shortfall
+from hvbench.analysis.intervals import BELOW_RESOLUTION, NOISY_CV, RESOLUTION_UNKNOWN, SampleSummary
+from hvbench.analysis.matrix import SUSPECT
 from hvbench.analysis.model import (
     ASYMMETRY,
     COMPOSITE,
@@ -21,23 +25,13 @@ from hvbench.analysis.model import (
     pick_baseline_cell,
 )
 from hvbench.analysis.normalize import CLIPPED, Normalized, figure, signed
-from hvbench.analysis.stats import (
-    BELOW_RESOLUTION,
-    BIMODAL_LEVEL,
-    EQUIVALENT,
-    INCONCLUSIVE,
-    NOISY_CV,
-    NOT_TESTED,
-    OUTLIER_LEVEL,
-    OUTLIER_MIN_REL,
-    PRACTICAL,
-    RESOLUTION_UNKNOWN,
-    TREND_MIN_N,
-    SampleSummary,
-    count_interval,
-    null_threshold,
-)
-from hvbench.analysis.verdict import cost_text
+from hvbench.analysis.outliers import BIMODAL_LEVEL, OUTLIER_LEVEL, OUTLIER_MIN_REL, null_threshold
+from hvbench.analysis.readings import Reading
+from hvbench.analysis.stats import PRACTICAL, count_interval, quantile_test
+from hvbench.analysis.storms import PERCENTILES, Storm, bend_text, estimate_text, storms
+from hvbench.analysis.trends import TREND_MIN_N
+from hvbench.analysis.verdict import cost_text, efficiency_text
+from hvbench.analysis.warning_counts import WarningCounts
 from hvbench.store import CellView
 from hvbench.units import interval_decimals, interval_strings, number_text, round_up
 
@@ -78,10 +72,15 @@ FLOORED_NOTE = (
     f"{FLOORED}: the interval of the mean reached below 0, which the figure cannot (a time, a "
     "rate, a size); its lower bound is 0, and the interval holds the truth as often"
 )
+
+BURSTY = "too few repetitions for bursty counts"
 COUNT_NOTE = (
     "counts: their total over the repetitions and their range a repetition; the interval of "
-    "the mean a repetition is Poisson's exact one, widened to Student's (floored at 0) where "
-    "the repetitions vary more than Poisson counts do"
+    "the mean a repetition is Poisson's exact one, which holds where the events are "
+    f"independent; {BURSTY}: the repetitions vary more than Poisson counts do (their variance "
+    "over their mean beyond its χ² law, p < 0.05), and no interval of the mean of a few bursty "
+    "counts holds its 95% (Student's covers 65–83% of negative binomial ones at 3–5 "
+    "repetitions)"
 )
 CLIPPED_NOTE = (
     f"{CLIPPED} a bound at 0 (a loss's at 100): Fieller's interval of the ratio reached below 0, "
@@ -108,8 +107,6 @@ COUNT = "count"
 OF_INSTANCES = {"boot.storm.failed": ("boots", "failed")}
 """Counts out of a cell's instances in each repetition (a storm's failed boots): what is
 counted, and what happened to those counted."""
-SUSPECT = "§"
-"""Marks a figure above the baseline that cannot be a win (``MetricResult.suspect``)."""
 
 
 @dataclass
@@ -130,6 +127,13 @@ class Table:
 
 WIDE = 8
 """Tables with more metric columns than this are printed with metrics as rows instead."""
+SYMMETRIC_REL = 1e-9
+"""An interval whose two sides differ by less than this share is symmetric (Student's, up to
+the float's rounding): only such a one is printed as mean ± half-width."""
+MEAN_CI = (
+    "mean ±half-width of its 95% confidence interval, or mean [low–high] where that interval "
+    "is not symmetric (the bootstrap's, from 10 repetitions)"
+)
 
 
 def fit(t: Table) -> Table:
@@ -159,21 +163,26 @@ def num(x: float | None) -> str:
 
 def with_ci(s: SampleSummary, floor: bool = False) -> str:
     """ "54.2 ±0.43": mean and the CI's half-width to the digits that width supports
-    (``units.interval_decimals``; the mean alone when n = 1); ``floor``, for a figure that
-    cannot be below 0: "6.7 [0–16], floored at 0" where its interval reached below 0; "4.21
-    ±0.26, below the measurement's resolution" or "4.209, identical repetitions: resolution
-    unknown" where the repetitions show no spread the measurement resolves."""
+    (``units.interval_decimals``; the mean alone when n = 1), where the interval is symmetric
+    (Student's); "1.9 [0.7–6.2]" where it is not (the bootstrap's, from 10 repetitions: a ±
+    of its half-width would misstate both bounds, the lower one below 0 for a time);
+    ``floor``, for a figure that cannot be below 0: "6.7 [0–16], floored at 0" where its
+    interval reached below 0; "4.21 ±0.26, below the measurement's resolution" or "4.209,
+    identical repetitions: resolution unknown" where the repetitions show no spread the
+    measurement resolves."""
     if s.identical == RESOLUTION_UNKNOWN:
         return f"{num(s.mean)}, {RESOLUTION_UNKNOWN}"
     if s.n < 2 or not math.isfinite(s.ci_low):
         return num(s.mean)
+    est, low, high = interval_strings(s.mean, s.ci_low, s.ci_high)
     if floor and s.ci_low < 0 <= s.mean:
-        est, _, high = interval_strings(s.mean, s.ci_low, s.ci_high)
         text = f"{est} [0–{high}], {FLOORED}"
-    else:
+    elif math.isclose(s.ci_high - s.mean, s.mean - s.ci_low, rel_tol=SYMMETRIC_REL):
         d = interval_decimals(s.mean, s.ci_low, s.ci_high)
         half = round_up((s.ci_high - s.ci_low) / 2, d)
         text = f"{number_text(s.mean, d)} ±{number_text(half, d)}"
+    else:
+        text = f"{est} [{low}–{high}]"
     return f"{text}, {s.identical}" if s.identical else text
 
 
@@ -211,10 +220,6 @@ def resolution_notes(cells: list[str]) -> list[str]:
     return [note for label, note in notes.items() if any(label in c for c in cells)]
 
 
-def pct(x: float | None) -> str:
-    return "n/a" if x is None or not math.isfinite(x) else f"{x:.0f}"
-
-
 def relative(v: Normalized, kind: str = "pct") -> str:
     """A figure against the baseline with its interval and what it allows one to say: "84.2
     [79.0–90.3]", "99.1 [97.3–102.0]†" (no significant difference), "95 [85–103]‡"
@@ -225,15 +230,17 @@ def relative(v: Normalized, kind: str = "pct") -> str:
     if v.reference:
         return text
     what = v.reading()
-    if what == NOT_TESTED:
+    if what == Reading.NOT_TESTED:
         return f"{text}, {v.describe()}"
-    mark = {EQUIVALENT: NOT_SIGNIFICANT, INCONCLUSIVE: INCONCLUSIVE_MARK}.get(what, "")
+    mark = {Reading.EQUIVALENT: NOT_SIGNIFICANT, Reading.INCONCLUSIVE: INCONCLUSIVE_MARK}.get(
+        what, ""
+    )
     return f"{text} {interval}{mark}".rstrip()
 
 
 def muted(cell: str) -> bool:
     """A relative figure that states no difference (HTML greys it)."""
-    return NOT_SIGNIFICANT in cell or INCONCLUSIVE_MARK in cell or NOT_TESTED in cell
+    return NOT_SIGNIFICANT in cell or INCONCLUSIVE_MARK in cell or Reading.NOT_TESTED in cell
 
 
 def relative_notes(cells: list[str]) -> list[str]:
@@ -243,7 +250,7 @@ def relative_notes(cells: list[str]) -> list[str]:
         notes.append(NS_NOTE)
     if any(INCONCLUSIVE_MARK in c for c in cells):
         notes.append(INCONCLUSIVE_NOTE)
-    if any(NOT_TESTED in c for c in cells):
+    if any(Reading.NOT_TESTED in c for c in cells):
         notes.append(NOT_TESTED_NOTE)
     if any(CLIPPED in c for c in cells):
         notes.append(CLIPPED_NOTE)
@@ -285,7 +292,7 @@ def values_table(a: RunAnalysis, workload: str, count: int) -> Table:
         ["platform", "n", *labels],
         kind="values",
         notes=[
-            "mean per instance ±half-width of its 95% confidence interval; n = repetitions; "
+            f"per instance: {MEAN_CI}; n = repetitions; "
             "↑ higher is better, ↓ lower is better; (median …) where some repetitions stand "
             "apart from the rest (outliers, two groups, steal time: see the noise table)"
         ],
@@ -299,7 +306,7 @@ def values_table(a: RunAnalysis, workload: str, count: int) -> Table:
     for p, row in zip(platforms, grid, strict=True):
         n = max((r.single.n for r in row if r), default=0)
         cells = [
-            (value_text(r) + (f" (median {num(r.single.median)})" if a.skewed(r) else ""))
+            (value_text(a, r) + (f" (median {num(r.single.median)})" if a.skewed(r) else ""))
             if r
             else a.text_only.get(MetricKey(p, workload, count, name), "")
             for name, r in zip(names, row, strict=True)
@@ -311,10 +318,19 @@ def values_table(a: RunAnalysis, workload: str, count: int) -> Table:
     return t
 
 
-def value_text(r: MetricResult) -> str:
+def value_text(a: RunAnalysis, r: MetricResult) -> str:
     """A figure's repetitions as its values table shows them: a count as a count
-    (``count_text``), any other figure as its mean with its interval (``with_ci``)."""
-    return count_text(r) if r.unit == COUNT else with_ci(r.single, floored(r))
+    (``count_text``); a percentile over the cell's instances as that of every instance in every
+    repetition, with its order-statistic interval ("17.9 [17.3–19.1], p99 of the 500
+    boot.ready_s"); any other figure as its mean with its interval (``with_ci``)."""
+    if r.unit == COUNT:
+        return count_text(r)
+    if (pooled := instance_percentile(a, r)) is not None:
+        p, values = pooled
+        t = quantile_test(values, p / 100)
+        est, low, high = interval_strings(t.estimate, t.low, t.high)
+        return f"{est} [{low}–{high}], p{p} of the {t.n} {INSTANCE_PERCENTILES[r.name].of}"
+    return with_ci(r.single, floored(r))
 
 
 def _single(r: MetricResult) -> Normalized | None:
@@ -481,8 +497,12 @@ def statistics_table(a: RunAnalysis, workload: str) -> Table:
         s = r.single
         ci = interval_text(s, floored(r)) if s.n > 1 else "n/a"
         if r.unit == COUNT and s.n > 1:
-            _, low, high = interval_strings(s.mean, *count_interval(r.single_values))
-            ci = f"{low}–{high} (a count: Poisson's)"
+            c = count_interval(r.single_values)
+            if c.bursty:
+                ci = f"{BURSTY} (variance {c.dispersion:.2g}× the mean)"
+            else:
+                _, low, high = interval_strings(s.mean, c.low, c.high)
+                ci = f"{low}–{high} (a count: Poisson's, if its events are independent)"
         elif s.identical:
             ci = s.identical if s.identical == RESOLUTION_UNKNOWN else f"{ci}, {s.identical}"
         t.rows.append(
@@ -530,14 +550,18 @@ def scaling_table(a: RunAnalysis, workload: str) -> Table | None:
         ],
         kind="scaling",
         notes=[
-            "aggregate = sum over the instances, mean ±95% CI over repetitions; spread = "
+            f"aggregate = sum over the instances; {MEAN_CI}, over repetitions; spread = "
             "min–max of the instances' means; efficiency = aggregate / (N × aggregate per "
-            "instance at the smallest count); overcommit = more vCPUs than host cores; "
+            "instance at the smallest count), with the 95% interval of its aggregates' ratio "
+            "(Fieller's); overcommit = more vCPUs than host cores; "
             "aggregate % of the baseline for headline metrics only"
         ],
     )
     order = {p: i for i, p in enumerate(a.platforms)}
     metric_order = {n: i for i, n in enumerate(a.metric_names(workload))}
+    first: dict[tuple[str, str], MetricResult] = {}  # each figure at its platform's fewest
+    for r, _ in sorted(rows, key=lambda ra: -ra[0].cell.instances):
+        first[(r.cell.platform, r.name)] = r
     for r, aggregate in sorted(
         rows,
         key=lambda ra: (order[ra[0].cell.platform], metric_order[ra[0].name], ra[0].cell.instances),
@@ -552,7 +576,7 @@ def scaling_table(a: RunAnalysis, workload: str) -> Table | None:
                 f"{num(float(r.per_instance.min()))}–{num(float(r.per_instance.max()))}",
                 with_ci(aggregate, floored(r)),
                 relative(agg) if agg else "",
-                pct(100 * r.efficiency) + "%" if r.efficiency is not None else "",
+                efficiency_text(first[(r.cell.platform, r.name)], r),
                 {True: "yes", False: "no", None: "?"}[r.overcommit],
             ]
         )
@@ -570,17 +594,19 @@ def symmetry_table(a: RunAnalysis) -> Table | None:
         ["workload", "platform", "instances", "metric", "inbound", "outbound", "out/in", "verdict"],
         kind="symmetry",
         notes=[
-            "per instance, mean ±95% CI; asymmetric when the weaker direction is more than 15% "
+            f"per instance, {MEAN_CI}; asymmetric when the weaker direction is more than 15% "
             "below the stronger and the difference is significant (Welch, p < 0.05)"
         ],
     )
     for s in a.symmetry:
         if s.asymmetric and not s.tested:
-            verdict = f"{s.weaker} {100 * s.gap:.0f}% lower, {NOT_TESTED} (1 repetition)"
+            verdict = f"{s.weaker} {100 * s.gap:.0f}% lower, {Reading.NOT_TESTED} (1 repetition)"
         elif s.asymmetric:
             verdict = f"asymmetric: {s.weaker} {100 * s.gap:.0f}% lower"
         elif s.gap > ASYMMETRY:  # a large gap the test could not confirm
-            verdict = f"{INCONCLUSIVE}: {s.weaker} {100 * s.gap:.0f}% lower, not significant"
+            verdict = (
+                f"{Reading.INCONCLUSIVE}: {s.weaker} {100 * s.gap:.0f}% lower, not significant"
+            )
         else:
             verdict = "symmetric"
         t.rows.append(
@@ -731,8 +757,61 @@ def workload_tables(a: RunAnalysis, workload: str) -> list[Table]:
         )
     if (t := scaling_table(a, workload)) is not None:
         out.append(t)
+    out.extend(storm_table(a, s) for s in storms(a) if s.workload == workload)
     out.append(statistics_table(a, workload))
     return out
+
+
+def storm_table(a: RunAnalysis, storm: Storm) -> Table:
+    """A platform's boot storm as one reads it: per count, how long until all are ready, how
+    the single boots spread (p50, p95 of every boot of every storm, where enough instances stand
+    behind them), the failures; under it, the fitted line and where the curve bends."""
+    t = Table(
+        f"{a.title(storm.workload)} storm: {a.label(storm.platform)}",
+        [
+            "instances",
+            "repetitions",
+            "all ready (s)",
+            *(f"p{p} ready (s)" for p in PERCENTILES),
+            "failed",
+        ],
+        kind="storm",
+        notes=[
+            f"all ready: {MEAN_CI}, over the storm's repetitions; p50, p95: of each instance's "
+            "ready time, over every boot of every repetition at that count, with the interval "
+            "between two order statistics (no normal noise assumed)"
+        ],
+    )
+    left_out: list[str] = []
+    for c in storm.counts:
+        cells = []
+        for q in c.percentiles:
+            if q.shortfall is not None:
+                cells.append("")
+                left_out.append(f"p{q.p} at {c.instances}: {q.shortfall}")
+            else:
+                cells.append(f"{estimate_text(q.estimate, q.low, q.high)} (of {q.n})")
+        failed = "" if c.failed is None else f"{c.failed} of {c.boots}"
+        t.rows.append(
+            [
+                str(c.instances),
+                str(c.all_ready.single.n),
+                with_ci(c.all_ready.single, floored(c.all_ready)),
+                *cells,
+                failed,
+            ]
+        )
+    if left_out:
+        t.notes.append("left out: " + "; ".join(left_out))
+    if (line := storm.line) is not None:
+        per = estimate_text(line.slope, line.low, line.high, "s")
+        t.notes.append(
+            f"fitted line: {per} per added instance (least squares over the {line.n} "
+            "repetitions' all-ready times against the count, 95% interval from Student's t, "
+            f"n − 2 degrees of freedom); {bend_text(line)} (where one more instance costs more "
+            "than twice what it does between the two smallest counts)"
+        )
+    return t
 
 
 def side_noise(a: RunAnalysis) -> str | None:
@@ -797,19 +876,23 @@ class Warnings:
 
     noise: Table | None
     lines: list[str]
+    counts: WarningCounts
+    """What the top line says: the count the run's end and its ``--json`` give too."""
 
     def count(self) -> int:
+        """The items of the warnings' section (the noise table's rows and the lines)."""
         return (len(self.noise.rows) if self.noise else 0) + len(self.lines)
 
     def summary(self) -> str | None:
-        """The report's top line: how many there are ("17 warnings, 14 of them noisy
-        figures"); None where there are none."""
-        n = self.count()
-        if n == 0:
-            return None
-        noisy = len(self.noise.rows) if self.noise else 0
-        of = {0: "", n: " (noisy figures)"}.get(noisy, f", {noisy} of them noisy figures")
-        return f"{n} warning{'s' if n > 1 else ''}{of}"
+        """The report's top line: "warnings: 14 noisy figures, 3 other warnings" as
+        ``WarningCounts.line`` says it; None where there are none."""
+        line = self.counts.line()
+        return None if line is None else f"warnings: {line}"
+
+    def anchor(self) -> str:
+        """Where the top line leads: the warnings' section, or where the host's conditions are
+        the only warnings, theirs."""
+        return "warnings" if self.count() else "host-conditions"
 
 
 def warnings(a: RunAnalysis) -> Warnings:
@@ -817,7 +900,7 @@ def warnings(a: RunAnalysis) -> Warnings:
     figure is noisy: otherwise it is a note under the table)."""
     noise = noise_table(a)
     side = [] if noise or (line := side_noise(a)) is None else [line]
-    return Warnings(noise, side + a.warnings)
+    return Warnings(noise, side + a.warnings, WarningCounts.of(a))
 
 
 def conditions_table(a: RunAnalysis) -> Table | None:

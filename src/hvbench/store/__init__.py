@@ -17,7 +17,7 @@ import platformdirs
 from sqlalchemy import Table, create_engine, delete, event, func, insert, select
 from sqlalchemy.engine import Connection, CursorResult, Engine
 from sqlalchemy.engine.interfaces import DBAPIConnection
-from sqlalchemy.exc import ArgumentError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, DatabaseError, SQLAlchemyError
 from sqlalchemy.orm import InstrumentedAttribute, Session
 from sqlalchemy.pool import ConnectionPoolEntry
 from sqlalchemy.sql import ColumnElement
@@ -357,8 +357,13 @@ class Store:
             raise HvbenchError(
                 f"--db {url!r} needs the Python module {e.name}; install hvbench[postgresql]"
             ) from None
-        except OperationalError as e:
+        except DatabaseError as e:  # cannot be reached or opened, or is no database
             raise HvbenchError(f"cannot open the store {url!r}: {e.orig}") from None
+        except OSError as e:  # its directory, made for a new SQLite store
+            raise HvbenchError(
+                f"cannot open the store {url!r}: {e.filename}: {e.strerror}; name one this user "
+                "can write with --db URL or HVBENCH_DB"
+            ) from None
         return engine
 
     # writing -----------------------------------------------------------------------------

@@ -58,6 +58,11 @@ class WorkloadSettings(BaseModel):
         (``Workload.calibrate``), rather than fixed by the settings."""
         return False
 
+    def sized_text(self) -> str | None:
+        """What calibration chose, in a few words for the run's messages (dd's bytes and
+        loops); None where there is nothing to say."""
+        return None
+
     def ascent(self) -> Ascent | None:
         """The instance counts this workload climbs one step at a time, where its settings ask
         for the largest count it holds (consolidation's ``sets: auto``); None: no ascent."""

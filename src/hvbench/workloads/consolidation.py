@@ -605,7 +605,7 @@ def _vegeta() -> str:
 
 
 @dataclass
-class Running:
+class RoleServer:
     """A role's server in one instance, and its client's cgroup and files on the peer."""
 
     role: str
@@ -632,10 +632,10 @@ class Consolidation(ScratchWorkload[ConsolidationSettings]):
 
     def __init__(self, settings: ConsolidationSettings) -> None:
         super().__init__(settings)
-        self._running: dict[str, Running] = {}
+        self._running: dict[str, RoleServer] = {}
         """Per instance name."""
         self._mounts: dict[str, list[threading.Event]] = {}
-        """Per nfs instance's address, its webs' ``Running.unmounted``: its cleanup stops the
+        """Per nfs instance's address, its webs' ``RoleServer.unmounted``: its cleanup stops the
         server only after they unmounted it, since a guest's umount of an NFSv4 mount whose
         server is gone hangs for minutes (the client's last calls retried)."""
 
@@ -717,7 +717,7 @@ class Consolidation(ScratchWorkload[ConsolidationSettings]):
         if address is None:
             raise InstanceError(f"{instance.name}: role {role}: no address on the run's network")
         if role == "idle":
-            self._running[instance.name] = Running(role, address, None, None)
+            self._running[instance.name] = RoleServer(role, address, None, None)
             return
         if role in ("web", "app"):
             _vegeta()  # before any server starts
@@ -728,7 +728,7 @@ class Consolidation(ScratchWorkload[ConsolidationSettings]):
             raise HvbenchError(
                 f"consolidation: instance {instance.index} (app) has no db in its set"
             )
-        running = Running(role, address, None, None, peer)
+        running = RoleServer(role, address, None, None, peer)
         if role == "web" and peer:
             running.unmounted = threading.Event()
             self._mounts.setdefault(peer, []).append(running.unmounted)

@@ -5,7 +5,9 @@ Time a small job, grow it by what is missing (at most 20-fold a step, since star
 small jobs), until a job lasts 90% of the target and a second at least, twice in a row: the
 faster of the two counts, since a host busy for a moment during sizing would otherwise make
 every job of the run too short. The workloads whose settings say ``auto`` (cpu apps' ``scale``,
-dd's ``size``) size their jobs this way at the start of a run, natively on its host.
+dd's ``size``) size their jobs this way at the start of a run, natively on its host. A job that
+cannot grow far enough (dd's file, bounded by what every data disk holds) is repeated within a
+sample instead (``loops_to_last``), as pyperf repeats a benchmark's inner loop: never refused.
 """
 
 from __future__ import annotations
@@ -51,3 +53,12 @@ def size_to_last(
         if most is not None:
             size = min(size, most)
     return size, seconds
+
+
+def loops_to_last(target_s: float, seconds: float) -> int:
+    """How many times in a row a job lasting ``seconds`` runs so that together they last
+    ``target_s`` (at least MIN_JOB_S): 1 where one job already lasts long enough."""
+    enough = max(MIN_JOB_S, ENOUGH * target_s)
+    if seconds >= enough:
+        return 1
+    return max(1, math.ceil(target_s / max(seconds, 1e-3)))
