@@ -107,3 +107,24 @@ def test_a_killed_holder_lets_go(tmp_path: Path):
     proc.wait(timeout=30)
     assert holder(tmp_path) is None
     HostHold.take("run-next", "next", root=tmp_path).release()
+
+
+def test_a_look_at_the_hold_never_makes_a_run_refuse(tmp_path: Path):
+    """``holder`` (doctor's look) takes the lock for an instant: a run taking the host at that
+    instant tries again a moment later rather than refuse."""
+    stop = threading.Event()
+
+    def look() -> None:
+        while not stop.is_set():
+            holder(tmp_path)
+
+    lookers = [threading.Thread(target=look) for _ in range(2)]
+    for t in lookers:
+        t.start()
+    try:
+        for i in range(200):
+            HostHold.take(f"run-{i}", "s", root=tmp_path).release()
+    finally:
+        stop.set()
+        for t in lookers:
+            t.join()

@@ -23,6 +23,8 @@ from hvbench.errors import HvbenchError
 from hvbench.host.resources import STATE_ROOT, state_dir
 
 LOCK = "measuring.lock"
+PEEK_S = (0.02, 0.05, 0.1)
+"""Pauses between tries to take a lock that another process may only be looking at."""
 
 
 @dataclass(frozen=True)
@@ -72,16 +74,14 @@ class HostHold:
                 "to a directory this user can write"
             ) from None
         try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
+            if not _taken(fd):
                 holder = _read(fd)
                 if not wait:
                     who = str(holder) if holder else "another run (starting)"
                     raise HostBusy(
                         f"{who} is measuring on this host; two runs at once measure each "
                         "other: wait for it (hvbench run --wait) or stop it"
-                    ) from None
+                    )
                 if on_wait is not None:
                     on_wait(holder)
                 fcntl.flock(fd, fcntl.LOCK_EX)
@@ -132,6 +132,18 @@ def holder(root: Path | None = None) -> Holder | None:
         return None
     finally:
         os.close(fd)
+
+
+def _taken(fd: int) -> bool:
+    """The lock taken at once, if it is free: a few tries a moment apart, since ``holder``'s
+    look at it (doctor's) holds it for an instant too."""
+    for pause in PEEK_S:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            time.sleep(pause)
+    return False
 
 
 def _read(fd: int) -> Holder | None:
