@@ -310,9 +310,12 @@ def test_each_ascent_climbs_to_its_own_first_step_missed_or_that_memory_cannot_h
     session._ascents.records.clear()
     session._ascents.reaches(auto[0], 2)
     session._ascents.climbed(auto[0], _step(2, "failed"), "start: no guest", None)
-    resumed = RunSession.preflight(store, Resume(session.run_id))  # a failed step is measured again
+    run_id = session.run_id
+    del session  # never run: dropped, it lets go of the host, which the resumed run takes
+    resumed = RunSession.preflight(store, Resume(run_id))  # a failed step is measured again
     assert resumed._ascents.records[f"p|{auto[0].workload}"].stops == {}
     assert resumed._ascents.reaches(auto[0], 2)
+    del resumed
     total = capacity_of_host()[0]
     memory = f"{total // 7 >> 20}M"  # 5 instances fit, 10 do not
     session = RunSession.preflight(Store(), NewRun(parse_study(_auto_study(memory, 2), "t")))
