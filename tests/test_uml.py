@@ -67,7 +67,9 @@ def _xstate(ptrace, pid: int) -> bytes:
 
 def test_shim_turns_a_short_xstate_write_into_a_full_one(tmp_path):
     """The host kernel refuses a short NT_X86_XSTATE write (what kills UML on AMX hosts); through
-    the shim the same write succeeds and lands in the tracee's registers."""
+    the shim the same write succeeds and lands in the tracee's registers. Where the host's XSAVE
+    area is no larger than UML's buffer (832 bytes on some machines of this kind), the kernel
+    takes UML's write as it is: the shim must pass it through, and does."""
     libc = _ptrace(ctypes.CDLL(None, use_errno=True))
     shim = _ptrace(ctypes.CDLL(str(build_shim(tmp_path)), use_errno=True))
     pid = os.fork()
@@ -78,7 +80,13 @@ def test_shim_turns_a_short_xstate_write_into_a_full_one(tmp_path):
     try:
         os.waitpid(pid, os.WUNTRACED)
         full = _xstate(libc, pid)
-        assert len(full) > UML_XSTATE_BYTES
+        if len(full) <= UML_XSTATE_BYTES:
+            whole = ctypes.create_string_buffer(full, len(full))
+            whole[XMM0 : XMM0 + 16] = b"hvbench-xstate!!"
+            iov = _Iovec(ctypes.cast(whole, ctypes.c_void_p), len(full))
+            assert shim(PTRACE_SETREGSET, pid, NT_X86_XSTATE, ctypes.byref(iov)) == 0
+            assert _xstate(libc, pid)[XMM0 : XMM0 + 16] == b"hvbench-xstate!!"
+            return
         short = ctypes.create_string_buffer(full[:UML_XSTATE_BYTES], UML_XSTATE_BYTES)
         short[XMM0 : XMM0 + 16] = b"hvbench-xstate!!"
         iov = _Iovec(ctypes.cast(short, ctypes.c_void_p), UML_XSTATE_BYTES)
