@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+import numpy as np
+
 from hvbench.store import (
     CellRecord,
     HostCpuReading,
@@ -194,3 +196,15 @@ def sample_record(rep: int, value: float | None, text_value: str | None = None) 
         ],
         raw=[RawRecord(0, "bonnie++", ["bonnie++", "-q"], "raw,csv,line")],
     )
+
+
+def linear_net_scaling(store: Store, run_id: str, rng: np.random.Generator) -> str:
+    """A run whose net figure scales linearly: equal per-instance throughput (5 Gbit/s, CV 5%)
+    at 1 and 2 instances of ``kvm``, 3 repetitions, for the scaling line's and table's tests."""
+    b = RunBuilder(store, run_id=run_id)
+    for count in (1, 2):
+        cell = b.cell("kvm", "net", instances=count)
+        for rep in range(3):
+            each = 5.0 * (1 + 0.05 * rng.standard_normal(count))
+            b.sample(cell, rep, {"net.x.inbound_gbps": list(each)}, "Gbit/s")
+    return run_id

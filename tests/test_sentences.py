@@ -10,7 +10,7 @@ import re
 import numpy as np
 import pytest
 import yaml
-from builders import RunBuilder, host
+from builders import RunBuilder, host, linear_net_scaling
 
 from hvbench.analysis import analyse
 from hvbench.analysis.claims import as_json, judged, parse_claims
@@ -246,12 +246,7 @@ def test_misleading_8_scaling_gives_an_interval_or_no_departure_from_linear(stor
     linear = 0
     for seed in range(20):
         rng = np.random.default_rng(4880 + seed)
-        b = RunBuilder(store, run_id=f"scale-{seed}")
-        for count in (1, 2):
-            cell = b.cell("kvm", "net", instances=count)
-            for rep in range(3):
-                each = 5.0 * (1 + 0.05 * rng.standard_normal(count))
-                b.sample(cell, rep, {"net.x.inbound_gbps": list(each)}, "Gbit/s")
+        linear_net_scaling(store, f"scale-{seed}", rng)
         line = scaling_line(analyse(store, f"scale-{seed}"), "net")
         assert line is not None
         assert "[" in line or "no departure from linear" in line, line

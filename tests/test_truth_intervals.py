@@ -10,7 +10,7 @@ import re
 import numpy as np
 import pytest
 import yaml
-from builders import RunBuilder, host
+from builders import RunBuilder, host, linear_net_scaling
 
 from hvbench.analysis import analyse
 from hvbench.analysis.claims import ClaimEvidence, judge_claims, judged, parse_claims
@@ -253,12 +253,7 @@ def test_truth_12_the_scaling_table_gives_the_efficiencys_interval(store):
     linear = 0
     for seed in range(40):
         rng = np.random.default_rng(5512 + seed)
-        b = RunBuilder(store, run_id=f"scale-{seed}")
-        for count in (1, 2):
-            cell = b.cell("kvm", "net", instances=count)
-            for rep in range(3):
-                each = 5.0 * (1 + 0.05 * rng.standard_normal(count))
-                b.sample(cell, rep, {"net.x.inbound_gbps": list(each)}, "Gbit/s")
+        linear_net_scaling(store, f"scale-{seed}", rng)
         t = scaling_table(analyse(store, f"scale-{seed}"), "net")
         assert t is not None
         (row,) = [r for r in t.rows if r[2] == "2"]
