@@ -118,7 +118,7 @@ more_run rootfs
 echo "qemus: $(pgrep -c qemu-system)"
 echo "vmms: $(pgrep -c -f '(^|/)(firecracker|cloud-hypervisor) ')"
 echo "netns: $(ip netns list | wc -l)"
-echo "ledgers: $(find /run/hvbench -mindepth 1 -maxdepth 1 -type d 2>/dev/null | wc -l)"
+echo "ledgers: $(ls -d /run/hvbench/*/ 2>/dev/null | wc -l)"
 echo "libvirt-domains: $(virsh -c qemu:///system list --all --name | grep -c hvb-)"
 """
 )

@@ -139,7 +139,7 @@ echo "libvirt-domains: $(virsh -c xen:///system list --all --name | grep -c hvb-
 echo "loops: $(losetup -a | wc -l)"
 echo "netns: $(ip netns list | wc -l)"
 echo "vifs: $(ip -o link | grep -c ' vif')"
-echo "ledgers: $(find /run/hvbench -mindepth 1 -maxdepth 1 -type d 2>/dev/null | wc -l)"
+echo "ledgers: $(ls -d /run/hvbench/*/ 2>/dev/null | wc -l)"
 echo "device-models: $(pgrep -c -f xen-domid)"
 """
 )
