@@ -105,8 +105,10 @@ exec > /lab/stage2.log 2>&1
 set -x
 mount -t proc proc /proc
 # L1's heartbeat: its userspace writes its uptime and load every few seconds, so that a silence
-# means stuck, not slow (HEARTBEAT_S, _stuck); poweroff ends it
-( set +x; while :; do cat /proc/uptime /proc/loadavg > /lab/heartbeat; sleep {heartbeat}; done ) &
+# means stuck, not slow (HEARTBEAT_S, _stuck); poweroff ends it. Written beside, then renamed:
+# a poweroff between the truncation and the write left the host an empty heartbeat to read
+( set +x; while :; do cat /proc/uptime /proc/loadavg > /lab/heartbeat.new
+  mv -f /lab/heartbeat.new /lab/heartbeat; sleep {heartbeat}; done ) &
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
 mkdir -p /dev/pts && mount -t devpts devpts /dev/pts
