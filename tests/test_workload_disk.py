@@ -161,3 +161,6 @@ def test_auto_size_loops_where_its_most_passes_too_fast(native_disk):
     assert all("status=0 start=" in raw.content for raw in outcome.raw)
     assert chosen.sized_text() == f"64M a pass, {chosen.loops} loops a sample"
     assert DdSettings.model_validate(chosen.model_dump(mode="json")).loops == chosen.loops
+    assert chosen.label() == settings.label()  # the same cell as the settings sized
+    written = DdSettings(name="disk", tool="dd", size="1G", loops=3)
+    assert written.label() == "disk dd size=1G loops=3"  # a study's own loops: another job

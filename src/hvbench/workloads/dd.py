@@ -64,7 +64,9 @@ class DdSettings(DiskSettings):
         return self.size == "auto" and self.sized is None
 
     def label(self) -> str:
-        if self.size != "auto" or self.target_seconds == AUTO_TARGET_S:
+        if self.size != "auto":  # loops a study wrote make another job; calibration's do not
+            return super().label() + (f" loops={self.loops}" if self.loops > 1 else "")
+        if self.target_seconds == AUTO_TARGET_S:
             return super().label()
         return f"{super().label()} target={self.target_seconds:g}s"
 
