@@ -110,8 +110,8 @@ def test_a_killed_holder_lets_go(tmp_path: Path):
 
 
 def test_a_look_at_the_hold_never_makes_a_run_refuse(tmp_path: Path):
-    """``holder`` (doctor's look) takes the lock for an instant: a run taking the host at that
-    instant tries again a moment later rather than refuse."""
+    """``holder`` (doctor's look) takes nothing: runs taken while two lookers look without a
+    pause never find the host busy."""
     stop = threading.Event()
 
     def look() -> None:

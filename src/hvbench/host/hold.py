@@ -1,8 +1,10 @@
 """One measuring run per host: two runs at once would each measure the other's load.
 
-A run holds an exclusive ``flock`` on ``measuring.lock`` in the state directory while it
-measures. The kernel lets go of it when the holder's process ends, however it ends (SIGKILL
-included), so a dead holder never blocks, as a dead owner's ledger is an orphan. The file says
+A run holds an exclusive lock on ``measuring.lock`` in the state directory while it measures:
+an open file description lock (``F_OFD_SETLK``), which the kernel lets go of when the holder's
+process ends, however it ends (SIGKILL included), so a dead holder never blocks, as a dead
+owner's ledger is an orphan. Unlike ``flock``, such a lock can be looked at without being taken
+(``F_OFD_GETLK``), so doctor's look never makes a starting run refuse. The file says
 who holds it (run id, study, pid, since when), for the line that refuses a second run.
 Reading commands (report, compare, history, doctor, study) take no hold.
 """
@@ -13,6 +15,7 @@ import contextlib
 import fcntl
 import json
 import os
+import struct
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
@@ -23,8 +26,8 @@ from hvbench.errors import HvbenchError
 from hvbench.host.resources import STATE_ROOT, state_dir
 
 LOCK = "measuring.lock"
-PEEK_S = (0.02, 0.05, 0.1)
-"""Pauses between tries to take a lock that another process may only be looking at."""
+_FLOCK = struct.Struct("hhqqi4x")
+"""Linux's ``struct flock`` (type, whence, start, length, pid): the whole file when length is 0."""
 
 
 @dataclass(frozen=True)
@@ -74,7 +77,7 @@ class HostHold:
                 "to a directory this user can write"
             ) from None
         try:
-            if not _taken(fd):
+            if not _lock(fd, fcntl.F_OFD_SETLK):
                 holder = _read(fd)
                 if not wait:
                     who = str(holder) if holder else "another run (starting)"
@@ -84,7 +87,7 @@ class HostHold:
                     )
                 if on_wait is not None:
                     on_wait(holder)
-                fcntl.flock(fd, fcntl.LOCK_EX)
+                _lock(fd, fcntl.F_OFD_SETLKW)
             holder = Holder(run_id, study, os.getpid(), time.time())
             os.ftruncate(fd, 0)
             os.pwrite(fd, json.dumps(asdict(holder)).encode(), 0)
@@ -108,7 +111,7 @@ class HostHold:
             return
         with contextlib.suppress(OSError):
             os.ftruncate(self._fd, 0)
-        os.close(self._fd)  # closing the descriptor lets go of the flock
+        os.close(self._fd)  # closing the only descriptor lets go of the lock
         self._fd = -1
 
     def __del__(self) -> None:
@@ -117,33 +120,30 @@ class HostHold:
 
 
 def holder(root: Path | None = None) -> Holder | None:
-    """Who measures on this host now, or None (for ``doctor``)."""
+    """Who measures on this host now, or None (for ``doctor``): a look that takes nothing."""
     path = (root or STATE_ROOT) / LOCK
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
         return None
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return _read(fd)
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return None
+        asked = _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0)
+        answer = fcntl.fcntl(fd, fcntl.F_OFD_GETLK, asked)
+        if _FLOCK.unpack(answer)[0] == fcntl.F_UNLCK:
+            return None
+        return _read(fd)
     finally:
         os.close(fd)
 
 
-def _taken(fd: int) -> bool:
-    """The lock taken at once, if it is free: a few tries a moment apart, since ``holder``'s
-    look at it (doctor's) holds it for an instant too."""
-    for pause in PEEK_S:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-        except BlockingIOError:
-            time.sleep(pause)
-    return False
+def _lock(fd: int, command: int) -> bool:
+    """Lock the whole file for writing with ``command`` (``F_OFD_SETLK`` tries, ``…SETLKW``
+    waits); False where another holds it."""
+    try:
+        fcntl.fcntl(fd, command, _FLOCK.pack(fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0))
+    except (BlockingIOError, PermissionError):
+        return False
+    return True
 
 
 def _read(fd: int) -> Holder | None:
