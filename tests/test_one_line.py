@@ -176,3 +176,24 @@ def test_what_the_host_refuses_is_one_line():
     env = os.environ | {"HVBENCH_IMAGE_CACHE": "/proc/nope/images"}
     line = one_line(hvbench("image", "build", env=env))
     assert line == "hvbench: /proc/nope: No such file or directory", line
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["run", "--bogus"], "No such option: --bogus (see hvbench run --help)"),
+        (["compare", "a"], "Missing argument 'run_b'. (see hvbench compare --help)"),
+    ],
+)
+def test_a_command_line_that_does_not_parse_is_one_line(args: list[str], said: str):
+    """The parser's errors too (on 4bdcd00: usage, a hint and a four-line box)."""
+    assert one_line(hvbench(*args)) == f"hvbench: {said}"
+
+
+def test_a_file_that_is_no_study_is_quoted_within_a_line(tmp_path: Path):
+    """A long file that is not a study is quoted in part, not whole (on 4bdcd00, all of
+    /etc/passwd on one line)."""
+    notes = tmp_path / "notes.yaml"
+    notes.write_text("x" * 5000 + "\n")
+    line = one_line(hvbench("study", "check", str(notes)))
+    assert "..." in line and len(line) < 300, line

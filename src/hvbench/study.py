@@ -7,6 +7,7 @@ line, because a study is written by hand and a traceback helps nobody.
 from __future__ import annotations
 
 import re
+import reprlib
 from collections.abc import Collection, Hashable
 from dataclasses import dataclass, field, replace
 from importlib import resources
@@ -335,27 +336,36 @@ class _Located:
         return self.error((*prefix, *loc), message)
 
 
+def _quoted(value: object) -> str:
+    """What the study holds where it is wrong, within one line's room (a file that is not a
+    study at all would otherwise be quoted whole)."""
+    short = reprlib.Repr()
+    short.maxstring = short.maxother = 80
+    short.maxlist = short.maxdict = 6
+    return short.repr(value)
+
+
 def _describe(err: ErrorDetails) -> str:
     kind, found = err["type"], err.get("input")
     ctx = err.get("ctx") or {}
     if kind == "extra_forbidden":
-        return f"unknown setting; found {found!r} (remove it or check its spelling)"
+        return f"unknown setting; found {_quoted(found)} (remove it or check its spelling)"
     if kind == "missing":
         return "required setting is missing"
     if kind == "literal_error":
-        return f"expected one of {ctx.get('expected')}, found {found!r}"
+        return f"expected one of {ctx.get('expected')}, found {_quoted(found)}"
     if kind in ("greater_than", "greater_than_equal"):
         bound = ctx.get("gt", ctx.get("ge"))
         sign = ">" if kind == "greater_than" else ">="
-        return f"expected a number {sign} {bound}, found {found!r}"
+        return f"expected a number {sign} {bound}, found {_quoted(found)}"
     if kind == "string_too_short":
-        return f"expected a non-empty text, found {found!r}"
+        return f"expected a non-empty text, found {_quoted(found)}"
     if kind == "too_short":
-        return f"expected at least {ctx.get('min_length')} item(s), found {found!r}"
+        return f"expected at least {ctx.get('min_length')} item(s), found {_quoted(found)}"
     if kind == "value_error":
-        return f"expected {ctx.get('error', err['msg'])}, found {found!r}"
+        return f"expected {ctx.get('error', err['msg'])}, found {_quoted(found)}"
     expected = err["msg"].removeprefix("Input should be ").removeprefix("Value error, ")
-    return f"expected {expected}, found {found!r}"
+    return f"expected {expected}, found {_quoted(found)}"
 
 
 def load_study(path: str | Path) -> Study:
@@ -387,7 +397,9 @@ def parse_study(text: str, source: str) -> Study:
         raise StudyError(f"{source}:{line}: YAML syntax: {problem}") from None
     loc = _Located(source, _line_index(node))
     if not isinstance(data, dict):
-        raise loc.error((), f"expected a mapping with name, platforms, workloads; found {data!r}")
+        raise loc.error(
+            (), f"expected a mapping with name, platforms, workloads; found {_quoted(data)}"
+        )
     try:
         top = StudyModel.model_validate(data)
     except ValidationError as e:

@@ -1,8 +1,8 @@
 """The command line: parse arguments, print progress, call the layers below.
 
-Errors meant for the user (HvbenchError and its kin), and what the host refuses (OSError: a
-path that cannot be made or written), end in one line on stderr and exit code 2; a run with
-failed cells exits 1.
+Errors meant for the user (HvbenchError and its kin, a command line click cannot parse), and what
+the host refuses (OSError: a path that cannot be made or written), end in one line on stderr and
+exit code 2; a run with failed cells exits 1.
 
 Each command loads what it measures (the session, the runner, doctor, the study, the drivers, the
 host's tuning) only when it runs, in its body: typer reads every command's signature when the
@@ -254,13 +254,22 @@ def main() -> None:
     """Console entry point: one line per error a user can meet, never a traceback."""
     toolenv.own_text()
     try:
-        app()
+        code = app(standalone_mode=False)  # the parser's errors come here, not to its boxes
+    except typer.TyperException as e:  # click's exceptions, as typer vendors them
+        if type(e).__name__ == "NoArgsIsHelpError":
+            sys.exit(2)  # the help is printed already
+        ctx = getattr(e, "ctx", None)
+        where = f" (see {ctx.command_path} --help)" if ctx is not None else ""
+        fail(f"{e.format_message()}{where}", e.exit_code)
+    except typer.Abort:
+        fail("interrupted", 130)
     except HvbenchError as e:
         fail(str(e), e.exit_code)
     except OSError as e:  # the host refused: a file, a directory, a device, a full disk
         fail(f"{e.filename}: {e.strerror}" if e.filename else str(e), 2)
     except KeyboardInterrupt:
         fail("interrupted", 130)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 def fail(message: str, code: int) -> NoReturn:
