@@ -128,10 +128,16 @@ def test_density_reads_the_spread_and_names_every_stop(tmp_path):
     write_ascents(store, "run-a", records)
     lines = [v for v in verdicts(analyse(store, "latest")) if v.startswith("consolidation")]
     native = next(x for x in lines if x.startswith("consolidation: native: "))
-    assert native.startswith("consolidation: native: 4 sets at SLO in 3 of 3 ascents, host CPU")
+    assert native.startswith(
+        "consolidation: native: 4 sets at SLO in 3 of 3 ascents (median 4: 3 ascents give no 95% "
+        "interval, 6 do), host CPU"
+    )
     assert native.endswith("(every step held: raise the bound)")
     runc = next(x for x in lines if x.startswith("consolidation: runc: "))
-    assert runc.startswith("consolidation: runc: 2–4 sets at SLO (2 ascents: 4, 2), host CPU")
+    assert runc.startswith(
+        "consolidation: runc: 2–4 sets at SLO (2 ascents: 4, 2; median 2: 2 ascents give no 95% "
+        "interval, 6 do), host CPU"
+    )
     assert (
         "ascent 2 stopped at 3 sets, slo: " + app + "; host CPU 36% (instances 20%, clients 3%), "
         "memory 41%: far "

@@ -20,13 +20,18 @@ from hvbench.host import packages
 from hvbench.host.inventory import TOOLS, capacity
 from hvbench.host.kvm import kvm_runs_guests
 from hvbench.host.limits import KernelLimits, kernel_limits
-from hvbench.host.network import INSTANCE_ADDRESSES
+from hvbench.host.network import ENGINE_HOSTS, INSTANCE_ADDRESSES
 from hvbench.host.process import executable
 from hvbench.study import Cell, Study
 from hvbench.units import format_size
 
 START_TIMEOUT_S = 300.0
 """Seconds a group of instances has to start (``start_allowance``)."""
+BRIDGE_PORTS = 1023 - len(ENGINE_HOSTS)
+"""Instances with an address a group can have: each is a port of a Linux bridge (the run's, or
+an engine's), which takes 1023 (the 1024th fails "Exchange full", tried here), the engines'
+hosts' among them. Bound before the start allowance once starts ran in parallel (issue 53: 0.08
+core-seconds a runc container would let 7500 start on 2 cores)."""
 SAMPLE_TASKS = 2
 """Host tasks each instance adds while a sample runs, beyond ``Footprint.tasks``: the runner's
 thread for it and the command it runs (the start's own thread per instance is gone by then)."""
@@ -113,6 +118,12 @@ def misfits_at(
                 f"platform {name}: {count} instances need as many addresses on the run's "
                 f"network, which has {INSTANCE_ADDRESSES}: at most {INSTANCE_ADDRESSES} "
                 "instances"
+            )
+        if footprint.address and count > BRIDGE_PORTS:
+            out.append(
+                f"platform {name}: {count} instances need as many ports of a Linux bridge, "
+                f"which takes 1023 ({len(ENGINE_HOSTS)} kept for the engines' hosts): at most "
+                f"{BRIDGE_PORTS} instances"
             )
     pace = settings.pace(host.kvm)
     allowance = start_allowance(settings)

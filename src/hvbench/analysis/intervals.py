@@ -33,7 +33,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from hvbench.analysis.outliers import bimodal, outliers
-from hvbench.analysis.stats import CONFIDENCE, SEED, identical, scipy_stats, t_quantile
+from hvbench.analysis.stats import (
+    CONFIDENCE,
+    SEED,
+    identical,
+    quantile_test,
+    scipy_stats,
+    t_quantile,
+)
 
 BOOTSTRAP_MIN_N = 10
 BOOTSTRAP_RESAMPLES = 2000
@@ -45,6 +52,9 @@ RESOLUTION_UNKNOWN = "identical repetitions: resolution unknown"
 """A cell whose repetitions are exactly equal, with no resolution known: no interval."""
 NOISY_CV = 0.10
 """Coefficient of variation past which a cell is called noisy."""
+MEDIAN_MIN_N = next(n for n in range(1, 64) if 2 * 0.5**n <= 1 - CONFIDENCE)
+"""The fewest values whose order statistics bound their median at ``CONFIDENCE`` (6: all of
+them fall on one side of it with probability 2 × 0.5⁶ = 3.1%; of 5, 6.2%)."""
 
 
 @dataclass(frozen=True)
@@ -204,3 +214,16 @@ def mean_resolution(per_value: np.ndarray) -> float | None:
     within half of that); None if any of them is unknown (NaN)."""
     q = np.asarray(per_value, dtype=float)
     return float(np.mean(q)) if len(q) and np.isfinite(q).all() and (q > 0).all() else None
+
+
+def median_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float]:
+    """The interval of the median of values drawn independently from one law, between two of
+    their order statistics (``stats.quantile_test``): it holds at least its level whatever the
+    law, counts of steps with their ties included (ties only widen it), where an interval of
+    the mean of a few equal counts would rest on a normal noise they do not have. NaN below
+    ``MEDIAN_MIN_N`` values, which no order statistics bound at that level."""
+    x = np.asarray(values, dtype=float)
+    if len(x) < MEDIAN_MIN_N:
+        return math.nan, math.nan
+    q = quantile_test(x, 0.5, confidence=confidence)
+    return q.low, q.high

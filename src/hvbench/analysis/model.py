@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from hvbench.analysis.intervals import SampleSummary
+from hvbench.analysis.intervals import SampleSummary, median_interval
 from hvbench.analysis.normalize import FigureText, Normalized, rounded
 from hvbench.analysis.ratios import Ratio
 from hvbench.analysis.settling import MAX_REPETITIONS
@@ -128,6 +128,13 @@ class Density:
         """The fewest and the most steps a counted climb held."""
         held = [c.units_held for c in self.counted]
         return (min(held), max(held)) if held else None
+
+    @property
+    def interval(self) -> tuple[float, float]:
+        """The 95% interval of the median of the steps a counted climb holds, between two
+        order statistics (``intervals.median_interval``): a climb's steps are a count with
+        ties, not a normal figure. NaN below ``intervals.MEDIAN_MIN_N`` counted climbs."""
+        return median_interval([c.units_held for c in self.counted])
 
     def instances(self, units: int | None) -> int:
         return self.counts[units - 1] if units else 0

@@ -19,7 +19,7 @@ import numpy as np
 
 from hvbench.analysis import claims, slo, storms
 from hvbench.analysis.cost import FAR_FROM_BUSY, work_shortfall
-from hvbench.analysis.intervals import RESOLUTION_UNKNOWN
+from hvbench.analysis.intervals import MEDIAN_MIN_N, RESOLUTION_UNKNOWN
 from hvbench.analysis.model import (
     COMPOSITE,
     Climb,
@@ -614,23 +614,38 @@ def _climb(d: Density, c: Climb) -> str:
     return f"ascent {c.number} stopped at {at}, {stop_cause(c.stop)}"
 
 
+def density_interval(d: Density) -> str:
+    """The median of the steps the counted ascents held with its 95% interval
+    (``Density.interval``), or why there is none: "median 4 [3–4 sets]", "median 4: 3 ascents
+    give no 95% interval, 6 do", "not tested: 1 ascent"."""
+    n = len(d.counted)
+    if n <= 1:
+        return f"not tested: {_n(n, 'ascents')}"
+    low, high = d.interval
+    if math.isnan(low):
+        return f"median {d.units_held}: {n} ascents give no 95% interval, {MEDIAN_MIN_N} do"
+    return f"median {d.units_held} [{low:g}–{high:g} {d.unit}]"
+
+
 def _held(d: Density) -> str:
-    """ "4 sets at SLO in 3 of 3 ascents" or "2–4 sets at SLO (3 ascents: 4, 4, 2)"; "no
-    density" where no ascent measured the platform (``model.COUNTED``)."""
+    """ "4 sets at SLO in 7 of 7 ascents (median 4 [4–4 sets])" or "2–4 sets at SLO (3
+    ascents: 4, 4, 2; median 4: 3 ascents give no 95% interval, 6 do)"; "no density" where no
+    ascent measured the platform (``model.COUNTED``)."""
     spread, n = d.spread, len(d.climbs)
     if spread is None:
         return f"no density: none of {n} ascent{'s' if n != 1 else ''} measured the platform"
     low, high = spread
+    median = density_interval(d)
     if low == high:
-        return f"{_n(low, d.unit)} at SLO in {len(d.counted)} of {_n(n, 'ascents')}"
+        return f"{_n(low, d.unit)} at SLO in {len(d.counted)} of {_n(n, 'ascents')} ({median})"
     each = ", ".join(str(c.units_held) for c in d.counted)
-    return f"{low}–{high} {d.unit} at SLO ({len(d.counted)} ascents: {each})"
+    return f"{low}–{high} {d.unit} at SLO ({len(d.counted)} ascents: {each}; {median})"
 
 
 def ascent_lines(a: RunAnalysis) -> list[str]:
-    """ "consolidation: runc: 2–4 sets at SLO (3 ascents: 4, 4, 2), host CPU 22.3% at 4 sets;
-    ascent 3 stopped at 3 sets, slo: instance 7 (app) missed ...": each platform's density over
-    its ascents, every stop with its cause, where a workload ascended
+    """ "consolidation: runc: 2–4 sets at SLO (3 ascents: 4, 4, 2; median 4: ...), host CPU
+    22.3% at 4 sets; ascent 3 stopped at 3 sets, slo: instance 7 (app) missed ...": each
+    platform's density over its ascents, every stop with its cause, where a workload ascended
     (``RunAnalysis.densities``); then each platform against the baseline's spread."""
     out = []
     for d in a.densities:

@@ -24,13 +24,16 @@ charged to its cgroup (namespaces, mounts, page tables, stacks; 0.29 MiB in issu
 and its network namespace with a veth (0.25 MiB); 3 tasks (the init, its spawner, a sleep); its
 own network and PID namespaces. Per instance between groups of 1 and 4, measured twice by
 ``bench/footprint.py`` on the 2-core development host (kernel 6.18, cgroup v1)."""
-PACE = Pace(slowdown=1.0, io_slowdown=1.2, start_s=5.0, core_s=2.0)
+PACE = Pace(slowdown=1.0, io_slowdown=1.2, start_s=0.2, core_s=0.08)
 """Compute at native speed: four fixed jobs (sqlite, xz, zstd, stockfish: ``bench/footprint.py``)
 took 1.02x native's time on the 2-core development host (0.7x in a run where native's ran at a
 busier moment), and the default study's cpu composite was 92-100% of native with no significant
 difference. The default study's dd of 1 GiB took 0.6-2.4x native's of the same repetition (its
-data disk is a loop device on the host, as native's). A start is 1.9-5.0 s (a group's first
-also unpacks the image's tree), a stop 1.2-1.6 s; four at once took 2.1-3.9 s on 2 cores."""
+data disk is a loop device on the host, as native's). Starts and stops run in parallel (issue
+53): a group of 1 took 0.20 s to start and stop, groups of 64 and 256 0.037 and 0.043 s an
+instance on the 2 cores (``bench/storm_overhead.py --drivers container --counts 1,8,64,256
+--repeat 3``, medians, 2026-12-07), so 0.08 core-seconds each; a run of 1 to 256 at once, 3
+repetitions (``boot``), took 52 s where this pace estimates 60 s."""
 
 
 class ContainerSettings(OsLevelSettings):

@@ -43,13 +43,14 @@ from pydantic import model_validator
 
 from hvbench.drivers.base import DataDisk
 from hvbench.drivers.disks import DATA_MOUNT
-from hvbench.drivers.engine import EngineCli, EngineDriver, EngineInstance, checked
+from hvbench.drivers.engine import EngineCli, EngineDriver, EngineInstance
 from hvbench.drivers.footprint import Pace
 from hvbench.drivers.last_words import last_words
 from hvbench.drivers.oslevel import OsLevelSettings
 from hvbench.errors import HvbenchError
 from hvbench.host.network import PREFIX
-from hvbench.host.process import which
+from hvbench.host.process import checked, which
+from hvbench.host.resources import resource_name
 from hvbench.store import WhatRan
 
 PUBLISHED = (80, 143, 5432)
@@ -67,9 +68,13 @@ HOST_DIRS = (
 )  # fmt: skip
 """Where dockerd and its containerd make directories whatever their flags say (plugin sockets,
 shim sockets, containerd's opt plugin), children first."""
-PACE = Pace(slowdown=1.0, io_slowdown=1.2, start_s=6.0, core_s=2.5)
-"""runc under the engine: compute at native speed, as the container platform's; a start is the
-engine's run (2-4 s here) and its data disk; not yet measured by ``bench/footprint.py``."""
+PACE = Pace(slowdown=1.0, io_slowdown=1.2, start_s=0.8, core_s=0.7)
+"""runc under the engine: compute at native speed, as the container platform's. The engine's
+run and rm of a group in parallel (issue 53): a group of 1 took 0.76 s to start and stop, groups
+of 8, 64 and 256 0.37, 0.34 and 0.31 s an instance on the 2 cores of the development host
+(``bench/storm_overhead.py --drivers docker,podman --counts 1,8,64 --repeat 2``, medians, and
+``--counts 256 --repeat 1``, 2026-12-07; ``docker run``/``rm`` by hand 0.27-0.33 s), so 0.7
+core-seconds each."""
 
 
 class DockerSettings(OsLevelSettings):
@@ -170,7 +175,7 @@ class DockerDriver(EngineDriver[DockerSettings]):
     def _state(self) -> Path:
         """dockerd's state (its exec-root, socket, pidfile): short, for containerd's socket is
         under it, and a unix socket's path has 108 bytes."""
-        return Path(f"/run/hvbd-{self.ledger.run_id[-8:]}-{self.platform}")
+        return Path("/run", resource_name(self.ledger.run_id, self.platform, prefix="hvbd"))
 
     def _shared_pids(self) -> list[int]:
         """dockerd (its pidfile) and what it runs but the docker-proxies (containerd)."""

@@ -31,6 +31,11 @@ Each cell of the run's matrix (a platform's headline % of native for a workload,
 verdict states) is a line too: metric ``verdict``, with its interval, reading (loss, gain, no
 significant difference, inconclusive, not tested, left out, not a win) and printed text.
 
+Each platform's density ascents (consolidation's ``sets: auto``) are a line too: metric
+``<workload>.density_sets``, the median of the steps its ascents held, with its 95% interval
+``ci_low``/``ci_high`` (order statistics of the median; null below 6 ascents, ``interval``
+saying why, "not tested" at one) and each ascent's steps and stop.
+
 Where the study profiled the host, each function of a platform's profile (``profiles``) is a
 line too: metric ``host.profile.share``, its % of the host's CPU time, with ``rank``,
 ``symbol``, ``dso``, ``samples``, ``profile_samples`` and ``profiled_samples`` in its metadata.
@@ -46,6 +51,7 @@ from datetime import UTC, datetime
 from hvbench.analysis import claims
 from hvbench.analysis.compare import Comparison
 from hvbench.analysis.model import MetricResult, RunAnalysis
+from hvbench.analysis.verdict import density_interval
 from hvbench.report.comparison import platform_label, ran_on
 from hvbench.report.summary import summarize
 
@@ -126,10 +132,13 @@ def _sample(a: RunAnalysis, index: int, line: dict) -> dict:
 
 def _density_lines(a: RunAnalysis) -> list[dict]:
     """One line per ascending workload and platform (``RunAnalysis.densities``): the median
-    of the steps its ascents held (None: no ascent measured the platform), with the host CPU
-    there, their spread, and each ascent's steps and stop with its cause."""
+    of the steps its ascents held (None: no ascent measured the platform) with its 95% interval
+    (``ci_low``/``ci_high``, order statistics of the median: null below 6 counted ascents, and
+    ``interval`` says why), the host CPU there, their spread, and each ascent's steps and stop
+    with its cause."""
     lines = []
     for d in a.densities:
+        low, high = d.interval
         meta = {
             "study": a.study_name,
             "platform": d.platform,
@@ -140,6 +149,9 @@ def _density_lines(a: RunAnalysis) -> list[dict]:
             "hvbench_version": a.hvbench_version,
             "instances": d.instances(d.units_held),
             "host_cpu_pct": None if (cpu := d.cpu_at(d.units_held)) is None else 100 * cpu.busy,
+            "ci_low": _finite(low),
+            "ci_high": _finite(high),
+            "interval": density_interval(d) if d.counted else None,
             "spread": d.spread,
             "ascents": [
                 {

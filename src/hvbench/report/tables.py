@@ -10,6 +10,8 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from hvbench.analysis.aggregate import INSTANCE_PERCENTILES
 from hvbench.analysis.claims import instance_percentile
 from hvbench.analysis.cost import HOST_STATES, same_work, work_cost, work_shortfall
@@ -27,7 +29,7 @@ from hvbench.analysis.model import (
 from hvbench.analysis.normalize import CLIPPED, Normalized, figure, signed
 from hvbench.analysis.outliers import BIMODAL_LEVEL, OUTLIER_LEVEL, OUTLIER_MIN_REL, null_threshold
 from hvbench.analysis.readings import Reading
-from hvbench.analysis.stats import PRACTICAL, count_interval, quantile_test
+from hvbench.analysis.stats import BURSTY_MIN_N, PRACTICAL, count_interval, quantile_test
 from hvbench.analysis.storms import PERCENTILES, Storm, bend_text, estimate_text, storms
 from hvbench.analysis.trends import TREND_MIN_N
 from hvbench.analysis.verdict import cost_text, efficiency_text
@@ -80,7 +82,8 @@ COUNT_NOTE = (
     f"independent; {BURSTY}: the repetitions vary more than Poisson counts do (their variance "
     "over their mean beyond its χ² law, p < 0.05), and no interval of the mean of a few bursty "
     "counts holds its 95% (Student's covers 65–83% of negative binomial ones at 3–5 "
-    "repetitions)"
+    f"repetitions); below {BURSTY_MIN_N} repetitions Poisson's interval says so too, for so "
+    "few cannot tell Poisson counts from bursty ones (0, 0, 1 is as likely of either)"
 )
 CLIPPED_NOTE = (
     f"{CLIPPED} a bound at 0 (a loss's at 100): Fieller's interval of the ratio reached below 0, "
@@ -497,12 +500,7 @@ def statistics_table(a: RunAnalysis, workload: str) -> Table:
         s = r.single
         ci = interval_text(s, floored(r)) if s.n > 1 else "n/a"
         if r.unit == COUNT and s.n > 1:
-            c = count_interval(r.single_values)
-            if c.bursty:
-                ci = f"{BURSTY} (variance {c.dispersion:.2g}× the mean)"
-            else:
-                _, low, high = interval_strings(s.mean, c.low, c.high)
-                ci = f"{low}–{high} (a count: Poisson's, if its events are independent)"
+            ci = count_ci(r.single_values)
         elif s.identical:
             ci = s.identical if s.identical == RESOLUTION_UNKNOWN else f"{ci}, {s.identical}"
         t.rows.append(
@@ -524,6 +522,18 @@ def statistics_table(a: RunAnalysis, workload: str) -> Table:
     if any(r.unit == COUNT for r in rows):
         t.notes.append(COUNT_NOTE)
     return t
+
+
+def count_ci(values: np.ndarray) -> str:
+    """A count's interval as the statistics table gives it (``stats.count_interval``):
+    Poisson's, named with what it assumes and, below ``BURSTY_MIN_N`` repetitions, that so few
+    cannot vouch for it if the counts come in bursts; or, where they are shown to, no interval."""
+    c = count_interval(values)
+    if c.bursty:
+        return f"{BURSTY} (variance {c.dispersion:.2g}× the mean)"
+    _, low, high = interval_strings(float(np.mean(values)), c.low, c.high)
+    burst = f"; {BURSTY}" if c.too_few else ""
+    return f"{low}–{high} (a count: Poisson's, if its events are independent{burst})"
 
 
 def scaling_table(a: RunAnalysis, workload: str) -> Table | None:
