@@ -61,7 +61,7 @@ def boot_once(machine: str, form: str, kernel: str) -> dict[str, float]:
             [inst] = driver.start(1, time.monotonic() + 300).instances
             dmesg = inst.exec(["dmesg"], 60).text()
             driver.stop([inst])
-            phases = dict(inst.boot)
+            phases = inst.boot.as_dict()
             # the end of rc, which boot_phases leaves out (only a step towards ready)
             phases["rc"] = inst.guest.console.phases["agent"]
             found = _RUN_INIT.search(dmesg)

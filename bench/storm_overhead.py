@@ -10,8 +10,8 @@ Not a test: it prints figures. For each count N, ``--repeat`` times, in turn:
   runc (``driver: container``) ``runc run --detach`` of the same bundle (the same root, mounts
   and limits; a network namespace of runc's own instead of the run's), then
   ``runc delete --force``; an engine (docker, podman) its ``run --detach`` of the same image
-  with the same limits, then ``rm --force``. Each step is the wall time from the first command's
-  start until the last returned.
+  with the same limits, then its removal (``rm --force``; Podman's with ``--time 0``). Each
+  step is the wall time from the first command's start until the last returned.
 
 Per instance: hvbench's wall time (start + stop) over N; the tool's; hvbench's own, the first
 minus the second; and that as a share of the tool's (the goal: at most 20%, and about the same
@@ -42,7 +42,7 @@ from hvbench.drivers import DRIVERS
 from hvbench.drivers.base import Driver, Needs
 from hvbench.drivers.engine import EngineDriver, EngineInstance
 from hvbench.drivers.oslevel import OciDriver, OciInstance
-from hvbench.host.resources import Ledger
+from hvbench.host.resources import Ledger, resource_name
 
 DEADLINE_S = 900.0
 
@@ -91,7 +91,7 @@ def runc_by_hand(driver: OciDriver, ledger: Ledger, count: int) -> Storm:
     for index in range(count):
         inst = OciInstance("hand", index, 1, driver.settings.memory >> 20)
         inst.root = str(driver.opened.root)
-        inst.container_id = f"hvb-{ledger.run_id[-8:]}-hand-{index}"
+        inst.container_id = resource_name(ledger.run_id, inst.name)
         inst.cgroups_path = f"/{inst.container_id}"
         spec = driver.spec(inst, "unused", None)
         spec["linux"]["namespaces"] = [
@@ -112,14 +112,14 @@ def runc_by_hand(driver: OciDriver, ledger: Ledger, count: int) -> Storm:
 
 def engine_by_hand(driver: EngineDriver, ledger: Ledger, count: int) -> Storm:
     """The engine's ``run --detach`` of ``count`` containers at once, the very command the
-    driver runs (its image of the guest tree, its limits and flags), then its ``rm --force``
-    of them."""
+    driver runs (its image of the guest tree, its limits and flags), then its removal of them
+    (``EngineDriver.remove``)."""
     runs, removes, made = [], [], []
     for index in range(count):
         inst = EngineInstance("hand", index, 1, driver.settings.memory >> 20)
-        inst.container_id = f"hvb-{ledger.run_id[-8:]}-hand-{index}"
+        inst.container_id = resource_name(ledger.run_id, inst.name)
         runs.append(driver.run_argv(inst, None))
-        remove = [*inst.cli, "rm", "--force", inst.container_id]
+        remove = [*inst.cli, *driver.remove, inst.container_id]
         made.append(ledger.add("command", inst.container_id, argv=remove))
         removes.append(remove)
     storm = Storm(all_at_once(runs), all_at_once(removes))

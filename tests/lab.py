@@ -42,6 +42,7 @@ import pytest
 import hvbench
 from hvbench.guest import cpio, kernel, userland
 from hvbench.guest import image as guest_image
+from hvbench.host.process import failed
 from hvbench.runner import needs_of
 from hvbench.store import Store
 from hvbench.study import parse_study
@@ -287,7 +288,7 @@ class LabFiles:
 def _run(argv: list[str], cwd: Path | None = None) -> None:
     proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv[:3])} failed: {proc.stderr.strip()[-300:]}")
+        raise RuntimeError(failed(" ".join(argv[:3]), proc))
 
 
 def _versions(hv: Hypervisor, kern: kernel.Kernel) -> str:

@@ -23,6 +23,7 @@ from hvbench.drivers.api_vmm import room_for_copies
 from hvbench.drivers.firecracker import merge_layer
 from hvbench.drivers.vmm_api import VmmApi
 from hvbench.errors import HvbenchError, InstanceError
+from hvbench.host.resources import resource_name
 from hvbench.study import parse_study
 
 HEAD = "name: s\nbaseline: a\nworkloads: [{name: boot}]\nplatforms:\n"
@@ -259,5 +260,5 @@ def test_a_killed_run_leaves_nothing_after_cleanup(tmp_path, driver):
     proc.kill()
     proc.wait()
     left = container_leftovers(run_id)
-    assert any(f"hvb-{run_id[-8:]}" in f for f in left), left  # the namespace with the tap
+    assert any(resource_name(run_id) in f for f in left), left  # the namespace with the tap
     cleaned_up(run_id)

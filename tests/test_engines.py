@@ -33,6 +33,7 @@ from hvbench.drivers.podman import PodmanDriver
 from hvbench.errors import StudyError
 from hvbench.host.packages import listed, refusals
 from hvbench.host.process import processes
+from hvbench.host.resources import resource_name
 from hvbench.plan import needed_packages
 from hvbench.store import Store
 from hvbench.study import parse_study
@@ -255,7 +256,7 @@ def test_engines_leave_the_host_as_it_was_and_run_again(engines_run):
 def in_run_cgroup(run_id: str, command: str) -> bool:
     """Whether ``command`` runs in a cgroup of the run's platforms (``hvb-<run>-<platform>``):
     in one of its containers, whatever the engine's way in."""
-    tag = f":/hvb-{run_id[-8:]}-"
+    tag = f":/{resource_name(run_id)}-"
     for proc in processes(["name"]):
         if proc.info["name"] == command:
             with contextlib.suppress(OSError):

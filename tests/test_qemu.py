@@ -221,7 +221,7 @@ def test_nic_passes_traffic(guest_run: GuestRun, nic: str):
     )
     try:
         [inst] = d.start(1, deadline()).instances
-        assert inst.boot["kernel"] < inst.boot["init"] < inst.boot["ready"]
+        assert inst.boot.kernel < inst.boot.init < inst.boot.ready
         out = inst.exec(["iperf3", "-c", "198.18.0.1", "-t", "1", "-J"], timeout=60)
         assert out.ok, out.describe_failure()
         received = json.loads(out.stdout)["end"]["sum_received"]["bytes"]

@@ -16,6 +16,7 @@ from polling import wait_for
 
 from hvbench.drivers.qemu_machine import BACKPORTS
 from hvbench.host.process import executable, processes
+from hvbench.host.resources import resource_name
 from hvbench.session import NewRun, RunSession
 from hvbench.store import Store, image_artifact
 from hvbench.study import parse_study
@@ -85,7 +86,7 @@ def _qemu_of(run_id: str) -> psutil.Process | None:
 def _iperf3_server(run_id: str) -> psutil.Process | None:
     """The net cell's server, on the peer, in the run's own namespace (with the run's QEMU)."""
     try:
-        netns = os.stat(f"/run/netns/hvb-{run_id[-8:]}").st_ino
+        netns = os.stat(f"/run/netns/{resource_name(run_id)}").st_ino
     except OSError:
         return None
     for proc in processes(["cmdline"]):

@@ -28,6 +28,7 @@ from hvbench.cli.run import REPORTS, imprecise_cells
 from hvbench.errors import HvbenchError
 from hvbench.host.process import processes
 from hvbench.plan import START_TIMEOUT_S, start_allowance
+from hvbench.runner import needs_of
 from hvbench.session import NewRun, Resume, RunSession
 from hvbench.store import TIME, Store, TimeRecord, WhatRan
 from hvbench.study import parse_study
@@ -379,3 +380,16 @@ def test_the_default_studys_examination_of_the_host_is_a_step_of_its_time(tmp_pa
     assert set(spent.steps) == {"doctor", "images", "boots"}
     assert spent.steps["doctor"] > 0
     assert spent.other_s() < spent.total_s / 2
+
+
+def test_a_platform_gets_a_data_disk_only_where_a_disk_workload_runs_on_it():
+    """One guest for all (the same tools everywhere), but no data disk made and formatted at
+    every boot of a platform no disk workload runs on (the default study's qemu-emulated)."""
+    study = parse_study(
+        "name: n\nplatforms:\n  a: {driver: native}\n  b: {driver: native}\n"
+        "workloads:\n  - {name: disk, tool: dd, size: 64M, platforms: [a]}\n  - {name: boot}\n",
+        "needs",
+    )
+    a, b = needs_of(study, "a"), needs_of(study, "b")
+    assert a.data_disk and not b.data_disk
+    assert a.tools == b.tools == needs_of(study).tools and "dd" in a.tools

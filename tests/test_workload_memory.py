@@ -15,7 +15,7 @@ from conftest import require
 
 from hvbench.drivers.container import ContainerDriver
 from hvbench.drivers.gvisor import GvisorInstance
-from hvbench.drivers.oslevel import kernel_charge, parse_memory_stat
+from hvbench.host.cgroup import kernel_charge, parse_memory_stat
 from hvbench.session import NewRun, RunSession
 from hvbench.store import Store
 from hvbench.study import parse_study

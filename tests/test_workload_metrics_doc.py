@@ -7,12 +7,14 @@ import re
 import signal
 import subprocess
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from metrics_doc import METRICS_DOC, doc_rows
 from workload_env import native_instances, run_workload
 
+from hvbench.drivers.base import BootPhases
 from hvbench.workloads.base import Context, GroupStart, Metric
 from hvbench.workloads.bonnie import parse_bonnie_csv
 from hvbench.workloads.boot import Boot, BootSettings
@@ -33,17 +35,17 @@ FIX = Path(__file__).parent / "fixtures"
 
 
 class _NoBoot:
-    name, boot = "native-0", {}
+    name, boot = "native-0", None
 
 
 class _Booted:
-    name, boot = "qemu-0", {"kernel": 0.2, "init": 1.5, "ready": 1.8}
+    name, boot = "qemu-0", BootPhases(kernel=0.2, init=1.5, ready=1.8)
 
 
 class _MicroVmBooted:
     """A Firecracker or Cloud Hypervisor guest: the VMM's own phases besides."""
 
-    name, boot = "fc-0", {**_Booted.boot, "api": 0.01, "start_to_init": 1.2}
+    name, boot = "fc-0", replace(_Booted.boot, api=0.01, start_to_init=1.2)
 
 
 def memory_metrics() -> list[Metric]:
@@ -74,7 +76,7 @@ def all_metrics() -> list[Metric]:
     text = lambda p: (FIX / p).read_text()  # noqa: E731
     time_line = parse_build(text("kernbench/subcmd.txt"))
     ctx = Context(network=None, quick=True, instance_count=1)  # type: ignore[arg-type]
-    storm = GroupStart(2.5, {_Booted.name: _Booted.boot, "qemu-1": {"ready": 2.1}}, failed=1)
+    storm = GroupStart(2.5, {_Booted.name: _Booted.boot, "qemu-1": BootPhases(ready=2.1)}, failed=1)
     storm_ctx = Context(network=None, quick=True, instance_count=2, start=storm)  # type: ignore[arg-type]
     files = [
         "stress-ng/zlib.yaml",

@@ -139,11 +139,20 @@ class SampleRun:
     """The host's profile of the measured part, where the study asked for one."""
 
 
-def needs_of(study: Study) -> Needs:
+def needs_of(study: Study, platform: str | None = None) -> Needs:
+    """What the study's workloads need of an instance: one guest for every platform (the tools,
+    the userland, its packages), so that all boot the same; a data disk only where a workload
+    that runs on ``platform`` writes one (the default study's qemu-emulated runs no disk
+    workload, yet formatted a 3 GiB IDE disk at every boot)."""
     workloads = [study.workload(i) for i in range(len(study.workloads))]
+    on = [
+        w
+        for w, settings in zip(workloads, study.workloads, strict=True)
+        if platform is None or settings.runs_on(platform)
+    ]
     return Needs(
         tools=frozenset(t for w in workloads for t in w.tools()),
-        data_disk=any(w.needs_data_disk for w in workloads),
+        data_disk=any(w.needs_data_disk for w in on),
         userland=any(w.needs_userland for w in workloads),
         packages=frozenset(p for w in workloads for p in w.packages()),
     )
@@ -184,8 +193,6 @@ class RunScope:
     """What one run holds on the host: claimed when it starts, let go when it ends (Ctrl-C
     included), so that nothing of a run outlives it."""
 
-    needs: Needs
-    """What the study's workloads need of every platform's instances."""
     ledger: Ledger
     workdir: Path
     network: RunNetwork
@@ -194,9 +201,7 @@ class RunScope:
     """One driver per platform, made at its first group (``driver``), closed at the end."""
 
     @classmethod
-    def claim(
-        cls, run_id: str, needs: Needs, profile: bool, notice: Callable[[str], None]
-    ) -> RunScope:
+    def claim(cls, run_id: str, profile: bool, notice: Callable[[str], None]) -> RunScope:
         """The run's ledger, work directory, network and profiler (saying its failure through
         ``notice``)."""
         ledger = Ledger(run_id)
@@ -206,14 +211,15 @@ class RunScope:
         workdir.mkdir(parents=True, exist_ok=True)
         network = RunNetwork(run_id, ledger)
         profiler = HostProfiler(ledger, workdir, notice, enabled=profile)
-        return cls(needs, ledger, workdir, network, profiler)
+        return cls(ledger, workdir, network, profiler)
 
-    def driver(self, platform: str, settings: PlatformSettings) -> Driver:
-        """The platform's driver for the whole run: made at its first group."""
+    def driver(self, platform: str, settings: PlatformSettings, needs: Needs) -> Driver:
+        """The platform's driver for the whole run, building what ``needs`` says its instances
+        need: made at its first group."""
         if platform not in self.drivers:
             (self.workdir / platform).mkdir(exist_ok=True)
             self.drivers[platform] = driver_class(settings)(
-                platform, settings, self.needs, self.ledger, self.network, self.workdir / platform
+                platform, settings, needs, self.ledger, self.network, self.workdir / platform
             )
         return self.drivers[platform]
 
@@ -297,7 +303,10 @@ class Runner:
                 continue
             if time.monotonic() + sum(estimates[c.key] for c in group.cells) > deadline:
                 return Measured(failed, fitted=False)
-            driver = self.scope.driver(group.platform, self.study.platforms[group.platform])
+            settings = self.study.platforms[group.platform]
+            driver = self.scope.driver(
+                group.platform, settings, needs_of(self.study, group.platform)
+            )
             for sample in self._start_sample_stop(driver, group):
                 record = sample.record
                 self.store.add_sample(self._store_cell(sample.cell, driver), record)
@@ -406,7 +415,7 @@ class Runner:
             driver.open()
         with self.stopwatch.step("boots"):
             started = driver.start(count, deadline)
-        boots = {i.name: dict(i.boot) for i in started.instances}
+        boots = {i.name: i.boot for i in started.instances}
         return GroupUp(started.instances, GroupStart(started.seconds, boots, failed))
 
     def _sample(

@@ -285,9 +285,7 @@ class RunSession:
             self._hold.release()
 
     def _run_held(self) -> RunResult:
-        scope = RunScope.claim(
-            self.run_id, needs_of(self.study), self.study.profile, self._profile_notice
-        )
+        scope = RunScope.claim(self.run_id, self.study.profile, self._profile_notice)
         status: Status = "interrupted"
         failed = 0
         try:

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 from hvbench.drivers.agent_instance import AgentInstance
 from hvbench.drivers.base import Availability, Driver, PlatformSettings
 from hvbench.drivers.console import Console, launch
-from hvbench.drivers.disks import DataImage, format_data_disk
+from hvbench.drivers.disks import DataImage, mount_data_disk
 from hvbench.drivers.footprint import KVM_PACE, Footprint, Pace
 from hvbench.drivers.last_words import VmmFailed, last_words
 from hvbench.drivers.vmm_api import Endpoint, VmmApi
@@ -439,10 +439,10 @@ class ApiVmmDriver(Driver[S, I, ApiVmmOpened]):
             vmm.wait_ready(boot_deadline)
         except CommandTimeout as e:
             raise vmm.failure(f"{inst.name}: not ready in time ({e})") from e
-        inst.boot = vmm.console.boot_phases() | self._vmm_phases(vmm)
+        inst.boot = replace(vmm.console.boot_phases(), **self._vmm_phases(vmm))
         if data is not None:
             device = self._data_device(inst, spec)
-            format_data_disk(inst, device, self.data_description(data))
+            mount_data_disk(inst, device, self.data_description(data), formatted=data.formatted)
 
     @abstractmethod
     def _data_device(self, inst: I, spec: GuestSpec) -> str:

@@ -7,11 +7,12 @@ control channel that is never the device under test, and the driver ``stop``s th
 
 from __future__ import annotations
 
+import itertools
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Generic, Literal, TypeVar
 
@@ -107,6 +108,34 @@ class DataDisk:
     """What backs it on the host (file, partition, LV), for the report's provenance."""
 
 
+@dataclass(frozen=True, kw_only=True)
+class BootPhases:
+    """How an instance booted: seconds, to the millisecond, from its start (its VMM's process,
+    the runtime's or engine's call) until each phase its platform shows; what the boot workload
+    makes its metrics of, and a boot storm its ready times."""
+
+    kernel: float | None = None
+    """The kernel's first message (a guest's serial console)."""
+    init: float | None = None
+    """The guest's init started."""
+    ready: float
+    """The control channel answered: every started instance has it."""
+    api: float | None = None
+    """A microVM VMM's API answered."""
+    start_to_init: float | None = None
+    """From the API call that started the guest to its init (Firecracker's boot time)."""
+
+    @classmethod
+    def ready_since(cls, t0: float) -> BootPhases:
+        """Ready now, started at ``t0`` (``time.monotonic``): the boot of an instance that shows
+        no other phase (a container, a Xen domain)."""
+        return cls(ready=round(time.monotonic() - t0, 3))
+
+    def as_dict(self) -> dict[str, float]:
+        """The phases shown, in boot order (as the boot workload's raw output prints them)."""
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+
 @dataclass
 class Instance(ABC):
     """One running guest, or the host itself for ``native``."""
@@ -118,8 +147,8 @@ class Instance(ABC):
     address: str | None = None
     """IPv4 address in the run's network namespace, or None without a NIC."""
     data_disk: DataDisk | None = None
-    boot: dict[str, float] = field(default_factory=dict)
-    """Boot phases in seconds since the process started: kernel, init, ready."""
+    boot: BootPhases | None = None
+    """How it booted; None where it never did (``native``: the host itself)."""
     scratch_root: str = "/tmp"
     """Where workloads make their scratch directories inside the instance: its own /tmp, or
     for one that shares the host's files (native), a directory that goes with the run."""
@@ -202,6 +231,17 @@ Operation = Literal["migrate", "snapshot"]
 """Platform operations a workload may need of an instance beyond ``exec``."""
 
 
+_operations = itertools.count(1)
+
+
+def operation_path(directory: Path, inst: Instance, kind: str) -> Path:
+    """Where one operation on ``inst`` keeps its files (``kind``: ``in`` for the instance made
+    anew, a migration's destination or a restore; ``save``, ``checkpoint``), in ``directory``
+    (which the run's instances share): numbered in this process, for an instance may be moved
+    or saved again and again. No dot in its name: ``with_suffix`` derives the files from it."""
+    return directory / f"{inst.name}-{kind}{next(_operations)}"
+
+
 @dataclass(frozen=True)
 class MigrationPlan:
     """How to migrate: pre-copy, optionally switching to post-copy, optionally auto-converge."""
@@ -243,7 +283,7 @@ class Needs:
     tools: frozenset[str] = frozenset()
     """Programs that must be runnable inside the instance."""
     data_disk: bool = False
-    """A separate disk, formatted and mounted, for disk workloads."""
+    """A separate disk, formatted and mounted, for the disk workloads that run on the platform."""
     userland: bool = False
     """A full root filesystem (compiler, make) rather than a small initramfs."""
     packages: frozenset[str] = frozenset()

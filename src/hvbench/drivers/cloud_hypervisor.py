@@ -15,7 +15,6 @@ Hypervisor on this host over a Unix socket.
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import time
@@ -41,6 +40,7 @@ from hvbench.drivers.base import (
     MigrationPlan,
     Operation,
     OperationReport,
+    operation_path,
 )
 from hvbench.drivers.disks import DATA_SERIAL, DataImage, find_disk
 from hvbench.drivers.vmm_api import Endpoint, VmmApi
@@ -257,7 +257,7 @@ class CloudHypervisorLifecycle(Lifecycle):
         source.release_agent(deadline)  # a vsock connection does not survive the move
         vsock = Path(source.agent.path)
         [socket_res] = [r for r in self.inst.channels if r.name == str(vsock)]
-        prefix = workdir / f"{self.inst.name}-in{next(_operations)}"
+        prefix = operation_path(workdir, self.inst, "in")
         channel = Path(f"{prefix}.migration.sock")
         aside, kept = Path(f"{vsock}.source"), Path(f"{vsock}.destination")
         made = [ledger.add("path", str(path)) for path in (channel, aside, kept)]
@@ -329,7 +329,7 @@ class CloudHypervisorLifecycle(Lifecycle):
             while self.inst.channels:
                 self.driver.ledger.release(self.inst.channels.pop())
             t1 = time.monotonic()
-            prefix = self.driver.workdir / f"{self.inst.name}-in{next(_operations)}"
+            prefix = operation_path(self.driver.workdir, self.inst, "in")
             channels: list[Resource] = [
                 self.driver.ledger.add("path", p) for p in (api_socket, vsock)
             ]
@@ -350,9 +350,6 @@ class CloudHypervisorLifecycle(Lifecycle):
         figures = {"save_s": save_s, "size_mib": size / (1 << 20), "restore_s": restore_s}
         raw = {"kind": "Cloud Hypervisor vm.snapshot, vm.restore", "figures": figures}
         return OperationReport(figures, json.dumps(raw))
-
-
-_operations = itertools.count(1)
 
 
 def _wait_for(path: Path, what: str, deadline: float, vmm: Vmm) -> None:

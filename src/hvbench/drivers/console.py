@@ -16,6 +16,7 @@ from typing import IO, ClassVar
 
 import psutil
 
+from hvbench.drivers.base import BootPhases
 from hvbench.drivers.last_words import VmmFailed
 from hvbench.host.resources import Ledger, Resource
 
@@ -84,10 +85,10 @@ class Console(threading.Thread):
         """Note the boot's last phase: the guest's agent answered, now."""
         self.phases["ready"] = time.monotonic() - self.started
 
-    def boot_phases(self) -> dict[str, float]:
+    def boot_phases(self) -> BootPhases:
         """The phases an instance reports (``Instance.boot``), to the millisecond: kernel,
         init and ready (the agent's start is only a step towards ready)."""
-        return {k: round(v, 3) for k, v in self.phases.items() if k != "agent"}
+        return BootPhases(**{k: round(v, 3) for k, v in self.phases.items() if k != "agent"})
 
 
 def launch(

@@ -5,6 +5,8 @@ instance, and found there."""
 from __future__ import annotations
 
 import re
+import shlex
+import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +17,7 @@ from pydantic import BaseModel, ConfigDict
 from hvbench.drivers.base import DataDisk, Driver, Instance
 from hvbench.errors import HvbenchError, InstanceError
 from hvbench.guest.files import DISK_LIST
+from hvbench.host.process import failed
 from hvbench.host.storage import loop_device, make_image
 from hvbench.units import Size
 
@@ -48,6 +51,14 @@ class DiskBacking(Protocol):
     def size(self) -> int: ...
 
 
+DATA_MOUNT = "/mnt/hvbench-data"
+DATA_SERIAL = "hvbench-data"
+"""The serial a VMM gives the data disk, by which it is found in the guest (``find_disk``)."""
+MKFS = ("mkfs.ext4", "-F", "-q", "-E", "lazy_itable_init=0,lazy_journal_init=0")
+"""How every data disk is formatted. Inode tables and journal are initialised now, not lazily:
+ext4's background initialisation would otherwise write to the disk while a workload measures it."""
+
+
 @dataclass(frozen=True)
 class DataImage:
     """The host side of one instance's data disk, made the same way for every driver
@@ -58,6 +69,10 @@ class DataImage:
     made for the instance, or the loop device over that file."""
     file: Path | None
     """The file made for the instance, or None on the user's block device."""
+    formatted: bool
+    """Formatted with MKFS on the host already (any raw disk), natively: a guest's mkfs
+    under TCG or UML took 2.3 s an instance of the default study. A qcow2 image, whose
+    clusters the host cannot write as a file, is formatted inside the instance."""
 
     @classmethod
     def make(
@@ -72,45 +87,49 @@ class DataImage:
         """The block device the settings name, once it is there (validation made sure they
         name one); or a new image file ``name`` of the disk's size and format ``fmt`` in the
         disk's directory (by default the run's), in the ledger (``made``) before it exists,
-        behind a loop device with direct I/O where ``loop``."""
+        behind a loop device with direct I/O where ``loop``; formatted on the host where raw."""
         if disk.backing == "block":
             assert disk.path
             if not Path(disk.path).exists():
                 raise HvbenchError(
                     f"platform {driver.platform}: disk path {disk.path} does not exist"
                 )
-            return cls(disk.path, None)
-        file = Path(disk.path or driver.workdir) / name
-        if loop:
+            image = cls(disk.path, None, formatted=True)
+        elif loop:
+            file = Path(disk.path or driver.workdir) / name
             made += loop_device(driver.ledger, file, disk.size)
-            return cls(made[-1].name, file)
-        made.append(driver.ledger.add("path", str(file)))
-        make_image(file, fmt, disk.size)
-        return cls(str(file), file)
+            image = cls(made[-1].name, file, formatted=True)
+        else:
+            file = Path(disk.path or driver.workdir) / name
+            made.append(driver.ledger.add("path", str(file)))
+            make_image(file, fmt, disk.size)
+            image = cls(str(file), file, formatted=fmt == "raw")
+        if image.formatted:
+            mkfs = subprocess.run([*MKFS, image.path], capture_output=True, text=True, check=False)
+            if mkfs.returncode != 0:
+                raise HvbenchError(
+                    failed(f"platform {driver.platform}: {MKFS[0]} {image.path}", mkfs)
+                )
+        return image
 
 
-DATA_MOUNT = "/mnt/hvbench-data"
-DATA_SERIAL = "hvbench-data"
-"""The serial a VMM gives the data disk, by which it is found in the guest (``find_disk``)."""
-MKFS = ("mkfs.ext4", "-F", "-q", "-E", "lazy_itable_init=0,lazy_journal_init=0")
-"""How every data disk is formatted. Inode tables and journal are initialised now, not lazily:
-ext4's background initialisation would otherwise write to the disk while a workload measures it."""
-
-
-def format_data_disk(
-    instance: Instance, device: str, description: str, mountpoint: str = DATA_MOUNT
+def mount_data_disk(
+    instance: Instance,
+    device: str,
+    description: str,
+    *,
+    formatted: bool,
+    mountpoint: str = DATA_MOUNT,
 ) -> None:
-    """Format the data disk inside the instance (with MKFS) and mount it, the same way on every
-    platform that has a kernel of its own."""
-    steps = (
-        [*MKFS, device],
-        ["mkdir", "-p", mountpoint],
-        ["mount", device, mountpoint],
-    )
-    for argv in steps:
-        result = instance.exec(argv, timeout=600)
-        if not result.ok:
-            raise InstanceError(f"{instance.name}: data disk {device}: {result.describe_failure()}")
+    """Mount the data disk inside the instance, formatting it there first (with MKFS) where
+    the host did not (``DataImage.formatted``), the same way on every platform with a kernel
+    of its own: in one command, as each costs a round trip to a slow guest (0.4 s under UML)."""
+    script = 'mkdir -p "$2" && mount "$1" "$2"'
+    if not formatted:
+        script = f'{shlex.join(MKFS)} "$1" && {script}'
+    result = instance.exec(["sh", "-c", script, "sh", device, mountpoint], timeout=600)
+    if not result.ok:
+        raise InstanceError(f"{instance.name}: data disk {device}: {result.describe_failure()}")
     instance.data_disk = DataDisk(device, mountpoint, description)
 
 

@@ -14,7 +14,6 @@ loads it: a restore from a snapshot, stated as such, never called a migration.
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import time
@@ -38,6 +37,7 @@ from hvbench.drivers.base import (
     MigrationPlan,
     Operation,
     OperationReport,
+    operation_path,
 )
 from hvbench.drivers.disks import DataImage, find_disk
 from hvbench.drivers.vmm_api import Endpoint, VmmApi
@@ -265,7 +265,7 @@ class FirecrackerLifecycle(Lifecycle):
         self._end_process()
         merge_layer(Path(diff.memory.name), Path(full.memory.name))
         t0 = time.monotonic()
-        prefix = self.driver.workdir / f"{self.inst.name}-in{next(_operations)}"
+        prefix = operation_path(self.driver.workdir, self.inst, "in")
         made = [full.memory]  # backs the guest's memory while it runs
         sockets = (f"{prefix}.api.sock", f"{prefix}.vsock")
         try:
@@ -337,9 +337,6 @@ class FirecrackerLifecycle(Lifecycle):
             self.inst.process.kill()
         while self.inst.channels:
             self.driver.ledger.release(self.inst.channels.pop())
-
-
-_operations = itertools.count(1)
 
 
 def merge_layer(layer: Path, base: Path) -> None:

@@ -42,7 +42,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import io
-import itertools
 import json
 import math
 import os
@@ -64,9 +63,10 @@ from hvbench.drivers.base import (
     MigrationPlan,
     Operation,
     OperationReport,
+    operation_path,
 )
 from hvbench.drivers.console import Console
-from hvbench.drivers.disks import DATA_SERIAL, find_disk, format_data_disk
+from hvbench.drivers.disks import DATA_SERIAL, find_disk, mount_data_disk
 from hvbench.drivers.footprint import Footprint
 from hvbench.drivers.last_words import last_words
 from hvbench.drivers.libvirt_connection import (
@@ -451,10 +451,6 @@ def _qemu_pid(name: str) -> int | None:
     return None
 
 
-_operations = itertools.count(1)
-"""Numbers the save files this process makes (a run's instances share its workdir)."""
-
-
 class LibvirtLifecycle(Lifecycle):
     """Snapshot of a local domain through its save file: the same domain (name, UUID, disks,
     tap) runs again from it, under a new QEMU process. The file is in the ledger before libvirt
@@ -475,9 +471,7 @@ class LibvirtLifecycle(Lifecycle):
         if not inst.alive():
             raise InstanceError(f"{inst.name}: the domain is not running ({inst.last_words()})")
         name = inst.domain.name()
-        image = ledger.add(
-            "path", str(self.driver.workdir / f"{inst.name}.save{next(_operations)}")
-        )
+        image = ledger.add("path", str(operation_path(self.driver.workdir, inst, "save")))
         try:
             t0 = time.monotonic()
             inst.domain.save(image.name)
@@ -710,25 +704,30 @@ class LibvirtDriver(Driver[LibvirtSettings, LibvirtInstance, LibvirtOpened]):
         cores = os.cpu_count() or 1
         return [(index * s.vcpus + v) % cores for v in range(s.vcpus)]
 
-    def _data_disk(self, inst: LibvirtInstance, prefix: Path) -> tuple[Source, str]:
-        """The data disk on the libvirt host, and its description for the report."""
+    def _data_disk(self, inst: LibvirtInstance, prefix: Path) -> tuple[Source, str, bool]:
+        """The data disk on the libvirt host, its description for the report, and whether
+        this host formatted it (a local raw disk: ``DataImage.formatted``)."""
         disk = self.settings.disk
         if not self.remote:
             image, description = self.opened.builder.data_disk(self, prefix, inst.resources)
             if image.file is None:
-                return Source("block", {"dev": image.path}), description
-            return Source("file", {"file": image.path}), description
+                return Source("block", {"dev": image.path}), description, image.formatted
+            return Source("file", {"file": image.path}), description, image.formatted
         host = urlsplit(self.settings.uri).hostname
         if disk.backing == "block":
             assert disk.path  # the settings' validator: block needs a path
-            return Source("block", {"dev": disk.path}), (
-                f"block device {disk.path} of {host} on {disk.bus}, cache={disk.cache}"
+            return (
+                Source("block", {"dev": disk.path}),
+                f"block device {disk.path} of {host} on {disk.bus}, cache={disk.cache}",
+                False,
             )
         name = f"hvb-{self.ledger.run_id}-{inst.name}-data"
         self._new_volume(self.opened.pool, name, disk.size, disk.format, inst.resources)
-        return Source("volume", {"pool": self.settings.pool, "volume": name}), (
+        return (
+            Source("volume", {"pool": self.settings.pool, "volume": name}),
             f"{disk.format} volume {name} in pool {self.settings.pool} of {host} on "
-            f"{disk.bus}, cache={disk.cache}, aio={disk.aio}"
+            f"{disk.bus}, cache={disk.cache}, aio={disk.aio}",
+            False,
         )
 
     def _start_one(self, inst: LibvirtInstance, deadline: float) -> None:
@@ -746,7 +745,7 @@ class LibvirtDriver(Driver[LibvirtSettings, LibvirtInstance, LibvirtOpened]):
             machine.disks.append(root)
             sources[root.id] = Source("file", {"file": root.path})
         if self.needs.data_disk:
-            sources["data"], description = self._data_disk(inst, prefix)
+            sources["data"], description, formatted = self._data_disk(inst, prefix)
             machine.disks.append(data_device(s, ""))
         xml = domain_xml(
             machine,
@@ -789,7 +788,8 @@ class LibvirtDriver(Driver[LibvirtSettings, LibvirtInstance, LibvirtOpened]):
         if s.queues > 1:
             self._net_queues[inst.name] = enable_queues(inst, s.queues)
         if self.needs.data_disk:
-            format_data_disk(inst, find_disk(inst, DATA_SERIAL), description)
+            device = find_disk(inst, DATA_SERIAL)
+            mount_data_disk(inst, device, description, formatted=formatted)
 
     def _stopped(self, instances: list[LibvirtInstance]) -> None:
         while self._reserved:  # after the guests that held them

@@ -18,11 +18,10 @@ from typing import ClassVar, Literal
 import psutil
 
 from hvbench.drivers.base import Availability, Driver, Instance, Kernel, PlatformSettings
-from hvbench.drivers.disks import HostDisk, format_data_disk
+from hvbench.drivers.disks import DataImage, HostDisk, mount_data_disk
 from hvbench.drivers.footprint import Footprint, Pace
 from hvbench.errors import HvbenchError
 from hvbench.host.process import ExecResult, LiveProcesses, run_bounded
-from hvbench.host.storage import loop_device
 from hvbench.store import WhatRan
 from hvbench.units import Size
 
@@ -125,16 +124,16 @@ class NativeDriver(Driver[NativeSettings, NativeInstance, None]):
     def _attach_disk(self, inst: NativeInstance, disk: NativeDisk) -> None:
         """Attach, format and mount the data disk; what is made goes to the instance's
         resources at once, so that ``stop`` removes it even when formatting fails."""
-        if disk.backing == "block":
-            if not disk.path:
-                raise HvbenchError("native disk: backing 'block' needs a path (a partition or LV)")
-            device, description = disk.path, f"block device {disk.path}"
+        if disk.backing == "block" and not disk.path:
+            raise HvbenchError("native disk: backing 'block' needs a path (a partition or LV)")
+        image = DataImage.make(self, disk, f"native-{inst.index}.img", inst.resources, loop=True)
+        if image.file is None:
+            description = f"block device {image.path}"
         else:
-            image = Path(disk.path or self.workdir) / f"native-{inst.index}.img"
-            inst.resources += loop_device(self.ledger, image, disk.size)
-            device = inst.resources[-1].name
-            description = f"loop device (direct I/O) over a sparse file {image}"
+            description = f"loop device (direct I/O) over a sparse file {image.file}"
         # native shares the host's mount namespace: each instance mounts in the run's directory
         mountpoint = str(self.workdir / f"data-{inst.index}")
         inst.resources.append(self.ledger.add("mount", mountpoint))
-        format_data_disk(inst, device, description, mountpoint)
+        mount_data_disk(
+            inst, image.path, description, formatted=image.formatted, mountpoint=mountpoint
+        )

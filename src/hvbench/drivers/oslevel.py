@@ -11,9 +11,8 @@ goes with it; runsc serves that root through its gofer like any other). With tha
 
 - the network namespace that ``RunNetwork.add_host_netns`` made for it (a veth on the run's
   bridge), named in the spec, so the runtime never touches the host's network;
-- cgroup limits equal to the platform's ``vcpus`` (CFS quota of that many CPUs, or a cpuset when
-  pinned) and ``memory`` (swap included, as a VM has none), so that a container compares fairly
-  with a VM of the same size;
+- the cgroup limits of a VM of the platform's size (``OsLevelSettings.limits``, in the spec's
+  words: host/cgroup_limits.py), so that a container compares fairly with a VM of the same size;
 - the data disk: a sparse file on the host behind a loop device with direct I/O (so the host's
   page cache of the file does not hide the medium), formatted and mounted *on the host* with the
   same mkfs options every platform uses, and bind-mounted into the container at DATA_MOUNT. A
@@ -28,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import itertools
 import json
 import os
 import re
@@ -41,12 +39,13 @@ from abc import abstractmethod
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal, NamedTuple, TypeVar
+from typing import Any, ClassVar, NamedTuple, TypeVar
 
 import psutil
 from pydantic import PositiveInt
 
 from hvbench.drivers.base import (
+    BootPhases,
     DataDisk,
     Driver,
     Instance,
@@ -54,20 +53,30 @@ from hvbench.drivers.base import (
     MigrationPlan,
     OperationReport,
     PlatformSettings,
+    operation_path,
 )
-from hvbench.drivers.disks import DATA_MOUNT, MKFS, DataImage, HostDisk
+from hvbench.drivers.disks import DATA_MOUNT, DataImage, HostDisk
 from hvbench.drivers.last_words import last_words
 from hvbench.errors import CommandTimeout, HvbenchError, InstanceError
 from hvbench.guest import image as guest_image
 from hvbench.guest import rootfs, userland
-from hvbench.host.process import ExecResult, LiveProcesses, run_bounded, time_left, which
-from hvbench.host.resources import Resource
+from hvbench.host.cgroup import cgroup_kernel_memory, cgroup_procs, cgroup_version
+from hvbench.host.cgroup_limits import CgroupLimits, CgroupVersion
+from hvbench.host.process import (
+    ExecResult,
+    LiveProcesses,
+    failed,
+    output_tail,
+    run_bounded,
+    time_left,
+    which,
+)
+from hvbench.host.resources import Resource, resource_name
 from hvbench.host.storage import attach_loop, mount
 from hvbench.toolenv import in_locale
 from hvbench.units import Size
 
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-CFS_PERIOD_US = 100_000
 STOP_TIMEOUT_S = 30.0
 WORKDIR = "/tmp"
 """Where commands start: a tmpfs, so that tools that write to their working directory
@@ -108,72 +117,16 @@ class OsLevelSettings(PlatformSettings):
     disk: HostDisk = HostDisk()
     """An ext4 filesystem on the host, bind-mounted into the container."""
 
-
-def pinned_cpus(index: int, vcpus: int) -> str:
-    """The host cores instance ``index`` is pinned to (``pin``): ``vcpus`` of its own, round
-    robin over the host's, as a cpuset list."""
-    cores = os.cpu_count() or 1
-    return ",".join(str((index * vcpus + k) % cores) for k in range(vcpus))
-
-
-def cgroup_version() -> Literal[1, 2]:
-    """2 on a unified hierarchy, 1 on a legacy or hybrid one (where runc and runsc use v1)."""
-    return 2 if Path("/sys/fs/cgroup/cgroup.controllers").exists() else 1
+    @property
+    def limits(self) -> CgroupLimits:
+        """The cgroup limits of a VM of this size, which each driver renders in its program's
+        words."""
+        return CgroupLimits(self.vcpus, self.memory, self.pin)
 
 
 def _fs_type(path: str) -> str:
     out = subprocess.run(["stat", "-fc", "%T", path], capture_output=True, text=True, check=False)
     return out.stdout.strip()
-
-
-def cgroup_dir(cgroups_path: str, controller: str) -> Path:
-    """The container's cgroup directory (v1: in the controller's hierarchy)."""
-    base = Path("/sys/fs/cgroup")
-    return base / (controller if cgroup_version() == 1 else "") / cgroups_path.lstrip("/")
-
-
-def cgroup_procs(cgroups_path: str) -> list[int]:
-    """Host pids in the container's cgroup (v1: the cpuacct hierarchy)."""
-    try:
-        text = (cgroup_dir(cgroups_path, "cpuacct") / "cgroup.procs").read_text()
-    except OSError:
-        return []
-    return [int(p) for p in text.split()]
-
-
-def cgroup_kernel_memory(cgroups_path: str) -> int | None:
-    """Bytes of kernel memory charged to the container's cgroup: its slab (dentries, inodes,
-    namespaces, mounts), page tables, kernel stacks, percpu and vmalloc memory, and socket
-    buffers; None if the cgroup is gone. v2: memory.stat's ``kernel`` and ``sock``; v1 (no
-    such fields): the kmem counter, which holds the same charges, and the tcp one (which counts
-    socket buffers only once a tcp limit is set)."""
-    where = cgroup_dir(cgroups_path, "memory")
-    try:
-        if cgroup_version() == 2:
-            return kernel_charge(parse_memory_stat((where / "memory.stat").read_text()))
-        v1 = ("memory.kmem.usage_in_bytes", "memory.kmem.tcp.usage_in_bytes")
-        return sum(int((where / name).read_text()) for name in v1)
-    except OSError:
-        return None
-
-
-def parse_memory_stat(text: str) -> dict[str, int]:
-    """cgroup v2's memory.stat: one "name bytes" a line."""
-    return {name: int(value) for name, value in (line.split() for line in text.splitlines())}
-
-
-KERNEL_PARTS = ("kernel_stack", "pagetables", "sec_pagetables", "percpu", "slab", "vmalloc")
-"""memory.stat's kernel-side fields, summed where ``kernel`` is missing (Linux < 5.18)."""
-
-
-def kernel_charge(stat: dict[str, int]) -> int:
-    """Kernel memory in a v2 memory.stat: ``kernel`` (slab, stacks, page tables, percpu,
-    vmalloc and the rest) plus ``sock``, which it leaves out. Kernels before 5.18 have no
-    ``kernel``: the sum of the parts they list, which misses charges no field names."""
-    kernel = stat.get("kernel")
-    if kernel is None:
-        kernel = sum(stat.get(part, 0) for part in KERNEL_PARTS)
-    return kernel + stat.get("sock", 0)
 
 
 def kill_but_init(init: psutil.Process | None, pids: Iterable[int]) -> None:
@@ -273,9 +226,6 @@ def host_data_disk(
             f"loop device (direct I/O) over a sparse file {image.file} "
             f"on {_fs_type(str(image.file.parent))}"
         )
-    mkfs = subprocess.run([*MKFS, device], capture_output=True, text=True, check=False)
-    if mkfs.returncode != 0:
-        raise InstanceError(f"{inst.name}: mkfs.ext4 {device}: {mkfs.stderr.strip()[-200:]}")
     mount(driver.ledger, made, mountpoint, device)
     inst.data_disk = DataDisk(
         device,
@@ -398,7 +348,7 @@ class OciOpened:
     """The root filesystem image, where the workloads need a full userland."""
     runtime: tuple[str, ...]
     """The runtime's command with its global flags (state directory first)."""
-    cgroup_version: Literal[1, 2]
+    cgroup_version: CgroupVersion
 
 
 class OciDriver(Driver[OS, OciInstance, OciOpened]):
@@ -493,7 +443,7 @@ class OciDriver(Driver[OS, OciInstance, OciOpened]):
         if self.needs.data_disk:
             data_source = self._data_disk(inst, bundle, made)
         inst.runtime = list(opened.runtime)
-        inst.container_id = f"hvb-{self.ledger.run_id[-8:]}-{inst.name}-{os.getpid()}"
+        inst.container_id = resource_name(self.ledger.run_id, inst.name, os.getpid())
         # a cgroup of its own at the top, which the runtime's delete removes (a common parent
         # would be left behind)
         inst.cgroups_path = f"/{inst.container_id}"
@@ -525,7 +475,7 @@ class OciDriver(Driver[OS, OciInstance, OciOpened]):
             raise InstanceError(f"{inst.name}: {self.runtime_name} run failed ({words})")
         inst.init = self._init_process(inst, pid_file)
         self._ready(inst, deadline)
-        inst.boot = {"ready": round(time.monotonic() - t0, 3)}
+        inst.boot = BootPhases.ready_since(t0)
 
     def _ready(self, inst: OciInstance, deadline: float) -> None:
         """Wait until the container runs its init's first commands (``wait_spawner``)."""
@@ -549,8 +499,7 @@ class OciDriver(Driver[OS, OciInstance, OciOpened]):
             return psutil.Process(int(json.loads(state.stdout)["pid"]))
         except (ValueError, KeyError, TypeError, psutil.Error):
             raise InstanceError(
-                f"{inst.name}: {self.runtime_name} state gave no running init: "
-                f"{(state.stdout or state.stderr).strip()[-200:]}"
+                f"{inst.name}: {self.runtime_name} state gave no running init: {output_tail(state)}"
             ) from None
 
     def _data_disk(self, inst: OciInstance, bundle: Path, made: list[Resource]) -> str:
@@ -561,10 +510,6 @@ class OciDriver(Driver[OS, OciInstance, OciOpened]):
 
     def spec(self, inst: OciInstance, netns: str, data_source: str | None) -> dict:
         """The OCI runtime spec of one instance."""
-        s = self.settings
-        cpu: dict = {"quota": s.vcpus * CFS_PERIOD_US, "period": CFS_PERIOD_US}
-        if s.pin:
-            cpu["cpus"] = pinned_cpus(inst.index, s.vcpus)
         mounts = [
             {"destination": "/proc", "type": "proc", "source": "proc"},
             _tmpfs("/dev", "mode=755", "size=65536k", "strictatime"),
@@ -617,11 +562,7 @@ class OciDriver(Driver[OS, OciInstance, OciOpened]):
                     {"type": "network", "path": f"/run/netns/{netns}"},
                 ],
                 "cgroupsPath": inst.cgroups_path,
-                "resources": {
-                    "cpu": cpu,
-                    # swap equal to memory: no swap, as in a VM
-                    "memory": {"limit": s.memory, "swap": s.memory},
-                },
+                "resources": self.settings.limits.oci(inst.index),
                 "maskedPaths": ["/proc/kcore", "/proc/keys", "/proc/timer_list", "/sys/firmware"],
                 "readonlyPaths": ["/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys"],
             },
@@ -651,7 +592,7 @@ class OciDriver(Driver[OS, OciInstance, OciOpened]):
         info = super().describe()
         if not self.is_open:
             return info
-        s, opened = self.settings, self.opened
+        opened = self.opened
         info["resolved"] = {
             "runtime": self.runtime_name,
             "runtime_version": runtime_version(opened.runtime[0]),
@@ -664,12 +605,7 @@ class OciDriver(Driver[OS, OciInstance, OciOpened]):
             + "; commands start in /tmp, a tmpfs",
             "control": f"{self.runtime_name} exec (the container's namespaces and cgroup)",
             "network": "veth into the run's bridge from a network namespace of its own",
-            "cgroup": {
-                "version": opened.cgroup_version,
-                "cpu": f"CFS quota {s.vcpus * CFS_PERIOD_US} us per {CFS_PERIOD_US} us"
-                + (" and a cpuset of as many cores" if s.pin else ""),
-                "memory": f"{s.memory} bytes, no swap",
-            },
+            "cgroup": {"version": opened.cgroup_version, **self.settings.limits.described()},
             "data_disk": "ext4 formatted and mounted on the host (loop device with direct I/O "
             "over a sparse file, or the block device given), bind-mounted at " + DATA_MOUNT,
             **self._runtime_described(),
@@ -697,10 +633,6 @@ def runtime_version(binary: str) -> str:
         return kept.read_text().strip()
     out = subprocess.run([binary, "--version"], capture_output=True, text=True, check=False)
     return " ".join(out.stdout.split("\n")[:2]).strip() or "unknown"
-
-
-_operations = itertools.count(1)
-"""Numbers the image directories this process makes (a run's instances share its workdir)."""
 
 
 @dataclass(frozen=True)
@@ -750,7 +682,7 @@ class OciLifecycle(Lifecycle):
         inst, ledger = self.inst, self.driver.ledger
         if not inst.alive():
             raise InstanceError(f"{inst.name}: the container is not running any more")
-        images = self.driver.workdir / f"{inst.name}.checkpoint{next(_operations)}"
+        images = operation_path(self.driver.workdir, inst, "checkpoint")
         made = ledger.add("path", str(images))
         try:
             t0 = time.monotonic()
@@ -784,10 +716,8 @@ class OciLifecycle(Lifecycle):
             check=False,
         )
         if proc.returncode != 0:
-            raise InstanceError(
-                f"{self.inst.name}: {self.driver.runtime_name} {argv[0]} failed: "
-                f"{(proc.stderr or proc.stdout).strip()[-300:]}"
-            )
+            what = f"{self.inst.name}: {self.driver.runtime_name} {argv[0]}"
+            raise InstanceError(failed(what, proc))
         return (proc.stdout + proc.stderr).strip()
 
     def _delete_old(self) -> None:

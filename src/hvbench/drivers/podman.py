@@ -44,22 +44,16 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar, Literal, get_args
 
-from hvbench.drivers.base import Operation, OperationReport
+from hvbench.drivers.base import Operation, OperationReport, operation_path
 from hvbench.drivers.disks import DATA_MOUNT
-from hvbench.drivers.engine import (
-    EngineCli,
-    EngineDriver,
-    EngineInstance,
-    checked,
-    no_criu,
-    own_cgroup,
-    snapshots,
-    subordinate_ids,
-)
+from hvbench.drivers.engine import EngineCli, EngineDriver, EngineInstance, no_criu
 from hvbench.drivers.footprint import Pace
 from hvbench.drivers.oslevel import OsLevelSettings, criu
 from hvbench.errors import InstanceError
-from hvbench.host.process import which
+from hvbench.host.cgroup import own_cgroup
+from hvbench.host.process import checked, which
+from hvbench.host.resources import resource_name
+from hvbench.host.subids import subordinate_ids
 from hvbench.store import WhatRan
 
 Network = Literal["slirp4netns", "bridge", "host"]
@@ -71,9 +65,13 @@ HOST_DIRS = ("/var/lib/containers", "/var/cache/containers", "/var/lib/cni")
 """What rootful Podman makes whatever its flags say: the blob cache of an import, the
 short-name aliases' lock, CNI's address leases; removed where the run made them."""
 NO_CRIU = no_criu("podman container checkpoint")
-PACE = Pace(slowdown=1.0, io_slowdown=1.2, start_s=6.0, core_s=2.5)
-"""runc under the engine: compute at native speed, as the container platform's; a start is
-podman's run (1-3 s here) and the data disk; not yet measured by ``bench/footprint.py``."""
+PACE = Pace(slowdown=1.0, io_slowdown=1.2, start_s=0.5, core_s=0.7)
+"""runc under the engine: compute at native speed, as the container platform's. The engine's
+run and rm of a group in parallel (issue 53), rm without a grace period (``remove``): a group of
+1 took 0.47 s to start and stop, groups of 8 and 64 0.29 and 0.38 s an instance on the 2 cores
+of the development host, so 0.6-0.8 core-seconds each (``bench/storm_overhead.py --drivers
+podman --counts 1,8,64 --repeat 2``, medians, 2026-12-07; 10.8 s for a group of 1 before
+``--time 0``, of which 10.4 s its stop)."""
 
 
 class PodmanSettings(OsLevelSettings):
@@ -107,6 +105,9 @@ class PodmanDriver(EngineDriver[PodmanSettings]):
         f"{who}, {net}" for who in ("rootful", "rootless") for net in get_args(Network)
     )
     companions = ("slirp4netns", "fuse-overlayfs", "rootlessport")
+    remove = ("rm", "--force", "--time", "0")
+    """``rm --force`` alone stops the container first, waiting 10 s for an init that takes no
+    SIGTERM before it kills it."""
 
     @classmethod
     def binary(cls) -> str | None:
@@ -185,7 +186,7 @@ class PodmanDriver(EngineDriver[PodmanSettings]):
         on, once it answers. The file is in the ledger before it exists, and goes after."""
         if not inst.alive():
             raise InstanceError(f"{inst.name}: the container is not running any more")
-        file = self.workdir / self.platform / f"{inst.name}.checkpoint{next(snapshots)}.tar"
+        file = operation_path(self.workdir / self.platform, inst, "checkpoint").with_suffix(".tar")
         made = self.ledger.add("path", str(file))
         try:
             t0 = time.monotonic()
@@ -193,7 +194,7 @@ class PodmanDriver(EngineDriver[PodmanSettings]):
                                               inst.container_id], deadline)  # fmt: skip
             save_s = time.monotonic() - t0
             size = file.stat().st_size
-            self.engine_command(inst, ["rm", "--force", inst.container_id], deadline)
+            self.engine_command(inst, [*self.remove, inst.container_id], deadline)
             self.stopped_by_checkpoint(inst, deadline)
             t1 = time.monotonic()
             restore = self.engine_command(
@@ -212,7 +213,7 @@ class PodmanDriver(EngineDriver[PodmanSettings]):
 
     def _run_dir(self, netns: str) -> Path:
         """Podman's runtime directory (XDG_RUNTIME_DIR): short, for its sockets."""
-        return Path(f"/run/hvbp-{self.ledger.run_id[-8:]}-{_host_of(netns)}")
+        return Path("/run", resource_name(self.ledger.run_id, _host_of(netns), prefix="hvbp"))
 
     def _shared_pids(self) -> list[int]:
         """Rootless: the user's pause process, which holds its namespaces for every container
@@ -229,7 +230,7 @@ class PodmanDriver(EngineDriver[PodmanSettings]):
         made.append(ledger.add("command", user, argv=["userdel", user]))
         checked(["useradd", "--system", "--user-group", "--no-create-home", "--home-dir",
                   str(home), "--shell", "/usr/sbin/nologin", user])  # fmt: skip
-        subordinate_ids(self, user)
+        subordinate_ids(ledger, made, user)
         devices = ["/dev/net/tun"] * (network_of(self.settings) != "host")
         devices += ["/dev/fuse"] * (self.settings.storage == "fuse-overlayfs")
         for device in devices:  # mode 0600 here: slirp4netns's tap, fuse-overlayfs's mounts
@@ -263,10 +264,10 @@ class PodmanDriver(EngineDriver[PodmanSettings]):
             "cgroup_manager": str(host.get("cgroupManager")),
         }
 
-    def limits(self, inst: EngineInstance) -> list[str]:
+    def limit_flags(self, inst: EngineInstance) -> list[str]:
         """Rootful: Podman's flags; rootless: none (Podman would ignore them), the container
         stays in the instance's own cgroup (``_instance_cli``), which holds them."""
-        return [] if self.settings.rootless else super().limits(inst)
+        return [] if self.settings.rootless else super().limit_flags(inst)
 
     def _instance_cli(self, inst: EngineInstance) -> tuple[str, ...]:
         """Rootless: the engine's command started inside the instance's own cgroup, with the
@@ -274,7 +275,8 @@ class PodmanDriver(EngineDriver[PodmanSettings]):
         cli = super()._instance_cli(inst)
         if not self.settings.rootless:
             return cli
-        return (*own_cgroup(f"{self.cgroup_parent}/{inst.name}", self.settings), *cli)
+        own = own_cgroup(f"{self.cgroup_parent}/{inst.name}", self.settings.limits, inst.index)
+        return (*own, *cli)
 
     def _run_flags(self, inst: EngineInstance, data: Path | None) -> list[str]:
         nofile = resource.getrlimit(resource.RLIMIT_NOFILE)[1]  # the host's hard limits
@@ -290,7 +292,7 @@ class PodmanDriver(EngineDriver[PodmanSettings]):
 
     def _user_name(self, netns: str) -> str:
         """The rootless user: the run's and its engine host's."""
-        return f"hvb{_host_of(netns)}-{self.ledger.run_id[-8:]}"
+        return resource_name(self.ledger.run_id, prefix=f"hvb{_host_of(netns)}")
 
 
 def network_of(settings: PodmanSettings) -> Network:

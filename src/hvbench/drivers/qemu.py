@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import itertools
 import json
 import os
 import subprocess
@@ -32,8 +31,9 @@ from hvbench.drivers.base import (
     Lifecycle,
     MigrationPlan,
     OperationReport,
+    operation_path,
 )
-from hvbench.drivers.disks import DATA_SERIAL, find_disk, format_data_disk
+from hvbench.drivers.disks import DATA_SERIAL, find_disk, mount_data_disk
 from hvbench.drivers.qemu_devices import QEMU, Machine
 from hvbench.drivers.qemu_machine import (
     BACKPORTS,
@@ -180,7 +180,7 @@ class QemuDriver(Driver[QemuSettings, QemuInstance, MachineBuilder]):
             self._net_queues[inst.name] = enable_queues(inst, s.queues)
         if self.needs.data_disk:
             device = find_disk(inst, DATA_SERIAL)
-            format_data_disk(inst, device, description)
+            mount_data_disk(inst, device, description, formatted=image.formatted)
 
     def launch(
         self, inst: QemuInstance, machine: Machine, prefix: Path, made: list[Resource]
@@ -333,7 +333,7 @@ class QemuLifecycle(Lifecycle):
         """A second QEMU for the instance (as ``machine``), waiting for its stream at ``uri``
         with the capabilities the source will have (post-copy must be on at both ends); ``fd``
         is passed to it as ``fdname=snapshot`` first."""
-        prefix = self.driver.workdir / f"{self.inst.name}-in{next(_operations)}"
+        prefix = operation_path(self.driver.workdir, self.inst, "in")
         made: list[Resource] = []
         try:
             dest = self.driver.launch(self.inst, replace(machine, incoming=True), prefix, made)
@@ -371,9 +371,6 @@ class QemuLifecycle(Lifecycle):
         dest.kill()
         while made:
             self.driver.ledger.release(made.pop())
-
-
-_operations = itertools.count(1)
 
 
 def _capabilities(postcopy: bool, auto_converge: bool) -> list[dict]:

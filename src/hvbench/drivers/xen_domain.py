@@ -38,7 +38,6 @@ with every other domain's vCPU time as guest time, on all physical CPUs.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
 import os
 import shutil
@@ -54,14 +53,16 @@ from pydantic import PositiveInt, model_validator
 from hvbench.drivers.agent_instance import AgentInstance
 from hvbench.drivers.base import (
     Availability,
+    BootPhases,
     Driver,
     Lifecycle,
     MigrationPlan,
     Operation,
     OperationReport,
     PlatformSettings,
+    operation_path,
 )
-from hvbench.drivers.disks import DataImage, HostDisk, format_data_disk
+from hvbench.drivers.disks import DataImage, HostDisk, mount_data_disk
 from hvbench.drivers.footprint import KVM_PACE, Pace
 from hvbench.drivers.last_words import last_words
 from hvbench.drivers.serial_relay import LineRelay
@@ -72,7 +73,7 @@ from hvbench.guest.agent import GuestAgent
 from hvbench.host.monitor import HostCpuSource, read_proc_stat
 from hvbench.host.network import PREFIX
 from hvbench.host.process import ExecResult, processes, run_bounded, time_left
-from hvbench.host.resources import Resource
+from hvbench.host.resources import Resource, resource_name
 from hvbench.host.storage import make_image
 from hvbench.store import WhatRan
 from hvbench.units import Size
@@ -376,7 +377,7 @@ class XenDomains(Driver[XS, XenInstance, XO]):
             index,
             s.vcpus,
             s.memory >> 20,
-            domain=f"hvb-{self.ledger.run_id[-8:]}-{self.platform}-{index}",
+            domain=resource_name(self.ledger.run_id, self.platform, index),
         )
 
     # the configuration ------------------------------------------------------------------
@@ -457,37 +458,35 @@ class XenDomains(Driver[XS, XenInstance, XO]):
         make_image(overlay, "qcow2", 0, backing=rootfs.disk)
         return str(overlay)
 
-    def _data_disk(self, inst: XenInstance) -> tuple[str, str]:
-        """The target xl gets, and the report's description of it."""
+    def _data_disk(self, inst: XenInstance) -> tuple[DataImage, str]:
+        """The data disk (its path is the target xl gets), and the report's description of it."""
         disk = self.settings.disk
         qdisk = disk.backend == "qdisk"
         image = DataImage.make(self, disk, f"{inst.name}.data.raw", inst.resources, loop=not qdisk)
         if image.file is None:
-            return image.path, f"block device {image.path} on blkback"
+            return image, f"block device {image.path} on blkback"
         if qdisk:
-            return image.path, f"sparse raw file {image.file} on QEMU's qdisk backend"
-        return image.path, f"loop device (direct I/O) over {image.file} on blkback"
+            return image, f"sparse raw file {image.file} on QEMU's qdisk backend"
+        return image, f"loop device (direct I/O) over {image.file} on blkback"
 
     # the lifecycle ----------------------------------------------------------------------
 
     def _start_one(self, inst: XenInstance, deadline: float) -> None:
         s = self.settings
         prefix = self.workdir / inst.name
-        disk_target, disk_description = (
-            self._data_disk(inst) if self.needs.data_disk else (None, "")
-        )
+        data, disk_description = self._data_disk(inst) if self.needs.data_disk else (None, "")
         rootfs = self.opened.rootfs
         root = self._root_disk(inst, rootfs) if rootfs else None
         started = time.monotonic()
-        self._create(inst, prefix, disk_target, deadline, root)
+        self._create(inst, prefix, data.path if data else None, deadline, root)
         if s.nic != "none":
             self._adopt_nics(inst)
         self._connect_agent(inst, prefix, min(deadline, started + s.boot_timeout))
-        inst.boot = {"ready": round(time.monotonic() - started, 3)}
+        inst.boot = BootPhases.ready_since(started)
         if s.nic != "none":
             inst.address = self.network.address(inst.index)
-        if disk_target:
-            format_data_disk(inst, DATA_DEVICE, disk_description)
+        if data:
+            mount_data_disk(inst, DATA_DEVICE, disk_description, formatted=data.formatted)
 
     def _create(
         self,
@@ -565,7 +564,7 @@ class XenDomains(Driver[XS, XenInstance, XO]):
         inst._seen_alive = (0.0, False)
         if self.settings.nic != "none":
             self._adopt_nics(inst)
-        self._connect_agent(inst, self.workdir / f"{inst.name}-{next(_operations)}", deadline)
+        self._connect_agent(inst, operation_path(self.workdir, inst, "in"), deadline)
 
     def describe(self) -> dict:
         info = super().describe()
@@ -583,10 +582,6 @@ class XenDomains(Driver[XS, XenInstance, XO]):
         return info
 
 
-_operations = itertools.count(1)
-"""Numbers the files of the operations on this process's domains (save files, console logs)."""
-
-
 class XenLifecycle(Lifecycle):
     """Snapshot and migration with xl. The save file and the names xl gives the two domains of
     a migration on one host (``NAME--incoming``, ``NAME--migratedaway``) are in the ledger
@@ -599,9 +594,7 @@ class XenLifecycle(Lifecycle):
         """save_s is ``xl save`` (it returns once the file holds the domain and the domain has
         ended); restore_s from ``xl restore``'s start until the agent answers again."""
         inst, ledger = self._running(), self.driver.ledger
-        image = ledger.add(
-            "path", str(self.driver.workdir / f"{inst.name}.save{next(_operations)}")
-        )
+        image = ledger.add("path", str(operation_path(self.driver.workdir, inst, "save")))
         try:
             t0 = time.monotonic()
             saved = _xl("save", inst.domain, image.name, timeout=time_left(deadline))

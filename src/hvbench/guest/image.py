@@ -37,7 +37,8 @@ FORMAT_VERSION = 2
 """Bumped whenever the layout of an image changes, so old cache entries are not reused."""
 
 BASE_TOOLS = ("qemu-ga", "mkfs.ext4")
-"""Programs every guest has besides busybox: the agent, and what format_data_disk runs."""
+"""Programs every guest has besides busybox: the agent, and the mkfs that formats a data disk
+the host cannot (a qcow2 image: ``mount_data_disk``)."""
 
 
 _EXTRA_DATA = {

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from hvbench.errors import HvbenchError
 from hvbench.guest.image import GuestImage
+from hvbench.host.process import failed
 from hvbench.host.resources import Ledger, Resource
 
 
@@ -30,7 +31,7 @@ def unpack(image: GuestImage, dest: Path, ledger: Ledger, made: list[Resource]) 
         )
     if proc.returncode != 0:
         raise HvbenchError(
-            f"unpacking guest image {image.key} into {dest} failed: "
-            f"{proc.stderr.strip()[-300:]} (cpio is in Debian's cpio package)"
+            f"{failed(f'unpacking guest image {image.key} into {dest}', proc)} "
+            "(cpio is in Debian's cpio package)"
         )
     return dest

@@ -25,7 +25,8 @@ import psutil
 
 from hvbench.errors import HvbenchError
 from hvbench.host.cgroup import Cgroup
-from hvbench.host.resources import Ledger, Resource
+from hvbench.host.process import failed
+from hvbench.host.resources import Ledger, Resource, resource_name
 
 PEER_ADDRESS = "198.18.0.1"
 PREFIX = 16
@@ -60,7 +61,7 @@ def _ip(*args: str) -> None:
     proc = subprocess.run(["ip", *args], capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise HvbenchError(
-            f"ip {' '.join(args)} failed: {proc.stderr.strip()} "
+            f"{failed(' '.join(['ip', *args]), proc)} "
             "(hvbench needs root and iproute2 to make the run's network namespace)"
         )
 
@@ -81,7 +82,7 @@ def _ip_batch(netns: str | None, lines: Sequence[str], force: bool = False) -> N
     )
     if proc.returncode != 0 and not force:
         raise HvbenchError(
-            f"ip {' '.join(where)} -batch failed: {proc.stderr.strip()[-300:]} "
+            f"{failed(' '.join(['ip', *where, '-batch']), proc)} "
             "(hvbench needs root and iproute2 to make the run's network namespace)"
         )
 
@@ -145,7 +146,7 @@ class RunNetwork:
     def __init__(self, run_id: str, ledger: Ledger) -> None:
         self.run_id = run_id
         self.ledger = ledger
-        self.netns = f"hvb-{run_id[-8:]}"
+        self.netns = resource_name(run_id)
         self._made = False
         self._lock = threading.Lock()
         self._clients: Cgroup | None = None

@@ -19,7 +19,7 @@ from typing import IO
 
 import psutil
 
-from hvbench.errors import CommandTimeout
+from hvbench.errors import CommandTimeout, HvbenchError
 
 OUTPUT_LIMIT = 64 * 1024 * 1024
 """Bytes of a command's stdout kept at most; guest output is untrusted and bounded."""
@@ -49,6 +49,30 @@ class ExecResult:
         tail = self.stderr.decode("utf-8", errors="replace").strip().splitlines()[-3:]
         last = " | ".join(tail) if tail else "(no stderr)"
         return f"{self.argv[0]} exited with {self.exit_code}: {last}"
+
+
+SAID_LIMIT = 300
+"""Characters of a host command's output a message about it quotes: the end, where the cause
+is, within one line's room."""
+
+
+def output_tail(proc: subprocess.CompletedProcess[str]) -> str:
+    """The end of what a host command said (its stderr, else its stdout), for a message that
+    names the cause."""
+    return (proc.stderr or proc.stdout or "").strip()[-SAID_LIMIT:]
+
+
+def failed(what: str, proc: subprocess.CompletedProcess[str]) -> str:
+    """The message of a host command that failed: "``what`` failed: " and what it said."""
+    return f"{what} failed: {output_tail(proc)}"
+
+
+def checked(argv: list[str]) -> None:
+    """Run a command of the host's administration (useradd, mount, ip, setfacl); HvbenchError
+    with its words if it fails."""
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise HvbenchError(failed(argv[0], proc))
 
 
 class _Capture(threading.Thread):

@@ -252,6 +252,14 @@ UNDO_MANY: dict[str, Callable[[Sequence[Resource]], None]] = {"netns": _delete_n
 each."""
 
 
+def resource_name(run_id: str, *parts: object, prefix: str = "hvb") -> str:
+    """The name of something the run makes on the host (its namespace, a container, a domain,
+    a cgroup, a user): ``prefix``, the run id's last 8 characters, then ``parts``, joined by
+    "-". Short, for the host's limits on names (a unix socket's path 108 bytes, a user's name
+    32 characters), and the run's own, so that two runs on one host never share one."""
+    return "-".join([prefix, run_id[-8:], *map(str, parts)])
+
+
 class Ledger:
     """Append-only journal of a run's host resources, kept under ``/run/hvbench/<run id>``."""
 

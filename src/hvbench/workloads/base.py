@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, ClassVar, Generic, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, PositiveInt
 
 if TYPE_CHECKING:
-    from hvbench.drivers.base import Instance, Kernel, MigrationPlan, Operation
+    from hvbench.drivers.base import BootPhases, Instance, Kernel, MigrationPlan, Operation
     from hvbench.drivers.footprint import Pace
     from hvbench.host.network import RunNetwork
 
@@ -174,8 +174,8 @@ class GroupStart:
     seconds: float
     """From starting every instance at once until all were ready (``Started.seconds``:
     the driver's preparation before, such as finding the guest image, is not in it)."""
-    boots: dict[str, dict[str, float]]
-    """Each instance's boot phases (``Instance.boot``) by instance name, in instance order."""
+    boots: dict[str, BootPhases | None]
+    """Each instance's boot (``Instance.boot``) by instance name, in instance order."""
     failed: int = 0
     """Instances that failed to start in an attempt given up before this one (the runner tries
     a failed start once more)."""

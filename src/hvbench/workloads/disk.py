@@ -1,9 +1,10 @@
 """What every disk workload shares: the data disk under test and the ``{name: disk}`` settings.
 
-The disk under test is the platform's separate data disk, freshly formatted inside the instance
-(``Instance.data_disk``), never the root filesystem: on native that is a loop device with direct
-I/O, in a guest the second virtual disk. Each workload works in a scratch directory on it, so
-what a killed tool leaves behind goes away in ``cleanup``.
+The disk under test is the platform's separate data disk, freshly formatted (on the host where it
+is raw, else inside the instance) and mounted in it (``Instance.data_disk``), never the root
+filesystem: on native that is a loop device with direct I/O, in a guest the second virtual disk.
+Each workload works in a scratch directory on it, so what a killed tool leaves behind goes away
+in ``cleanup``.
 """
 
 from __future__ import annotations
