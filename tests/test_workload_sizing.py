@@ -37,5 +37,7 @@ def test_a_job_that_cannot_grow_loops_to_its_target():
     assert loops_to_last(1.5, 0.87) == 2  # the 2 GiB pass of an NVMe disk: twice a sample
     assert loops_to_last(1.5, 0.2) == 8
     assert loops_to_last(1.5, 1.4) == 1  # 90% of the target and over a second: enough
+    assert loops_to_last(1.5, 1.3) == 1  # this host's 2 GiB pass: a second with 10% to spare
+    assert loops_to_last(1.5, 1.05) == 2  # a second, but not on a host 10% faster
     assert loops_to_last(1.0, 0.95) == 2  # under MIN_JOB_S, whatever the target
     assert loops_to_last(1.5, 0.0) > 1000  # a job too short to time still loops, bounded
