@@ -236,6 +236,23 @@ def test_a_storms_end_shows_all_ready_at_its_largest_count(tmp_path):
     assert "all 8 ready in " in html.read_text()
 
 
+def test_a_boot_as_long_in_every_repetition_is_within_its_millisecond(tmp_path):
+    """Boot figures are rounded to the millisecond: three equal ones read as that, with an
+    interval, not as "identical repetitions: resolution unknown" (a real run's container boot,
+    0.065 s three times)."""
+    b = RunBuilder(Store(f"sqlite:///{tmp_path}/results.db"))
+    cid = b.cell("runc", "boot", 1, "container")
+    for rep in range(3):
+        b.sample(
+            cid, rep, {"boot.ready_s": [0.065]}, "s", False, headline={"boot.ready_s"},
+            resolutions={"boot.ready_s": [0.001]},
+        )  # fmt: skip
+    (boot,) = summarize(analyse(b.store, b.run_id)).boots
+    assert boot.ready is not None and "unknown" not in boot.ready.text, boot.ready.text
+    assert boot.ready.ci_low_s is not None and boot.ready.ci_high_s is not None
+    assert boot.ready.ci_low_s <= 0.065 <= boot.ready.ci_high_s
+
+
 def test_the_warnings_counted_are_one_count_at_the_end_in_json_and_in_the_reports(
     default_store,
 ):

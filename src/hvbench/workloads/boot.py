@@ -34,6 +34,9 @@ PHASES = ("kernel", "init", "ready")
 VMM_PHASES = ("api", "start_to_init")
 """Phases of the microVM VMMs' own, where the driver records them: the VMM's API answering, and
 from the API call that starts the guest to the guest's init (Firecracker's boot time)."""
+MS = 0.001
+"""Every boot figure is rounded to the millisecond (``BootPhases``): its resolution, so that
+identical repetitions read as within a millisecond, not as of unknown resolution."""
 STORM = ("all_ready_s", "ready_p50_s", "ready_p99_s", "failed")
 NO_BOOT = "no boot"
 
@@ -65,7 +68,14 @@ class Boot(Workload[BootSettings]):
             )
         return Outcome(
             [
-                Metric(f"boot.{p}_s", float(phases[p]), "s", False, headline=p == "ready")
+                Metric(
+                    f"boot.{p}_s",
+                    float(phases[p]),
+                    "s",
+                    False,
+                    headline=p == "ready",
+                    resolution=MS,
+                )
                 for p in (*PHASES, *VMM_PHASES)
                 if p in phases
             ]
@@ -86,9 +96,21 @@ class Boot(Workload[BootSettings]):
                 for n in STORM
             ]
         return [
-            Metric("boot.storm.all_ready_s", round(start.seconds, 3), "s", False),
-            Metric("boot.storm.ready_p50_s", round(float(np.percentile(ready, 50)), 3), "s", False),
-            Metric("boot.storm.ready_p99_s", round(float(np.percentile(ready, 99)), 3), "s", False),
+            Metric("boot.storm.all_ready_s", round(start.seconds, 3), "s", False, resolution=MS),
+            Metric(
+                "boot.storm.ready_p50_s",
+                round(float(np.percentile(ready, 50)), 3),
+                "s",
+                False,
+                resolution=MS,
+            ),
+            Metric(
+                "boot.storm.ready_p99_s",
+                round(float(np.percentile(ready, 99)), 3),
+                "s",
+                False,
+                resolution=MS,
+            ),
             Metric("boot.storm.failed", float(start.failed), "count", False),
         ]
 
