@@ -95,21 +95,15 @@ class Boot(Workload[BootSettings]):
                 Metric(f"boot.storm.{n}", None, "count" if n == "failed" else "s", False, NO_BOOT)
                 for n in STORM
             ]
+        seconds = {
+            "all_ready_s": start.seconds,
+            "ready_p50_s": float(np.percentile(ready, 50)),
+            "ready_p99_s": float(np.percentile(ready, 99)),
+        }
         return [
-            Metric("boot.storm.all_ready_s", round(start.seconds, 3), "s", False, resolution=MS),
-            Metric(
-                "boot.storm.ready_p50_s",
-                round(float(np.percentile(ready, 50)), 3),
-                "s",
-                False,
-                resolution=MS,
-            ),
-            Metric(
-                "boot.storm.ready_p99_s",
-                round(float(np.percentile(ready, 99)), 3),
-                "s",
-                False,
-                resolution=MS,
+            *(
+                Metric(f"boot.storm.{n}", round(v, 3), "s", False, resolution=MS)
+                for n, v in seconds.items()
             ),
             Metric("boot.storm.failed", float(start.failed), "count", False),
         ]
