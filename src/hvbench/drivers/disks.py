@@ -106,8 +106,8 @@ class DataImage:
             image = cls(str(file), file, formatted=fmt == "raw")
         if image.formatted:
             mkfs = subprocess.run([*MKFS, image.path], capture_output=True, text=True, check=False)
-            if mkfs.returncode != 0:
-                raise HvbenchError(
+            if mkfs.returncode != 0:  # as a guest's mkfs failing: the instance did not start
+                raise InstanceError(
                     failed(f"platform {driver.platform}: {MKFS[0]} {image.path}", mkfs)
                 )
         return image
