@@ -101,10 +101,10 @@ from hvbench.store import WhatRan
 DEFAULT_URI = "qemu:///system"
 NIC_MODELS = {"virtio-net": "virtio", "e1000": "e1000", "rtl8139": "rtl8139"}
 AGENT_CHUNK = 1 << 20
+"""Bytes per guest-file-read through libvirt at most: its remote protocol caps a string at 4 MiB,
+and the answer is base64."""
 QEMU_LOGS = Path("/var/log/libvirt/qemu")
 """Where libvirtd's QEMU driver keeps each domain's log (QEMU's stderr among it)."""
-"""Bytes per guest-file-read through libvirt: its remote protocol caps a string at 4 MiB, and
-the answer is base64."""
 
 
 def default_uri() -> str:
