@@ -381,12 +381,14 @@ class UmlDisk(BaseModel):
         return self
 
 
-PACE = Pace(slowdown=2.0, io_slowdown=2.0, start_s=7.0, core_s=5.0)
+PACE = Pace(slowdown=2.0, io_slowdown=2.0, start_s=4.0, core_s=2.0)
 """Fixed work (sqlite, xz, zstd and stockfish: ``bench/footprint.py``) took 1.78x, 1.98x and
 2.29x native's time in three runs on the 2-core development host (zstd's many system calls 3x,
 xz 1.1-1.5x); the default study's cpu composite was 45-51% of native in earlier runs, its dd
-write 51%. A start to the agent, a 1G guest and its data disk formatted, is 5.1-9.3 s, a stop
-0.1-0.2 s; four at once took 7.5-12.8 s on 2 cores."""
+write 51%. A start to the agent, a 1G guest with its data disk, is 1.8 ±0.2 s in the default
+study's runs and 4.1-6.5 s in ``bench/footprint.py``'s first group of one, a stop 0.1 s; four at
+once took 3.4-3.7 s on 2 cores (5.1-9.3 s and 7.5-12.8 s before rc stopped looking for devices
+in UML, whose drivers are all built in)."""
 
 
 class UmlSettings(PlatformSettings):
