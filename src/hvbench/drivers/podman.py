@@ -227,7 +227,9 @@ class PodmanDriver(EngineDriver[PodmanSettings]):
         """The rootless user, its id ranges and its ACLs on the devices it opens, each in the ledger
         before it is made; its uid. Its processes are killed before it is removed."""
         ledger, made = self.ledger, self.resources
-        made.append(ledger.add("command", user, argv=["userdel", user]))
+        # --force: the SIGKILL of its processes (released first) is sent, not awaited, and a plain
+        # userdel refuses a user whose last process has yet to exit (a leftover user, once in CI)
+        made.append(ledger.add("command", user, argv=["userdel", "--force", user]))
         checked(["useradd", "--system", "--user-group", "--no-create-home", "--home-dir",
                   str(home), "--shell", "/usr/sbin/nologin", user])  # fmt: skip
         subordinate_ids(ledger, made, user)
