@@ -152,7 +152,10 @@ def work_seconds(inst: Instance) -> float:
         return statistics.median(runs)
 
     exec_s = timed("true")
-    return sum(timed(command) - exec_s for command in JOBS.values())
+    try:
+        return sum(timed(command) - exec_s for command in JOBS.values())
+    finally:  # native's /tmp is the host's
+        inst.exec(["rm", "-f", "/tmp/c.csv", "/tmp/x.csv"], timeout=60)
 
 
 def overhead(inst: Instance) -> int:
