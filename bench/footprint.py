@@ -50,6 +50,7 @@ from hvbench.host.network import RunNetwork
 from hvbench.host.resources import Ledger
 from hvbench.runner import needs_of
 from hvbench.study import parse_study
+from hvbench.workloads.common import remove, scratch_dir
 
 MIB = 1 << 20
 ROWS = 600_000
@@ -64,8 +65,9 @@ JOBS = {
     "zstd": "for i in 1 2 3 4 5 6 7 8; do /usr/bin/zstd -q -3 -c c.csv > /dev/null; done",
     "stockfish": "/usr/games/stockfish bench 16 1 10 > /dev/null 2>&1",
 }
-"""Fixed work, about a second or two each natively, in the instance's /tmp; their programs are
-the cpu apps suite's, so every image of the study has them."""
+"""Fixed work, about a second or two each natively, in a scratch directory of the instance's
+/tmp, removed after them (native's /tmp is the host's); their programs are the cpu apps suite's,
+so every image of the study has them."""
 
 
 def own_processes(instances: list[Instance]) -> list[psutil.Process]:
@@ -141,21 +143,23 @@ def netns_memory(count: int) -> float:
 def work_seconds(inst: Instance) -> float:
     """Seconds the instance takes over ``JOBS``, each the median of 3, exec's own cost off."""
 
+    scratch = scratch_dir(inst)
+
     def timed(command: str) -> float:
         runs = []
         for _ in range(3):
             t0 = time.monotonic()
-            result = inst.exec(["sh", "-c", f"cd /tmp && {command}"], timeout=900)
+            result = inst.exec(["sh", "-c", f"cd {scratch} && {command}"], timeout=900)
             runs.append(time.monotonic() - t0)
             if not result.ok:
                 raise SystemExit(f"{inst.name}: {command}: {result.describe_failure()}")
         return statistics.median(runs)
 
-    exec_s = timed("true")
     try:
+        exec_s = timed("true")
         return sum(timed(command) - exec_s for command in JOBS.values())
-    finally:  # native's /tmp is the host's
-        inst.exec(["rm", "-f", "/tmp/c.csv", "/tmp/x.csv"], timeout=60)
+    finally:
+        remove(inst, scratch)
 
 
 def overhead(inst: Instance) -> int:

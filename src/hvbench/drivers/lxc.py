@@ -44,12 +44,12 @@ from hvbench.drivers.base import BootPhases
 from hvbench.drivers.disks import DATA_MOUNT
 from hvbench.drivers.footprint import Pace
 from hvbench.drivers.last_words import last_words
-from hvbench.drivers.oslevel import INIT, PATH, WORKDIR, OsLevelSettings, host_data_disk
+from hvbench.drivers.oslevel import INIT, WORKDIR, OsLevelSettings, host_data_disk
 from hvbench.drivers.tree import BOOT_TARGET, SYSTEMD, Tree, TreeDriver, TreeInstance
 from hvbench.errors import InstanceError
 from hvbench.host.cgroup import cgroup_of, cgroup_version
 from hvbench.host.network import BRIDGE, PREFIX
-from hvbench.host.process import checked, output_tail, time_left, which
+from hvbench.host.process import SYSTEM_PATH, checked, output_tail, time_left, which
 from hvbench.host.resources import resource_name
 from hvbench.host.subids import SUBIDS, subordinate_ids
 from hvbench.store import WhatRan
@@ -166,7 +166,7 @@ class LxcDriver(TreeDriver[LxcSettings, LxcInstance, LxcTree]):
         enter = ["nsenter", f"--net={self.network.netns_path}", "--"]
         name = resource_name(self.ledger.run_id, inst.name)
         where = ["-n", name, "-P", str(self.lxcpath)]
-        inst.cli = (*enter, "lxc-attach", *where, "--clear-env", "-v", f"PATH={PATH}",
+        inst.cli = (*enter, "lxc-attach", *where, "--clear-env", "-v", f"PATH={SYSTEM_PATH}",
                     "-v", "HOME=/root")  # fmt: skip
         root = self.instance_root(home, made)
         config = home / "config"

@@ -40,12 +40,12 @@ from hvbench.drivers.base import BootPhases
 from hvbench.drivers.disks import DATA_MOUNT
 from hvbench.drivers.footprint import Pace
 from hvbench.drivers.last_words import last_words
-from hvbench.drivers.oslevel import INIT, PATH, WORKDIR, OsLevelSettings, host_data_disk
+from hvbench.drivers.oslevel import INIT, WORKDIR, OsLevelSettings, host_data_disk
 from hvbench.drivers.tree import BOOT_TARGET, SYSTEMD, Tree, TreeDriver, TreeInstance
 from hvbench.errors import InstanceError
 from hvbench.host.cgroup import move, own_cgroup
 from hvbench.host.network import BRIDGE, PREFIX
-from hvbench.host.process import time_left, which
+from hvbench.host.process import SYSTEM_PATH, time_left, which
 from hvbench.store import WhatRan
 
 NO_CHECKPOINT = "systemd-nspawn has no checkpoint"
@@ -77,7 +77,8 @@ class NspawnInstance(TreeInstance):
         pid = str(self.init.pid if self.init else 0)
         enter = ["nsenter", "--target", pid, "--mount", "--uts", "--ipc", "--net", "--pid",
                  "--root", "--wd"]  # fmt: skip
-        return [*self.cli, *enter, "--", "/bin/env", "-i", f"PATH={PATH}", "HOME=/root", *argv]
+        env = ["/bin/env", "-i", f"PATH={SYSTEM_PATH}", "HOME=/root"]
+        return [*self.cli, *enter, "--", *env, *argv]
 
 
 class NspawnDriver(TreeDriver[NspawnSettings, NspawnInstance, Tree]):

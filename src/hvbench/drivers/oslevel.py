@@ -63,6 +63,7 @@ from hvbench.guest import rootfs, userland
 from hvbench.host.cgroup import cgroup_kernel_memory, cgroup_procs, cgroup_version
 from hvbench.host.cgroup_limits import CgroupLimits, CgroupVersion
 from hvbench.host.process import (
+    SYSTEM_PATH,
     ExecResult,
     LiveProcesses,
     failed,
@@ -76,7 +77,6 @@ from hvbench.host.storage import attach_loop, mount
 from hvbench.toolenv import in_locale
 from hvbench.units import Size
 
-PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 STOP_TIMEOUT_S = 30.0
 WORKDIR = "/tmp"
 """Where commands start: a tmpfs, so that tools that write to their working directory
@@ -545,7 +545,7 @@ class OciDriver(Driver[OS, OciInstance, OciOpened]):
                 "terminal": False,
                 "user": {"uid": 0, "gid": 0},
                 "args": INIT,
-                "env": [f"PATH={PATH}", "HOME=/root"],
+                "env": [f"PATH={SYSTEM_PATH}", "HOME=/root"],
                 "cwd": WORKDIR,
                 "capabilities": {k: CAPABILITIES for k in ("bounding", "effective", "permitted")},
                 "noNewPrivileges": True,

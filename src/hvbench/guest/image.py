@@ -32,6 +32,7 @@ import platformdirs
 from hvbench.errors import HvbenchError, ToolMissing
 from hvbench.guest import cpio, kernel
 from hvbench.guest.files import GUEST_FILES
+from hvbench.host.process import SYSTEM_PATH
 
 FORMAT_VERSION = 2
 """Bumped whenever the layout of an image changes, so old cache entries are not reused."""
@@ -98,7 +99,7 @@ def _sha256(data: bytes) -> str:
 
 
 def _which(tool: str) -> Path:
-    found = shutil.which(tool, path="/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
+    found = shutil.which(tool, path=SYSTEM_PATH)
     if not found:
         raise ToolMissing(
             f"guest image: {tool!r} is not installed on the host; the guest gets the host's "

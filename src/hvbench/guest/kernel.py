@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hvbench.errors import HvbenchError
+from hvbench.host.process import SYSTEM_PATH
 
 FLAVOURS = {"amd64": "linux-image-amd64", "cloud-amd64": "linux-image-cloud-amd64"}
 """Kernel flavours by name: the stock one has e1000, rtl8139 and IDE drivers; cloud boots faster
@@ -129,16 +130,16 @@ def fetch(flavour: str, cache: Path) -> Kernel:
             os.rename(staging, root)
         kernel = _load(package, version, root)
         _extract_vmlinux(kernel.bzimage, root / "vmlinux")
-        _run([depmod(), "-b", str(root), kernel.release], "guest kernel depmod")
+        _run([_depmod(), "-b", str(root), kernel.release], "guest kernel depmod")
         done.write_text("")
     return _load(package, version, root)
 
 
-def depmod() -> str:
+def _depmod() -> str:
     """kmod's depmod, which indexes the package's 4,000 modules for ``module_closure`` in 0.7 s
     (busybox's took 4-6 s of a first run; the image's few modules keep busybox's index, which
     the guest's busybox modprobe reads); in /sbin, which a user's PATH may lack."""
-    found = shutil.which("depmod", path=f"{os.environ.get('PATH', os.defpath)}:/usr/sbin:/sbin")
+    found = shutil.which("depmod", path=SYSTEM_PATH)
     if found is None:
         raise HvbenchError("guest kernel: depmod not found (apt-get install kmod, or ./setup.sh)")
     return found

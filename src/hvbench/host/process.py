@@ -21,6 +21,9 @@ import psutil
 
 from hvbench.errors import CommandTimeout, HvbenchError
 
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+"""Debian's PATH for root: where the system's programs are, whatever PATH a user has (one
+without /sbin), and the PATH of what runs in a container or a server's script."""
 OUTPUT_LIMIT = 64 * 1024 * 1024
 """Bytes of a command's stdout kept at most; guest output is untrusted and bounded."""
 STDERR_LIMIT = 1024 * 1024

@@ -81,7 +81,7 @@ from pydantic import (
 )
 
 from hvbench.errors import HvbenchError, InstanceError
-from hvbench.host.process import which
+from hvbench.host.process import SYSTEM_PATH, which
 from hvbench.units import format_size
 from hvbench.workloads.base import (
     Ascent,
@@ -117,7 +117,7 @@ START_S = 30.0
 """Generating the docroot, initdb, pgbench -i and the servers' start, for the estimate."""
 STOP_S = 120.0
 """How long a role's server may take to stop and undo what it did (unmount, unexport)."""
-PATH = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+PATH = f"PATH={SYSTEM_PATH}"
 
 
 class RoleLoad(BaseModel):
