@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hvbench.errors import HvbenchError
-from hvbench.host.process import SYSTEM_PATH
 
 FLAVOURS = {"amd64": "linux-image-amd64", "cloud-amd64": "linux-image-cloud-amd64"}
 """Kernel flavours by name: the stock one has e1000, rtl8139 and IDE drivers; cloud boots faster
@@ -139,6 +138,10 @@ def _depmod() -> str:
     """kmod's depmod, which indexes the package's 4,000 modules for ``module_closure`` in 0.7 s
     (busybox's took 4-6 s of a first run; the image's few modules keep busybox's index, which
     the guest's busybox modprobe reads); in /sbin, which a user's PATH may lack."""
+    # here, not at the top: the command line loads this module for FLAVOURS' names, and a report
+    # loads nothing of the host
+    from hvbench.host.process import SYSTEM_PATH
+
     found = shutil.which("depmod", path=SYSTEM_PATH)
     if found is None:
         raise HvbenchError("guest kernel: depmod not found (apt-get install kmod, or ./setup.sh)")
