@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -22,7 +24,9 @@ from oslevel_checks import (
     killed_run_is_cleaned_up,
     metric_values,
     run_study,
+    runtime_runs,
 )
+from polling import wait_for
 
 from hvbench.drivers import DRIVERS, docker, podman
 from hvbench.drivers.docker import DockerDriver
@@ -280,6 +284,46 @@ def test_sigkilled_run_is_cleaned_up(platform, tmp_path):
     before = host_state()
     killed_run_is_cleaned_up(platform, tmp_path, runs=in_run_cgroup)
     assert host_state() == before
+
+
+@pytest.mark.guest
+@pytest.mark.usefixtures("_engines")
+def test_containerd_dumps_its_stacks_into_the_run_not_into_the_hosts_tmp(tmp_path):
+    """dockerd kills a containerd that stops answering its health checks (a loaded host), after
+    a SIGUSR1 that has containerd write its stacks into its TMPDIR: the host's /tmp kept a
+    containerd.<pid>.stacks.log after a full test suite. They go into the run's directory,
+    removed with it."""
+    study = tmp_path / "study.yaml"
+    study.write_text(
+        "name: stacks\nplatforms:\n  p: {driver: docker, memory: 256M}\nworkloads:\n"
+        "  - {name: cpu, suite: micro, integer: {duration: 5}, float: {duration: 1},"
+        " memory: {duration: 1}, branchy: {duration: 1}}\nrepetitions: 1\n"
+    )
+    run = subprocess.Popen(
+        [sys.executable, "-m", "hvbench", "run", str(study)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    run_id = run.stdout.readline().split()[1]
+    try:
+        wait_for(lambda: runtime_runs(run_id, "stress-ng"), 600, f"stress-ng in run {run_id}")
+        state = f"/run/{resource_name(run_id, 'p', prefix='hvbd')}/"
+        [containerd] = [
+            p
+            for p in processes(["name", "cmdline"])
+            if p.info["name"] == "containerd" and state in " ".join(p.info["cmdline"] or [])
+        ]
+        tmp = Path(containerd.environ().get("TMPDIR", "/tmp"))
+        assert tmp != Path("/tmp"), "containerd writes its stacks into the host's /tmp"
+        stacks = tmp / f"containerd.{containerd.pid}.stacks.log"
+        os.kill(containerd.pid, signal.SIGUSR1)
+        wait_for(stacks.exists, 30, f"{stacks} written")
+    finally:
+        run.communicate(timeout=600)
+    assert run.returncode == 0
+    assert not tmp.exists()
+    assert container_leftovers(run_id) == []
 
 
 @pytest.mark.guest

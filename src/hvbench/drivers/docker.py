@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import subprocess
 import time
 from collections.abc import Sequence
@@ -156,10 +157,16 @@ class DockerDriver(EngineDriver[DockerSettings]):
             "--log-level", "warn",
         ]  # fmt: skip
         log = home / "dockerd.log"
+        # containerd, started by dockerd with dockerd's environment, writes its stacks into
+        # TMPDIR when dockerd finds it unresponsive and kills it (under load: the host's /tmp
+        # kept a containerd.<pid>.stacks.log after the full test suite); the run's home is removed
+        tmp = home / "tmp"
+        tmp.mkdir()
         t0 = time.monotonic()
         with log.open("wb") as out:
             proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
-                                    stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+                                    stderr=subprocess.STDOUT, start_new_session=True,
+                                    env={**os.environ, "TMPDIR": str(tmp)})  # fmt: skip
         self.resources.append(self.ledger.add_process(proc.pid))
         while True:
             version = subprocess.run([*cli, "version", "--format", "{{.Server.Version}}"],
