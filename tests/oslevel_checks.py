@@ -121,6 +121,17 @@ def cleaned_up(run_id: str) -> None:
     assert container_leftovers(run_id) == []
 
 
+def started_run(study: Path) -> tuple[subprocess.Popen, str]:
+    """``hvbench run`` of the study started, and its run id (its first line)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "hvbench", "run", str(study)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    return proc, proc.stdout.readline().split()[1]
+
+
 def killed_run_is_cleaned_up(
     platform: str,
     tmp_path: Path,
@@ -137,13 +148,7 @@ def killed_run_is_cleaned_up(
     study.write_text(
         f"name: killed\nplatforms:\n  p: {platform}\nworkloads:\n  - {workload}\nrepetitions: 1\n"
     )
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "hvbench", "run", str(study)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    run_id = proc.stdout.readline().split()[1]
+    proc, run_id = started_run(study)
 
     def running() -> bool:
         assert proc.poll() is None, f"hvbench run ended before a container ran {command}"

@@ -25,6 +25,7 @@ from oslevel_checks import (
     metric_values,
     run_study,
     runtime_runs,
+    started_run,
 )
 from polling import wait_for
 
@@ -299,13 +300,7 @@ def test_containerd_dumps_its_stacks_into_the_run_not_into_the_hosts_tmp(tmp_pat
         "  - {name: cpu, suite: micro, integer: {duration: 5}, float: {duration: 1},"
         " memory: {duration: 1}, branchy: {duration: 1}}\nrepetitions: 1\n"
     )
-    run = subprocess.Popen(
-        [sys.executable, "-m", "hvbench", "run", str(study)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    run_id = run.stdout.readline().split()[1]
+    run, run_id = started_run(study)
     try:
         wait_for(lambda: runtime_runs(run_id, "stress-ng"), 600, f"stress-ng in run {run_id}")
         state = f"/run/{resource_name(run_id, 'p', prefix='hvbd')}/"

@@ -6,9 +6,11 @@ emoji codes."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
+import pwd
 import shutil
 import subprocess
 import sys
@@ -32,14 +34,16 @@ MARKUP = "root:x:0:0 [bold]b[/bold] [red]"
 
 
 def hvbench(
-    *args: str, user: str | None = None, env: dict[str, str] | None = None
+    *args: str, user: str | None = None, env: dict[str, str] | None = None, cwd: Path | None = None
 ) -> subprocess.CompletedProcess:
     """The hvbench command, as ``user`` (through runuser) where given, in ``env`` (by default
-    this process's environment)."""
+    this process's environment), in ``cwd`` (by default this process's)."""
     argv = [str(HVBENCH), *args]
     if user is not None:
         argv = ["runuser", "-u", user, "--", *argv]
-    return subprocess.run(argv, env=env, capture_output=True, text=True, timeout=300, check=False)
+    return subprocess.run(
+        argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=300, check=False
+    )
 
 
 def one_line(done: subprocess.CompletedProcess, code: int = 2) -> str:
@@ -75,15 +79,28 @@ def test_a_state_directory_that_cannot_be_made_is_one_line(tmp_path: Path, study
 @pytest.fixture
 def user() -> Iterator[str]:
     """An account with neither root nor a home directory (its home names a path that does not
-    exist), removed afterwards."""
+    exist), removed afterwards; what hvbench ran as it left nothing of it in the host's temporary
+    directory (Podman's --version, run by doctor, made its runtime directories there)."""
     name = f"hvb-{os.getpid()}"
     home = f"/nonexistent/{name}"
     subprocess.run(["useradd", "--no-create-home", "--home-dir", home, name], check=True)
+    uid = pwd.getpwnam(name).pw_uid
     try:
         yield name
     finally:
         subprocess.run(["userdel", name], check=True)
     assert not Path(home).exists()
+    assert _owned_by(uid, Path(tempfile.gettempdir())) == []
+
+
+def _owned_by(uid: int, directory: Path) -> list[Path]:
+    """The entries of ``directory`` that ``uid`` owns (another's may go while it is read)."""
+    found = []
+    for path in directory.iterdir():
+        with contextlib.suppress(FileNotFoundError):
+            if path.lstat().st_uid == uid:
+                found.append(path)
+    return found
 
 
 @pytest.fixture
@@ -114,10 +131,12 @@ def test_without_root_or_a_home_a_run_is_refused_in_one_line(user: str, shared_d
 
 
 def test_without_root_or_a_home_doctor_and_report_run(user: str, shared_dir: Path):
-    """What needs no root runs: doctor says what this user lacks, a report reads the user's
-    own store."""
-    doctor = hvbench("doctor", "--json", user=user)
+    """What needs no root runs: doctor says what this user lacks, and leaves nothing where it
+    ran (bonnie++ run without arguments to tell its version benchmarked the user's directory
+    for 10 s: 5 GB left there); a report reads the user's own store."""
+    doctor = hvbench("doctor", "--json", user=user, cwd=shared_dir)
     assert doctor.returncode == 0 and "Traceback" not in doctor.stderr, doctor.stderr
+    assert list(shared_dir.iterdir()) == []
     findings = {(f["kind"], f["name"]): f for f in json.loads(doctor.stdout)}
     assert not findings["host", "root"]["ok"] and findings["driver", "native"]["ok"]
     url = f"sqlite:///{shared_dir / 'results.db'}"

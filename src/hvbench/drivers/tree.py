@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import os
 import subprocess
+import tempfile
 from abc import abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -158,7 +159,11 @@ class TreeDriver(Driver[OS, I, TR]):
     def version(cls) -> str:
         """The program's ``--version``, its first line."""
         binary = cls.binary() or cls.engine_name
-        out = subprocess.run([binary, "--version"], capture_output=True, text=True, check=False)
+        # Podman run by a user without a runtime directory makes one in TMPDIR even for
+        # --version: doctor run by a user left /tmp/podman-run-<uid>; a throwaway TMPDIR here
+        with tempfile.TemporaryDirectory(prefix="hvbench-version-") as tmp:
+            out = subprocess.run([binary, "--version"], capture_output=True, text=True,
+                                 check=False, env={**os.environ, "TMPDIR": tmp})  # fmt: skip
         return (out.stdout.strip() or f"{binary}: version unknown").splitlines()[0]
 
     @classmethod
