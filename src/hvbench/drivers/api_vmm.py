@@ -38,7 +38,7 @@ from hvbench.guest.agent import VsockAgent
 from hvbench.host import hugepages
 from hvbench.host.inventory import PVM_ONLY, host_is_a_guest, kvm_is_pvm_only
 from hvbench.host.network import PREFIX, tap_and_mac
-from hvbench.host.process import executable
+from hvbench.host.process import executable, probe
 from hvbench.host.resources import Ledger, Resource
 from hvbench.store import WhatRan
 from hvbench.units import Size, format_size
@@ -122,7 +122,7 @@ threads at most 5 MiB beyond the guest); checked by the memory workload of the K
 @functools.cache
 def vmm_version(binary: str) -> str:
     """The VMM's own version line (``--version``), for the provenance."""
-    out = subprocess.run([binary, "--version"], capture_output=True, text=True, check=False)
+    out = probe([binary, "--version"])
     line = next((ln for ln in out.stdout.splitlines() if ln.strip()), "")
     return line.strip() or "unknown"
 

@@ -68,6 +68,7 @@ from hvbench.host.process import (
     LiveProcesses,
     failed,
     output_tail,
+    probe,
     run_bounded,
     time_left,
     which,
@@ -631,7 +632,7 @@ def runtime_version(binary: str) -> str:
     kept = Path(f"{binary}.version")
     with contextlib.suppress(OSError):
         return kept.read_text().strip()
-    out = subprocess.run([binary, "--version"], capture_output=True, text=True, check=False)
+    out = probe([binary, "--version"])
     return " ".join(out.stdout.split("\n")[:2]).strip() or "unknown"
 
 
@@ -782,7 +783,7 @@ def criu() -> Criu | None:
     path = which("criu")
     if path is None:
         return None
-    out = subprocess.run([path, "--version"], capture_output=True, text=True, check=False)
+    out = probe([path, "--version"])
     found = re.search(r"Version: ((\d+)\.(\d+)(?:\.\d+)?)", out.stdout)
     if out.returncode != 0 or found is None:
         return None

@@ -16,7 +16,6 @@ import contextlib
 import functools
 import json
 import os
-import subprocess
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -48,7 +47,7 @@ from hvbench.drivers.qemu_process import Guest, kvm_verdict
 from hvbench.errors import CommandTimeout, HvbenchError, InstanceError
 from hvbench.guest.agent import GuestAgent
 from hvbench.host.network import tap_and_mac
-from hvbench.host.process import executable, which
+from hvbench.host.process import executable, probe, which
 from hvbench.host.resources import Resource
 from hvbench.store import WhatRan
 
@@ -59,7 +58,7 @@ MIGRATION_POLL_S = 0.05
 @functools.cache
 def qemu_version(binary: str) -> str:
     """The first line of ``--version`` (with Debian's package version), for the provenance."""
-    out = subprocess.run([binary, "--version"], capture_output=True, text=True, check=False)
+    out = probe([binary, "--version"])
     return out.stdout.splitlines()[0] if out.stdout else "unknown"
 
 

@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
-import tempfile
 from abc import abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,7 +46,7 @@ from hvbench.errors import HvbenchError, InstanceError
 from hvbench.guest import image as guest_image
 from hvbench.guest import rootfs, userland
 from hvbench.host.cgroup import add_to_ledger, cgroup_procs
-from hvbench.host.process import time_left
+from hvbench.host.process import probe, time_left
 from hvbench.host.resources import Resource, resource_name
 
 SETUP_HINT = "./setup.sh --with-engines"
@@ -159,11 +157,7 @@ class TreeDriver(Driver[OS, I, TR]):
     def version(cls) -> str:
         """The program's ``--version``, its first line."""
         binary = cls.binary() or cls.engine_name
-        # Podman run by a user without a runtime directory makes one in TMPDIR even for
-        # --version: doctor run by a user left /tmp/podman-run-<uid>; a throwaway TMPDIR here
-        with tempfile.TemporaryDirectory(prefix="hvbench-version-") as tmp:
-            out = subprocess.run([binary, "--version"], capture_output=True, text=True,
-                                 check=False, env={**os.environ, "TMPDIR": tmp})  # fmt: skip
+        out = probe([binary, "--version"])
         return (out.stdout.strip() or f"{binary}: version unknown").splitlines()[0]
 
     @classmethod

@@ -61,7 +61,7 @@ from hvbench.guest import rootfs, userland
 from hvbench.guest.agent import GuestAgent
 from hvbench.host.inventory import boot_id
 from hvbench.host.network import PREFIX, tap_and_mac
-from hvbench.host.process import failed, run_bounded
+from hvbench.host.process import failed, probe, run_bounded
 from hvbench.host.resources import Ledger, Resource
 from hvbench.store import WhatRan
 from hvbench.units import Size
@@ -96,8 +96,7 @@ def _locked(directory: Path) -> Iterator[None]:
 
 
 def uml_version() -> str:
-    out = subprocess.run([UML, "--version"], capture_output=True, text=True, check=False).stdout
-    return out.strip() or "unknown"
+    return probe([UML, "--version"]).stdout.strip() or "unknown"
 
 
 # the XSAVE shim ---------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from typing import NamedTuple
 import psutil
 
 from hvbench.host import conditions
+from hvbench.host.process import probe
 from hvbench.store import Inventory
 
 
@@ -60,12 +61,8 @@ def tool_version(tool: str) -> str | None:
     if path is None:
         return None
     try:
-        proc = subprocess.run(
-            [path, *(TOOLS[tool].version_args if tool in TOOLS else ("--version",))],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=False,
+        proc = probe(
+            [path, *(TOOLS[tool].version_args if tool in TOOLS else ("--version",))], timeout=10
         )
     except (OSError, subprocess.TimeoutExpired):
         return "unknown"

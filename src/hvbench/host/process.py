@@ -10,6 +10,7 @@ import shutil
 import signal
 import subprocess
 import sysconfig
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -76,6 +77,16 @@ def checked(argv: list[str]) -> None:
     proc = subprocess.run(argv, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise HvbenchError(failed(argv[0], proc))
+
+
+def probe(argv: Sequence[str], timeout: float | None = None) -> subprocess.CompletedProcess[str]:
+    """A program asked about itself (its ``--version``), in a throwaway working and temporary
+    directory, gone after it: run by a user, Podman makes its runtime directories in TMPDIR even
+    for --version, and a program that takes the question for work writes where it runs."""
+    with tempfile.TemporaryDirectory(prefix="hvbench-probe-", ignore_cleanup_errors=True) as tmp:
+        env = {**os.environ, "TMPDIR": tmp}
+        return subprocess.run(argv, cwd=tmp, env=env, capture_output=True, text=True,
+                              timeout=timeout, check=False)  # fmt: skip
 
 
 class _Capture(threading.Thread):
