@@ -18,6 +18,7 @@ from run_checks import CPU, leftovers
 from typer.testing import CliRunner
 
 from hvbench import doctor
+from hvbench import runner as runner_module
 from hvbench import session as session_module
 from hvbench.analysis import analyse
 from hvbench.analysis.cache import run_key
@@ -28,7 +29,7 @@ from hvbench.cli.run import REPORTS, imprecise_cells
 from hvbench.errors import HvbenchError
 from hvbench.host.process import processes
 from hvbench.plan import START_TIMEOUT_S, start_allowance
-from hvbench.runner import needs_of
+from hvbench.runner import RunScope, needs_of
 from hvbench.session import NewRun, Resume, RunSession
 from hvbench.store import TIME, Store, TimeRecord, WhatRan
 from hvbench.study import parse_study
@@ -249,6 +250,20 @@ def test_interrupt_cleans_up_and_marks_the_run(tmp_path, sig):
     assert "Traceback" not in errors
     assert store.run(run_id).status == "interrupted"
     assert leftovers(run_id) == [] and _host_scratch() <= scratch
+
+
+def test_a_run_interrupted_while_it_claims_the_host_leaves_nothing(monkeypatch):
+    """Ctrl-C between the run's ledger and its network: what was claimed is let go, the
+    ledger with it (it was left for ``hvbench cleanup``)."""
+
+    def interrupted(*args: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner_module, "RunNetwork", interrupted)
+    run_id = session_module.new_run_id()
+    with pytest.raises(KeyboardInterrupt):
+        RunScope.claim(run_id, profile=False, notice=print)
+    assert leftovers(run_id) == []
 
 
 @pytest.mark.parametrize(

@@ -4,6 +4,7 @@ start leaves ``hvbench cleanup`` all it needs to remove everything."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import threading
@@ -105,6 +106,45 @@ def test_a_ledger_written_by_many_threads_at_once_reads_back_whole(tmp_path: Pat
         [f"ns-{i}" for i in range(64)] + [str(tmp_path / f"b-{i}") for i in range(0, 64, 2)]
     )
     assert [r.id for r in replayed] == [r.id for r in ledger.live]
+
+
+class _Interrupted(Exception):
+    """What this test's signal raises in the main thread, as Ctrl-C raises KeyboardInterrupt."""
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    raise _Interrupted
+
+
+def _waiting_in_at_once() -> bool:
+    """Whether the main thread waits in at_once for its threads' futures, past starting them."""
+    frame = sys._current_frames().get(threading.main_thread().ident or 0)
+    calls = []
+    while frame is not None:
+        calls.append((Path(frame.f_code.co_filename).parent.name, frame.f_code.co_name))
+        frame = frame.f_back
+    return ("futures", "wait") in calls and any(name == "at_once" for _, name in calls)
+
+
+def test_an_interrupted_at_once_raises_only_once_its_threads_have_ended():
+    """An interrupt while a group starts reaches the run's cleanup only after every instance's
+    thread has ended: before, the cleanup released a namespace that a thread had recorded and
+    then made, and it was left (CI, an interrupted run)."""
+    ended = threading.Event()
+
+    def instance(index: int) -> None:
+        wait_for(_waiting_in_at_once, timeout=30, what="at_once waiting for its threads")
+        signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGUSR1)
+        time.sleep(0.3)  # the thread is still making what it recorded
+        ended.set()
+
+    previous = signal.signal(signal.SIGUSR1, _interrupted)
+    try:
+        with pytest.raises(_Interrupted):
+            at_once([0], instance)
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert ended.is_set()
 
 
 def _containers_begun(run_id: str) -> int:

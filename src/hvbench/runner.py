@@ -203,14 +203,18 @@ class RunScope:
     @classmethod
     def claim(cls, run_id: str, profile: bool, notice: Callable[[str], None]) -> RunScope:
         """The run's ledger, work directory, network and profiler (saying its failure through
-        ``notice``)."""
+        ``notice``); what was claimed let go again where claiming fails or is interrupted."""
         ledger = Ledger(run_id)
-        ledger.claim()
-        workdir = WORK_ROOT / run_id
-        ledger.add("path", str(workdir))
-        workdir.mkdir(parents=True, exist_ok=True)
-        network = RunNetwork(run_id, ledger)
-        profiler = HostProfiler(ledger, workdir, notice, enabled=profile)
+        try:
+            ledger.claim()
+            workdir = WORK_ROOT / run_id
+            ledger.add("path", str(workdir))
+            workdir.mkdir(parents=True, exist_ok=True)
+            network = RunNetwork(run_id, ledger)
+            profiler = HostProfiler(ledger, workdir, notice, enabled=profile)
+        except BaseException:
+            ledger.release_all()
+            raise
         return cls(ledger, workdir, network, profiler)
 
     def driver(self, platform: str, settings: PlatformSettings, needs: Needs) -> Driver:

@@ -285,19 +285,19 @@ class RunSession:
             self._hold.release()
 
     def _run_held(self) -> RunResult:
-        scope = RunScope.claim(self.run_id, self.study.profile, self._profile_notice)
         status: Status = "interrupted"
         failed = 0
         try:
             with _sigterm_as_interrupt():
-                failed = self._measure(scope)
-            status = "failed" if failed else "finished"
+                scope = RunScope.claim(self.run_id, self.study.profile, self._profile_notice)
+                try:
+                    failed = self._measure(scope)
+                    status = "failed" if failed else "finished"
+                finally:
+                    scope.close()
         finally:
-            try:
-                scope.close()
-            finally:
-                self._keep_time()
-                self.store.set_run_status(self.run_id, status, finished=status != "interrupted")
+            self._keep_time()
+            self.store.set_run_status(self.run_id, status, finished=status != "interrupted")
         return RunResult(status, failed)
 
     def _measure(self, scope: RunScope) -> int:

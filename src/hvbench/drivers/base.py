@@ -8,10 +8,11 @@ control channel that is never the device under test, and the driver ``stop``s th
 from __future__ import annotations
 
 import itertools
+import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Generic, Literal, TypeVar
@@ -541,9 +542,31 @@ T = TypeVar("T")
 def at_once(items: Sequence[T], work: Callable[[T], object]) -> list[BaseException]:
     """Run ``work`` on every item at once, each in a thread of its own (a storm's instances
     wait on their platform together, not in turn), and wait for all; the errors raised, in the
-    items' order."""
-    with ThreadPoolExecutor(max_workers=max(1, len(items))) as pool:
-        futures = [pool.submit(work, item) for item in items]
+    items' order. Interrupted (Ctrl-C, SIGTERM), it raises only once every thread has ended:
+    the run's cleanup that follows must not release what a thread has recorded and is about
+    to make (it would be made after, and left). The threads begin their work once all are
+    started, so that an interrupt while they start (where a thread may not be known yet) has
+    none begin it. A second interrupt stops the wait."""
+    started, cancelled = threading.Event(), threading.Event()
+
+    def once_all_are_started(item: T) -> object:
+        started.wait()
+        return None if cancelled.is_set() else work(item)
+
+    pool = ThreadPoolExecutor(max_workers=max(1, len(items)))
+    futures: list[Future] = []
+    try:
+        futures.extend(pool.submit(once_all_are_started, item) for item in items)
+        started.set()
+        wait(futures)
+    except BaseException:
+        if not started.is_set():
+            cancelled.set()
+            started.set()
+        wait(futures)  # not Thread.join: interrupted once, it takes a running thread for ended
+        raise
+    finally:
+        pool.shutdown(wait=False)
     return [e for e in (f.exception() for f in futures) if e is not None]
 
 
