@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 from builders import RunBuilder
@@ -256,7 +257,7 @@ def test_a_run_interrupted_while_it_claims_the_host_leaves_nothing(monkeypatch):
     """Ctrl-C between the run's ledger and its network: what was claimed is let go, the
     ledger with it (it was left for ``hvbench cleanup``)."""
 
-    def interrupted(*args: object) -> None:
+    def interrupted(*args: object) -> NoReturn:
         raise KeyboardInterrupt
 
     monkeypatch.setattr(runner_module, "RunNetwork", interrupted)

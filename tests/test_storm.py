@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 from conftest import require
@@ -112,7 +113,7 @@ class _Interrupted(Exception):
     """What this test's signal raises in the main thread, as Ctrl-C raises KeyboardInterrupt."""
 
 
-def _interrupted(signum: int, frame: object) -> None:
+def _interrupted(signum: int, frame: object) -> NoReturn:
     raise _Interrupted
 
 
