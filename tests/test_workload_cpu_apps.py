@@ -5,26 +5,34 @@ from __future__ import annotations
 
 import hashlib
 import re
+import subprocess
 from pathlib import Path
 from typing import get_args
 
 import pytest
 from workload_env import calibrate, corpus_digest, native_instances, run_workload
 
+from hvbench.errors import InstanceError
 from hvbench.workloads import workload_class, workload_of
 from hvbench.workloads.base import ParseError
 from hvbench.workloads.clock import parse_timing
 from hvbench.workloads.cpu import Cpu, CpuSettings
 from hvbench.workloads.cpu_apps import (
+    AUTO_DATA_SCALE,
     CORPUS,
+    CORPUS_ROWS,
     MIB,
     PROGRAMS,
     QUICK_SCALE,
+    SQLITE3,
     SUB_SCORES,
     CpuApps,
     CpuAppsSettings,
     Job,
     ProgramKey,
+    corpus_maker,
+    make_corpus,
+    orders_sql,
     parse_copies,
 )
 
@@ -200,11 +208,41 @@ def test_auto_scale_sizes_each_job_to_its_target_natively():
         CpuApps(settings).size(PROGRAM["xz"], quick=False)
 
 
-def test_corpus_is_deterministic_on_native():
+def corpus_sql(rows: int) -> str:
+    """The compressors' corpus as sqlite3 made it in each instance before hvbench-corpus."""
+    return (
+        "SELECT printf('%d,%s,%s,%s,%s,%d,%d.%02d,%s', id, day, customer, city, product, qty, "
+        f"cents / 100, cents % 100, status) FROM ({orders_sql(rows)});"
+    )
+
+
+@pytest.mark.parametrize("scale", [QUICK_SCALE, AUTO_DATA_SCALE, 1.0])
+def test_the_corpus_is_what_sqlite3_printed_for_the_sqlite_jobs_table(scale, tmp_path):
+    """hvbench-corpus writes, byte for byte, the rows of orders_sql as sqlite3 prints them
+    (what the instances made with sqlite3 before: the xz figures of earlier runs hold)."""
+    rows = max(1000, round(CORPUS_ROWS * scale))
+    printed = subprocess.run(
+        [SQLITE3, ":memory:", corpus_sql(rows)], capture_output=True, check=True
+    ).stdout
+    made = subprocess.run(
+        [corpus_maker(), str(rows), tmp_path / CORPUS], capture_output=True, text=True, check=True
+    )
+    assert (tmp_path / CORPUS).read_bytes() == printed
+    assert made.stdout == f"bytes={len(printed)}\n"
+
+
+def test_the_corpus_is_the_same_file_on_native():
     with native_instances(1) as (instances, _network):
         first, second = corpus_digest(instances[0]), corpus_digest(instances[0])
     assert first == second and len(first) == 64
     assert first != hashlib.sha256(b"").hexdigest()  # not an empty file
+
+
+def test_a_corpus_that_cannot_be_written_fails_its_sample_in_one_line(tmp_path):
+    with native_instances(1) as (instances, _network), pytest.raises(InstanceError) as failed:
+        make_corpus(instances[0], str(tmp_path / "gone"), QUICK_SCALE)
+    assert "hvbench-corpus" in str(failed.value) and "No such file" in str(failed.value)
+    assert "\n" not in str(failed.value)
 
 
 def test_a_helper_cache_that_instances_would_hide_is_refused(monkeypatch):

@@ -63,8 +63,8 @@ def corpus_digest(instance: Instance) -> str:
     the same bytes must come out on every platform."""
     workload = CpuApps(CpuAppsSettings(name="cpu"))
     ctx = Context(network=None, quick=True, instance_count=1)  # type: ignore[arg-type]
-    workload.prepare(instance, ctx)
     try:
+        workload.prepare(instance, ctx)
         path = f"{workload.scratch(instance)}/{CORPUS}"
         return instance.exec(["sha256sum", path], 120).text().split()[0]
     finally:

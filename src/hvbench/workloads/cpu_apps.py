@@ -24,11 +24,13 @@ aes        ``openssl speed -evp aes-256-gcm``,   crypto instructions (AES-NI, PC
 sha256     ``openssl speed -evp sha256``, 20 s   SHA extensions or AVX2, as above
 =========  ====================================  =============================================
 
-The corpus is a CSV table of orders (dates, names, cities, products, amounts) that ``sqlite3``
-generates in the instance from a fixed linear congruential sequence, so every platform
-compresses the same bytes with no data shipped. Each program runs for 14-35 s natively at
-``scale: 1`` (openssl for 20 s); ``scale`` multiplies every job (pixels, nodes, bytes, rows,
-seconds), which is why it is part of the label: jobs of different sizes are different cells.
+The corpus is a CSV table of orders (dates, names, cities, products, amounts) generated in the
+instance from a fixed linear congruential sequence by ``hvbench-corpus`` (corpus.c, a static
+helper like the clock): byte for byte the rows of the sqlite job's table as ``sqlite3`` prints
+them, which made it before at 2-4 s a sample in a guest under TCG. Every platform compresses the
+same bytes with no data shipped. Each program runs for 14-35 s natively at ``scale: 1`` (openssl
+for 20 s); ``scale`` multiplies every job (pixels, nodes, bytes, rows, seconds), which is why it
+is part of the label: jobs of different sizes are different cells.
 
 ``openssl speed`` has no fixed-work mode: it runs for a fixed time and counts the blocks it
 processed. ``-elapsed`` makes it divide by wall-clock time, not its CPU time, so time stolen
@@ -70,6 +72,7 @@ import re
 import shlex
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Literal, NamedTuple
 
 from pydantic import Field, PositiveFloat, PositiveInt, model_validator
@@ -93,6 +96,7 @@ from hvbench.workloads.common import (
     run,
     search,
 )
+from hvbench.workloads.helpers import static_helper
 from hvbench.workloads.sizing import AUTO_TARGET_S, size_to_last
 
 if TYPE_CHECKING:
@@ -164,7 +168,8 @@ class Copy(NamedTuple):
 # the generated table -----------------------------------------------------------------------
 
 _M, _A, _C = 1 << 31, 1103515245, 12345
-"""A linear congruential generator (glibc's constants); each row takes three steps."""
+"""A linear congruential generator (glibc's constants); each row takes three steps. corpus.c
+holds the same constants and word lists."""
 _A2, _C2 = _A * _A % _M, (_A * _C + _C) % _M
 _A3, _C3 = _A2 * _A % _M, (_A2 * _C + _A * _C + _C) % _M
 _SEED = 20240601
@@ -185,7 +190,8 @@ _PRODUCT = _words(
 
 
 def orders_sql(rows: int) -> str:
-    """A SELECT of ``rows`` generated orders: the same rows wherever the same sqlite3 runs."""
+    """A SELECT of ``rows`` generated orders: the same rows wherever the same sqlite3 runs, and
+    the rows hvbench-corpus (corpus.c) writes as the compressors' corpus."""
     return f"""WITH RECURSIVE r(i, a, b, c) AS (
   SELECT 1, {_SEED}, {(_SEED * _A + _C) % _M}, {(_SEED * _A2 + _C2) % _M}
   UNION ALL
@@ -203,14 +209,6 @@ SELECT i AS id,
   CASE (u + v) % 7 WHEN 0 THEN 'returned' WHEN 1 THEN 'pending' ELSE 'shipped' END AS status,
   1 + (v * 65536 + u) % {rows} AS ref
 FROM f"""
-
-
-def corpus_sql(rows: int) -> str:
-    """The compressors' corpus: the orders as CSV lines."""
-    return (
-        "SELECT printf('%d,%s,%s,%s,%s,%d,%d.%02d,%s', id, day, customer, city, product, qty, "
-        f"cents / 100, cents % 100, status) FROM ({orders_sql(rows)});"
-    )
 
 
 def sqlite_round_sql(rows: int) -> str:
@@ -392,7 +390,7 @@ class Compressor(Program):
 
     @property
     def tools(self) -> tuple[str, ...]:
-        return (self.path, SQLITE3)  # sqlite3 makes the corpus
+        return (self.path, str(corpus_maker()))
 
     def size_at(self, scale: float) -> int:
         return max(1, round(self.passes * max(1.0, scale)))
@@ -690,14 +688,17 @@ class CpuApps(ScratchWorkload[CpuAppsSettings]):
         return 120 + SLOWEST_PLATFORM * self.estimate_seconds(quick)
 
 
+def corpus_maker() -> Path:
+    """hvbench-corpus (corpus.c), built once into the image cache."""
+    return static_helper("hvbench-corpus", "corpus.c")
+
+
 def make_corpus(instance: Instance, scratch: str, data_scale: float) -> int:
     """Generate the compressors' corpus in the scratch directory; its size in bytes."""
-    corpus = f"{scratch}/{CORPUS}"
     rows = max(1000, round(CORPUS_ROWS * data_scale))
-    make = [SQLITE3, "-cmd", f".output {corpus}", ":memory:", corpus_sql(rows)]
-    run(instance, make, timeout=60 + SLOWEST_PLATFORM * rows / 100_000)
-    size = run(instance, ["wc", "-c", corpus], timeout=SMALL_COMMAND_S).text().split()
-    return int(number(size[0] if size else "", "corpus size"))
+    argv = [str(corpus_maker()), str(rows), f"{scratch}/{CORPUS}"]
+    made = run(instance, argv, timeout=60 + SLOWEST_PLATFORM * rows / 100_000).text()
+    return int(search(r"^bytes=(\d+)$", made, "hvbench-corpus's bytes=N").group(1))
 
 
 def _shell(job: Job) -> str:
