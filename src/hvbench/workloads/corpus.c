@@ -6,8 +6,9 @@
  * prints for the orders of cpu_apps.orders_sql (the sqlite job's table) formatted as
  * printf('%d,%s,%s,%s,%s,%d,%d.%02d,%s', id, day, customer, city, product, qty, euros, cents,
  * status): the instances made the corpus with sqlite3 before, 2-4 s a sample in a guest under
- * TCG, where this takes a few hundredths. test_workload_cpu_apps.py compares the two; the
- * generator's constants and word lists below are cpu_apps.py's.
+ * TCG, where this command takes a quarter of a second (0.02 s natively).
+ * test_workload_cpu_apps.py compares the two; the constants and word lists below are
+ * cpu_apps.py's.
  */
 #include <inttypes.h>
 #include <stdint.h>
