@@ -20,7 +20,6 @@ from hvbench.workloads.cpu import Cpu, CpuSettings
 from hvbench.workloads.cpu_apps import (
     AUTO_DATA_SCALE,
     CORPUS,
-    CORPUS_ROWS,
     MIB,
     PROGRAMS,
     QUICK_SCALE,
@@ -31,6 +30,7 @@ from hvbench.workloads.cpu_apps import (
     Job,
     ProgramKey,
     corpus_maker,
+    corpus_rows,
     make_corpus,
     orders_sql,
     parse_copies,
@@ -220,7 +220,7 @@ def corpus_sql(rows: int) -> str:
 def test_the_corpus_is_what_sqlite3_printed_for_the_sqlite_jobs_table(scale, tmp_path):
     """hvbench-corpus writes, byte for byte, the rows of orders_sql as sqlite3 prints them
     (what the instances made with sqlite3 before: the xz figures of earlier runs hold)."""
-    rows = max(1000, round(CORPUS_ROWS * scale))
+    rows = corpus_rows(scale)
     printed = subprocess.run(
         [SQLITE3, ":memory:", corpus_sql(rows)], capture_output=True, check=True
     ).stdout

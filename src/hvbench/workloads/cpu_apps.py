@@ -693,9 +693,14 @@ def corpus_maker() -> Path:
     return static_helper("hvbench-corpus", "corpus.c")
 
 
+def corpus_rows(data_scale: float) -> int:
+    """Rows of the compressors' corpus at a data scale."""
+    return max(1000, round(CORPUS_ROWS * data_scale))
+
+
 def make_corpus(instance: Instance, scratch: str, data_scale: float) -> int:
     """Generate the compressors' corpus in the scratch directory; its size in bytes."""
-    rows = max(1000, round(CORPUS_ROWS * data_scale))
+    rows = corpus_rows(data_scale)
     argv = [str(corpus_maker()), str(rows), f"{scratch}/{CORPUS}"]
     made = run(instance, argv, timeout=60 + SLOWEST_PLATFORM * rows / 100_000).text()
     return int(search(r"^bytes=(\d+)$", made, "hvbench-corpus's bytes=N").group(1))
